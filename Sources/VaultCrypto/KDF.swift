@@ -1,0 +1,147 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+import CArgon2
+import Crypto
+import _CryptoExtras
+
+/// How a master key is derived from the master password (spec §1.2).
+public enum KdfConfiguration: Sendable, Hashable {
+    /// PBKDF2-HMAC-SHA256 with the given iteration count.
+    case pbkdf2(iterations: Int)
+    /// Argon2id version 0x13 with `iterations` passes, `memoryMiB` mebibytes and `parallelism` lanes.
+    case argon2id(iterations: Int, memoryMiB: Int, parallelism: Int)
+
+    /// The default for new accounts: PBKDF2 with 600,000 iterations.
+    public static let defaultPBKDF2 = KdfConfiguration.pbkdf2(iterations: 600_000)
+    /// Argon2id defaults of the Bitwarden SDK: 3 iterations, 64 MiB, 4 lanes.
+    public static let defaultArgon2id = KdfConfiguration.argon2id(iterations: 3, memoryMiB: 64, parallelism: 4)
+
+    /// Client limits (spec §1.2 "SDK client refuses below"); the upper bounds are the official server's,
+    /// so a hostile server cannot make the client spin or exhaust memory.
+    public static let pbkdf2Iterations = 5_000...2_000_000
+    public static let argon2Iterations = 2...10
+    public static let argon2MemoryMiB = 16...1024
+    public static let argon2Parallelism = 1...16
+
+    /// Builds a configuration from the wire fields (`kdf`, `kdfIterations`, `kdfMemory`, `kdfParallelism`)
+    /// and validates it.
+    public init(type: Int, iterations: Int, memoryMiB: Int?, parallelism: Int?) throws {
+        switch type {
+        case 0:
+            self = .pbkdf2(iterations: iterations)
+        case 1:
+            guard let memoryMiB, let parallelism else {
+                throw CryptoError.invalidKdfParameters("Argon2id needs memory and parallelism")
+            }
+            self = .argon2id(iterations: iterations, memoryMiB: memoryMiB, parallelism: parallelism)
+        default:
+            throw CryptoError.invalidKdfParameters("unknown KDF type \(type)")
+        }
+        try validate()
+    }
+
+    /// The wire `kdf` value: 0 for PBKDF2, 1 for Argon2id.
+    public var typeCode: Int {
+        switch self {
+        case .pbkdf2: return 0
+        case .argon2id: return 1
+        }
+    }
+
+    /// The wire `kdfIterations`.
+    public var iterations: Int {
+        switch self {
+        case .pbkdf2(let iterations), .argon2id(let iterations, _, _): return iterations
+        }
+    }
+
+    /// The wire `kdfMemory` (MiB), `nil` for PBKDF2.
+    public var memoryMiB: Int? {
+        if case .argon2id(_, let memory, _) = self { return memory }
+        return nil
+    }
+
+    /// The wire `kdfParallelism`, `nil` for PBKDF2.
+    public var parallelism: Int? {
+        if case .argon2id(_, _, let parallelism) = self { return parallelism }
+        return nil
+    }
+
+    /// Refuses parameters outside the client's limits.
+    public func validate() throws {
+        switch self {
+        case .pbkdf2(let iterations):
+            try Self.check(iterations, in: Self.pbkdf2Iterations, "PBKDF2 iterations")
+        case .argon2id(let iterations, let memory, let parallelism):
+            try Self.check(iterations, in: Self.argon2Iterations, "Argon2id iterations")
+            try Self.check(memory, in: Self.argon2MemoryMiB, "Argon2id memory (MiB)")
+            try Self.check(parallelism, in: Self.argon2Parallelism, "Argon2id parallelism")
+        }
+    }
+
+    private static func check(_ value: Int, in range: ClosedRange<Int>, _ name: String) throws {
+        if value < range.lowerBound {
+            throw CryptoError.invalidKdfParameters("\(name) is \(value), below the minimum of \(range.lowerBound)")
+        }
+        if value > range.upperBound {
+            throw CryptoError.invalidKdfParameters("\(name) is \(value), above the maximum of \(range.upperBound)")
+        }
+    }
+
+    /// Derives 32 bytes from `password` and the (already normalised) `salt`.
+    func derive(password: [UInt8], salt: [UInt8]) throws -> SymmetricKey {
+        try validate()
+        switch self {
+        case .pbkdf2(let iterations):
+            return try PBKDF2SHA256.derive(password: password, salt: salt, iterations: iterations)
+        case .argon2id(let iterations, let memoryMiB, let parallelism):
+            // spec §1.2: the Argon2 salt is the SHA-256 digest of the normalised salt string.
+            let digest = Array(SHA256.hash(data: salt))
+            var out = [UInt8](repeating: 0, count: 32)
+            let status = password.withUnsafeBytes { pwd in
+                digest.withUnsafeBytes { saltBytes in
+                    out.withUnsafeMutableBytes { outBytes in
+                        argon2id_hash_raw(
+                            UInt32(iterations), UInt32(memoryMiB * 1024), UInt32(parallelism),
+                            pwd.baseAddress, pwd.count, saltBytes.baseAddress, saltBytes.count,
+                            outBytes.baseAddress, outBytes.count)
+                    }
+                }
+            }
+            defer { out.withUnsafeMutableBytes { zero($0) } }
+            guard status == ARGON2_OK.rawValue else {
+                let message = String(cString: argon2_error_message(status))
+                throw CryptoError.invalidKdfParameters("Argon2id failed: \(message)")
+            }
+            return SymmetricKey(data: out)
+        }
+    }
+}
+
+/// PBKDF2-HMAC-SHA256 from swift-crypto. Low iteration counts are allowed here on purpose: the
+/// master-password hashes use 1 and 2 iterations over an already slow master key (spec §1.3).
+enum PBKDF2SHA256 {
+    static func derive<P: DataProtocol, S: DataProtocol>(password: P, salt: S, iterations: Int, byteCount: Int = 32) throws -> SymmetricKey {
+        do {
+            return try KDF.Insecure.PBKDF2.deriveKey(
+                from: password, salt: salt, using: .sha256, outputByteCount: byteCount, unsafeUncheckedRounds: iterations)
+        } catch {
+            throw CryptoError.invalidKdfParameters("PBKDF2 failed: \(error)")
+        }
+    }
+}
+
+/// Overwrites a buffer with zeros in a way the optimiser keeps.
+func zero(_ buffer: UnsafeMutableRawBufferPointer) {
+    guard let base = buffer.baseAddress else { return }
+    // A call into libc with the pointer escaping is not elided by the optimiser.
+    _ = memset(base, 0, buffer.count)
+}

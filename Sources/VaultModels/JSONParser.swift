@@ -1,0 +1,353 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+
+/// A strict RFC 8259 JSON parser producing ``JSONValue``.
+///
+/// Strict: no trailing commas, no comments, no duplicate keys, no lone surrogates, valid UTF-8 only.
+/// Bounded: nesting deeper than ``maximumDepth`` is refused, so hostile input cannot exhaust the stack.
+/// Errors are ``ModelError/invalidJSON(offset:reason:)`` with the byte offset.
+public struct JSONParser {
+    /// The deepest nesting accepted.
+    public static let maximumDepth = 256
+
+    /// Parses a complete JSON text.
+    public static func parse<Bytes: Collection>(_ bytes: Bytes) throws -> JSONValue where Bytes.Element == UInt8 {
+        if let result = try bytes.withContiguousStorageIfAvailable({ try parse(buffer: $0) }) {
+            return result
+        }
+        return try Array(bytes).withUnsafeBufferPointer { try parse(buffer: $0) }
+    }
+
+    /// Parses a complete JSON text given as a string.
+    public static func parse(_ text: String) throws -> JSONValue {
+        var copy = text
+        return try copy.withUTF8 { try parse(buffer: $0) }
+    }
+
+    /// Parses a JSON text that must be an object.
+    public static func parseObject<Bytes: Collection>(_ bytes: Bytes) throws -> JSONObject where Bytes.Element == UInt8 {
+        let value = try parse(bytes)
+        guard case .object(let object) = value else {
+            throw ModelError.invalidJSON(offset: 0, reason: "expected an object, found \(value.kindName)")
+        }
+        return object
+    }
+
+    static func parse(buffer: UnsafeBufferPointer<UInt8>) throws -> JSONValue {
+        var parser = JSONParser(buffer: buffer)
+        parser.skipWhitespace()
+        let value = try parser.parseValue(depth: 0)
+        parser.skipWhitespace()
+        guard parser.position == buffer.count else { throw parser.error("unexpected data after the JSON value") }
+        return value
+    }
+
+    private let buffer: UnsafeBufferPointer<UInt8>
+    private var position = 0
+
+    private init(buffer: UnsafeBufferPointer<UInt8>) { self.buffer = buffer }
+
+    private func error(_ reason: String) -> ModelError {
+        ModelError.invalidJSON(offset: position, reason: reason)
+    }
+
+    private mutating func skipWhitespace() {
+        while position < buffer.count {
+            switch buffer[position] {
+            case 0x20, 0x09, 0x0A, 0x0D: position += 1
+            default: return
+            }
+        }
+    }
+
+    private mutating func parseValue(depth: Int) throws -> JSONValue {
+        guard position < buffer.count else { throw error("unexpected end of input") }
+        switch buffer[position] {
+        case UInt8(ascii: "{"):
+            guard depth < Self.maximumDepth else { throw error("nesting deeper than \(Self.maximumDepth)") }
+            return .object(try parseObject(depth: depth + 1))
+        case UInt8(ascii: "["):
+            guard depth < Self.maximumDepth else { throw error("nesting deeper than \(Self.maximumDepth)") }
+            return .array(try parseArray(depth: depth + 1))
+        case UInt8(ascii: "\""):
+            return .string(try parseString())
+        case UInt8(ascii: "t"):
+            try expectLiteral("true")
+            return .bool(true)
+        case UInt8(ascii: "f"):
+            try expectLiteral("false")
+            return .bool(false)
+        case UInt8(ascii: "n"):
+            try expectLiteral("null")
+            return .null
+        case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"):
+            return .number(try parseNumber())
+        default:
+            throw error("unexpected character '\(Unicode.Scalar(buffer[position]))'")
+        }
+    }
+
+    private mutating func expectLiteral(_ literal: StaticString) throws {
+        let count = literal.utf8CodeUnitCount
+        guard position + count <= buffer.count else { throw error("unexpected end of input") }
+        for index in 0..<count where buffer[position + index] != literal.utf8Start[index] {
+            throw error("invalid literal")
+        }
+        position += count
+    }
+
+    private mutating func parseObject(depth: Int) throws -> JSONObject {
+        position += 1  // {
+        var entries: [JSONObject.Entry] = []
+        var seen: Set<String>? = nil
+        skipWhitespace()
+        if position < buffer.count, buffer[position] == UInt8(ascii: "}") {
+            position += 1
+            return JSONObject(entries: entries)
+        }
+        while true {
+            skipWhitespace()
+            guard position < buffer.count, buffer[position] == UInt8(ascii: "\"") else {
+                throw error("expected a string key")
+            }
+            let key = try parseString()
+            // Duplicate keys: linear for small objects, hashed for large ones (no quadratic blow-up).
+            if entries.count < 16 {
+                if entries.contains(where: { $0.key == key }) { throw error("duplicate key '\(key.prefix(40))'") }
+            } else {
+                if seen == nil { seen = Set(entries.map(\.key)) }
+                if !seen!.insert(key).inserted { throw error("duplicate key '\(key.prefix(40))'") }
+            }
+            skipWhitespace()
+            guard position < buffer.count, buffer[position] == UInt8(ascii: ":") else { throw error("expected ':'") }
+            position += 1
+            skipWhitespace()
+            let value = try parseValue(depth: depth)
+            entries.append(JSONObject.Entry(key: key, value: value))
+            skipWhitespace()
+            guard position < buffer.count else { throw error("unexpected end of input in an object") }
+            if buffer[position] == UInt8(ascii: ",") {
+                position += 1
+                continue
+            }
+            if buffer[position] == UInt8(ascii: "}") {
+                position += 1
+                return JSONObject(entries: entries)
+            }
+            throw error("expected ',' or '}'")
+        }
+    }
+
+    private mutating func parseArray(depth: Int) throws -> [JSONValue] {
+        position += 1  // [
+        var values: [JSONValue] = []
+        skipWhitespace()
+        if position < buffer.count, buffer[position] == UInt8(ascii: "]") {
+            position += 1
+            return values
+        }
+        while true {
+            skipWhitespace()
+            values.append(try parseValue(depth: depth))
+            skipWhitespace()
+            guard position < buffer.count else { throw error("unexpected end of input in an array") }
+            if buffer[position] == UInt8(ascii: ",") {
+                position += 1
+                continue
+            }
+            if buffer[position] == UInt8(ascii: "]") {
+                position += 1
+                return values
+            }
+            throw error("expected ',' or ']'")
+        }
+    }
+
+    private mutating func parseNumber() throws -> String {
+        let start = position
+        if buffer[position] == UInt8(ascii: "-") { position += 1 }
+        guard position < buffer.count, isDigit(buffer[position]) else { throw error("invalid number") }
+        if buffer[position] == UInt8(ascii: "0") {
+            position += 1
+        } else {
+            while position < buffer.count, isDigit(buffer[position]) { position += 1 }
+        }
+        if position < buffer.count, buffer[position] == UInt8(ascii: ".") {
+            position += 1
+            guard position < buffer.count, isDigit(buffer[position]) else { throw error("invalid number: digits must follow '.'") }
+            while position < buffer.count, isDigit(buffer[position]) { position += 1 }
+        }
+        if position < buffer.count, buffer[position] == UInt8(ascii: "e") || buffer[position] == UInt8(ascii: "E") {
+            position += 1
+            if position < buffer.count, buffer[position] == UInt8(ascii: "+") || buffer[position] == UInt8(ascii: "-") {
+                position += 1
+            }
+            guard position < buffer.count, isDigit(buffer[position]) else { throw error("invalid number exponent") }
+            while position < buffer.count, isDigit(buffer[position]) { position += 1 }
+        }
+        return String(decoding: UnsafeBufferPointer(rebasing: buffer[start..<position]), as: UTF8.self)
+    }
+
+    private func isDigit(_ byte: UInt8) -> Bool { byte >= 0x30 && byte <= 0x39 }
+
+    private mutating func parseString() throws -> String {
+        position += 1  // opening quote
+        let start = position
+        // Fast path: no escapes.
+        while position < buffer.count {
+            let byte = buffer[position]
+            if byte == UInt8(ascii: "\"") {
+                let slice = UnsafeBufferPointer(rebasing: buffer[start..<position])
+                position += 1
+                guard let text = String(validating: slice, as: UTF8.self) else {
+                    throw ModelError.invalidJSON(offset: start, reason: "invalid UTF-8 in a string")
+                }
+                return text
+            }
+            if byte == UInt8(ascii: "\\") { break }
+            if byte < 0x20 { throw error("unescaped control character in a string") }
+            position += 1
+        }
+        // Slow path with escapes.
+        var bytes = Array(UnsafeBufferPointer(rebasing: buffer[start..<position]))
+        while position < buffer.count {
+            let byte = buffer[position]
+            switch byte {
+            case UInt8(ascii: "\""):
+                position += 1
+                guard let text = String(validating: bytes, as: UTF8.self) else {
+                    throw ModelError.invalidJSON(offset: start, reason: "invalid UTF-8 in a string")
+                }
+                return text
+            case UInt8(ascii: "\\"):
+                position += 1
+                guard position < buffer.count else { throw error("unexpected end of input in an escape") }
+                let escaped = buffer[position]
+                position += 1
+                switch escaped {
+                case UInt8(ascii: "\""): bytes.append(0x22)
+                case UInt8(ascii: "\\"): bytes.append(0x5C)
+                case UInt8(ascii: "/"): bytes.append(0x2F)
+                case UInt8(ascii: "b"): bytes.append(0x08)
+                case UInt8(ascii: "f"): bytes.append(0x0C)
+                case UInt8(ascii: "n"): bytes.append(0x0A)
+                case UInt8(ascii: "r"): bytes.append(0x0D)
+                case UInt8(ascii: "t"): bytes.append(0x09)
+                case UInt8(ascii: "u"):
+                    var scalar = try parseHex4()
+                    if (0xD800...0xDBFF).contains(scalar) {
+                        guard position + 1 < buffer.count, buffer[position] == UInt8(ascii: "\\"),
+                              buffer[position + 1] == UInt8(ascii: "u") else {
+                            throw error("lone high surrogate in a string")
+                        }
+                        position += 2
+                        let low = try parseHex4()
+                        guard (0xDC00...0xDFFF).contains(low) else { throw error("invalid low surrogate in a string") }
+                        scalar = 0x10000 + ((scalar - 0xD800) << 10) + (low - 0xDC00)
+                    } else if (0xDC00...0xDFFF).contains(scalar) {
+                        throw error("lone low surrogate in a string")
+                    }
+                    bytes.append(contentsOf: String(Character(Unicode.Scalar(scalar)!)).utf8)
+                default:
+                    throw error("invalid escape '\\\(Unicode.Scalar(escaped))'")
+                }
+            default:
+                if byte < 0x20 { throw error("unescaped control character in a string") }
+                bytes.append(byte)
+                position += 1
+            }
+        }
+        throw error("unterminated string")
+    }
+
+    private mutating func parseHex4() throws -> UInt32 {
+        guard position + 4 <= buffer.count else { throw error("truncated \\u escape") }
+        var value: UInt32 = 0
+        for _ in 0..<4 {
+            let byte = buffer[position]
+            let digit: UInt32
+            switch byte {
+            case 0x30...0x39: digit = UInt32(byte - 0x30)
+            case 0x41...0x46: digit = UInt32(byte - 0x41 + 10)
+            case 0x61...0x66: digit = UInt32(byte - 0x61 + 10)
+            default: throw error("invalid hex digit in \\u escape")
+            }
+            value = value << 4 | digit
+            position += 1
+        }
+        return value
+    }
+}
+
+extension JSONValue {
+    /// Compact JSON text (UTF-8), keys in their stored order.
+    public func serialized() -> [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(256)
+        write(to: &out)
+        return out
+    }
+
+    /// Compact JSON text as a string.
+    public var jsonText: String { String(decoding: serialized(), as: UTF8.self) }
+
+    func write(to out: inout [UInt8]) {
+        switch self {
+        case .null: out.append(contentsOf: "null".utf8)
+        case .bool(let value): out.append(contentsOf: (value ? "true" : "false").utf8)
+        case .number(let literal): out.append(contentsOf: literal.utf8)
+        case .string(let text): JSONValue.writeString(text, to: &out)
+        case .array(let values):
+            out.append(UInt8(ascii: "["))
+            for (index, value) in values.enumerated() {
+                if index > 0 { out.append(UInt8(ascii: ",")) }
+                value.write(to: &out)
+            }
+            out.append(UInt8(ascii: "]"))
+        case .object(let object):
+            object.write(to: &out)
+        }
+    }
+
+    static func writeString(_ text: String, to out: inout [UInt8]) {
+        out.append(UInt8(ascii: "\""))
+        for byte in text.utf8 {
+            switch byte {
+            case 0x22: out.append(contentsOf: [0x5C, 0x22])
+            case 0x5C: out.append(contentsOf: [0x5C, 0x5C])
+            case 0x0A: out.append(contentsOf: [0x5C, UInt8(ascii: "n")])
+            case 0x0D: out.append(contentsOf: [0x5C, UInt8(ascii: "r")])
+            case 0x09: out.append(contentsOf: [0x5C, UInt8(ascii: "t")])
+            case 0x00..<0x20:
+                let hex: [UInt8] = Array("0123456789abcdef".utf8)
+                out.append(contentsOf: [0x5C, UInt8(ascii: "u"), 0x30, 0x30, hex[Int(byte >> 4)], hex[Int(byte & 0xF)]])
+            default: out.append(byte)
+            }
+        }
+        out.append(UInt8(ascii: "\""))
+    }
+}
+
+extension JSONObject {
+    /// Compact JSON text (UTF-8).
+    public func serialized() -> [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(512)
+        write(to: &out)
+        return out
+    }
+
+    func write(to out: inout [UInt8]) {
+        out.append(UInt8(ascii: "{"))
+        for (index, entry) in entries.enumerated() {
+            if index > 0 { out.append(UInt8(ascii: ",")) }
+            JSONValue.writeString(entry.key, to: &out)
+            out.append(UInt8(ascii: ":"))
+            entry.value.write(to: &out)
+        }
+        out.append(UInt8(ascii: "}"))
+    }
+}

@@ -1,0 +1,197 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+import VaultCrypto
+
+/// A type that reads itself from a JSON object and writes itself back, keeping unknown keys.
+public protocol JSONObjectConvertible: Sendable, Equatable {
+    /// Reads the value; `path` names the object in error messages.
+    init(json: JSONObject, path: String) throws
+    /// Writes the value, modelled keys first (camelCase), then the unknown keys it was read with.
+    func jsonObject() -> JSONObject
+}
+
+extension JSONObjectConvertible {
+    /// Reads the value from JSON text.
+    public init<Bytes: Collection>(jsonBytes: Bytes, path: String = "$") throws where Bytes.Element == UInt8 {
+        try self.init(json: JSONParser.parseObject(jsonBytes), path: path)
+    }
+
+    /// Compact JSON text.
+    public func jsonBytes() -> [UInt8] { jsonObject().serialized() }
+
+    /// The value as a ``JSONValue``.
+    public var jsonValue: JSONValue { .object(jsonObject()) }
+}
+
+/// Reads the known keys of one JSON object with typed errors, and hands back the unknown rest.
+///
+/// Keys match first-letter case-insensitively (spec §2.0). Every read marks its key as consumed;
+/// ``unknown`` is what no read asked for, which models keep so that a newer server's fields survive
+/// decode → edit → encode (seed 001 CS-2).
+public struct JSONReader {
+    let object: JSONObject
+    let path: String
+    private var consumed: [Bool]
+
+    public init(_ object: JSONObject, path: String) {
+        self.object = object
+        self.path = path
+        consumed = Array(repeating: false, count: object.count)
+    }
+
+    func fieldPath(_ key: String) -> String { path.isEmpty ? key : "\(path).\(key)" }
+
+    /// The raw value (absent or null → `nil`), marking the key consumed.
+    public mutating func value(_ key: String) -> JSONValue? {
+        guard let index = object.index(of: key) else { return nil }
+        consumed[index] = true
+        let value = object.entries[index].value
+        return value.isNull ? nil : value
+    }
+
+    /// The entries nobody read, in their original order.
+    public var unknown: JSONObject {
+        var rest = JSONObject()
+        for (index, entry) in object.entries.enumerated() where !consumed[index] {
+            rest.appendNew(entry.key, entry.value)
+        }
+        return rest
+    }
+
+    private func wrongType(_ key: String, _ expected: String, _ found: JSONValue) -> ModelError {
+        .wrongType(path: fieldPath(key), expected: expected, found: found.kindName)
+    }
+
+    public mutating func string(_ key: String) throws -> String? {
+        guard let value = value(key) else { return nil }
+        guard case .string(let text) = value else { throw wrongType(key, "a string", value) }
+        return text
+    }
+
+    public mutating func requiredString(_ key: String) throws -> String {
+        guard let text = try string(key) else { throw ModelError.missingField(path: fieldPath(key)) }
+        return text
+    }
+
+    /// A UUID-like id, lowercased; an empty string reads as `nil` (spec: `folderId` "" = null).
+    public mutating func id(_ key: String) throws -> String? {
+        guard let text = try string(key), !text.isEmpty else { return nil }
+        guard text.utf8.count <= 64, text.utf8.allSatisfy({ $0 == 0x2D || ($0 >= 0x30 && $0 <= 0x39) || ($0 | 0x20 >= 0x61 && $0 | 0x20 <= 0x7A) }) else {
+            throw ModelError.invalidValue(path: fieldPath(key), reason: "not an id")
+        }
+        return text.lowercased()
+    }
+
+    public mutating func int(_ key: String) throws -> Int? {
+        guard let value = value(key) else { return nil }
+        guard case .number(let literal) = value else { throw wrongType(key, "an integer", value) }
+        guard let int = Int(literal) else { throw ModelError.invalidValue(path: fieldPath(key), reason: "not an integer: \(literal.prefix(20))") }
+        return int
+    }
+
+    public mutating func requiredInt(_ key: String) throws -> Int {
+        guard let int = try int(key) else { throw ModelError.missingField(path: fieldPath(key)) }
+        return int
+    }
+
+    public mutating func bool(_ key: String) throws -> Bool? {
+        guard let value = value(key) else { return nil }
+        guard case .bool(let flag) = value else { throw wrongType(key, "a boolean", value) }
+        return flag
+    }
+
+    public mutating func encString(_ key: String) throws -> EncString? {
+        guard let text = try string(key) else { return nil }
+        do {
+            return try EncString(text)
+        } catch let error as CryptoError {
+            throw ModelError.invalidValue(path: fieldPath(key), reason: "not a valid encrypted string (\(error.description))")
+        }
+    }
+
+    public mutating func requiredEncString(_ key: String) throws -> EncString {
+        guard let value = try encString(key) else { throw ModelError.missingField(path: fieldPath(key)) }
+        return value
+    }
+
+    public mutating func date(_ key: String) throws -> WireDate? {
+        guard let text = try string(key) else { return nil }
+        guard let date = WireDate(iso8601: text) else {
+            throw ModelError.invalidValue(path: fieldPath(key), reason: "not an ISO-8601 date: \(text.prefix(40))")
+        }
+        return date
+    }
+
+    public mutating func requiredDate(_ key: String) throws -> WireDate {
+        guard let date = try date(key) else { throw ModelError.missingField(path: fieldPath(key)) }
+        return date
+    }
+
+    public mutating func object<T: JSONObjectConvertible>(_ key: String, as type: T.Type = T.self) throws -> T? {
+        guard let value = value(key) else { return nil }
+        guard case .object(let object) = value else { throw wrongType(key, "an object", value) }
+        return try T(json: object, path: fieldPath(key))
+    }
+
+    public mutating func array<T: JSONObjectConvertible>(_ key: String, of type: T.Type = T.self) throws -> [T]? {
+        guard let value = value(key) else { return nil }
+        guard case .array(let values) = value else { throw wrongType(key, "an array", value) }
+        var result: [T] = []
+        result.reserveCapacity(values.count)
+        for (index, element) in values.enumerated() {
+            let elementPath = "\(fieldPath(key))[\(index)]"
+            guard case .object(let object) = element else {
+                throw ModelError.wrongType(path: elementPath, expected: "an object", found: element.kindName)
+            }
+            result.append(try T(json: object, path: elementPath))
+        }
+        return result
+    }
+
+    public mutating func stringArray(_ key: String) throws -> [String]? {
+        guard let value = value(key) else { return nil }
+        guard case .array(let values) = value else { throw wrongType(key, "an array", value) }
+        return try values.enumerated().map { index, element in
+            guard case .string(let text) = element else {
+                throw ModelError.wrongType(path: "\(fieldPath(key))[\(index)]", expected: "a string", found: element.kindName)
+            }
+            return text.lowercased()
+        }
+    }
+}
+
+/// Writes modelled keys (camelCase, in order, nulls included as the official server does) and then
+/// the unknown keys a model was read with.
+public struct JSONWriter {
+    public private(set) var object = JSONObject()
+
+    public init() {}
+
+    public mutating func put(_ key: String, _ value: JSONValue?) {
+        object.appendNew(key, value ?? .null)
+    }
+
+    public mutating func put(_ key: String, _ value: String?) { put(key, value.map(JSONValue.string)) }
+    public mutating func put(_ key: String, _ value: Int?) { put(key, value.map(JSONValue.int)) }
+    public mutating func put(_ key: String, _ value: Bool?) { put(key, value.map(JSONValue.bool)) }
+    public mutating func put(_ key: String, _ value: EncString?) { put(key, value.map { JSONValue.string($0.serialized) }) }
+    public mutating func put(_ key: String, _ value: WireDate?) { put(key, value.map { JSONValue.string($0.iso8601) }) }
+    public mutating func put<T: JSONObjectConvertible>(_ key: String, _ value: T?) { put(key, value.map { JSONValue.object($0.jsonObject()) }) }
+    public mutating func put<T: JSONObjectConvertible>(_ key: String, _ values: [T]?) {
+        put(key, values.map { JSONValue.array($0.map { .object($0.jsonObject()) }) })
+    }
+    public mutating func put(_ key: String, _ values: [String]?) { put(key, values.map { JSONValue.array($0.map(JSONValue.string)) }) }
+
+    /// Puts the key only when the value is present (for keys whose absence differs from null).
+    public mutating func putIfPresent(_ key: String, _ value: JSONValue?) {
+        if let value { object.appendNew(key, value) }
+    }
+
+    /// Appends the unknown keys a model was read with (modelled keys win).
+    public mutating func append(unknown: JSONObject) {
+        object.merge(missingFrom: unknown)
+    }
+}
