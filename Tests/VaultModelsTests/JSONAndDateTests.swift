@@ -1,0 +1,116 @@
+import Foundation
+import Testing
+@testable import VaultModels
+
+@Suite("JSON parser and serializer")
+struct JSONParserTests {
+    @Test("valid documents parse and re-serialize to the same value", arguments: [
+        #"{"a":1,"b":[true,false,null],"c":{"d":"e"}}"#,
+        #"[-0,0.5,1e10,-2.5E-3,12345678901234567890123]"#,
+        #""\u00e9\ud83d\udd10\n\t\"\\/""#,
+        #"  {"spaces" :  [ 1 , 2 ] }  "#,
+        #"{}"#, #"[]"#, #""""#,
+    ])
+    func valid(text: String) throws {
+        let value = try JSONParser.parse(text)
+        #expect(try JSONParser.parse(value.serialized()) == value)
+    }
+
+    @Test("numbers keep their literal text")
+    func numberLiterals() throws {
+        #expect(try JSONParser.parse("[1706637336150, 1.50, 12345678901234567890]") ==
+            .array([.number("1706637336150"), .number("1.50"), .number("12345678901234567890")]))
+    }
+
+    @Test("escapes decode to the right characters")
+    func escapes() throws {
+        #expect(try JSONParser.parse(#""a\u00e9\ud83d\udd10\n""#) == .string("aé🔐\n"))
+        #expect(JSONValue.string("q\"\\\u{1}").jsonText == #""q\"\\\u0001""#)
+    }
+
+    @Test("invalid documents are refused with an offset", arguments: [
+        "", "{", "[1,]", #"{"a":1,}"#, #"{"a" 1}"#, "01", "1.", "-", "tru", "nul", #""abc"#, "[1 2]",
+        #"{"a":1,"a":2}"#, #""\ud83d""#, #""\x""#, "\"\u{1}\"", "{} {}", "// comment", "NaN", "[1e]",
+    ])
+    func invalid(text: String) {
+        #expect {
+            try JSONParser.parse(text)
+        } throws: { error in
+            guard case ModelError.invalidJSON(let offset, let reason) = error else { return false }
+            return offset >= 0 && !reason.isEmpty
+        }
+    }
+
+    @Test("invalid UTF-8 inside a string is refused")
+    func invalidUTF8() {
+        #expect(throws: ModelError.self) { try JSONParser.parse([0x22, 0xFF, 0xFE, 0x22]) }
+    }
+
+    @Test("deep nesting is refused instead of exhausting the stack")
+    func depth() throws {
+        let deep = String(repeating: "[", count: 100_000) + String(repeating: "]", count: 100_000)
+        #expect(throws: ModelError.self) { try JSONParser.parse(deep) }
+        let ok = String(repeating: "[", count: 200) + String(repeating: "]", count: 200)
+        #expect(throws: Never.self) { try JSONParser.parse(ok) }
+    }
+
+    @Test("duplicate keys in large objects are found without quadratic work")
+    func largeObjects() throws {
+        let keys = (0..<20_000).map { "\"k\($0)\":\($0)" }
+        let object = try JSONParser.parseObject(Array(("{" + keys.joined(separator: ",") + "}").utf8))
+        #expect(object.count == 20_000)
+        #expect(throws: ModelError.self) { try JSONParser.parse("{" + keys.joined(separator: ",") + ",\"k5\":1}") }
+    }
+
+    @Test("lookup is first-letter case-insensitive and setting replaces either spelling")
+    func caseInsensitive() {
+        var object: JSONObject = ["Key": .string("a"), "other": .null]
+        #expect(object["key"] == .string("a"))
+        #expect(object["Key"] == .string("a"))
+        #expect(object["KEY"] == nil)
+        object["key"] = .string("b")
+        #expect(object.entries.map(\.key) == ["key", "other"])
+        #expect(JSONObject.flipFirstLetter("ErrorModel") == "errorModel")
+        #expect(JSONObject.flipFirstLetter("1x") == "1x")
+    }
+}
+
+@Suite("Wire dates (spec §3.7)")
+struct WireDateTests {
+    @Test("0–9 fractional digits, Z, offsets and no zone all parse", arguments: [
+        ("2024-01-30T17:55:36Z", "2024-01-30T17:55:36.000000Z"),
+        ("2024-01-30T17:55:36.1Z", "2024-01-30T17:55:36.100000Z"),
+        ("2024-01-30T17:55:36.150Z", "2024-01-30T17:55:36.150000Z"),
+        ("2024-01-30T17:55:36.150123Z", "2024-01-30T17:55:36.150123Z"),
+        ("2024-01-30T17:55:36.1501239Z", "2024-01-30T17:55:36.150123Z"),
+        ("2024-01-30T17:55:36.150123999Z", "2024-01-30T17:55:36.150123Z"),
+        ("2024-01-30T19:55:36.5+02:00", "2024-01-30T17:55:36.500000Z"),
+        ("2024-01-30T12:25:36-05:30", "2024-01-30T17:55:36.000000Z"),
+        ("2024-01-30T17:55:36", "2024-01-30T17:55:36.000000Z"),
+        ("0001-01-01T00:00:00", "0001-01-01T00:00:00.000000Z"),
+        ("2024-02-29T00:00:00Z", "2024-02-29T00:00:00.000000Z"),
+        ("1969-12-31T23:59:59.999999Z", "1969-12-31T23:59:59.999999Z"),
+    ])
+    func parse(text: String, expected: String) throws {
+        let date = try #require(WireDate(iso8601: text))
+        #expect(date.iso8601 == expected)
+        #expect(WireDate(iso8601: date.iso8601) == date)
+    }
+
+    @Test("invalid dates are refused", arguments: [
+        "", "2024-01-30", "2024-13-01T00:00:00Z", "2023-02-29T00:00:00Z", "2024-01-30T24:00:00Z",
+        "2024-01-30T17:55:36.Z", "2024-01-30T17:55:36.1234567890Z", "2024-01-30T17:55:36+0200", "2024-01-30T17:55:36Zjunk",
+    ])
+    func invalid(text: String) {
+        #expect(WireDate(iso8601: text) == nil)
+    }
+
+    @Test("agrees with Foundation's clock and milliseconds")
+    func foundation() throws {
+        let date = Date(timeIntervalSince1970: 1_706_637_336.150)
+        let wire = WireDate(date)
+        #expect(wire.millisecondsSinceEpoch == 1_706_637_336_150)
+        #expect(abs(wire.date.timeIntervalSince(date)) < 0.000_001)
+        #expect(wire.iso8601 == "2024-01-30T17:55:36.150000Z")
+    }
+}
