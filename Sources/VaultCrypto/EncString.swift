@@ -24,6 +24,18 @@ public enum EncryptionType: Int, Sendable, CaseIterable {
     /// Whether this type is decrypted with a symmetric key.
     public var isSymmetric: Bool { rawValue <= 2 }
 
+    var header: StaticString {
+        switch self {
+        case .aesCbc256B64: return "0."
+        case .aesCbc128HmacSha256B64: return "1."
+        case .aesCbc256HmacSha256B64: return "2."
+        case .rsa2048OaepSha256B64: return "3."
+        case .rsa2048OaepSha1B64: return "4."
+        case .rsa2048OaepSha256HmacSha256B64: return "5."
+        case .rsa2048OaepSha1HmacSha256B64: return "6."
+        }
+    }
+
     var partNames: [String] {
         switch self {
         case .aesCbc256B64: return ["iv", "ciphertext"]
@@ -58,54 +70,74 @@ public struct EncString: Sendable, Hashable {
     /// - Throws: ``CryptoError/unsupportedAccountEncryptionVersion`` for type 7 (COSE),
     ///   ``CryptoError/malformedEncString(part:reason:)`` for anything else that is not a valid EncString.
     public init(_ string: String) throws {
+        var text = string
+        let parsed = try text.withUTF8 { try EncString.parse($0) }
+        self.init(checkedType: parsed.type, iv: parsed.iv, ciphertext: parsed.ciphertext, mac: parsed.mac, serialized: string)
+        try validateLengths()
+    }
+
+    /// Parses the UTF-8 bytes of an EncString (byte-level: no grapheme or `String` work on the hot path).
+    private static func parse(_ bytes: UnsafeBufferPointer<UInt8>) throws
+        -> (type: EncryptionType, iv: Data?, ciphertext: Data, mac: Data?)
+    {
+        let dot = bytes.firstIndex(of: UInt8(ascii: "."))
+        let bodyStart = dot.map { $0 + 1 } ?? 0
+        // Part boundaries in the body; no type has more than three parts, so three ranges suffice.
+        var ranges: (Range<Int>, Range<Int>, Range<Int>) = (0..<0, 0..<0, 0..<0)
+        var partCount = 0
+        var partStart = bodyStart
+        for index in bodyStart...bytes.count where index == bytes.count || bytes[index] == UInt8(ascii: "|") {
+            switch partCount {
+            case 0: ranges.0 = partStart..<index
+            case 1: ranges.1 = partStart..<index
+            case 2: ranges.2 = partStart..<index
+            default: break
+            }
+            partCount += 1
+            partStart = index + 1
+        }
+
         let type: EncryptionType
-        let body: Substring
-        if let dot = string.firstIndex(of: ".") {
-            let header = string[string.startIndex..<dot]
-            body = string[string.index(after: dot)...]
+        if let dot {
+            let header = String(decoding: UnsafeBufferPointer(rebasing: bytes[0..<dot]), as: UTF8.self)
             guard let number = Int(header) else {
                 throw CryptoError.malformedEncString(part: "header", reason: "'\(header.prefix(8))' is not an encryption type number")
             }
             if number == 7 { throw CryptoError.unsupportedAccountEncryptionVersion }
             guard let known = EncryptionType(rawValue: number) else {
-                let count = body.split(separator: "|", omittingEmptySubsequences: false).count
-                throw CryptoError.malformedEncString(part: "header", reason: "invalid encryption type, got type \(number) with \(count) parts")
+                throw CryptoError.malformedEncString(part: "header", reason: "invalid encryption type, got type \(number) with \(partCount) parts")
             }
             type = known
         } else {
-            body = string[...]
-            let count = body.split(separator: "|", omittingEmptySubsequences: false).count
-            type = count == 3 ? .aesCbc128HmacSha256B64 : .aesCbc256B64
+            type = partCount == 3 ? .aesCbc128HmacSha256B64 : .aesCbc256B64
         }
-        let pieces = body.split(separator: "|", omittingEmptySubsequences: false)
         let names = type.partNames
-        guard pieces.count == names.count else {
+        guard partCount == names.count else {
             throw CryptoError.malformedEncString(
                 part: "body",
-                reason: "type \(type.rawValue) needs \(names.count) parts (\(names.joined(separator: ", "))), got \(pieces.count)")
+                reason: "type \(type.rawValue) needs \(names.count) parts (\(names.joined(separator: ", "))), got \(partCount)")
         }
-        var decoded: [Data] = []
-        decoded.reserveCapacity(pieces.count)
-        for (piece, name) in zip(pieces, names) {
-            guard !piece.isEmpty else {
-                throw CryptoError.malformedEncString(part: name, reason: "empty")
+        func part(_ index: Int) throws -> Data {
+            let range = index == 0 ? ranges.0 : index == 1 ? ranges.1 : ranges.2
+            guard !range.isEmpty else {
+                throw CryptoError.malformedEncString(part: names[index], reason: "empty")
             }
-            guard let data = Base64.decode(piece) else {
-                throw CryptoError.malformedEncString(part: name, reason: "not valid base64")
+            guard let data = Base64.decode(UnsafeBufferPointer(rebasing: bytes[range])) else {
+                throw CryptoError.malformedEncString(part: names[index], reason: "not valid base64")
             }
-            decoded.append(data)
+            return data
         }
+        let decoded = (try part(0), partCount > 1 ? try part(1) : Data(), partCount > 2 ? try part(2) : Data())
         switch type {
         case .aesCbc256B64:
-            self.init(checkedType: type, iv: decoded[0], ciphertext: decoded[1], mac: nil, serialized: string)
+            return (type, decoded.0, decoded.1, nil)
         case .aesCbc128HmacSha256B64, .aesCbc256HmacSha256B64:
-            self.init(checkedType: type, iv: decoded[0], ciphertext: decoded[1], mac: decoded[2], serialized: string)
+            return (type, decoded.0, decoded.1, decoded.2)
         case .rsa2048OaepSha256B64, .rsa2048OaepSha1B64:
-            self.init(checkedType: type, iv: nil, ciphertext: decoded[0], mac: nil, serialized: string)
+            return (type, nil, decoded.0, nil)
         case .rsa2048OaepSha256HmacSha256B64, .rsa2048OaepSha1HmacSha256B64:
-            self.init(checkedType: type, iv: nil, ciphertext: decoded[0], mac: decoded[1], serialized: string)
+            return (type, nil, decoded.0, decoded.1)
         }
-        try validateLengths()
     }
 
     private init(checkedType: EncryptionType, iv: Data?, ciphertext: Data, mac: Data?, serialized: String) {
@@ -128,7 +160,7 @@ public struct EncString: Sendable, Hashable {
             guard let mac else { throw CryptoError.malformedEncString(part: "mac", reason: "missing") }
             parts.append(mac)
         }
-        let text = "\(type.rawValue)." + parts.map { $0.base64EncodedString() }.joined(separator: "|")
+        let text = Base64.join(prefix: type.header, parts: parts, separator: UInt8(ascii: "|"))
         self.init(checkedType: type, iv: type.isSymmetric ? iv : nil, ciphertext: ciphertext,
                   mac: type.partNames.last == "mac" ? mac : nil, serialized: text)
         try validateLengths()
@@ -193,11 +225,3 @@ extension EncString: Codable {
     }
 }
 
-/// Strict standard base64 (with padding), as Bitwarden writes it.
-enum Base64 {
-    static func decode<S: StringProtocol>(_ text: S) -> Data? {
-        let utf8 = text.utf8
-        guard utf8.count % 4 == 0 else { return nil }
-        return Data(base64Encoded: String(text))
-    }
-}

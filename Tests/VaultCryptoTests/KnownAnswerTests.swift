@@ -171,3 +171,41 @@ extension MasterKey {
     var hex: String { key.withUnsafeBytes { Data($0).hex } }
     var base64: String { key.withUnsafeBytes { Data($0).base64EncodedString() } }
 }
+
+/// The organization vectors of organizations.md §1.5.
+@Suite("Organization vectors (organizations.md §1.5)")
+struct OrganizationVectorTests {
+    static let orgKey = "Suevr+OFaGpv34STcpCt0xG7djBQmLxfjW28+5oyHDYLLKNQmMFIoR41FCVFurEkW/EdrJmZ9gjJjz1uN6egRg=="
+    static let cipherKey = "QEFCQ0RFRkdISUpLTE1OT1BRUlNUVVZXWFlaW1xdXl9gYWJjZGVmZ2hpamtsbW5vcHFyc3R1dnd4eXp7fH1+fw=="
+
+    static func iv(from start: UInt8) -> [UInt8] { (start..<start + 16).map { $0 } }
+
+    @Test("OV1: collection name under the organization key")
+    func ov1() throws {
+        let key = try SymmetricCryptoKey(base64: Self.orgKey)
+        let expected = "2.AAECAwQFBgcICQoLDA0ODw==|+VcCOuIP1y5ZDtjoLc1r0NhPaE2g01dMMFRhB5frXZ0=|F2O7fNTtIHTV98p5ockRfH9cKII0IBo3oUQxT2uTquY="
+        #expect(try EncString.encrypt(Array("Default collection".utf8), key: key, iv: Self.iv(from: 0)).serialized == expected)
+        #expect(try EncString(expected).decryptString(key: key) == "Default collection")
+    }
+
+    @Test("OV2: a cipher key wrapped by the organization key")
+    func ov2() throws {
+        let key = try SymmetricCryptoKey(base64: Self.orgKey)
+        let cipherKey = try SymmetricCryptoKey(base64: Self.cipherKey)
+        #expect(cipherKey.rawBytes == Data((0x40...0x7f).map { UInt8($0) }))
+        let expected = "2.EBESExQVFhcYGRobHB0eHw==|cg3g2kFB3hM66Viv1gRBAXF2nge2ruPmN2VSipkn1FDxscKIiGHp9zVK4uCDe3H5IPwCnQnrp0BuDpcMFYf91mYkZr38wTArP6QjbZDdZlw=|LoL/GJVfPojG4qqh+7iuiTjQ81IM6675MHURqZZiLfI="
+        let wrapped = try cipherKey.withUnsafeBytes { try EncString.encrypt($0, key: key, iv: Self.iv(from: 0x10)) }
+        #expect(wrapped.serialized == expected)
+        #expect(try EncString(expected).decryptKey(key: key) == cipherKey)
+    }
+
+    @Test("OV3: a cipher name under that cipher key, which the organization key cannot read")
+    func ov3() throws {
+        let cipherKey = try SymmetricCryptoKey(base64: Self.cipherKey)
+        let expected = "2.ICEiIyQlJicoKSorLC0uLw==|EN5NnLCgtJi2eoadCPPtpA==|ClMlOA1xZh6l6+cKrJdFKEqQ4rv2P7sH7CFwna4UksA="
+        #expect(try EncString.encrypt(Array("Shared login".utf8), key: cipherKey, iv: Self.iv(from: 0x20)).serialized == expected)
+        #expect(try EncString(expected).decryptString(key: cipherKey) == "Shared login")
+        let orgKey = try SymmetricCryptoKey(base64: Self.orgKey)
+        #expect(throws: CryptoError.macMismatch) { try EncString(expected).decryptString(key: orgKey) }
+    }
+}

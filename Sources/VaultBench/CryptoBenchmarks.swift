@@ -1,0 +1,92 @@
+import Crypto
+import Foundation
+import VaultCrypto
+import _CryptoExtras
+
+/// P4: EncString encrypt/decrypt throughput next to raw BoringSSL AES-256-CBC + HMAC-SHA256 on the
+/// same plaintexts, in the same run.
+enum CryptoBenchmarks {
+    static func run(options: BenchOptions) throws -> [BenchResult] {
+        let count = options.quick ? 20_000 : 200_000
+        let key = SymmetricCryptoKey.generate()
+        let raw = key.rawBytes
+        let encKey = SymmetricKey(data: raw.prefix(32))
+        let macKey = SymmetricKey(data: raw.suffix(32))
+        let random = SystemRandomSource()
+        // Typical vault field sizes: names, usernames, passwords, URIs, a few notes.
+        let plaintexts: [[UInt8]] = (0..<count).map { index in
+            let length = [12, 20, 32, 48, 200][index % 5]
+            return (0..<length).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ index) & 0x7F | 0x20 }
+        }
+        let bytes = plaintexts.reduce(0) { $0 + $1.count }
+        var results: [BenchResult] = []
+
+        // Encrypt: EncString (random IV, MAC, base64 string) vs raw (random IV, CBC, HMAC, bytes only).
+        var encrypted: [EncString] = []
+        encrypted.reserveCapacity(count)
+        var rawOutputs: [(Data, Data, Data)] = []
+        rawOutputs.reserveCapacity(count)
+        let (ours, reference) = try compare(rounds: 5, ours: {
+            encrypted.removeAll(keepingCapacity: true)
+            for plaintext in plaintexts { encrypted.append(try EncString.encrypt(plaintext, key: key, random: random)) }
+        }, reference: {
+            rawOutputs.removeAll(keepingCapacity: true)
+            for plaintext in plaintexts {
+                let iv = random.bytes(count: 16)
+                let ciphertext = try AES._CBC.encrypt(plaintext, using: encKey, iv: AES._CBC.IV(ivBytes: iv))
+                var hmac = HMAC<SHA256>(key: macKey)
+                hmac.update(data: iv)
+                hmac.update(data: ciphertext)
+                rawOutputs.append((Data(iv), ciphertext, Data(hmac.finalize())))
+            }
+        })
+        results.append(throughput("P4-enc", "EncString encrypt (\(count) fields, \(bytes / count) B avg)", ours, reference, count))
+
+        // Decrypt: parse the string, check MAC, decrypt, validate UTF-8 vs raw MAC check + decrypt of bytes.
+        let strings = encrypted.map(\.serialized)
+        var checksum = 0
+        let (oursDecrypt, referenceDecrypt) = try compare(rounds: 5, ours: {
+            for text in strings { checksum &+= try EncString(text).decryptString(key: key).utf8.count }
+        }, reference: {
+            for (iv, ciphertext, mac) in rawOutputs {
+                var hmac = HMAC<SHA256>(key: macKey)
+                hmac.update(data: iv)
+                hmac.update(data: ciphertext)
+                guard hmac.finalize() == mac else { fatalError("MAC mismatch in reference") }
+                checksum &+= try AES._CBC.decrypt(ciphertext, using: encKey, iv: AES._CBC.IV(ivBytes: iv)).count
+            }
+        })
+        precondition(checksum > 0)
+        results.append(throughput("P4-dec", "EncString parse + decrypt (\(count) fields)", oursDecrypt, referenceDecrypt, count))
+        return results
+    }
+
+    static func throughput(_ id: String, _ what: String, _ ours: Double, _ reference: Double, _ count: Int) -> BenchResult {
+        let ratio = ours / reference
+        return BenchResult(id: id, what: what, value: Double(count) / ours, unit: "ops/s",
+                           reference: Double(count) / reference, referenceWhat: "raw BoringSSL AES-256-CBC + HMAC-SHA256",
+                           ratio: ratio, goal: "≤ 1.5× raw time", met: ratio <= 1.5)
+    }
+
+    /// Unlock with the default KDF: PBKDF2-SHA256 600,000 iterations, then unwrap the user key.
+    static func unlock(options: BenchOptions) throws -> [BenchResult] {
+        let password = "correct horse battery staple"
+        let kdf = KdfConfiguration.defaultPBKDF2
+        let master = try MasterKey.derive(password: password, salt: "bench@example.com", kdf: kdf)
+        let protected = try master.encryptUserKey(.generate())
+        let rounds = options.quick ? 3 : 10
+        let seconds = try bestOf(rounds) {
+            let key = try MasterKey.derive(password: password, salt: "bench@example.com", kdf: kdf)
+            _ = try key.decryptUserKey(protected)
+        }
+        var results = [BenchResult(id: "UNLOCK", what: "unlock: PBKDF2-SHA256 600k + unwrap user key", value: seconds * 1000,
+                                   unit: "ms", reference: nil, referenceWhat: nil, ratio: nil, goal: "report", met: nil)]
+        let argon = try bestOf(options.quick ? 1 : 3) {
+            let key = try MasterKey.derive(password: password, salt: "bench@example.com", kdf: .defaultArgon2id)
+            _ = key.serverAuthorizationHash(password: password)
+        }
+        results.append(BenchResult(id: "UNLOCK2", what: "unlock: Argon2id t=3 m=64MiB p=4", value: argon * 1000, unit: "ms",
+                                   reference: nil, referenceWhat: nil, ratio: nil, goal: "report", met: nil))
+        return results
+    }
+}

@@ -1,0 +1,121 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+
+/// Strict standard base64 with padding (RFC 4648 §4), as Bitwarden writes it.
+///
+/// A small table-driven codec over UTF-8 bytes: EncStrings are parsed on every decryption, and going
+/// through `String`/`Data(base64Encoded:)` cost more than the AES and HMAC work itself.
+public enum Base64 {
+    private static let alphabet: [UInt8] = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/".utf8)
+
+    private static let decodeTable: [UInt8] = {
+        var table = [UInt8](repeating: 0xFF, count: 256)
+        for (index, byte) in alphabet.enumerated() { table[Int(byte)] = UInt8(index) }
+        return table
+    }()
+
+    /// Decodes padded standard base64; `nil` if the text is not exactly that (wrong length, bad
+    /// characters, misplaced padding, or non-zero trailing bits).
+    public static func decode(_ input: UnsafeBufferPointer<UInt8>) -> Data? {
+        let count = input.count
+        guard count % 4 == 0 else { return nil }
+        if count == 0 { return Data() }
+        var padding = 0
+        if input[count - 1] == UInt8(ascii: "=") { padding += 1 }
+        if input[count - 2] == UInt8(ascii: "=") { padding += 1 }
+        let outputCount = count / 4 * 3 - padding
+        var output = Data(count: outputCount)
+        let ok: Bool = decodeTable.withUnsafeBufferPointer { table in
+            output.withUnsafeMutableBytes { raw in
+                let out = raw.bindMemory(to: UInt8.self)
+                var o = 0
+                var i = 0
+                while i < count {
+                    let last = i + 4 == count
+                    let c0 = table[Int(input[i])], c1 = table[Int(input[i + 1])]
+                    let p2 = last && padding == 2
+                    let p3 = last && padding >= 1
+                    let c2 = p2 ? 0 : table[Int(input[i + 2])]
+                    let c3 = p3 ? 0 : table[Int(input[i + 3])]
+                    if (c0 | c1 | c2 | c3) & 0xC0 != 0 { return false }
+                    let triple = UInt32(c0) << 18 | UInt32(c1) << 12 | UInt32(c2) << 6 | UInt32(c3)
+                    out[o] = UInt8(truncatingIfNeeded: triple >> 16)
+                    if !p2 { out[o + 1] = UInt8(truncatingIfNeeded: triple >> 8) } else if c1 & 0x0F != 0 { return false }
+                    if !p3 { out[o + 2] = UInt8(truncatingIfNeeded: triple) } else if !p2, c2 & 0x03 != 0 { return false }
+                    o += 3
+                    i += 4
+                }
+                return true
+            }
+        }
+        return ok ? output : nil
+    }
+
+    /// Decodes the UTF-8 bytes of a string.
+    public static func decode<S: StringProtocol>(_ text: S) -> Data? {
+        var copy = String(text)
+        return copy.withUTF8 { decode($0) }
+    }
+
+    /// The length of the padded encoding of `count` bytes.
+    static func encodedLength(_ count: Int) -> Int { (count + 2) / 3 * 4 }
+
+    /// Encodes `input` into `output` starting at `offset`; returns the offset after the last byte written.
+    /// `output` must have room for ``encodedLength(_:)`` bytes.
+    static func encode(_ input: UnsafeRawBufferPointer, into output: UnsafeMutableBufferPointer<UInt8>, at offset: Int) -> Int {
+        alphabet.withUnsafeBufferPointer { table in
+            var o = offset
+            var i = 0
+            let count = input.count
+            while i + 3 <= count {
+                let triple = UInt32(input[i]) << 16 | UInt32(input[i + 1]) << 8 | UInt32(input[i + 2])
+                output[o] = table[Int(triple >> 18 & 0x3F)]
+                output[o + 1] = table[Int(triple >> 12 & 0x3F)]
+                output[o + 2] = table[Int(triple >> 6 & 0x3F)]
+                output[o + 3] = table[Int(triple & 0x3F)]
+                o += 4
+                i += 3
+            }
+            let rest = count - i
+            if rest > 0 {
+                let b1 = rest == 2 ? UInt32(input[i + 1]) : 0
+                let triple = UInt32(input[i]) << 16 | b1 << 8
+                output[o] = table[Int(triple >> 18 & 0x3F)]
+                output[o + 1] = table[Int(triple >> 12 & 0x3F)]
+                output[o + 2] = rest == 2 ? table[Int(triple >> 6 & 0x3F)] : UInt8(ascii: "=")
+                output[o + 3] = UInt8(ascii: "=")
+                o += 4
+            }
+            return o
+        }
+    }
+
+    /// Formats `prefix` followed by the encodings of `parts` joined by `separator`, in one allocation.
+    static func join(prefix: StaticString, parts: [Data], separator: UInt8) -> String {
+        var total = prefix.utf8CodeUnitCount + max(parts.count - 1, 0)
+        for part in parts { total += encodedLength(part.count) }
+        return String(unsafeUninitializedCapacity: total) { buffer in
+            var offset = 0
+            for index in 0..<prefix.utf8CodeUnitCount {
+                buffer[offset] = prefix.utf8Start[index]
+                offset += 1
+            }
+            for (index, part) in parts.enumerated() {
+                if index > 0 {
+                    buffer[offset] = separator
+                    offset += 1
+                }
+                offset = part.withUnsafeBytes { encode($0, into: buffer, at: offset) }
+            }
+            return offset
+        }
+    }
+
+    /// Encodes bytes as padded standard base64.
+    public static func encode<Bytes: DataProtocol>(_ bytes: Bytes) -> String {
+        join(prefix: "", parts: [Data(bytes)], separator: 0)
+    }
+}
