@@ -16,13 +16,20 @@ let package = Package(
     products: [
         .library(name: "VaultCrypto", targets: ["VaultCrypto"]),
         .library(name: "VaultModels", targets: ["VaultModels"]),
+        .library(name: "VaultServer", targets: ["VaultServer"]),
         .executable(name: "vaultsync", targets: ["vaultsync"]),
+        .executable(name: "vaultsync-server", targets: ["vaultsync-server"]),
         .executable(name: "VaultBench", targets: ["VaultBench"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-crypto.git", from: "4.5.2"),
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
         .package(url: "https://github.com/x-sheep/swift-property-based.git", from: "2.0.1"),
+        .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
+        .package(url: "https://github.com/groue/GRDB.swift.git", from: "7.10.0"),
+        .package(url: "https://github.com/vapor/postgres-nio.git", from: "1.33.2"),
     ],
     targets: [
         // Argon2id comes from the reference implementation (Debian: libargon2-dev, Homebrew: argon2).
@@ -45,6 +52,28 @@ let package = Package(
             dependencies: ["VaultCrypto"],
             swiftSettings: strict
         ),
+        .target(
+            name: "VaultServer",
+            dependencies: [
+                "VaultModels", "VaultCrypto",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+            ],
+            swiftSettings: strict
+        ),
+        .executableTarget(
+            name: "vaultsync-server",
+            dependencies: [
+                "VaultServer",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strict
+        ),
         .executableTarget(
             name: "vaultsync",
             dependencies: [
@@ -65,6 +94,15 @@ let package = Package(
         .testTarget(
             name: "VaultCryptoTests",
             dependencies: ["VaultCrypto"],
+            swiftSettings: strict
+        ),
+        .testTarget(
+            name: "VaultServerTests",
+            dependencies: [
+                "VaultServer", "VaultModels", "VaultCrypto",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdTesting", package: "hummingbird"),
+            ],
             swiftSettings: strict
         ),
         .testTarget(

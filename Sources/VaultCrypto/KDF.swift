@@ -145,3 +145,33 @@ func zero(_ buffer: UnsafeMutableRawBufferPointer) {
     // A call into libc with the pointer escaping is not elided by the optimiser.
     _ = memset(base, 0, buffer.count)
 }
+
+/// Server-side password storage: a salted, slow PBKDF2-SHA256 of the client's master-password hash
+/// (spec §1.3: the server stores only a salted slow hash of what it receives).
+public enum StoredPasswordHash {
+    /// The minimum iteration count the server accepts for its own storage.
+    public static let minimumIterations = 600_000
+
+    /// Derives the stored hash of `clientHash` (the base64 N=1 master-password hash) with `salt`.
+    public static func derive(clientHash: String, salt: [UInt8], iterations: Int) throws -> [UInt8] {
+        let key = try PBKDF2SHA256.derive(password: Array(clientHash.utf8), salt: salt, iterations: iterations)
+        return key.withUnsafeBytes { Array($0) }
+    }
+
+    /// Recomputes and compares in constant time.
+    public static func verify(clientHash: String, salt: [UInt8], iterations: Int, expected: [UInt8]) -> Bool {
+        guard let actual = try? derive(clientHash: clientHash, salt: salt, iterations: iterations) else { return false }
+        return ConstantTime.equals(actual, expected)
+    }
+}
+
+/// Constant-time comparison of secrets (hashes, tokens).
+public enum ConstantTime {
+    /// `true` when both byte strings are equal; the time depends only on their lengths.
+    public static func equals(_ lhs: [UInt8], _ rhs: [UInt8]) -> Bool {
+        guard lhs.count == rhs.count else { return false }
+        var difference: UInt8 = 0
+        for index in 0..<lhs.count { difference |= lhs[index] ^ rhs[index] }
+        return difference == 0
+    }
+}

@@ -1,0 +1,127 @@
+import Foundation
+import Hummingbird
+import Logging
+import ServiceLifecycle
+import VaultCrypto
+import VaultModels
+
+/// The dependencies every controller receives.
+struct ServerServices: Sendable {
+    let repository: VaultRepository
+    let signer: AccessTokenSigner
+    let limiter: LoginRateLimiter
+    let configuration: ServerConfiguration
+    let logger: Logger
+
+    var now: @Sendable () -> Int64 { configuration.now }
+
+    /// `http://host:port` as the client addressed us (for links in responses).
+    func baseURL(for request: Request?) -> String {
+        if let host = request?.head.authority, !host.isEmpty { return "http://\(host)" }
+        return "http://\(configuration.host):\(configuration.port)"
+    }
+
+    func renderer(for request: Request?) -> Renderer {
+        Renderer(baseURL: baseURL(for: request) + "/api", signer: signer, now: configuration.now)
+    }
+}
+
+/// Opens the configured database (creating the data directory and SQLite file as needed).
+public func openDatabase(_ configuration: ServerConfiguration, logger: Logger) throws -> any SQLDatabase {
+    if let url = configuration.databaseURL, !url.isEmpty {
+        return try PostgresDatabase(url: url, logger: logger)
+    }
+    try ensureDataDirectory(configuration)
+    return try SQLiteDatabase(path: configuration.sqlitePath)
+}
+
+func ensureDataDirectory(_ configuration: ServerConfiguration) throws {
+    do {
+        try FileManager.default.createDirectory(atPath: configuration.dataDirectory, withIntermediateDirectories: true,
+                                                attributes: [.posixPermissions: 0o700])
+    } catch {
+        throw ServerConfigurationError.dataDirectory("cannot create \(configuration.dataDirectory): \(error.localizedDescription)")
+    }
+}
+
+/// The token signing key: from configuration, else the data directory's key file (created on first
+/// start with mode 0600).
+func loadTokenKey(_ configuration: ServerConfiguration) throws -> [UInt8] {
+    if let key = configuration.tokenKey {
+        guard key.count >= 32 else { throw ServerConfigurationError.tokenKey("must be at least 32 bytes") }
+        return key
+    }
+    try ensureDataDirectory(configuration)
+    let path = configuration.tokenKeyPath
+    if let text = try? String(contentsOfFile: path, encoding: .utf8) {
+        guard let key = Data(base64Encoded: text.trimmingCharacters(in: .whitespacesAndNewlines)), key.count >= 32 else {
+            throw ServerConfigurationError.tokenKey("\(path) does not hold a base64 key of at least 32 bytes")
+        }
+        return Array(key)
+    }
+    let key = SystemRandomSource().bytes(count: 64)
+    let created = FileManager.default.createFile(atPath: path, contents: Data(Data(key).base64EncodedString().utf8),
+                                                 attributes: [.posixPermissions: 0o600])
+    guard created else { throw ServerConfigurationError.tokenKey("cannot write \(path)") }
+    return key
+}
+
+/// Builds the server: opens storage, runs migrations, wires the routes.
+///
+/// `onServerRunning` receives the bound port (useful with port 0).
+public func buildApplication(
+    configuration: ServerConfiguration,
+    logger providedLogger: Logger? = nil,
+    database providedDatabase: (any SQLDatabase)? = nil,
+    onServerRunning: @escaping @Sendable (Int) async -> Void = { _ in }
+) async throws -> some ApplicationProtocol {
+    var logger = providedLogger ?? Logger(label: "vaultsync-server")
+    logger.logLevel = configuration.logLevel
+    let database = try providedDatabase ?? openDatabase(configuration, logger: logger)
+    let repository = VaultRepository(database: database)
+    try await repository.migrate()
+    let services = ServerServices(
+        repository: repository,
+        signer: AccessTokenSigner(keyBytes: try loadTokenKey(configuration), issuer: "vaultsync"),
+        limiter: LoginRateLimiter(
+            account: .init(burst: configuration.accountLoginBurst, refillPerSecond: 1 / configuration.accountRefillSeconds),
+            address: .init(burst: configuration.addressLoginBurst, refillPerSecond: 1 / configuration.addressRefillSeconds)),
+        configuration: configuration,
+        logger: logger)
+
+    let router = Router(context: VaultRequestContext.self)
+    router.middlewares.add(ErrorMiddleware())
+    IdentityController(services: services).addRoutes(to: router)
+    let account = AccountController(services: services)
+    account.addPublicRoutes(to: router)
+    AttachmentsController(services: services).addPublicRoutes(to: router)
+    let api = router.group("api").add(middleware: AuthMiddleware(signer: services.signer, now: configuration.now))
+    account.addRoutes(to: api)
+    CiphersController(services: services).addRoutes(to: api)
+    AttachmentsController(services: services).addRoutes(to: api)
+    OrganizationsController(services: services).addRoutes(to: api)
+
+    let location = database.location
+    let startLogger = logger
+    var app = Application(
+        router: router,
+        configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "VaultSync"),
+        onServerRunning: { channel in
+            let port = channel.localAddress?.port ?? configuration.port
+            startLogger.info("vaultsync-server listening on http://\(configuration.host):\(port); storing data in \(location)")
+            await onServerRunning(port)
+        },
+        logger: logger)
+    app.addServices(DatabaseService(database: database))
+    return app
+}
+
+/// Closes the database when the service group shuts down.
+struct DatabaseService: Service {
+    let database: any SQLDatabase
+
+    func run() async throws {
+        try? await gracefulShutdown()
+        await database.close()
+    }
+}

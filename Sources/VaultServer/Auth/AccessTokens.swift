@@ -1,0 +1,97 @@
+import Crypto
+import Foundation
+import VaultCrypto
+import VaultModels
+
+/// The claims of an access token (spec §2.3; Vaultwarden's `LoginJwtClaims`).
+struct AccessClaims: Sendable, Equatable {
+    var subject: String
+    var email: String
+    var name: String
+    var securityStamp: String
+    var device: String
+    var deviceType: Int
+    var clientID: String
+    var notBefore: Int64
+    var expires: Int64
+}
+
+/// Signs and verifies access tokens: JWTs with HS256 (HMAC-SHA256 from swift-crypto).
+///
+/// The key comes from configuration (or a file in the data directory, created on first start), so
+/// several instances sharing one database accept each other's tokens.
+struct AccessTokenSigner: Sendable {
+    let key: SymmetricKey
+    let issuer: String
+
+    init(keyBytes: [UInt8], issuer: String) {
+        key = SymmetricKey(data: keyBytes)
+        self.issuer = issuer
+    }
+
+    func sign(_ claims: AccessClaims) -> String {
+        let header = Self.base64URL(Data(#"{"alg":"HS256","typ":"JWT"}"#.utf8))
+        var payload = JSONObject()
+        payload["nbf"] = .number(String(claims.notBefore))
+        payload["exp"] = .number(String(claims.expires))
+        payload["iss"] = .string(issuer)
+        payload["sub"] = .string(claims.subject)
+        payload["premium"] = .bool(true)
+        payload["name"] = .string(claims.name)
+        payload["email"] = .string(claims.email)
+        payload["email_verified"] = .bool(true)
+        payload["sstamp"] = .string(claims.securityStamp)
+        payload["device"] = .string(claims.device)
+        payload["devicetype"] = .string(String(claims.deviceType))
+        payload["client_id"] = .string(claims.clientID)
+        payload["scope"] = .array([.string("api"), .string("offline_access")])
+        payload["amr"] = .array([.string("Application")])
+        let body = header + "." + Self.base64URL(Data(payload.serialized()))
+        let signature = HMAC<SHA256>.authenticationCode(for: Data(body.utf8), using: key)
+        return body + "." + Self.base64URL(Data(signature))
+    }
+
+    /// The claims of a valid, unexpired token signed with this key; `nil` otherwise.
+    func verify(_ token: String, nowSeconds: Int64) -> AccessClaims? {
+        let parts = token.split(separator: ".", omittingEmptySubsequences: false)
+        guard parts.count == 3, let signature = Self.decodeBase64URL(parts[2]) else { return nil }
+        let signed = Data("\(parts[0]).\(parts[1])".utf8)
+        guard HMAC<SHA256>.isValidAuthenticationCode(signature, authenticating: signed, using: key) else { return nil }
+        guard let headerData = Self.decodeBase64URL(parts[0]),
+              let header = try? JSONParser.parseObject(headerData), header["alg"]?.stringValue == "HS256",
+              let payloadData = Self.decodeBase64URL(parts[1]),
+              let payload = try? JSONParser.parseObject(payloadData),
+              let expires = payload["exp"]?.intValue, let notBefore = payload["nbf"]?.intValue,
+              let subject = payload["sub"]?.stringValue else { return nil }
+        guard nowSeconds < Int64(expires), nowSeconds + 60 >= Int64(notBefore) else { return nil }
+        return AccessClaims(
+            subject: subject, email: payload["email"]?.stringValue ?? "", name: payload["name"]?.stringValue ?? "",
+            securityStamp: payload["sstamp"]?.stringValue ?? "", device: payload["device"]?.stringValue ?? "",
+            deviceType: Int(payload["devicetype"]?.stringValue ?? "") ?? 0, clientID: payload["client_id"]?.stringValue ?? "",
+            notBefore: Int64(notBefore), expires: Int64(expires))
+    }
+
+    static func base64URL(_ data: Data) -> String {
+        data.base64EncodedString()
+            .replacingOccurrences(of: "+", with: "-")
+            .replacingOccurrences(of: "/", with: "_")
+            .replacingOccurrences(of: "=", with: "")
+    }
+
+    static func decodeBase64URL<S: StringProtocol>(_ text: S) -> Data? {
+        var base64 = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+        while base64.utf8.count % 4 != 0 { base64 += "=" }
+        return Data(base64Encoded: base64)
+    }
+}
+
+/// Opaque refresh tokens: 32 random bytes, stored only as their SHA-256.
+enum RefreshTokens {
+    static func make() -> String {
+        AccessTokenSigner.base64URL(Data(SystemRandomSource().bytes(count: 32)))
+    }
+
+    static func hash(_ token: String) -> String {
+        Data(SHA256.hash(data: Data(token.utf8))).base64EncodedString()
+    }
+}

@@ -1,0 +1,87 @@
+import Foundation
+import Hummingbird
+import VaultCrypto
+import VaultModels
+
+/// Turns a cipher request body into what the repository stores, refusing anything that would put
+/// plaintext (or oversized data) on the server.
+enum CipherRequests {
+    /// Keys the server manages itself; never stored in the payload.
+    static let managedKeys = [
+        "object", "id", "organizationId", "folderId", "favorite", "edit", "viewPassword", "permissions", "collectionIds",
+        "organizationUseTotp", "creationDate", "revisionDate", "deletedDate", "archivedDate", "lastKnownRevisionDate",
+        "attachments", "attachments2", "type",
+    ]
+
+    /// Maximum encrypted lengths, like the official server's `[EncryptedStringLength]` attributes.
+    static func maximumLength(of path: String) -> Int {
+        if path == "name" || path.hasSuffix(".name") || path.hasSuffix("fileName") { return 1000 }
+        if path == "notes" { return 10_000 }
+        if path.hasSuffix(".uri") { return 10_000 }
+        if path.hasSuffix("password") || path.hasSuffix(".value") || path.hasSuffix("privateKey") { return 5_000 }
+        return 10_000
+    }
+
+    /// Validates a cipher body (already parsed) and returns the write.
+    static func write(from object: JSONObject, path: String = "$") throws -> CipherWrite {
+        let wire: CipherWire
+        do {
+            wire = try CipherWire(json: object, path: path)
+        } catch let error as ModelError {
+            throw APIError.from(error)
+        }
+        guard (1...8).contains(wire.type.rawValue) else {
+            throw APIError.invalidModel(["type": ["Invalid type."]])
+        }
+        if let dataKey = wire.type.dataKey, object[dataKey] == nil || object[dataKey]?.isNull == true {
+            throw APIError.invalidModel([dataKey: ["Data missing."]])
+        }
+        var errors: [String: [String]] = [:]
+        for (field, value) in wire.encryptedFields {
+            let limit = maximumLength(of: field)
+            if value.serialized.utf8.count > limit {
+                errors[field, default: []].append("The field \(field) exceeds the maximum encrypted value length of \(limit) characters.")
+            }
+        }
+        if !errors.isEmpty { throw APIError.invalidModel(errors) }
+        var data = wire.jsonObject()
+        for key in managedKeys { data[key] = nil }
+        return CipherWrite(
+            type: wire.type.rawValue, data: String(decoding: data.serialized(), as: UTF8.self),
+            organizationID: wire.organizationId, folderID: wire.folderId, favorite: wire.favorite ?? false,
+            archivedDate: wire.archivedDate?.microsecondsSinceEpoch,
+            lastKnownRevisionDate: wire.lastKnownRevisionDate?.microsecondsSinceEpoch)
+    }
+
+    /// `{"ids": [...]}` (lowercased, at least one).
+    static func ids(from object: JSONObject) throws -> [String] {
+        guard let values = object["ids"]?.arrayValue else { throw APIError.invalidModel(["ids": ["The Ids field is required."]]) }
+        return try values.map { value in
+            guard let id = value.stringValue, UUID(uuidString: id) != nil else {
+                throw APIError.invalidModel(["ids": ["Every id must be a UUID."]])
+            }
+            return id.lowercased()
+        }
+    }
+
+    static func collectionIDs(from object: JSONObject) throws -> [String] {
+        guard let values = object["collectionIds"]?.arrayValue else { return [] }
+        return try values.map { value in
+            guard let id = value.stringValue, UUID(uuidString: id) != nil else {
+                throw APIError.invalidModel(["collectionIds": ["Every collection id must be a UUID."]])
+            }
+            return id.lowercased()
+        }
+    }
+}
+
+extension CipherWriteError {
+    var apiError: APIError {
+        switch outcome {
+        case .notFound: return .notFound
+        case .outOfDate: return .outOfDate
+        case .forbidden(let message): return APIError(.badRequest, message)
+        case .invalid(let message): return APIError(.badRequest, message)
+        }
+    }
+}

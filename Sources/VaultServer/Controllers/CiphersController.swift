@@ -1,0 +1,223 @@
+import Foundation
+import Hummingbird
+import VaultCrypto
+import VaultModels
+
+/// `/api/ciphers…` (spec §2.7) and `/api/folders…` (§2.8).
+struct CiphersController {
+    let services: ServerServices
+
+    func addRoutes(to api: RouterGroup<VaultRequestContext>) {
+        api.get("ciphers") { request, context in try await list(request, context) }
+        api.get("ciphers/:id") { request, context in try await get(request, context) }
+        api.get("ciphers/:id/details") { request, context in try await get(request, context) }
+        api.post("ciphers") { request, context in try await create(request, context, wrapped: false) }
+        api.post("ciphers/create") { request, context in try await create(request, context, wrapped: true) }
+        api.post("ciphers/import") { request, context in try await importVault(request, context) }
+        for method in [HTTPRequest.Method.put, .post] {
+            api.on("ciphers/:id", method: method) { request, context in try await update(request, context) }
+            api.on("ciphers/:id/partial", method: method) { request, context in try await partial(request, context) }
+            api.on("ciphers/move", method: method) { request, context in try await move(request, context) }
+        }
+        api.put("ciphers/:id/delete") { request, context in try await lifecycle(request, context, .softDelete, bulk: false) }
+        api.put("ciphers/delete") { request, context in try await lifecycle(request, context, .softDelete, bulk: true) }
+        api.delete("ciphers/:id") { request, context in try await lifecycle(request, context, .hardDelete, bulk: false) }
+        api.post("ciphers/:id/delete") { request, context in try await lifecycle(request, context, .hardDelete, bulk: false) }
+        api.delete("ciphers") { request, context in try await lifecycle(request, context, .hardDelete, bulk: true) }
+        api.post("ciphers/delete") { request, context in try await lifecycle(request, context, .hardDelete, bulk: true) }
+        api.put("ciphers/:id/restore") { request, context in try await lifecycle(request, context, .restore, bulk: false) }
+        api.put("ciphers/restore") { request, context in try await lifecycle(request, context, .restore, bulk: true) }
+        api.put("ciphers/:id/archive") { request, context in try await lifecycle(request, context, .archive, bulk: false) }
+        api.put("ciphers/archive") { request, context in try await lifecycle(request, context, .archive, bulk: true) }
+        api.put("ciphers/:id/unarchive") { request, context in try await lifecycle(request, context, .unarchive, bulk: false) }
+        api.put("ciphers/unarchive") { request, context in try await lifecycle(request, context, .unarchive, bulk: true) }
+
+        api.get("folders") { _, context in
+            let folders = try await services.repository.folders(userID: try context.requireUser())
+            let renderer = services.renderer(for: nil)
+            return JSONResponse.list(folders.map { renderer.folder($0).serialized() })
+        }
+        api.get("folders/:id") { _, context in
+            guard let folder = try await services.repository.folder(id: try Self.id(context), userID: try context.requireUser()) else {
+                throw APIError.notFound
+            }
+            return JSONResponse.make(.object(services.renderer(for: nil).folder(folder)))
+        }
+        api.post("folders") { request, context in
+            let (name, id) = try await folderBody(request)
+            let folder = try await services.repository.createFolder(userID: try context.requireUser(), id: id, name: name, now: services.now())
+            return JSONResponse.make(.object(services.renderer(for: nil).folder(folder)))
+        }
+        for method in [HTTPRequest.Method.put, .post] {
+            api.on("folders/:id", method: method) { request, context in
+                let (name, _) = try await folderBody(request)
+                guard let folder = try await services.repository.renameFolder(
+                    id: try Self.id(context), userID: try context.requireUser(), name: name, now: services.now()) else { throw APIError.notFound }
+                return JSONResponse.make(.object(services.renderer(for: nil).folder(folder)))
+            }
+        }
+        api.delete("folders/:id") { _, context in try await deleteFolder(context) }
+        api.post("folders/:id/delete") { _, context in try await deleteFolder(context) }
+    }
+
+    static func id(_ context: VaultRequestContext) throws -> String {
+        guard let id = context.parameters.get("id"), UUID(uuidString: id) != nil else { throw APIError.notFound }
+        return id.lowercased()
+    }
+
+    func render(_ record: CipherRecord, _ request: Request) -> Response {
+        JSONResponse.make(bytes: services.renderer(for: request).cipher(record))
+    }
+
+    func list(_ request: Request, _ context: VaultRequestContext) async throws -> Response {
+        let records = try await services.repository.visibleCiphers(userID: try context.requireUser())
+        let renderer = services.renderer(for: request)
+        return JSONResponse.list(records.map { renderer.cipher($0) })
+    }
+
+    func get(_ request: Request, _ context: VaultRequestContext) async throws -> Response {
+        guard let record = try await services.repository.visibleCipher(id: try Self.id(context), userID: try context.requireUser()) else {
+            throw APIError.notFound
+        }
+        return render(record, request)
+    }
+
+    func create(_ request: Request, _ context: VaultRequestContext, wrapped: Bool) async throws -> Response {
+        let userID = try context.requireUser()
+        let body = try await request.jsonObject(limit: services.configuration.maxBodyBytes)
+        let cipherObject: JSONObject
+        var collections: [String] = []
+        if wrapped {
+            guard let inner = body["cipher"]?.objectValue else { throw APIError.invalidModel(["cipher": ["The Cipher field is required."]]) }
+            cipherObject = inner
+            collections = try CipherRequests.collectionIDs(from: body)
+        } else {
+            cipherObject = body
+        }
+        var write = try CipherRequests.write(from: cipherObject, path: wrapped ? "$.cipher" : "$")
+        write.lastKnownRevisionDate = nil  // creates skip the check (spec §3.2)
+        do {
+            let record = try await services.repository.createCipher(
+                userID: userID, write: write, collectionIDs: collections, requireCollections: wrapped && write.organizationID != nil,
+                now: services.now())
+            return render(record, request)
+        } catch let error as CipherWriteError {
+            throw error.apiError
+        }
+    }
+
+    func update(_ request: Request, _ context: VaultRequestContext) async throws -> Response {
+        let userID = try context.requireUser()
+        let id = try Self.id(context)
+        let write = try CipherRequests.write(from: try await request.jsonObject(limit: services.configuration.maxBodyBytes))
+        do {
+            return render(try await services.repository.updateCipher(id: id, userID: userID, write: write, now: services.now()), request)
+        } catch let error as CipherWriteError {
+            throw error.apiError
+        }
+    }
+
+    func partial(_ request: Request, _ context: VaultRequestContext) async throws -> Response {
+        let body = try await request.jsonObject(limit: services.configuration.maxBodyBytes)
+        let folder = try Self.optionalID(body, "folderId")
+        do {
+            let records = try await services.repository.updateCipherState(
+                ids: [try Self.id(context)], userID: try context.requireUser(), folderID: .some(folder),
+                favorite: body["favorite"]?.boolValue ?? false, now: services.now())
+            guard let record = records.first else { throw APIError.notFound }
+            return render(record, request)
+        } catch let error as CipherWriteError {
+            throw error.apiError
+        }
+    }
+
+    func move(_ request: Request, _ context: VaultRequestContext) async throws -> Response {
+        let body = try await request.jsonObject(limit: services.configuration.maxBodyBytes)
+        let ids = try CipherRequests.ids(from: body)
+        let folder = try Self.optionalID(body, "folderId")
+        do {
+            _ = try await services.repository.updateCipherState(ids: ids, userID: try context.requireUser(), folderID: .some(folder),
+                                                                favorite: nil, now: services.now())
+            return JSONResponse.empty()
+        } catch let error as CipherWriteError {
+            throw error.apiError
+        }
+    }
+
+    static func optionalID(_ body: JSONObject, _ key: String) throws -> String? {
+        guard let value = body[key], !value.isNull else { return nil }
+        guard let text = value.stringValue else { throw APIError.invalidModel([key: ["\(key) must be a string."]]) }
+        if text.isEmpty { return nil }
+        guard UUID(uuidString: text) != nil else { throw APIError.invalidModel([key: ["\(key) must be a UUID."]]) }
+        return text.lowercased()
+    }
+
+    func lifecycle(_ request: Request, _ context: VaultRequestContext, _ action: VaultRepository.Lifecycle, bulk: Bool) async throws -> Response {
+        let userID = try context.requireUser()
+        let ids = bulk ? try CipherRequests.ids(from: try await request.jsonObject(limit: services.configuration.maxBodyBytes)) : [try Self.id(context)]
+        let records: [CipherRecord]
+        do {
+            records = try await services.repository.changeLifecycle(ids: ids, userID: userID, action: action, now: services.now())
+        } catch let error as CipherWriteError {
+            throw error.apiError
+        }
+        switch action {
+        case .softDelete, .hardDelete:
+            return JSONResponse.empty()
+        case .restore, .archive, .unarchive:
+            let renderer = services.renderer(for: request)
+            if bulk { return JSONResponse.list(records.map { renderer.cipher($0) }) }
+            guard let record = records.first else { throw APIError.notFound }
+            return render(record, request)
+        }
+    }
+
+    func importVault(_ request: Request, _ context: VaultRequestContext) async throws -> Response {
+        let userID = try context.requireUser()
+        let body = try await request.jsonObject(limit: services.configuration.maxImportBytes)
+        let cipherValues = body["ciphers"]?.arrayValue ?? []
+        var writes: [CipherWrite] = []
+        for (index, value) in cipherValues.enumerated() {
+            guard let object = value.objectValue else { throw APIError.invalidModel(["ciphers[\(index)]": ["Must be an object."]]) }
+            var write = try CipherRequests.write(from: object, path: "$.ciphers[\(index)]")
+            guard write.organizationID == nil else {
+                throw APIError.invalidModel(["ciphers[\(index)].organizationId": ["Import into an organization is not supported here."]])
+            }
+            write.folderID = nil
+            writes.append(write)
+        }
+        var folders: [(id: String?, name: String)] = []
+        for (index, value) in (body["folders"]?.arrayValue ?? []).enumerated() {
+            guard let object = value.objectValue, let name = object["name"]?.stringValue, (try? EncString(name)) != nil else {
+                throw APIError.invalidModel(["folders[\(index)].name": ["folders[\(index)].name is not a valid encrypted string."]])
+            }
+            folders.append((try Self.optionalID(object, "id"), name))
+        }
+        var relations: [(cipher: Int, folder: Int)] = []
+        for value in body["folderRelationships"]?.arrayValue ?? [] {
+            guard let object = value.objectValue, let key = object["key"]?.intValue, let folder = object["value"]?.intValue,
+                  key >= 0, key < writes.count, folder >= 0, folder < folders.count else {
+                throw APIError.invalidModel(["folderRelationships": ["Each relationship needs a valid cipher index (key) and folder index (value)."]])
+            }
+            relations.append((key, folder))
+        }
+        try await services.repository.importVault(userID: userID, folders: folders, ciphers: writes, relationships: relations, now: services.now())
+        return JSONResponse.empty()
+    }
+
+    func folderBody(_ request: Request) async throws -> (String, String?) {
+        let body = try await request.jsonObject(limit: services.configuration.maxBodyBytes)
+        guard let name = body["name"]?.stringValue else { throw APIError.invalidModel(["name": ["The Name field is required."]]) }
+        guard (try? EncString(name)) != nil else { throw APIError.invalidModel(["name": ["name is not a valid encrypted string."]]) }
+        guard name.utf8.count <= 1000 else {
+            throw APIError.invalidModel(["name": ["The field name exceeds the maximum encrypted value length of 1000 characters."]])
+        }
+        return (name, try Self.optionalID(body, "id"))
+    }
+
+    func deleteFolder(_ context: VaultRequestContext) async throws -> Response {
+        let deleted = try await services.repository.deleteFolders(ids: [try Self.id(context)], userID: try context.requireUser(), now: services.now())
+        guard deleted > 0 else { throw APIError.notFound }
+        return JSONResponse.empty()
+    }
+}

@@ -1,0 +1,249 @@
+import Foundation
+import Hummingbird
+import Logging
+import VaultCrypto
+import VaultModels
+
+/// Prelogin, registration and the token endpoint (spec §2.1–§2.3).
+struct IdentityController {
+    let services: ServerServices
+
+    func addRoutes(to router: Router<VaultRequestContext>) {
+        for path in ["/identity/accounts/prelogin", "/identity/accounts/prelogin/password", "/api/accounts/prelogin"] {
+            router.post(RouterPath(path)) { request, _ in try await prelogin(request) }
+        }
+        router.post("/identity/accounts/register") { request, _ in try await register(request, finish: false) }
+        router.post("/identity/accounts/register/finish") { request, _ in try await register(request, finish: true) }
+        router.post("/identity/connect/token") { request, context in try await token(request, context: context) }
+    }
+
+    func prelogin(_ request: Request) async throws -> Response {
+        let body = try await request.jsonObject(limit: services.configuration.maxBodyBytes)
+        let email = (body["email"]?.stringValue ?? "").lowercased()
+        // Unknown emails get the default KDF: no user enumeration.
+        let user = email.isEmpty ? nil : try await services.repository.user(email: email)
+        let kdf = user.map { ($0.kdfType, $0.kdfIterations, $0.kdfMemory, $0.kdfParallelism) } ?? (0, 600_000, nil, nil)
+        var object = JSONObject()
+        object["kdf"] = .int(kdf.0)
+        object["kdfIterations"] = .int(kdf.1)
+        object["kdfMemory"] = kdf.2.map(JSONValue.int) ?? .null
+        object["kdfParallelism"] = kdf.3.map(JSONValue.int) ?? .null
+        object["kdfSettings"] = .object([
+            "kdfType": .int(kdf.0), "iterations": .int(kdf.1),
+            "memory": kdf.2.map(JSONValue.int) ?? .null, "parallelism": kdf.3.map(JSONValue.int) ?? .null,
+        ])
+        object["salt"] = .null
+        return JSONResponse.make(.object(object))
+    }
+
+    /// Server-side KDF limits (Vaultwarden's: PBKDF2 ≥ 100,000; Argon2id t ≥ 1, 15–1024 MiB, 1–16 lanes).
+    static func validateKdf(type: Int, iterations: Int, memory: Int?, parallelism: Int?) throws {
+        switch type {
+        case 0:
+            guard (100_000...2_000_000).contains(iterations) else {
+                throw APIError.invalidModel(["kdfIterations": ["PBKDF2 iterations must be between 100,000 and 2,000,000."]])
+            }
+        case 1:
+            guard (1...10).contains(iterations), let memory, (15...1024).contains(memory), let parallelism, (1...16).contains(parallelism) else {
+                throw APIError.invalidModel(["kdf": ["Argon2id needs 1–10 iterations, 15–1024 MiB and 1–16 lanes."]])
+            }
+        default:
+            throw APIError.invalidModel(["kdf": ["Unknown KDF type \(type)."]])
+        }
+    }
+
+    func register(_ request: Request, finish: Bool) async throws -> Response {
+        guard !services.configuration.disableSignups else {
+            throw APIError(.badRequest, "Registration not allowed or user already exists")
+        }
+        let body = try await request.jsonObject(limit: services.configuration.maxBodyBytes)
+        func string(_ key: String) -> String? { body[key]?.stringValue }
+        var email = string("email")?.trimmingCharacters(in: .whitespaces).lowercased() ?? ""
+        var hash = string("masterPasswordHash")
+        var key = string("key") ?? string("userSymmetricKey")
+        var kdfType = body["kdf"]?.intValue
+        var iterations = body["kdfIterations"]?.intValue
+        var memory = body["kdfMemory"]?.intValue
+        var parallelism = body["kdfParallelism"]?.intValue
+        if body["key"] != nil && body["userSymmetricKey"] != nil {
+            throw APIError.invalidModel(["key": ["Send either key or userSymmetricKey, not both."]])
+        }
+        if body["keys"] != nil && body["userAsymmetricKeys"] != nil {
+            throw APIError.invalidModel(["keys": ["Send either keys or userAsymmetricKeys, not both."]])
+        }
+        // register/finish: the newer body nests these.
+        if let authentication = body["masterPasswordAuthentication"]?.objectValue {
+            hash = authentication["masterPasswordAuthenticationHash"]?.stringValue
+            if let kdf = authentication["kdf"]?.objectValue {
+                kdfType = kdf["kdfType"]?.intValue
+                iterations = kdf["iterations"]?.intValue
+                memory = kdf["memory"]?.intValue
+                parallelism = kdf["parallelism"]?.intValue
+            }
+            if let salt = authentication["salt"]?.stringValue, salt.lowercased() != email {
+                throw APIError(.unprocessableContent, "Unexpected RegisterData format")
+            }
+        }
+        if let unlock = body["masterPasswordUnlock"]?.objectValue {
+            key = unlock["masterKeyWrappedUserKey"]?.stringValue ?? key
+            if let kdf = unlock["kdf"]?.objectValue, kdf["kdfType"]?.intValue != kdfType || kdf["iterations"]?.intValue != iterations {
+                throw APIError(.unprocessableContent, "Unexpected RegisterData format")
+            }
+        }
+        if email.isEmpty, let fromToken = string("email") { email = fromToken }
+        guard email.count <= 256, email.contains("@"), !email.hasPrefix("@"), !email.hasSuffix("@") else {
+            throw APIError.invalidModel(["email": ["The Email field is not a supported e-mail address format."]])
+        }
+        guard let hash, !hash.isEmpty, hash.count <= 300 else { throw APIError.invalidModel(["masterPasswordHash": ["The MasterPasswordHash field is required."]]) }
+        guard let key, let protectedKey = try? EncString(key), protectedKey.type.isSymmetric else {
+            throw APIError.invalidModel(["key": ["Key is not a valid encrypted string."]])
+        }
+        let kdf = (type: kdfType ?? 0, iterations: iterations ?? 600_000)
+        try Self.validateKdf(type: kdf.type, iterations: kdf.iterations, memory: memory, parallelism: parallelism)
+        let keys = (body["keys"] ?? body["userAsymmetricKeys"])?.objectValue
+        let publicKey = keys?["publicKey"]?.stringValue
+        let privateKey = keys?["encryptedPrivateKey"]?.stringValue
+        if let privateKey, (try? EncString(privateKey)) == nil {
+            throw APIError.invalidModel(["keys.encryptedPrivateKey": ["EncryptedPrivateKey is not a valid encrypted string."]])
+        }
+        if let publicKey, (try? RSAPublicKey(spkiBase64: publicKey)) == nil {
+            throw APIError.invalidModel(["keys.publicKey": ["PublicKey is not a valid public key."]])
+        }
+        let salt = SystemRandomSource().bytes(count: 32)
+        let iterationsServer = max(services.configuration.passwordIterations, StoredPasswordHash.minimumIterations)
+        let stored = try StoredPasswordHash.derive(clientHash: hash, salt: salt, iterations: iterationsServer)
+        let now = services.now()
+        let user = UserRecord(
+            id: newID(), email: email, name: string("name").map { String($0.prefix(50)) }, passwordHash: Data(stored).base64EncodedString(),
+            passwordSalt: Data(salt).base64EncodedString(), passwordIterations: iterationsServer,
+            passwordHint: string("masterPasswordHint"), akey: key, privateKey: privateKey, publicKey: publicKey,
+            kdfType: kdf.type, kdfIterations: kdf.iterations, kdfMemory: kdf.type == 1 ? memory : nil,
+            kdfParallelism: kdf.type == 1 ? parallelism : nil, securityStamp: newID(), now: now)
+        guard try await services.repository.insert(user: user) else {
+            throw APIError(.badRequest, "Registration not allowed or user already exists")
+        }
+        services.logger.info("account registered", metadata: ["user": "\(user.id)"])
+        return JSONResponse.make(.object(finish ? ["object": .string("registerFinish")] : ["object": .string("register"), "captchaBypassToken": .string("")]))
+    }
+
+    /// OAuth-style failure (spec §2.3).
+    static func grantError(_ description: String, message: String, status: HTTPResponse.Status = .badRequest) -> APIError {
+        var error = APIError(status, message)
+        error.oauthError = ("invalid_grant", description)
+        return error
+    }
+
+    func token(_ request: Request, context: VaultRequestContext) async throws -> Response {
+        let form = Self.parseForm(try await request.readBody(limit: 64 * 1024))
+        func field(_ name: String) -> String? { form[Self.normalise(name)] }
+        switch field("grant_type") {
+        case "password":
+            return try await passwordGrant(field, address: context.remoteAddress)
+        case "refresh_token":
+            guard let refresh = field("refresh_token"), !refresh.isEmpty else {
+                throw Self.grantError("invalid_grant", message: "refresh_token cannot be blank")
+            }
+            let newRefresh = RefreshTokens.make()
+            let now = services.now()
+            guard let (user, device, type) = try await services.repository.rotateRefreshToken(
+                oldHash: RefreshTokens.hash(refresh), newHash: RefreshTokens.hash(newRefresh), now: now) else {
+                throw Self.grantError("invalid_grant", message: "Invalid refresh token.")
+            }
+            var object = tokenFields(user: user, device: device, deviceType: type, clientID: field("client_id") ?? "", refresh: newRefresh)
+            object["Key"] = nil
+            return JSONResponse.make(.object(object))
+        default:
+            throw APIError(.badRequest, "Unsupported grant type.").withOAuth("unsupported_grant_type")
+        }
+    }
+
+    private func passwordGrant(_ field: (String) -> String?, address: String) async throws -> Response {
+        for name in ["client_id", "password", "scope", "username", "deviceIdentifier", "deviceName", "deviceType"] {
+            guard let value = field(name), !value.isEmpty else {
+                throw Self.grantError("invalid_request", message: "\(name) cannot be blank")
+            }
+        }
+        let email = field("username")!.lowercased()
+        if let wait = await services.limiter.attempt(account: email, address: address) {
+            var error = APIError(.tooManyRequests, "Too many login attempts. Try again in \(Int(wait.rounded(.up))) seconds.")
+            error.retryAfter = wait
+            throw error
+        }
+        guard let user = try await services.repository.user(email: email),
+              let salt = Data(base64Encoded: user.passwordSalt), let expected = Data(base64Encoded: user.passwordHash),
+              StoredPasswordHash.verify(clientHash: field("password")!, salt: Array(salt), iterations: user.passwordIterations,
+                                        expected: Array(expected)) else {
+            services.logger.info("login failed", metadata: ["address": "\(address)"])
+            throw Self.grantError("invalid_username_or_password", message: "Username or password is incorrect. Try again.")
+        }
+        let refresh = RefreshTokens.make()
+        let device = field("deviceIdentifier")!
+        let deviceType = Int(field("deviceType")!) ?? 14
+        _ = try await services.repository.registerDevice(
+            userID: user.id, identifier: device, name: String(field("deviceName")!.prefix(100)), type: deviceType,
+            refreshTokenHash: RefreshTokens.hash(refresh), now: services.now())
+        services.logger.info("login", metadata: ["user": "\(user.id)"])
+        return JSONResponse.make(.object(tokenFields(user: user, device: device, deviceType: deviceType, clientID: field("client_id")!, refresh: refresh)))
+    }
+
+    private func tokenFields(user: UserRecord, device: String, deviceType: Int, clientID: String, refresh: String) -> JSONObject {
+        let now = services.now() / 1_000_000
+        let lifetime = services.configuration.accessTokenLifetime
+        let access = services.signer.sign(AccessClaims(
+            subject: user.id, email: user.email, name: user.name ?? "", securityStamp: user.securityStamp, device: device,
+            deviceType: deviceType, clientID: clientID, notBefore: now, expires: now + lifetime))
+        var object = JSONObject()
+        object["access_token"] = .string(access)
+        object["expires_in"] = .number(String(lifetime))
+        object["token_type"] = .string("Bearer")
+        object["refresh_token"] = .string(refresh)
+        object["scope"] = .string("api offline_access")
+        object["Key"] = .string(user.akey)
+        object["PrivateKey"] = user.privateKey.map(JSONValue.string) ?? .null
+        object["Kdf"] = .int(user.kdfType)
+        object["KdfIterations"] = .int(user.kdfIterations)
+        object["KdfMemory"] = user.kdfMemory.map(JSONValue.int) ?? .null
+        object["KdfParallelism"] = user.kdfParallelism.map(JSONValue.int) ?? .null
+        object["ForcePasswordReset"] = .bool(false)
+        object["ResetMasterPassword"] = .bool(false)
+        object["MasterPasswordPolicy"] = .object(["Object": .string("masterPasswordPolicy")])
+        object["AccountKeys"] = Renderer.accountKeys(user, pascal: true)
+        object["UserDecryptionOptions"] = .object([
+            "HasMasterPassword": .bool(true),
+            "MasterPasswordUnlock": .object([
+                "Kdf": .object(Renderer.kdfObject(user, pascal: true)),
+                "MasterKeyEncryptedUserKey": .string(user.akey),
+                "MasterKeyWrappedUserKey": .string(user.akey),
+                "Salt": .string(user.email),
+            ]),
+            "Object": .string("userDecryptionOptions"),
+        ])
+        return object
+    }
+
+    /// `deviceIdentifier`, `DeviceIdentifier` and `device_identifier` are the same field.
+    static func normalise(_ name: String) -> String {
+        name.lowercased().replacingOccurrences(of: "_", with: "")
+    }
+
+    static func parseForm(_ bytes: [UInt8]) -> [String: String] {
+        var result: [String: String] = [:]
+        for pair in String(decoding: bytes, as: UTF8.self).split(separator: "&") {
+            let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+            func decode(_ text: Substring) -> String {
+                text.replacingOccurrences(of: "+", with: " ").removingPercentEncoding ?? String(text)
+            }
+            let key = normalise(decode(parts[0]))
+            result[key] = parts.count > 1 ? decode(parts[1]) : ""
+        }
+        return result
+    }
+}
+
+extension APIError {
+    func withOAuth(_ code: String) -> APIError {
+        var copy = self
+        copy.oauthError = (code, message)
+        return copy
+    }
+}

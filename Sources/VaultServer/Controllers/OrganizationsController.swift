@@ -1,0 +1,181 @@
+import Foundation
+import Hummingbird
+import VaultCrypto
+import VaultModels
+
+/// The minimal organization flows of organizations.md §6.
+struct OrganizationsController {
+    let services: ServerServices
+
+    func addRoutes(to api: RouterGroup<VaultRequestContext>) {
+        api.post("organizations") { request, context in try await create(request, context) }
+        api.get("organizations/:orgId") { _, context in
+            let (orgID, membership) = try await member(context)
+            guard membership.type == 0 else { throw APIError.notFound }
+            return JSONResponse.make(.object(["object": .string("organization"), "id": .string(orgID)]))
+        }
+        api.get("organizations/:orgId/collections") { _, context in
+            let (orgID, membership) = try await member(context)
+            guard membership.hasFullAccess else { throw APIError.notFound }
+            let rows = try await services.repository.collections(organizationID: orgID)
+            return JSONResponse.list(rows.map { VaultRepository.collectionObject($0, object: "collection", access: nil).serialized() })
+        }
+        api.post("organizations/:orgId/collections") { request, context in try await saveCollection(request, context, update: false) }
+        for method in [HTTPRequest.Method.put, .post] {
+            api.on("organizations/:orgId/collections/:id", method: method) { request, context in
+                try await saveCollection(request, context, update: true)
+            }
+        }
+        api.delete("organizations/:orgId/collections/:id") { _, context in
+            let (orgID, membership) = try await member(context)
+            guard membership.hasFullAccess else { throw APIError.notFound }
+            guard try await services.repository.deleteCollection(id: try Self.uuid(context, "id"), organizationID: orgID, now: services.now()) else {
+                throw APIError.notFound
+            }
+            return JSONResponse.empty()
+        }
+        api.get("organizations/:orgId/collections/:id/users") { _, context in
+            let (orgID, membership) = try await member(context)
+            guard membership.hasFullAccess,
+                  let rows = try await services.repository.collectionMembers(collectionID: try Self.uuid(context, "id"), organizationID: orgID) else {
+                throw APIError.notFound
+            }
+            return JSONResponse.make(.array(rows.map { row in
+                .object(["id": .string(row.text("membership_id") ?? ""), "readOnly": .bool(row.bool("read_only")),
+                         "hidePasswords": .bool(row.bool("hide_passwords")), "manage": .bool(row.bool("manage"))])
+            }))
+        }
+        api.post("organizations/:orgId/users/invite") { request, context in try await invite(request, context) }
+        api.post("organizations/:orgId/users/:id/confirm") { request, context in
+            let (orgID, membership) = try await member(context)
+            guard membership.hasFullAccess else { throw APIError.notFound }
+            let body = try await request.jsonObject(limit: services.configuration.maxBodyBytes)
+            guard let key = body["key"]?.stringValue, (try? EncString(key)) != nil else {
+                throw APIError(.badRequest, "Key or UserId is not set, unable to process request")
+            }
+            try await services.repository.confirm(organizationID: orgID, membershipID: try Self.uuid(context, "id"), key: key, now: services.now())
+            return JSONResponse.empty()
+        }
+        api.post("organizations/:orgId/users/:id/accept") { _, _ -> Response in
+            throw APIError(.badRequest, "Invitations are accepted automatically on this server.")
+        }
+        api.get("organizations/:orgId/users") { _, context in
+            let (orgID, membership) = try await member(context)
+            guard membership.hasFullAccess else { throw APIError.notFound }
+            let rows = try await services.repository.members(organizationID: orgID)
+            return JSONResponse.list(rows.map { row in
+                var object = JSONObject()
+                object["object"] = .string("organizationUserUserDetails")
+                object["id"] = .string(row.text("id") ?? "")
+                object["userId"] = .string(row.text("user_id") ?? "")
+                object["name"] = row.text("name").map(JSONValue.string) ?? .null
+                object["email"] = .string(row.text("email") ?? "")
+                object["status"] = .int(Int(row.int("status") ?? 0))
+                object["type"] = .int(Int(row.int("type") ?? 2))
+                object["collections"] = .array([])
+                object["groups"] = .array([])
+                return object.serialized()
+            })
+        }
+        api.post("organizations/:orgId/users/public-keys") { request, context in
+            let (orgID, membership) = try await member(context)
+            guard membership.hasFullAccess else { throw APIError.notFound }
+            let ids = Set(try CipherRequests.ids(from: try await request.jsonObject(limit: services.configuration.maxBodyBytes)))
+            let rows = try await services.repository.members(organizationID: orgID).filter { ids.contains($0.text("id") ?? "") }
+            return JSONResponse.list(rows.map { row in
+                JSONObject(dictionaryLiteral:
+                    ("object", .string("organizationUserPublicKeyResponseModel")), ("id", .string(row.text("id") ?? "")),
+                    ("userId", .string(row.text("user_id") ?? "")), ("key", row.text("public_key").map(JSONValue.string) ?? .null)).serialized()
+            })
+        }
+        api.get("users/:id/public-key") { _, context in
+            guard let user = try await services.repository.user(id: try Self.uuid(context, "id")), let key = user.publicKey else {
+                throw APIError.notFound
+            }
+            return JSONResponse.make(.object(["object": .string("userKey"), "userId": .string(user.id), "publicKey": .string(key)]))
+        }
+    }
+
+    static func uuid(_ context: VaultRequestContext, _ name: String) throws -> String {
+        guard let value = context.parameters.get(name), UUID(uuidString: value) != nil else { throw APIError.notFound }
+        return value.lowercased()
+    }
+
+    /// The caller's confirmed membership; 404 for non-members (never reveal an organization).
+    func member(_ context: VaultRequestContext) async throws -> (String, MembershipRecord) {
+        let orgID = try Self.uuid(context, "orgId")
+        guard let membership = try await services.repository.membership(userID: try context.requireUser(), organizationID: orgID),
+              membership.status == 2 else { throw APIError.notFound }
+        return (orgID, membership)
+    }
+
+    func create(_ request: Request, _ context: VaultRequestContext) async throws -> Response {
+        let userID = try context.requireUser()
+        let body = try await request.jsonObject(limit: services.configuration.maxBodyBytes)
+        guard let name = body["name"]?.stringValue, !name.isEmpty, name.count <= 50 else {
+            throw APIError.invalidModel(["name": ["The Name field is required (at most 50 characters)."]])
+        }
+        guard let billing = body["billingEmail"]?.stringValue, billing.contains("@") else {
+            throw APIError.invalidModel(["billingEmail": ["BillingEmail is not a valid email address."]])
+        }
+        guard let key = body["key"]?.stringValue, (try? EncString(key)) != nil else {
+            throw APIError.invalidModel(["key": ["key is not a valid encrypted string."]])
+        }
+        let collectionName = body["collectionName"]?.stringValue
+        if let collectionName, (try? EncString(collectionName)) == nil {
+            throw APIError.invalidModel(["collectionName": ["collectionName is not a valid encrypted string."]])
+        }
+        let id = try await services.repository.createOrganization(
+            userID: userID, name: name, billingEmail: billing.lowercased(), key: key, collectionName: collectionName, now: services.now())
+        var object = JSONObject()
+        object["object"] = .string("organization")
+        object["id"] = .string(id)
+        object["name"] = .string(name)
+        object["billingEmail"] = .string(billing.lowercased())
+        object["planType"] = .int(6)
+        object["hasPublicAndPrivateKeys"] = .bool(false)
+        return JSONResponse.make(.object(object))
+    }
+
+    static func accessEntries(_ value: JSONValue?) throws -> [VaultRepository.CollectionAccessEntry]? {
+        guard let values = value?.arrayValue else { return nil }
+        return try values.map { entry in
+            guard let object = entry.objectValue, let id = object["id"]?.stringValue, UUID(uuidString: id) != nil else {
+                throw APIError.invalidModel(["users": ["Each entry needs an id."]])
+            }
+            return .init(membershipID: id.lowercased(), readOnly: object["readOnly"]?.boolValue ?? false,
+                         hidePasswords: object["hidePasswords"]?.boolValue ?? false, manage: object["manage"]?.boolValue ?? false)
+        }
+    }
+
+    func saveCollection(_ request: Request, _ context: VaultRequestContext, update: Bool) async throws -> Response {
+        let (orgID, membership) = try await member(context)
+        guard membership.hasFullAccess else { throw APIError.notFound }
+        let body = try await request.jsonObject(limit: services.configuration.maxBodyBytes)
+        guard let name = body["name"]?.stringValue, (try? EncString(name)) != nil, name.utf8.count <= 1000 else {
+            throw APIError.invalidModel(["name": ["name is not a valid encrypted string."]])
+        }
+        let users = try Self.accessEntries(body["users"])
+        guard let row = try await services.repository.saveCollection(
+            organizationID: orgID, id: update ? try Self.uuid(context, "id") : nil, name: name,
+            externalID: body["externalId"]?.stringValue, users: update ? users : (users ?? []), now: services.now()) else {
+            throw APIError.notFound
+        }
+        return JSONResponse.make(.object(VaultRepository.collectionObject(row, object: "collectionDetails", access: .owner)))
+    }
+
+    func invite(_ request: Request, _ context: VaultRequestContext) async throws -> Response {
+        let (orgID, membership) = try await member(context)
+        guard membership.hasFullAccess else { throw APIError.notFound }
+        let body = try await request.jsonObject(limit: services.configuration.maxBodyBytes)
+        guard let emails = body["emails"]?.arrayValue?.compactMap({ $0.stringValue?.lowercased() }), !emails.isEmpty else {
+            throw APIError.invalidModel(["emails": ["The Emails field is required."]])
+        }
+        let type = body["type"]?.intValue ?? 2
+        guard (0...4).contains(type) else { throw APIError.invalidModel(["type": ["Invalid member type."]]) }
+        if type != 2 && membership.type != 0 { throw APIError(.badRequest, "Only Owners can invite Managers, Admins or Owners") }
+        let collections = try Self.accessEntries(body["collections"]) ?? []
+        try await services.repository.invite(organizationID: orgID, emails: emails, type: type, collections: collections, now: services.now())
+        return JSONResponse.empty()
+    }
+}

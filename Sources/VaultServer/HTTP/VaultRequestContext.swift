@@ -1,0 +1,65 @@
+import Foundation
+import Hummingbird
+import NIOCore
+import VaultModels
+
+/// Per-request state: the authenticated user (set by ``AuthMiddleware``) and the client's address.
+public struct VaultRequestContext: RequestContext {
+    public var coreContext: CoreRequestContextStorage
+    /// The authenticated user's id, on `/api` routes that require it.
+    var userID: String?
+    /// The access token's claims.
+    var claims: AccessClaims?
+    /// The peer address (for rate limiting).
+    let remoteAddress: String
+
+    public init(source: ApplicationRequestContextSource) {
+        coreContext = .init(source: source)
+        remoteAddress = source.channel.remoteAddress?.ipAddress ?? "unknown"
+    }
+
+    /// Body limits are applied per route with ``readBody(_:limit:)``.
+    public var maxUploadSize: Int { 256 * 1024 * 1024 }
+
+    /// The authenticated user, or 401.
+    func requireUser() throws -> String {
+        guard let userID else { throw APIError.unauthorized }
+        return userID
+    }
+}
+
+extension Request {
+    /// Collects the body up to `limit` bytes (413 beyond).
+    func readBody(limit: Int) async throws -> [UInt8] {
+        let buffer = try await body.collect(upTo: limit)
+        return Array(buffer.readableBytesView)
+    }
+
+    /// The body as a JSON object (400 with the official shape if it is not one).
+    func jsonObject(limit: Int) async throws -> JSONObject {
+        let bytes = try await readBody(limit: limit)
+        do {
+            return try JSONParser.parseObject(bytes)
+        } catch let error as ModelError {
+            throw APIError.from(error)
+        }
+    }
+}
+
+/// Checks the bearer token on every route it guards; 401 without a valid, unexpired one.
+struct AuthMiddleware: RouterMiddleware {
+    typealias Context = VaultRequestContext
+    let signer: AccessTokenSigner
+    let now: @Sendable () -> Int64
+
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        guard let header = request.headers[.authorization], header.lowercased().hasPrefix("bearer "),
+              let claims = signer.verify(String(header.dropFirst(7)), nowSeconds: now() / 1_000_000) else {
+            throw APIError.unauthorized
+        }
+        var context = context
+        context.userID = claims.subject
+        context.claims = claims
+        return try await next(request, context)
+    }
+}

@@ -1,0 +1,56 @@
+import Foundation
+import Logging
+
+/// Everything the server can be told, with the defaults `vaultsync-server` uses. Built from flags and
+/// environment variables at the edge and passed down; no globals.
+public struct ServerConfiguration: Sendable {
+    public var host = "127.0.0.1"
+    /// 0 picks a free port (reported on start).
+    public var port = 8087
+    /// Holds the SQLite database (when no URL is given) and the token signing key.
+    public var dataDirectory = "./vaultsync-data"
+    /// `postgres://user:password@host:port/database` selects PostgreSQL.
+    public var databaseURL: String?
+    public var logLevel: Logger.Level = .info
+    public var disableSignups = false
+    /// The access-token signing key; when `nil` it is read from (or created in) the data directory.
+    public var tokenKey: [UInt8]?
+    /// Access-token lifetime in seconds (official: 3600).
+    public var accessTokenLifetime: Int64 = 3600
+    /// PBKDF2 iterations of the server-side hash of master-password hashes (never below 600,000).
+    public var passwordIterations = 600_000
+    /// Largest JSON body accepted (413 beyond).
+    public var maxBodyBytes = 4 * 1024 * 1024
+    /// Largest import body accepted.
+    public var maxImportBytes = 64 * 1024 * 1024
+    /// Largest attachment accepted.
+    public var maxAttachmentBytes = 100 * 1024 * 1024
+    /// Login attempts per account: burst, then one per `accountRefillSeconds`.
+    public var accountLoginBurst = 10.0
+    public var accountRefillSeconds = 6.0
+    /// Login attempts per client address.
+    public var addressLoginBurst = 60.0
+    public var addressRefillSeconds = 1.0
+    /// The clock, in microseconds since the epoch (tests move it to expire tokens).
+    public var now: @Sendable () -> Int64 = { Int64((Date().timeIntervalSince1970 * 1_000_000).rounded()) }
+
+    public init() {}
+
+    /// Where the SQLite database lives when no URL is given.
+    public var sqlitePath: String { (dataDirectory as NSString).appendingPathComponent("vaultsync.sqlite") }
+    /// Where the signing key lives when not configured.
+    public var tokenKeyPath: String { (dataDirectory as NSString).appendingPathComponent("token-signing.key") }
+}
+
+/// Configuration errors, reported before the server starts.
+public enum ServerConfigurationError: Error, CustomStringConvertible {
+    case dataDirectory(String)
+    case tokenKey(String)
+
+    public var description: String {
+        switch self {
+        case .dataDirectory(let reason): return "data directory: \(reason)"
+        case .tokenKey(let reason): return "token signing key: \(reason)"
+        }
+    }
+}

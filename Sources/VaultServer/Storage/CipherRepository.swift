@@ -1,0 +1,335 @@
+import Foundation
+
+/// What a cipher write carries, already validated and split into stored columns.
+struct CipherWrite: Sendable {
+    var type: Int
+    /// JSON object text of the encrypted payload (no server-managed keys).
+    var data: String
+    var organizationID: String?
+    var folderID: String?
+    var favorite: Bool
+    var archivedDate: Int64?
+    /// From `lastKnownRevisionDate`; `nil` skips the stale-edit check.
+    var lastKnownRevisionDate: Int64?
+}
+
+/// Why a cipher write was refused.
+enum CipherWriteOutcome: Sendable {
+    case notFound
+    case outOfDate
+    case forbidden(String)
+    case invalid(String)
+}
+
+struct CipherWriteError: Error {
+    let outcome: CipherWriteOutcome
+}
+
+extension VaultRepository {
+    // MARK: Reading with access
+
+    /// The ciphers `userID` can see (personal ones and organization ones through collections or full
+    /// access), optionally only `onlyID`, with folder/favorite/archive state, access, collections and
+    /// attachments filled in.
+    static func visibleCiphers(userID: String, onlyID: String? = nil, _ session: any SQLSession) async throws -> [CipherRecord] {
+        let idFilter = onlyID == nil ? "" : " AND c.id = ?"
+        let idBind: [SQLValue] = onlyID.map { [.text($0)] } ?? []
+        let stateJoin = "LEFT JOIN cipher_user_state s ON s.cipher_id = c.id AND s.user_id = ?"
+        var records = try await session.query("""
+            SELECT c.*, s.folder_id, s.favorite, s.archived_date FROM ciphers c \(stateJoin)
+            WHERE c.user_id = ?\(idFilter) ORDER BY c.created_at, c.id
+            """, [.text(userID), .text(userID)] + idBind).map { CipherRecord(row: $0, access: .owner) }
+
+        let memberships = try await session.query(
+            "SELECT * FROM memberships WHERE user_id = ? AND status = 2", [.text(userID)]).map(MembershipRecord.init(row:))
+        if !memberships.isEmpty {
+            let orgIDs = memberships.map(\.organizationID)
+            let orgBinds = orgIDs.map(SQLValue.text)
+            let orgCiphers = try await session.query("""
+                SELECT c.*, s.folder_id, s.favorite, s.archived_date FROM ciphers c \(stateJoin)
+                WHERE c.organization_id IN (\(placeholders(orgIDs.count)))\(idFilter) ORDER BY c.created_at, c.id
+                """, [.text(userID)] + orgBinds + idBind)
+            let links = try await session.query("""
+                SELECT cc.collection_id, cc.cipher_id FROM collection_ciphers cc JOIN collections col ON col.id = cc.collection_id
+                WHERE col.organization_id IN (\(placeholders(orgIDs.count)))
+                """, orgBinds)
+            var collectionsOfCipher: [String: [String]] = [:]
+            for link in links {
+                collectionsOfCipher[link.text("cipher_id") ?? "", default: []].append(link.text("collection_id") ?? "")
+            }
+            let rows = try await session.query(
+                "SELECT * FROM collection_members WHERE membership_id IN (\(placeholders(memberships.count)))",
+                memberships.map { .text($0.id) })
+            var rowOfCollection: [String: CipherAccess] = [:]
+            for row in rows {
+                rowOfCollection[row.text("collection_id") ?? ""] = CipherAccess(
+                    edit: !row.bool("read_only"), viewPassword: !row.bool("hide_passwords"), manage: row.bool("manage"))
+            }
+            let membershipOfOrg = Dictionary(memberships.map { ($0.organizationID, $0) }, uniquingKeysWith: { first, _ in first })
+            for row in orgCiphers {
+                guard let orgID = row.text("organization_id"), let membership = membershipOfOrg[orgID] else { continue }
+                let collections = (collectionsOfCipher[row.text("id") ?? ""] ?? []).sorted()
+                var record: CipherRecord
+                if membership.hasFullAccess {
+                    record = CipherRecord(row: row, access: .owner)
+                    record.collectionIDs = collections
+                } else {
+                    // organizations.md §4.4, per-flag most permissive over the user's collections.
+                    let assigned = collections.filter { rowOfCollection[$0] != nil }
+                    guard !assigned.isEmpty else { continue }
+                    let access = assigned.compactMap { rowOfCollection[$0] }.reduce(CipherAccess(edit: false, viewPassword: false, manage: false)) {
+                        CipherAccess(edit: $0.edit || $1.edit, viewPassword: $0.viewPassword || $1.viewPassword, manage: $0.manage || $1.manage)
+                    }
+                    record = CipherRecord(row: row, access: access)
+                    record.collectionIDs = assigned
+                }
+                records.append(record)
+            }
+        }
+        if !records.isEmpty {
+            let ids = records.map(\.id)
+            var attachmentsOfCipher: [String: [AttachmentRecord]] = [:]
+            // Chunked to stay under SQLite's bound-parameter limit on large vaults.
+            for chunk in stride(from: 0, to: ids.count, by: 500).map({ Array(ids[$0..<min($0 + 500, ids.count)]) }) {
+                let rows = try await session.query("""
+                    SELECT id, cipher_id, file_name, akey, file_size FROM attachments
+                    WHERE body IS NOT NULL AND cipher_id IN (\(placeholders(chunk.count))) ORDER BY created_at
+                    """, chunk.map(SQLValue.text))
+                for row in rows {
+                    let attachment = AttachmentRecord(id: row.text("id") ?? "", cipherID: row.text("cipher_id") ?? "",
+                                                      fileName: row.text("file_name") ?? "", key: row.text("akey"),
+                                                      fileSize: row.int("file_size") ?? 0)
+                    attachmentsOfCipher[attachment.cipherID, default: []].append(attachment)
+                }
+            }
+            for index in records.indices {
+                records[index].attachments = attachmentsOfCipher[records[index].id] ?? []
+            }
+        }
+        return records
+    }
+
+    func visibleCiphers(userID: String) async throws -> [CipherRecord] {
+        try await transaction { session in try await Self.visibleCiphers(userID: userID, session) }
+    }
+
+    func visibleCipher(id: String, userID: String) async throws -> CipherRecord? {
+        try await transaction { session in try await Self.visibleCiphers(userID: userID, onlyID: id, session).first }
+    }
+
+    /// Users whose account revision must move when a cipher changes: the owner, or every confirmed
+    /// member of its organization.
+    static func affectedUsers(userID: String?, organizationID: String?, _ session: any SQLSession) async throws -> [String] {
+        if let organizationID {
+            return try await session.query("SELECT user_id FROM memberships WHERE organization_id = ? AND status = 2",
+                                           [.text(organizationID)]).compactMap { $0.text("user_id") }
+        }
+        return userID.map { [$0] } ?? []
+    }
+
+    static func setUserState(cipherID: String, userID: String, folderID: String?, favorite: Bool, archivedDate: Int64?,
+                             _ session: any SQLSession) async throws {
+        var folder = folderID
+        if let candidate = folderID {
+            let owned = try await session.query("SELECT id FROM folders WHERE id = ? AND user_id = ?", [.text(candidate), .text(userID)])
+            if owned.isEmpty { folder = nil }
+        }
+        try await session.query("""
+            INSERT INTO cipher_user_state (cipher_id, user_id, folder_id, favorite, archived_date) VALUES (?, ?, ?, ?, ?)
+            ON CONFLICT (cipher_id, user_id) DO UPDATE SET folder_id = excluded.folder_id, favorite = excluded.favorite,
+                archived_date = excluded.archived_date
+            """, [.text(cipherID), .text(userID), .optionalText(folder), .bool(favorite), .optionalInt(archivedDate)])
+    }
+
+    // MARK: Writing
+
+    /// Creates a cipher for `userID` (personal) or in an organization with `collectionIDs`.
+    func createCipher(userID: String, write: CipherWrite, collectionIDs: [String], requireCollections: Bool, now: Int64) async throws -> CipherRecord {
+        try await transaction { session in
+            let id = newID()
+            if let orgID = write.organizationID {
+                try await Self.checkCollectionWrite(userID: userID, organizationID: orgID, collectionIDs: collectionIDs,
+                                                    requireCollections: requireCollections, session)
+            }
+            try await session.query("""
+                INSERT INTO ciphers (id, user_id, organization_id, type, data, created_at, revision_date, deleted_date)
+                VALUES (?, ?, ?, ?, ?, ?, ?, NULL)
+                """, [.text(id), write.organizationID == nil ? .text(userID) : .null, .optionalText(write.organizationID),
+                      .int(Int64(write.type)), .text(write.data), .int(now), .int(now)])
+            for collectionID in Set(collectionIDs) {
+                try await session.query("INSERT INTO collection_ciphers (collection_id, cipher_id) VALUES (?, ?)", [.text(collectionID), .text(id)])
+            }
+            try await Self.setUserState(cipherID: id, userID: userID, folderID: write.folderID, favorite: write.favorite,
+                                        archivedDate: write.archivedDate, session)
+            try await Self.bumpRevision(try await Self.affectedUsers(userID: userID, organizationID: write.organizationID, session) + [userID],
+                                        now: now, session)
+            guard let record = try await Self.visibleCiphers(userID: userID, onlyID: id, session).first else {
+                throw CipherWriteError(outcome: .notFound)
+            }
+            return record
+        }
+    }
+
+    /// Checks that `userID` may put an item into each collection (full access, or a row that is not read-only).
+    static func checkCollectionWrite(userID: String, organizationID: String, collectionIDs: [String], requireCollections: Bool,
+                                     _ session: any SQLSession) async throws {
+        guard let membership = try await session.query(
+            "SELECT * FROM memberships WHERE organization_id = ? AND user_id = ? AND status = 2",
+            [.text(organizationID), .text(userID)]).first.map(MembershipRecord.init(row:)) else {
+            throw CipherWriteError(outcome: .notFound)
+        }
+        if requireCollections && collectionIDs.isEmpty {
+            throw CipherWriteError(outcome: .invalid("You must select at least one collection."))
+        }
+        if collectionIDs.isEmpty && !membership.hasFullAccess {
+            throw CipherWriteError(outcome: .forbidden("You do not have permissions to edit this."))
+        }
+        for collectionID in Set(collectionIDs) {
+            guard try await !session.query("SELECT id FROM collections WHERE id = ? AND organization_id = ?",
+                                           [.text(collectionID), .text(organizationID)]).isEmpty else {
+                throw CipherWriteError(outcome: .invalid("Specified CollectionId does not exist on the specified Organization."))
+            }
+            if membership.hasFullAccess { continue }
+            let row = try await session.query("SELECT read_only FROM collection_members WHERE collection_id = ? AND membership_id = ?",
+                                              [.text(collectionID), .text(membership.id)]).first
+            guard let row, !row.bool("read_only") else {
+                throw CipherWriteError(outcome: .invalid("No rights to modify the collection \(collectionID)."))
+            }
+        }
+    }
+
+    /// Replaces a cipher's content. The stale-edit check (spec §3.2, official two-sided 1-second rule)
+    /// is part of the `UPDATE`'s condition, so of two concurrent updates from the same base exactly one
+    /// succeeds.
+    func updateCipher(id: String, userID: String, write: CipherWrite, now: Int64) async throws -> CipherRecord {
+        try await transaction { session in
+            guard let current = try await Self.visibleCiphers(userID: userID, onlyID: id, session).first else {
+                throw CipherWriteError(outcome: .notFound)
+            }
+            guard current.access.edit else { throw CipherWriteError(outcome: .forbidden("You do not have permissions to edit this.")) }
+            guard current.organizationID == write.organizationID else {
+                throw CipherWriteError(outcome: .invalid("Organization mismatch. Re-sync if you recently moved this item, then try again."))
+            }
+            var condition = ""
+            var binds: [SQLValue] = [.int(Int64(write.type)), .text(write.data), .int(now), .text(id)]
+            if let known = write.lastKnownRevisionDate {
+                condition = " AND revision_date >= ? AND revision_date <= ?"
+                binds += [.int(known - 1_000_000), .int(known + 1_000_000)]
+            }
+            let updated = try await session.query(
+                "UPDATE ciphers SET type = ?, data = ?, revision_date = ? WHERE id = ?\(condition) RETURNING id", binds)
+            guard !updated.isEmpty else { throw CipherWriteError(outcome: .outOfDate) }
+            try await Self.setUserState(cipherID: id, userID: userID, folderID: write.folderID, favorite: write.favorite,
+                                        archivedDate: current.archivedDate, session)
+            try await Self.bumpRevision(try await Self.affectedUsers(userID: current.userID, organizationID: current.organizationID, session),
+                                        now: now, session)
+            guard let record = try await Self.visibleCiphers(userID: userID, onlyID: id, session).first else {
+                throw CipherWriteError(outcome: .notFound)
+            }
+            return record
+        }
+    }
+
+    /// Changes only this user's folder and favorite (no cipher revision bump, spec §3.1).
+    func updateCipherState(ids: [String], userID: String, folderID: String??, favorite: Bool?, now: Int64) async throws -> [CipherRecord] {
+        try await transaction { session in
+            var result: [CipherRecord] = []
+            for id in ids {
+                guard let current = try await Self.visibleCiphers(userID: userID, onlyID: id, session).first else {
+                    throw CipherWriteError(outcome: .notFound)
+                }
+                let folder = folderID ?? current.folderID
+                try await Self.setUserState(cipherID: id, userID: userID, folderID: folder, favorite: favorite ?? current.favorite,
+                                            archivedDate: current.archivedDate, session)
+                if let updated = try await Self.visibleCiphers(userID: userID, onlyID: id, session).first { result.append(updated) }
+            }
+            try await Self.bumpRevision([userID], now: now, session)
+            return result
+        }
+    }
+
+    enum Lifecycle: Sendable {
+        case softDelete, restore, hardDelete, archive, unarchive
+    }
+
+    /// Soft delete, restore, hard delete, archive or unarchive several ciphers at once, all or nothing.
+    func changeLifecycle(ids: [String], userID: String, action: Lifecycle, now: Int64) async throws -> [CipherRecord] {
+        try await transaction { session in
+            var result: [CipherRecord] = []
+            var affected: [String] = [userID]
+            for id in ids {
+                guard let current = try await Self.visibleCiphers(userID: userID, onlyID: id, session).first else {
+                    throw CipherWriteError(outcome: .notFound)
+                }
+                switch action {
+                case .softDelete, .restore, .hardDelete:
+                    guard current.access.canDelete else {
+                        throw CipherWriteError(outcome: .forbidden("You do not have permissions to delete this."))
+                    }
+                case .archive, .unarchive:
+                    break
+                }
+                affected += try await Self.affectedUsers(userID: current.userID, organizationID: current.organizationID, session)
+                switch action {
+                case .softDelete:
+                    // Official: soft-deleting an already deleted item is a no-op (spec §3.1).
+                    if current.deletedDate == nil {
+                        try await session.query("UPDATE ciphers SET deleted_date = ?, revision_date = ? WHERE id = ?", [.int(now), .int(now), .text(id)])
+                    }
+                case .restore:
+                    if current.deletedDate != nil {
+                        try await session.query("UPDATE ciphers SET deleted_date = NULL, revision_date = ? WHERE id = ?", [.int(now), .text(id)])
+                    }
+                case .hardDelete:
+                    try await session.query("DELETE FROM ciphers WHERE id = ?", [.text(id)])
+                case .archive, .unarchive:
+                    let archived: Int64? = action == .archive ? (current.archivedDate ?? now) : nil
+                    if archived != current.archivedDate {
+                        try await Self.setUserState(cipherID: id, userID: userID, folderID: current.folderID, favorite: current.favorite,
+                                                    archivedDate: archived, session)
+                        // Official: archive and unarchive bump the cipher's revision date too.
+                        try await session.query("UPDATE ciphers SET revision_date = ? WHERE id = ?", [.int(now), .text(id)])
+                    }
+                }
+                if action != .hardDelete, let updated = try await Self.visibleCiphers(userID: userID, onlyID: id, session).first {
+                    result.append(updated)
+                }
+            }
+            try await Self.bumpRevision(affected, now: now, session)
+            return result
+        }
+    }
+
+    /// Imports ciphers and folders in one transaction (spec §2.7 import).
+    func importVault(userID: String, folders: [(id: String?, name: String)], ciphers: [CipherWrite],
+                     relationships: [(cipher: Int, folder: Int)], now: Int64) async throws {
+        try await transaction { session in
+            var folderIDs: [String] = []
+            for folder in folders {
+                if let id = folder.id, try await !session.query("SELECT id FROM folders WHERE id = ? AND user_id = ?",
+                                                                [.text(id), .text(userID)]).isEmpty {
+                    folderIDs.append(id)
+                    continue
+                }
+                let id = newID()
+                try await session.query("INSERT INTO folders (id, user_id, name, created_at, revision_date) VALUES (?, ?, ?, ?, ?)",
+                                        [.text(id), .text(userID), .text(folder.name), .int(now), .int(now)])
+                folderIDs.append(id)
+            }
+            var folderOfCipher: [Int: String] = [:]
+            for relation in relationships where relation.folder >= 0 && relation.folder < folderIDs.count {
+                folderOfCipher[relation.cipher] = folderIDs[relation.folder]
+            }
+            for (index, write) in ciphers.enumerated() {
+                let id = newID()
+                try await session.query("""
+                    INSERT INTO ciphers (id, user_id, organization_id, type, data, created_at, revision_date, deleted_date)
+                    VALUES (?, ?, NULL, ?, ?, ?, ?, NULL)
+                    """, [.text(id), .text(userID), .int(Int64(write.type)), .text(write.data), .int(now), .int(now)])
+                try await Self.setUserState(cipherID: id, userID: userID, folderID: folderOfCipher[index] ?? write.folderID,
+                                            favorite: write.favorite, archivedDate: nil, session)
+            }
+            try await Self.bumpRevision([userID], now: now, session)
+        }
+    }
+}

@@ -1,0 +1,176 @@
+import Foundation
+
+/// The server schema, as named, append-only migrations: never edit one that has shipped; add a new one.
+///
+/// Conventions that keep one SQL text valid on SQLite and PostgreSQL: ids are lowercase UUID text,
+/// dates are microseconds since the epoch (`INTEGER`/`BIGINT`), booleans are 0/1 integers, encrypted
+/// payloads are JSON text, attachment bodies are `BLOB`/`BYTEA`.
+enum Migrations {
+    struct Migration: Sendable {
+        let version: Int
+        let name: String
+        let statements: @Sendable (SQLDialect) -> [String]
+    }
+
+    static let all: [Migration] = [
+        Migration(version: 1, name: "accounts, ciphers, folders, attachments, organizations") { d in
+            let int = d.integer
+            return [
+                """
+                CREATE TABLE users (
+                    id TEXT PRIMARY KEY,
+                    email TEXT NOT NULL UNIQUE,
+                    name TEXT,
+                    password_hash TEXT NOT NULL,
+                    password_salt TEXT NOT NULL,
+                    password_iterations \(int) NOT NULL,
+                    password_hint TEXT,
+                    akey TEXT NOT NULL,
+                    private_key TEXT,
+                    public_key TEXT,
+                    kdf_type \(int) NOT NULL,
+                    kdf_iterations \(int) NOT NULL,
+                    kdf_memory \(int),
+                    kdf_parallelism \(int),
+                    security_stamp TEXT NOT NULL,
+                    created_at \(int) NOT NULL,
+                    updated_at \(int) NOT NULL,
+                    revision_date \(int) NOT NULL
+                )
+                """,
+                """
+                CREATE TABLE devices (
+                    id TEXT PRIMARY KEY,
+                    user_id TEXT NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+                    identifier TEXT NOT NULL,
+                    name TEXT NOT NULL,
+                    type \(int) NOT NULL,
+                    refresh_token_hash TEXT NOT NULL UNIQUE,
+                    created_at \(int) NOT NULL,
+                    updated_at \(int) NOT NULL
+                )
+                """,
+                "CREATE INDEX devices_user ON devices(user_id, identifier)",
+                """
+                CREATE TABLE organizations (
+                    id TEXT PRIMARY KEY,
+                    name TEXT NOT NULL,
+                    billing_email TEXT NOT NULL,
+                    created_at \(int) NOT NULL
+                )
+                """,
+                """
+                CREATE TABLE memberships (
+                    id TEXT PRIMARY KEY,
+                    organization_id TEXT NOT NULL REFERENCES organizations(id) ON DELETE CASCADE,
+                    user_id TEXT NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+                    type \(int) NOT NULL,
+                    status \(int) NOT NULL,
+                    akey TEXT,
+                    UNIQUE (organization_id, user_id)
+                )
+                """,
+                "CREATE INDEX memberships_user ON memberships(user_id)",
+                """
+                CREATE TABLE collections (
+                    id TEXT PRIMARY KEY,
+                    organization_id TEXT NOT NULL REFERENCES organizations(id) ON DELETE CASCADE,
+                    name TEXT NOT NULL,
+                    external_id TEXT
+                )
+                """,
+                """
+                CREATE TABLE collection_members (
+                    collection_id TEXT NOT NULL REFERENCES collections(id) ON DELETE CASCADE,
+                    membership_id TEXT NOT NULL REFERENCES memberships(id) ON DELETE CASCADE,
+                    read_only \(int) NOT NULL,
+                    hide_passwords \(int) NOT NULL,
+                    manage \(int) NOT NULL,
+                    PRIMARY KEY (collection_id, membership_id)
+                )
+                """,
+                """
+                CREATE TABLE ciphers (
+                    id TEXT PRIMARY KEY,
+                    user_id TEXT REFERENCES users(id) ON DELETE CASCADE,
+                    organization_id TEXT REFERENCES organizations(id) ON DELETE CASCADE,
+                    type \(int) NOT NULL,
+                    data TEXT NOT NULL,
+                    created_at \(int) NOT NULL,
+                    revision_date \(int) NOT NULL,
+                    deleted_date \(int)
+                )
+                """,
+                "CREATE INDEX ciphers_user ON ciphers(user_id)",
+                "CREATE INDEX ciphers_organization ON ciphers(organization_id)",
+                """
+                CREATE TABLE collection_ciphers (
+                    collection_id TEXT NOT NULL REFERENCES collections(id) ON DELETE CASCADE,
+                    cipher_id TEXT NOT NULL REFERENCES ciphers(id) ON DELETE CASCADE,
+                    PRIMARY KEY (collection_id, cipher_id)
+                )
+                """,
+                "CREATE INDEX collection_ciphers_cipher ON collection_ciphers(cipher_id)",
+                """
+                CREATE TABLE folders (
+                    id TEXT PRIMARY KEY,
+                    user_id TEXT NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+                    name TEXT NOT NULL,
+                    created_at \(int) NOT NULL,
+                    revision_date \(int) NOT NULL
+                )
+                """,
+                "CREATE INDEX folders_user ON folders(user_id)",
+                """
+                CREATE TABLE cipher_user_state (
+                    cipher_id TEXT NOT NULL REFERENCES ciphers(id) ON DELETE CASCADE,
+                    user_id TEXT NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+                    folder_id TEXT REFERENCES folders(id) ON DELETE SET NULL,
+                    favorite \(int) NOT NULL DEFAULT 0,
+                    archived_date \(int),
+                    PRIMARY KEY (cipher_id, user_id)
+                )
+                """,
+                "CREATE INDEX cipher_user_state_user ON cipher_user_state(user_id)",
+                """
+                CREATE TABLE attachments (
+                    id TEXT PRIMARY KEY,
+                    cipher_id TEXT NOT NULL REFERENCES ciphers(id) ON DELETE CASCADE,
+                    file_name TEXT NOT NULL,
+                    akey TEXT,
+                    file_size \(int) NOT NULL,
+                    body \(d.blob),
+                    created_at \(int) NOT NULL
+                )
+                """,
+                "CREATE INDEX attachments_cipher ON attachments(cipher_id)",
+            ]
+        },
+    ]
+
+    /// Applies every migration not applied yet, in one transaction per migration. On PostgreSQL an
+    /// advisory lock serialises instances that start together.
+    static func run(on database: any SQLDatabase) async throws {
+        let dialect = database.dialect
+        try await database.transaction { session in
+            if dialect == .postgres { try await session.query("SELECT pg_advisory_xact_lock(872634)") }
+            try await session.query("""
+                CREATE TABLE IF NOT EXISTS schema_migrations (
+                    version \(dialect.integer) PRIMARY KEY, name TEXT NOT NULL, applied_at \(dialect.integer) NOT NULL)
+                """)
+            let applied = Set(try await session.query("SELECT version FROM schema_migrations").compactMap { $0.int("version") })
+            for migration in all where !applied.contains(Int64(migration.version)) {
+                for statement in migration.statements(dialect) {
+                    try await session.query(statement)
+                }
+                try await session.query("INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)",
+                                        [.int(Int64(migration.version)), .text(migration.name), .int(Clock.microsNow())])
+            }
+        }
+    }
+}
+
+/// Wall-clock time in microseconds (the server's only notion of "now").
+enum Clock {
+    static func microsNow() -> Int64 { Int64((Date().timeIntervalSince1970 * 1_000_000).rounded()) }
+}

@@ -1,0 +1,111 @@
+import Foundation
+import Logging
+import NIOCore
+import PostgresNIO
+
+/// The PostgreSQL backend, for deployments that outgrow one machine. Several server instances may
+/// share one database: nothing here keeps per-process state that another instance would need.
+public final class PostgresDatabase: SQLDatabase {
+    public let dialect = SQLDialect.postgres
+    public let location: String
+    let client: PostgresClient
+    private let logger: Logger
+    private let runTask: Task<Void, Never>
+
+    /// Connects to `postgres://user:password@host:port/database`.
+    public init(url: String, logger: Logger) throws {
+        guard let components = URLComponents(string: url), components.scheme == "postgres" || components.scheme == "postgresql",
+              let host = components.host, !host.isEmpty else {
+            throw StorageError.invalidURL("expected postgres://user:password@host:port/database")
+        }
+        let database = components.path.hasPrefix("/") ? String(components.path.dropFirst()) : components.path
+        var configuration = PostgresClient.Configuration(
+            host: host, port: components.port ?? 5432, username: components.user ?? "postgres",
+            password: components.password, database: database.isEmpty ? nil : database, tls: .disable)
+        configuration.options.maximumConnections = 16
+        let client = PostgresClient(configuration: configuration, backgroundLogger: logger)
+        self.client = client
+        self.logger = logger
+        runTask = Task { await client.run() }
+        location = "PostgreSQL at \(host):\(components.port ?? 5432)/\(database)"
+    }
+
+    public func transaction<T: Sendable>(_ body: @Sendable (any SQLSession) async throws -> T) async throws -> T {
+        do {
+            return try await client.withTransaction(logger: logger) { connection in
+                try await body(PostgresSession(connection: connection, logger: logger))
+            }
+        } catch let error as PostgresTransactionError {
+            // Surface the closure's own error (a 404, a validation error…) rather than the wrapper.
+            if let closureError = error.closureError { throw closureError }
+            throw StorageError.database(String(describing: error))
+        }
+    }
+
+    public func close() async {
+        runTask.cancel()
+    }
+}
+
+struct PostgresSession: SQLSession {
+    let connection: PostgresConnection
+    let logger: Logger
+
+    func query(_ sql: String, _ binds: [SQLValue]) async throws -> [SQLRow] {
+        var bindings = PostgresBindings(capacity: binds.count)
+        for value in binds {
+            switch value {
+            case .null: bindings.appendNull()
+            case .int(let int): bindings.append(int)
+            case .text(let text): bindings.append(text)
+            case .blob(let data): try bindings.append(data)
+            }
+        }
+        let query = PostgresQuery(unsafeSQL: Self.numberPlaceholders(sql), binds: bindings)
+        do {
+            let rows = try await connection.query(query, logger: logger)
+            var result: [SQLRow] = []
+            for try await row in rows {
+                var columns: [String] = []
+                var values: [SQLValue] = []
+                for cell in row {
+                    columns.append(cell.columnName)
+                    values.append(try Self.value(of: cell))
+                }
+                result.append(SQLRow(columns: columns, values: values))
+            }
+            return result
+        } catch let error as PSQLError {
+            if error.serverInfo?[.sqlState] == "23505" {
+                throw StorageError.uniqueViolation(error.serverInfo?[.message] ?? "unique violation")
+            }
+            throw StorageError.database(error.serverInfo?[.message] ?? String(reflecting: error))
+        }
+    }
+
+    static func value(of cell: PostgresCell) throws -> SQLValue {
+        guard cell.bytes != nil else { return .null }
+        switch cell.dataType {
+        case .int2, .int4, .int8: return .int(try cell.decode(Int64.self))
+        case .bool: return .bool(try cell.decode(Bool.self))
+        case .bytea: return .blob(try cell.decode(Data.self))
+        default: return .text(try cell.decode(String.self))
+        }
+    }
+
+    /// `?` → `$1`, `$2`, … (our SQL never has `?` inside literals).
+    static func numberPlaceholders(_ sql: String) -> String {
+        var out = ""
+        out.reserveCapacity(sql.utf8.count + 16)
+        var index = 0
+        for character in sql {
+            if character == "?" {
+                index += 1
+                out += "$\(index)"
+            } else {
+                out.append(character)
+            }
+        }
+        return out
+    }
+}

@@ -1,0 +1,169 @@
+import Foundation
+
+/// An account as stored.
+struct UserRecord: Sendable {
+    var id: String
+    var email: String
+    var name: String?
+    var passwordHash: String
+    var passwordSalt: String
+    var passwordIterations: Int
+    var passwordHint: String?
+    var akey: String
+    var privateKey: String?
+    var publicKey: String?
+    var kdfType: Int
+    var kdfIterations: Int
+    var kdfMemory: Int?
+    var kdfParallelism: Int?
+    var securityStamp: String
+    var createdAt: Int64
+    var updatedAt: Int64
+    var revisionDate: Int64
+
+    init(row: SQLRow) {
+        id = row.text("id") ?? ""
+        email = row.text("email") ?? ""
+        name = row.text("name")
+        passwordHash = row.text("password_hash") ?? ""
+        passwordSalt = row.text("password_salt") ?? ""
+        passwordIterations = Int(row.int("password_iterations") ?? 0)
+        passwordHint = row.text("password_hint")
+        akey = row.text("akey") ?? ""
+        privateKey = row.text("private_key")
+        publicKey = row.text("public_key")
+        kdfType = Int(row.int("kdf_type") ?? 0)
+        kdfIterations = Int(row.int("kdf_iterations") ?? 0)
+        kdfMemory = row.int("kdf_memory").map(Int.init)
+        kdfParallelism = row.int("kdf_parallelism").map(Int.init)
+        securityStamp = row.text("security_stamp") ?? ""
+        createdAt = row.int("created_at") ?? 0
+        updatedAt = row.int("updated_at") ?? 0
+        revisionDate = row.int("revision_date") ?? 0
+    }
+
+    init(id: String, email: String, name: String?, passwordHash: String, passwordSalt: String, passwordIterations: Int,
+         passwordHint: String?, akey: String, privateKey: String?, publicKey: String?, kdfType: Int, kdfIterations: Int,
+         kdfMemory: Int?, kdfParallelism: Int?, securityStamp: String, now: Int64) {
+        self.id = id
+        self.email = email
+        self.name = name
+        self.passwordHash = passwordHash
+        self.passwordSalt = passwordSalt
+        self.passwordIterations = passwordIterations
+        self.passwordHint = passwordHint
+        self.akey = akey
+        self.privateKey = privateKey
+        self.publicKey = publicKey
+        self.kdfType = kdfType
+        self.kdfIterations = kdfIterations
+        self.kdfMemory = kdfMemory
+        self.kdfParallelism = kdfParallelism
+        self.securityStamp = securityStamp
+        createdAt = now
+        updatedAt = now
+        revisionDate = now
+    }
+}
+
+/// What a user may do with a cipher (organizations.md §4.4).
+struct CipherAccess: Sendable, Equatable {
+    var edit: Bool
+    var viewPassword: Bool
+    var manage: Bool
+
+    static let owner = CipherAccess(edit: true, viewPassword: true, manage: true)
+
+    /// `permissions.delete` / `restore`: manage or edit (the official rule without `limitItemDeletion`).
+    var canDelete: Bool { manage || edit }
+}
+
+/// Attachment metadata as stored (the body is read only for downloads).
+struct AttachmentRecord: Sendable {
+    var id: String
+    var cipherID: String
+    var fileName: String
+    var key: String?
+    var fileSize: Int64
+}
+
+/// A cipher as one user sees it: the stored row, that user's folder/favorite/archive state, and the
+/// access and collections computed for them.
+struct CipherRecord: Sendable {
+    var id: String
+    var userID: String?
+    var organizationID: String?
+    var type: Int
+    /// The encrypted payload (name, notes, key, type data, fields, history, unknown extras) as a JSON
+    /// object text, spliced into responses without re-parsing.
+    var data: String
+    var createdAt: Int64
+    var revisionDate: Int64
+    var deletedDate: Int64?
+    var folderID: String?
+    var favorite: Bool
+    var archivedDate: Int64?
+    var access: CipherAccess
+    var collectionIDs: [String]
+    var attachments: [AttachmentRecord]
+
+    init(row: SQLRow, access: CipherAccess) {
+        id = row.text("id") ?? ""
+        userID = row.text("user_id")
+        organizationID = row.text("organization_id")
+        type = Int(row.int("type") ?? 0)
+        data = row.text("data") ?? "{}"
+        createdAt = row.int("created_at") ?? 0
+        revisionDate = row.int("revision_date") ?? 0
+        deletedDate = row.int("deleted_date")
+        folderID = row.text("folder_id")
+        favorite = row.bool("favorite")
+        archivedDate = row.int("archived_date")
+        self.access = access
+        collectionIDs = []
+        attachments = []
+    }
+}
+
+/// A folder as stored.
+struct FolderRecord: Sendable {
+    var id: String
+    var name: String
+    var revisionDate: Int64
+
+    init(row: SQLRow) {
+        id = row.text("id") ?? ""
+        name = row.text("name") ?? ""
+        revisionDate = row.int("revision_date") ?? 0
+    }
+}
+
+/// A membership of a user in an organization.
+struct MembershipRecord: Sendable {
+    var id: String
+    var organizationID: String
+    var userID: String
+    var type: Int
+    var status: Int
+    var key: String?
+
+    /// Owners and admins see and edit every item of the organization (Vaultwarden's access-all rule).
+    var hasFullAccess: Bool { status == 2 && (type == 0 || type == 1) }
+
+    init(row: SQLRow) {
+        id = row.text("id") ?? ""
+        organizationID = row.text("organization_id") ?? ""
+        userID = row.text("user_id") ?? ""
+        type = Int(row.int("type") ?? 2)
+        status = Int(row.int("status") ?? 0)
+        key = row.text("akey")
+    }
+}
+
+/// IDs are lowercase UUID strings.
+func newID() -> String { UUID().uuidString.lowercased() }
+
+/// `?, ?, ?` for an `IN` list of `count` values.
+func placeholders(_ count: Int) -> String {
+    Array(repeating: "?", count: max(count, 1)).joined(separator: ", ")
+}
