@@ -171,7 +171,7 @@ extension VaultRepository {
                 INSERT INTO attachments (id, cipher_id, file_name, akey, file_size, body, created_at) VALUES (?, ?, ?, ?, ?, NULL, ?)
                 """, [.text(id), .text(cipherID), .text(fileName), .optionalText(key), .int(size), .int(now)])
             // Official: adding an attachment bumps the cipher's revision date (spec §3.1).
-            try await session.query("UPDATE ciphers SET revision_date = ? WHERE id = ?", [.int(now), .text(cipherID)])
+            try await session.query("UPDATE ciphers SET revision_date = \(Self.nextRevision) WHERE id = ?", [.int(now), .int(now), .text(cipherID)])
             guard let record = try await Self.visibleCiphers(userID: userID, onlyID: cipherID, session).first else {
                 throw APIError.notFound
             }
@@ -190,7 +190,7 @@ extension VaultRepository {
     func deleteAttachment(id: String, cipherID: String, userID: String, now: Int64) async throws -> CipherRecord {
         try await transaction { session in
             try await session.query("DELETE FROM attachments WHERE id = ? AND cipher_id = ?", [.text(id), .text(cipherID)])
-            try await session.query("UPDATE ciphers SET revision_date = ? WHERE id = ?", [.int(now), .text(cipherID)])
+            try await session.query("UPDATE ciphers SET revision_date = \(Self.nextRevision) WHERE id = ?", [.int(now), .int(now), .text(cipherID)])
             guard let record = try await Self.visibleCiphers(userID: userID, onlyID: cipherID, session).first else {
                 throw APIError.notFound
             }

@@ -31,8 +31,12 @@ public struct VaultRequestContext: RequestContext {
 extension Request {
     /// Collects the body up to `limit` bytes (413 beyond).
     func readBody(limit: Int) async throws -> [UInt8] {
-        let buffer = try await body.collect(upTo: limit)
-        return Array(buffer.readableBytesView)
+        do {
+            let buffer = try await body.collect(upTo: limit)
+            return Array(buffer.readableBytesView)
+        } catch is NIOTooManyBytesError {
+            throw APIError(.contentTooLarge, "The request body is larger than \(limit) bytes.")
+        }
     }
 
     /// The body as a JSON object (400 with the official shape if it is not one).

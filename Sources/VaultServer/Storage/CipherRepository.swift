@@ -26,6 +26,11 @@ struct CipherWriteError: Error {
 }
 
 extension VaultRepository {
+    /// SQL for a cipher's next revision date: now, but always at least 1 ms after the previous one, so
+    /// that no two revisions of an item share a millisecond (what clients send back, spec §3.7). Binds
+    /// `now` twice.
+    static let nextRevision = "CASE WHEN ? > revision_date + 1000 THEN ? ELSE revision_date + 1000 END"
+
     // MARK: Reading with access
 
     /// The ciphers `userID` can see (personal ones and organization ones through collections or full
@@ -198,9 +203,14 @@ extension VaultRepository {
         }
     }
 
-    /// Replaces a cipher's content. The stale-edit check (spec §3.2, official two-sided 1-second rule)
-    /// is part of the `UPDATE`'s condition, so of two concurrent updates from the same base exactly one
-    /// succeeds.
+    /// Replaces a cipher's content. The stale-edit check (spec §3.2) is part of the `UPDATE`'s condition,
+    /// so of two concurrent updates from the same base exactly one succeeds.
+    ///
+    /// The check is the official two-sided one (HTTP 400, official message) with the tolerance narrowed
+    /// from 1 s to below 1 ms: the 1 s window exists only because clients send milliseconds, and it
+    /// would let two updates from one base within a second both succeed. Revisions are at least 1 ms
+    /// apart (``nextRevision``), so a millisecond-precision date still matches its own revision and
+    /// never the next one.
     func updateCipher(id: String, userID: String, write: CipherWrite, now: Int64) async throws -> CipherRecord {
         try await transaction { session in
             guard let current = try await Self.visibleCiphers(userID: userID, onlyID: id, session).first else {
@@ -211,13 +221,13 @@ extension VaultRepository {
                 throw CipherWriteError(outcome: .invalid("Organization mismatch. Re-sync if you recently moved this item, then try again."))
             }
             var condition = ""
-            var binds: [SQLValue] = [.int(Int64(write.type)), .text(write.data), .int(now), .text(id)]
+            var binds: [SQLValue] = [.int(Int64(write.type)), .text(write.data), .int(now), .int(now), .text(id)]
             if let known = write.lastKnownRevisionDate {
-                condition = " AND revision_date >= ? AND revision_date <= ?"
-                binds += [.int(known - 1_000_000), .int(known + 1_000_000)]
+                condition = " AND revision_date > ? AND revision_date < ?"
+                binds += [.int(known - 1000), .int(known + 1000)]
             }
             let updated = try await session.query(
-                "UPDATE ciphers SET type = ?, data = ?, revision_date = ? WHERE id = ?\(condition) RETURNING id", binds)
+                "UPDATE ciphers SET type = ?, data = ?, revision_date = \(Self.nextRevision) WHERE id = ?\(condition) RETURNING id", binds)
             guard !updated.isEmpty else { throw CipherWriteError(outcome: .outOfDate) }
             try await Self.setUserState(cipherID: id, userID: userID, folderID: write.folderID, favorite: write.favorite,
                                         archivedDate: current.archivedDate, session)
@@ -274,11 +284,13 @@ extension VaultRepository {
                 case .softDelete:
                     // Official: soft-deleting an already deleted item is a no-op (spec §3.1).
                     if current.deletedDate == nil {
-                        try await session.query("UPDATE ciphers SET deleted_date = ?, revision_date = ? WHERE id = ?", [.int(now), .int(now), .text(id)])
+                        try await session.query("UPDATE ciphers SET deleted_date = \(Self.nextRevision), revision_date = \(Self.nextRevision) WHERE id = ?",
+                                                [.int(now), .int(now), .int(now), .int(now), .text(id)])
                     }
                 case .restore:
                     if current.deletedDate != nil {
-                        try await session.query("UPDATE ciphers SET deleted_date = NULL, revision_date = ? WHERE id = ?", [.int(now), .text(id)])
+                        try await session.query("UPDATE ciphers SET deleted_date = NULL, revision_date = \(Self.nextRevision) WHERE id = ?",
+                                                [.int(now), .int(now), .text(id)])
                     }
                 case .hardDelete:
                     try await session.query("DELETE FROM ciphers WHERE id = ?", [.text(id)])
@@ -288,7 +300,7 @@ extension VaultRepository {
                         try await Self.setUserState(cipherID: id, userID: userID, folderID: current.folderID, favorite: current.favorite,
                                                     archivedDate: archived, session)
                         // Official: archive and unarchive bump the cipher's revision date too.
-                        try await session.query("UPDATE ciphers SET revision_date = ? WHERE id = ?", [.int(now), .text(id)])
+                        try await session.query("UPDATE ciphers SET revision_date = \(Self.nextRevision) WHERE id = ?", [.int(now), .int(now), .text(id)])
                     }
                 }
                 if action != .hardDelete, let updated = try await Self.visibleCiphers(userID: userID, onlyID: id, session).first {

@@ -42,6 +42,11 @@ public final class PostgresDatabase: SQLDatabase {
         }
     }
 
+    /// Runs one statement outside any transaction (`CREATE DATABASE` and other administration).
+    public func executeOutsideTransaction(_ sql: String) async throws {
+        try await client.query(PostgresQuery(unsafeSQL: sql), logger: logger)
+    }
+
     public func close() async {
         runTask.cancel()
     }
