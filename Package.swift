@@ -16,6 +16,7 @@ let package = Package(
     products: [
         .library(name: "VaultCrypto", targets: ["VaultCrypto"]),
         .library(name: "VaultModels", targets: ["VaultModels"]),
+        .library(name: "VaultSyncCore", targets: ["VaultSyncCore"]),
         .library(name: "VaultServer", targets: ["VaultServer"]),
         .executable(name: "vaultsync", targets: ["vaultsync"]),
         .executable(name: "vaultsync-server", targets: ["vaultsync-server"]),
@@ -50,6 +51,11 @@ let package = Package(
         .target(
             name: "VaultModels",
             dependencies: ["VaultCrypto"],
+            swiftSettings: strict
+        ),
+        .target(
+            name: "VaultSyncCore",
+            dependencies: ["VaultModels"],
             swiftSettings: strict
         ),
         .target(
@@ -94,6 +100,11 @@ let package = Package(
         .testTarget(
             name: "VaultCryptoTests",
             dependencies: ["VaultCrypto"],
+            swiftSettings: strict
+        ),
+        .testTarget(
+            name: "VaultSyncCoreTests",
+            dependencies: ["VaultSyncCore", "VaultModels"],
             swiftSettings: strict
         ),
         .testTarget(

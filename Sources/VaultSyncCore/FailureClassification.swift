@@ -1,0 +1,38 @@
+/// How a server call failed, as far as the offline decision needs to know.
+public enum CallFailure: Sendable, Equatable {
+    /// The server answered with this HTTP status.
+    case status(Int)
+    /// No answer in time.
+    case timeout
+    /// Nobody listening (connection refused), or the host could not be resolved/reached.
+    case unreachable
+    /// The connection broke before a complete answer.
+    case connectionLost
+    /// TLS could not be established.
+    case tls
+    /// The answer was not what the protocol says (an HTML error page from a proxy, say).
+    case malformedResponse
+}
+
+/// What to do with a failed call.
+public enum FailureClass: Sendable, Equatable {
+    /// The server understood and refused: report it to the caller; nothing is queued (seed 001 §16.1).
+    case refused
+    /// The server could not be reached or could not answer: save locally and queue.
+    case offline
+}
+
+public enum FailureClassification {
+    /// 4xx → refused (400 validation, 401 after the one refresh, 403, 404, 409, 413…), except 408 and 429,
+    /// which say "not now" rather than "no". Everything else — 5xx, proxy 502/503/504, timeouts,
+    /// refused or reset connections, TLS failures, unparseable answers — means offline.
+    public static func classify(_ failure: CallFailure) -> FailureClass {
+        switch failure {
+        case .status(let code):
+            if code == 408 || code == 429 { return .offline }
+            return (400..<500).contains(code) ? .refused : .offline
+        case .timeout, .unreachable, .connectionLost, .tls, .malformedResponse:
+            return .offline
+        }
+    }
+}

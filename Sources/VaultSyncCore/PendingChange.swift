@@ -1,0 +1,82 @@
+import VaultModels
+
+/// What kind of local item a queued change is about.
+public enum PendingItemKind: String, Sendable, Codable, CaseIterable {
+    case cipher
+    case folder
+}
+
+/// The server operation a queued change stands for (seed 000 §3, with the later refinements).
+public enum PendingChangeKind: String, Sendable, Codable, CaseIterable {
+    /// The item exists only on this device; it is created on the server at sync.
+    case create
+    /// The item exists on the server and was changed here (content, trash, archive, folder, favorite).
+    case update
+    /// The item is to be moved to the server's trash.
+    case softDelete
+    /// The item is to be deleted from the server for good.
+    case hardDelete
+}
+
+/// Where a queued change stands.
+public enum PendingChangeState: String, Sendable, Codable {
+    /// Will be tried at the next sync (after `nextAttemptDate`).
+    case pending
+    /// Refused for good or tried too often: kept with its data, no longer retried automatically,
+    /// never blocking anything else; the user retries or discards it.
+    case needsAttention
+}
+
+/// Everything about a queued change except its ids. Sealed (encrypted with the user key) as one blob
+/// per record at rest (seed 003 option E): only the record id, user id and item id stay readable.
+public struct PendingChangeMetadata: Sendable, Codable, Equatable {
+    public var kind: PendingChangeKind
+    /// The item's server revision date before the first offline change; never overwritten later
+    /// (the baseline for conflict detection). `nil` for creates.
+    public var originalRevisionDate: WireDate?
+    /// Offline password changes, counted by comparing decrypted passwords (seed 000 §3).
+    public var passwordChangeCount: Int
+    /// Whether the content (not only trash/archive/folder/favorite state) changed offline.
+    public var contentChanged: Bool
+    /// When the first offline change was made (device clock).
+    public var createdDate: WireDate
+    /// When the last offline change was made (device clock): "newer" in conflicts compares this,
+    /// converted to the server's clock.
+    public var updatedDate: WireDate
+    public var attempts: Int
+    public var lastError: String?
+    public var nextAttemptDate: WireDate?
+    public var state: PendingChangeState
+
+    public init(kind: PendingChangeKind, originalRevisionDate: WireDate?, passwordChangeCount: Int = 0,
+                contentChanged: Bool = false, createdDate: WireDate, updatedDate: WireDate,
+                attempts: Int = 0, lastError: String? = nil, nextAttemptDate: WireDate? = nil, state: PendingChangeState = .pending) {
+        self.kind = kind
+        self.originalRevisionDate = originalRevisionDate
+        self.passwordChangeCount = passwordChangeCount
+        self.contentChanged = contentChanged
+        self.createdDate = createdDate
+        self.updatedDate = updatedDate
+        self.attempts = attempts
+        self.lastError = lastError
+        self.nextAttemptDate = nextAttemptDate
+        self.state = state
+    }
+}
+
+/// A queued change: one per (user, item).
+public struct PendingChange: Sendable, Equatable {
+    public var id: String
+    public var userID: String
+    public var itemID: String
+    public var itemKind: PendingItemKind
+    public var metadata: PendingChangeMetadata
+
+    public init(id: String, userID: String, itemID: String, itemKind: PendingItemKind, metadata: PendingChangeMetadata) {
+        self.id = id
+        self.userID = userID
+        self.itemID = itemID
+        self.itemKind = itemKind
+        self.metadata = metadata
+    }
+}

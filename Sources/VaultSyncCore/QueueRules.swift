@@ -1,0 +1,70 @@
+import VaultModels
+
+/// An operation done while the server could not be reached.
+public enum OfflineOperation: Sendable, Equatable {
+    case create
+    /// A content edit; `passwordChanged` from the decrypt-compare of seed 000 §3.
+    case edit(passwordChanged: Bool)
+    case softDelete
+    case hardDelete
+    case restore
+    case archive
+    case unarchive
+    case move
+    case favorite
+}
+
+/// What an offline operation does to the queue.
+public enum QueueDecision: Sendable, Equatable {
+    /// Write this metadata for the item (insert or replace its one record).
+    case upsert(PendingChangeMetadata)
+    /// The item only ever existed here and is now deleted for good: remove it and its record; the
+    /// server never hears of it.
+    case forget
+}
+
+/// The queue semantics (seed 000 §3, seed 001 Phase 2 fixes), as pure functions.
+public enum QueueRules {
+    /// Folds `operation` into the item's existing record (if any).
+    ///
+    /// - The first offline change captures `originalRevisionDate`; later ones never overwrite it.
+    /// - An item created offline stays a `create` through later edits, trash and restore.
+    /// - Permanently deleting an item that exists only offline forgets it.
+    /// - A permanent delete wins over everything; a trash move over edits (which are kept and pushed).
+    public static func apply(
+        _ operation: OfflineOperation, to existing: PendingChangeMetadata?, itemRevisionDate: WireDate?, now: WireDate
+    ) -> QueueDecision {
+        var metadata = existing ?? PendingChangeMetadata(
+            kind: operation == .create ? .create : .update,
+            originalRevisionDate: operation == .create ? nil : itemRevisionDate,
+            createdDate: now, updatedDate: now)
+        metadata.updatedDate = now
+        // A change made by the user is a fresh intent: whatever went wrong before is retried.
+        if existing != nil {
+            metadata.state = .pending
+            metadata.nextAttemptDate = nil
+        }
+        if case .edit(let passwordChanged) = operation {
+            metadata.contentChanged = true
+            if passwordChanged { metadata.passwordChangeCount += 1 }
+        }
+        switch (metadata.kind, operation) {
+        case (.create, .hardDelete):
+            return .forget
+        case (.create, _):
+            break
+        case (_, .hardDelete):
+            metadata.kind = .hardDelete
+        case (.hardDelete, _):
+            // Nothing can follow a permanent delete (the item is gone locally).
+            break
+        case (_, .softDelete):
+            metadata.kind = .softDelete
+        case (.softDelete, .restore):
+            metadata.kind = .update
+        case (.softDelete, _), (.update, _):
+            break
+        }
+        return .upsert(metadata)
+    }
+}

@@ -1,0 +1,140 @@
+import Testing
+import VaultModels
+@testable import VaultSyncCore
+
+@Suite("Queue rules (seed 000 §3, seed 001 Phase 2)")
+struct QueueRulesTests {
+    let t0 = WireDate(microsecondsSinceEpoch: 1_700_000_000_000_000)
+    let revision = WireDate(microsecondsSinceEpoch: 1_690_000_000_000_000)
+
+    func fold(_ operations: [OfflineOperation]) -> QueueDecision? {
+        var existing: PendingChangeMetadata?
+        var last: QueueDecision?
+        for (index, operation) in operations.enumerated() {
+            let decision = QueueRules.apply(operation, to: existing, itemRevisionDate: revision.adding(microseconds: Int64(index) * 1000),
+                                            now: t0.adding(microseconds: Int64(index) * 1_000_000))
+            last = decision
+            if case .upsert(let metadata) = decision { existing = metadata } else { existing = nil }
+        }
+        return last
+    }
+
+    @Test("the resulting kind of a sequence of offline operations", arguments: [
+        ([OfflineOperation.create], PendingChangeKind.create),
+        ([.create, .edit(passwordChanged: true), .move, .favorite], .create),
+        ([.create, .softDelete, .restore], .create),
+        ([.edit(passwordChanged: false)], .update),
+        ([.edit(passwordChanged: false), .softDelete], .softDelete),
+        ([.softDelete, .restore], .update),
+        ([.edit(passwordChanged: true), .hardDelete], .hardDelete),
+        ([.softDelete, .hardDelete], .hardDelete),
+        ([.archive, .unarchive, .move], .update),
+        ([.restore], .update),
+    ] as [([OfflineOperation], PendingChangeKind)])
+    func kinds(operations: [OfflineOperation], expected: PendingChangeKind) {
+        guard case .upsert(let metadata) = fold(operations) else {
+            Issue.record("expected a record")
+            return
+        }
+        #expect(metadata.kind == expected)
+    }
+
+    @Test("an item created offline and then deleted for good is forgotten")
+    func forget() {
+        #expect(fold([.create, .edit(passwordChanged: true), .hardDelete]) == .forget)
+    }
+
+    @Test("the first change captures originalRevisionDate and later ones never overwrite it")
+    func originalRevision() {
+        guard case .upsert(let metadata) = fold([.edit(passwordChanged: false), .edit(passwordChanged: false), .softDelete, .restore]) else {
+            Issue.record("expected a record")
+            return
+        }
+        #expect(metadata.originalRevisionDate == revision)
+        #expect(metadata.createdDate == t0)
+        #expect(metadata.updatedDate == t0.adding(microseconds: 3_000_000))
+        guard case .upsert(let created) = fold([.create, .edit(passwordChanged: true)]) else { return }
+        #expect(created.originalRevisionDate == nil)
+    }
+
+    @Test("password changes are counted only when the password changed")
+    func passwordCount() {
+        guard case .upsert(let metadata) = fold([.edit(passwordChanged: true), .edit(passwordChanged: false), .move,
+                                                  .edit(passwordChanged: true), .edit(passwordChanged: true)]) else { return }
+        #expect(metadata.passwordChangeCount == 3)
+        #expect(metadata.contentChanged)
+        guard case .upsert(let moved) = fold([.move, .favorite]) else { return }
+        #expect(moved.passwordChangeCount == 0)
+        #expect(!moved.contentChanged)
+    }
+
+    @Test("a new offline change revives a record that needed attention")
+    func revive() {
+        var stuck = PendingChangeMetadata(kind: .update, originalRevisionDate: revision, createdDate: t0, updatedDate: t0,
+                                          attempts: 12, lastError: "refused", nextAttemptDate: t0, state: .needsAttention)
+        stuck.contentChanged = true
+        guard case .upsert(let revived) = QueueRules.apply(.edit(passwordChanged: false), to: stuck, itemRevisionDate: revision, now: t0) else { return }
+        #expect(revived.state == .pending)
+        #expect(revived.nextAttemptDate == nil)
+        #expect(revived.attempts == 12)
+        #expect(revived.originalRevisionDate == revision)
+    }
+}
+
+@Suite("Failure classification (seed 001 §16.1)")
+struct FailureClassificationTests {
+    @Test("the server's refusals are reported, everything else goes offline", arguments: [
+        (CallFailure.status(400), FailureClass.refused), (.status(401), .refused), (.status(403), .refused),
+        (.status(404), .refused), (.status(409), .refused), (.status(413), .refused), (.status(422), .refused),
+        (.status(408), .offline), (.status(429), .offline),
+        (.status(500), .offline), (.status(502), .offline), (.status(503), .offline), (.status(504), .offline),
+        (.timeout, .offline), (.unreachable, .offline), (.connectionLost, .offline), (.tls, .offline), (.malformedResponse, .offline),
+    ])
+    func classify(failure: CallFailure, expected: FailureClass) {
+        #expect(FailureClassification.classify(failure) == expected)
+    }
+}
+
+@Suite("Backoff (seed 004 §1.3, with jitter)")
+struct BackoffTests {
+    @Test("doubles from the base, stays within [half, full] of the ceiling, and is capped")
+    func schedule() {
+        let backoff = Backoff(base: 2, cap: 60, maximumAttempts: 5)
+        #expect(backoff.delay(afterAttempts: 0, unit: 0.7) == 0)
+        #expect(backoff.delay(afterAttempts: 1, unit: 0) == 1)
+        #expect(backoff.delay(afterAttempts: 1, unit: 1) == 2)
+        #expect(backoff.delay(afterAttempts: 3, unit: 0.5) == 6)
+        #expect(backoff.delay(afterAttempts: 10, unit: 1) == 60)
+        #expect(backoff.delay(afterAttempts: 1000, unit: 0) == 30)
+        #expect(!backoff.isExhausted(afterAttempts: 4))
+        #expect(backoff.isExhausted(afterAttempts: 5))
+    }
+}
+
+@Suite("Server clock offset (seed 001 AP-R2)")
+struct ServerClockOffsetTests {
+    @Test("a device 3 hours fast measures a −3 h offset within the round trip")
+    func threeHoursFast() {
+        let server = WireDate(microsecondsSinceEpoch: 1_700_000_000_000_000)
+        let skew: Int64 = 3 * 3600 * 1_000_000
+        let sent = server.adding(microseconds: skew - 40_000)
+        let received = server.adding(microseconds: skew + 40_000)
+        let sample = ServerClockOffset.sample(serverDate: server, sentAt: sent, receivedAt: received)
+        #expect(abs(sample.offsetMicroseconds + skew) <= sample.uncertaintyMicroseconds)
+        #expect(sample.uncertaintyMicroseconds == 540_000)
+        let deviceEdit = server.adding(microseconds: skew)
+        let onServerClock = sample.serverTime(forDeviceTime: deviceEdit)
+        #expect(abs(onServerClock.microsecondsSinceEpoch - server.microsecondsSinceEpoch) <= sample.uncertaintyMicroseconds)
+    }
+
+    @Test("the more precise sample wins until it is too old")
+    func merge() {
+        let t = WireDate(microsecondsSinceEpoch: 1_700_000_000_000_000)
+        let precise = ServerClockOffset(offsetMicroseconds: 100, uncertaintyMicroseconds: 600_000, measuredAt: t)
+        let rough = ServerClockOffset(offsetMicroseconds: 900, uncertaintyMicroseconds: 2_000_000, measuredAt: t.adding(microseconds: 1_000_000))
+        #expect(precise.merged(with: rough) == precise)
+        #expect(rough.merged(with: precise) == precise)
+        let later = ServerClockOffset(offsetMicroseconds: 900, uncertaintyMicroseconds: 2_000_000, measuredAt: t.adding(microseconds: 7_200_000_000))
+        #expect(precise.merged(with: later) == later)
+    }
+}
