@@ -17,6 +17,7 @@ let package = Package(
         .library(name: "VaultCrypto", targets: ["VaultCrypto"]),
         .library(name: "VaultModels", targets: ["VaultModels"]),
         .library(name: "VaultSyncCore", targets: ["VaultSyncCore"]),
+        .library(name: "VaultClient", targets: ["VaultClient"]),
         .library(name: "VaultServer", targets: ["VaultServer"]),
         .executable(name: "vaultsync", targets: ["vaultsync"]),
         .executable(name: "vaultsync-server", targets: ["vaultsync-server"]),
@@ -31,6 +32,7 @@ let package = Package(
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
         .package(url: "https://github.com/groue/GRDB.swift.git", from: "7.10.0"),
         .package(url: "https://github.com/vapor/postgres-nio.git", from: "1.33.2"),
+        .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
     ],
     targets: [
         // Argon2id comes from the reference implementation (Debian: libargon2-dev, Homebrew: argon2).
@@ -56,6 +58,33 @@ let package = Package(
         .target(
             name: "VaultSyncCore",
             dependencies: ["VaultModels"],
+            swiftSettings: strict
+        ),
+        .target(
+            name: "VaultStore",
+            dependencies: [
+                "VaultModels", "VaultSyncCore", "VaultCrypto",
+                .product(name: "GRDB", package: "GRDB.swift"),
+            ],
+            swiftSettings: strict
+        ),
+        .target(
+            name: "VaultAPI",
+            dependencies: [
+                "VaultModels", "VaultSyncCore",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strict
+        ),
+        .target(
+            name: "VaultClient",
+            dependencies: [
+                "VaultModels", "VaultSyncCore", "VaultStore", "VaultAPI", "VaultCrypto",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
             swiftSettings: strict
         ),
         .target(

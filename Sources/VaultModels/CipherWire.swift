@@ -456,3 +456,22 @@ public struct FolderWire: JSONObjectConvertible {
         return w.object
     }
 }
+
+extension CipherWire {
+    /// Keys only the server sends; a request leaves them out (spec §2.6 request model).
+    public static let responseOnlyKeys = [
+        "object", "id", "edit", "viewPassword", "permissions", "collectionIds", "organizationUseTotp", "creationDate",
+        "revisionDate", "deletedDate", "attachments", "data",
+    ]
+
+    /// The body of a create or update request: the request model, unknown fields included, and
+    /// `lastKnownRevisionDate` when given (spec §3.2).
+    public func requestObject(lastKnownRevisionDate: WireDate? = nil) -> JSONObject {
+        var copy = self
+        copy.lastKnownRevisionDate = lastKnownRevisionDate
+        copy.login?.uri = nil
+        var object = copy.jsonObject()
+        for key in Self.responseOnlyKeys { object[key] = nil }
+        return object
+    }
+}

@@ -13,15 +13,6 @@ enum CipherRequests {
         "attachments", "attachments2", "type",
     ]
 
-    /// Maximum encrypted lengths, like the official server's `[EncryptedStringLength]` attributes.
-    static func maximumLength(of path: String) -> Int {
-        if path == "name" || path.hasSuffix(".name") || path.hasSuffix("fileName") { return 1000 }
-        if path == "notes" { return 10_000 }
-        if path.hasSuffix(".uri") { return 10_000 }
-        if path.hasSuffix("password") || path.hasSuffix(".value") || path.hasSuffix("privateKey") { return 5_000 }
-        return 10_000
-    }
-
     /// Validates a cipher body (already parsed) and returns the write.
     static func write(from object: JSONObject, path: String = "$") throws -> CipherWrite {
         let wire: CipherWire
@@ -37,11 +28,9 @@ enum CipherRequests {
             throw APIError.invalidModel([dataKey: ["Data missing."]])
         }
         var errors: [String: [String]] = [:]
-        for (field, value) in wire.encryptedFields {
-            let limit = maximumLength(of: field)
-            if value.serialized.utf8.count > limit {
-                errors[field, default: []].append("The field \(field) exceeds the maximum encrypted value length of \(limit) characters.")
-            }
+        for violation in wire.limitViolations {
+            errors[violation.path, default: []].append(
+                "The field \(violation.path) exceeds the maximum encrypted value length of \(violation.limit) characters.")
         }
         if !errors.isEmpty { throw APIError.invalidModel(errors) }
         var data = wire.jsonObject()

@@ -1,0 +1,343 @@
+import AsyncHTTPClient
+import Foundation
+import Logging
+import NIOCore
+import NIOHTTP1
+import VaultCrypto
+import VaultModels
+import VaultSyncCore
+
+/// Timeouts and identity of the client, from configuration.
+public struct APIConfiguration: Sendable {
+    public var connectTimeout: TimeAmount = .seconds(5)
+    public var requestTimeout: TimeAmount = .seconds(30)
+    public var clientName = "cli"
+    /// Sent as `Bitwarden-Client-Version`; ≥ 2024.12.0 or servers drop SSH keys (spec §2.0).
+    public var clientVersion = "2025.10.0"
+    /// 25 = Linux CLI.
+    public var deviceType = 25
+
+    public init() {}
+}
+
+/// What one response told about the server's clock.
+public struct ClockSample: Sendable {
+    public var serverDate: WireDate
+    public var sentAt: WireDate
+    public var receivedAt: WireDate
+}
+
+/// The answer of the token endpoint (spec §2.3).
+public struct TokenResponse: Sendable {
+    public var accessToken: String
+    public var refreshToken: String
+    public var expiresIn: Int
+    public var key: String?
+    public var privateKey: String?
+    public var kdf: KdfConfiguration?
+}
+
+/// The answer of `/api/sync`, kept as the server sent it for the local cache.
+public struct SyncResponse: Sendable {
+    public var profile: JSONObject
+    public var folders: [JSONObject]
+    public var ciphers: [JSONObject]
+    public var collections: [JSONObject]
+}
+
+/// A Bitwarden-compatible API client over AsyncHTTPClient (spec §2): camelCase out, first-letter
+/// case-insensitive in, server error messages turned into ``ServerCallError``.
+public final class BitwardenAPI: Sendable {
+    public let baseURL: String
+    let httpClient: HTTPClient
+    let configuration: APIConfiguration
+    let now: @Sendable () -> WireDate
+    let onClockSample: @Sendable (ClockSample) -> Void
+    let logger: Logger
+
+    /// - Parameters:
+    ///   - baseURL: the server, e.g. `http://127.0.0.1:8087` (API at `/api`, identity at `/identity`).
+    ///   - now: the device clock (injected so tests can skew it).
+    ///   - onClockSample: receives every response's `Date` header for the clock-offset estimate.
+    public init(baseURL: String, httpClient: HTTPClient, configuration: APIConfiguration = APIConfiguration(),
+                now: @escaping @Sendable () -> WireDate = { WireDate(Date()) },
+                onClockSample: @escaping @Sendable (ClockSample) -> Void = { _ in }, logger: Logger = Logger(label: "vaultsync.api")) {
+        var base = baseURL
+        while base.hasSuffix("/") { base.removeLast() }
+        self.baseURL = base
+        self.httpClient = httpClient
+        self.configuration = configuration
+        self.now = now
+        self.onClockSample = onClockSample
+        self.logger = logger
+    }
+
+    // MARK: Transport
+
+    struct Reply {
+        var status: Int
+        var body: [UInt8]
+    }
+
+    func send(_ method: HTTPMethod, _ path: String, token: String? = nil, json: JSONValue? = nil, form: [(String, String)]? = nil,
+              bytes: [UInt8]? = nil, contentType: String? = nil) async throws -> Reply {
+        var request = HTTPClientRequest(url: baseURL + path)
+        request.method = method
+        request.headers.add(name: "Accept", value: "application/json")
+        request.headers.add(name: "Bitwarden-Client-Name", value: configuration.clientName)
+        request.headers.add(name: "Bitwarden-Client-Version", value: configuration.clientVersion)
+        request.headers.add(name: "Device-Type", value: String(configuration.deviceType))
+        if let token { request.headers.add(name: "Authorization", value: "Bearer \(token)") }
+        if let json {
+            request.headers.add(name: "Content-Type", value: "application/json; charset=utf-8")
+            request.body = .bytes(ByteBuffer(bytes: json.serialized()))
+        } else if let form {
+            let text = form.map { "\(Self.formEncode($0.0))=\(Self.formEncode($0.1))" }.joined(separator: "&")
+            request.headers.add(name: "Content-Type", value: "application/x-www-form-urlencoded; charset=utf-8")
+            request.body = .bytes(ByteBuffer(string: text))
+        } else if let bytes {
+            request.headers.add(name: "Content-Type", value: contentType ?? "application/octet-stream")
+            request.body = .bytes(ByteBuffer(bytes: bytes))
+        }
+        let sentAt = now()
+        let response: HTTPClientResponse
+        let body: ByteBuffer
+        do {
+            response = try await httpClient.execute(request, timeout: configuration.requestTimeout, logger: logger)
+            body = try await response.body.collect(upTo: 256 * 1024 * 1024)
+        } catch {
+            throw Self.transportError(error)
+        }
+        let receivedAt = now()
+        if let dateHeader = response.headers.first(name: "Date"), let serverDate = Self.parseHTTPDate(dateHeader) {
+            onClockSample(ClockSample(serverDate: serverDate, sentAt: sentAt, receivedAt: receivedAt))
+        }
+        let bytes = Array(body.readableBytesView)
+        let status = Int(response.status.code)
+        guard (200..<300).contains(status) else {
+            throw ServerCallError.http(status: status, message: Self.errorMessage(bytes, status: status))
+        }
+        return Reply(status: status, body: bytes)
+    }
+
+    static func formEncode(_ text: String) -> String {
+        var allowed = CharacterSet.alphanumerics
+        allowed.insert(charactersIn: "-._~")
+        return text.addingPercentEncoding(withAllowedCharacters: allowed) ?? text
+    }
+
+    /// The server's message: `message` ?? `errorModel.message` ?? `ErrorModel.Message` ?? `error_description` (spec §3.3).
+    static func errorMessage(_ body: [UInt8], status: Int) -> String {
+        if let object = try? JSONParser.parseObject(body) {
+            if let message = object["message"]?.stringValue, !message.isEmpty { return message }
+            if let model = object["errorModel"]?.objectValue, let message = model["message"]?.stringValue { return message }
+            if let description = object["error_description"]?.stringValue { return description }
+            if let error = object["error"]?.stringValue { return error }
+        }
+        return "HTTP \(status)"
+    }
+
+    static func transportError(_ error: any Error) -> ServerCallError {
+        if let error = error as? ServerCallError { return error }
+        let text = String(describing: error)
+        if let client = error as? HTTPClientError {
+            switch client {
+            case .readTimeout, .writeTimeout, .connectTimeout, .getConnectionFromPoolTimeout, .deadlineExceeded:
+                return .transport(.timeout, detail: "the request timed out")
+            case .remoteConnectionClosed, .cancelled, .bodyLengthMismatch:
+                return .transport(.connectionLost, detail: "the connection was lost")
+            case .tlsHandshakeTimeout:
+                return .transport(.tls, detail: "the TLS handshake timed out")
+            default:
+                return .transport(.unreachable, detail: text)
+            }
+        }
+        if text.contains("NIOSSL") || text.contains("TLS") { return .transport(.tls, detail: "TLS failed") }
+        if text.lowercased().contains("refused") { return .transport(.unreachable, detail: "connection refused") }
+        if text.lowercased().contains("reset") { return .transport(.connectionLost, detail: "connection reset") }
+        return .transport(.unreachable, detail: text)
+    }
+
+    /// `Sun, 06 Nov 1994 08:49:37 GMT`.
+    static func parseHTTPDate(_ text: String) -> WireDate? {
+        let parts = text.split(separator: " ")
+        guard parts.count == 6, let day = Int(parts[1]), let year = Int(parts[3]) else { return nil }
+        let months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
+        guard let month = months.firstIndex(of: String(parts[2])) else { return nil }
+        let iso = String(format: "%04d-%02d-%02dT%@Z", year, month + 1, day, String(parts[4]))
+        return WireDate(iso8601: iso)
+    }
+
+    func object(_ reply: Reply) throws -> JSONObject {
+        do {
+            return try JSONParser.parseObject(reply.body)
+        } catch {
+            throw ServerCallError.invalidResponse("expected a JSON object (\(error))")
+        }
+    }
+
+    // MARK: Identity
+
+    /// The account's KDF settings (spec §2.1; identity first, `/api` as a fallback).
+    public func prelogin(email: String) async throws -> KdfConfiguration {
+        let body = JSONValue.object(["email": .string(email)])
+        let reply: Reply
+        do {
+            reply = try await send(.POST, "/identity/accounts/prelogin", json: body)
+        } catch let error as ServerCallError where error.failure == .status(404) {
+            reply = try await send(.POST, "/api/accounts/prelogin", json: body)
+        }
+        let object = try object(reply)
+        guard let type = object["kdf"]?.intValue, let iterations = object["kdfIterations"]?.intValue else {
+            throw ServerCallError.invalidResponse("prelogin without kdf settings")
+        }
+        do {
+            return try KdfConfiguration(type: type, iterations: iterations, memoryMiB: object["kdfMemory"]?.intValue,
+                                        parallelism: object["kdfParallelism"]?.intValue)
+        } catch {
+            throw ServerCallError.invalidResponse("the server's KDF settings are refused: \(error)")
+        }
+    }
+
+    /// Registers with the legacy body (spec §2.2), exactly one spelling of `key` and `keys`.
+    public func register(email: String, name: String?, passwordHash: String, protectedKey: String, kdf: KdfConfiguration,
+                         publicKey: String, encryptedPrivateKey: String) async throws {
+        let body: JSONObject = [
+            "email": .string(email), "name": name.map(JSONValue.string) ?? .null, "masterPasswordHint": .null,
+            "masterPasswordHash": .string(passwordHash), "key": .string(protectedKey),
+            "kdf": .int(kdf.typeCode), "kdfIterations": .int(kdf.iterations),
+            "kdfMemory": kdf.memoryMiB.map(JSONValue.int) ?? .null, "kdfParallelism": kdf.parallelism.map(JSONValue.int) ?? .null,
+            "keys": .object(["publicKey": .string(publicKey), "encryptedPrivateKey": .string(encryptedPrivateKey)]),
+        ]
+        _ = try await send(.POST, "/identity/accounts/register", json: .object(body))
+    }
+
+    /// Password grant.
+    public func login(email: String, passwordHash: String, deviceIdentifier: String, deviceName: String) async throws -> TokenResponse {
+        let reply = try await send(.POST, "/identity/connect/token", form: [
+            ("grant_type", "password"), ("username", email), ("password", passwordHash), ("scope", "api offline_access"),
+            ("client_id", configuration.clientName), ("deviceType", String(configuration.deviceType)),
+            ("deviceIdentifier", deviceIdentifier), ("deviceName", deviceName),
+        ])
+        return try tokenResponse(reply)
+    }
+
+    /// Refresh grant; `authenticationExpired` when the server refuses the refresh token.
+    public func refresh(refreshToken: String) async throws -> TokenResponse {
+        do {
+            let reply = try await send(.POST, "/identity/connect/token", form: [
+                ("grant_type", "refresh_token"), ("refresh_token", refreshToken), ("client_id", configuration.clientName),
+            ])
+            return try tokenResponse(reply)
+        } catch let error as ServerCallError {
+            if case .http(let status, _) = error, status == 400 || status == 401 { throw ServerCallError.authenticationExpired }
+            throw error
+        }
+    }
+
+    func tokenResponse(_ reply: Reply) throws -> TokenResponse {
+        let object = try object(reply)
+        guard let access = object["access_token"]?.stringValue, let refresh = object["refresh_token"]?.stringValue else {
+            throw ServerCallError.invalidResponse("token response without tokens")
+        }
+        let unlock = object["UserDecryptionOptions"]?.objectValue?["MasterPasswordUnlock"]?.objectValue
+        let key = object["Key"]?.stringValue ?? unlock?["MasterKeyWrappedUserKey"]?.stringValue ?? unlock?["MasterKeyEncryptedUserKey"]?.stringValue
+        var kdf: KdfConfiguration?
+        if let type = object["Kdf"]?.intValue, let iterations = object["KdfIterations"]?.intValue {
+            kdf = try? KdfConfiguration(type: type, iterations: iterations, memoryMiB: object["KdfMemory"]?.intValue,
+                                        parallelism: object["KdfParallelism"]?.intValue)
+        }
+        return TokenResponse(accessToken: access, refreshToken: refresh, expiresIn: object["expires_in"]?.intValue ?? 3600,
+                             key: key, privateKey: object["PrivateKey"]?.stringValue, kdf: kdf)
+    }
+
+    // MARK: Vault
+
+    public func sync(token: String) async throws -> SyncResponse {
+        let object = try object(try await send(.GET, "/api/sync?excludeDomains=true", token: token))
+        func objects(_ key: String) throws -> [JSONObject] {
+            guard let value = object[key], !value.isNull else { return [] }
+            guard let array = value.arrayValue else { throw ServerCallError.invalidResponse("sync.\(key) is not an array") }
+            return array.compactMap(\.objectValue)
+        }
+        guard let profile = object["profile"]?.objectValue else { throw ServerCallError.invalidResponse("sync without profile") }
+        return SyncResponse(profile: profile, folders: try objects("folders"), ciphers: try objects("ciphers"),
+                            collections: try objects("collections"))
+    }
+
+    /// Milliseconds since the epoch (spec §2.5).
+    public func revisionDate(token: String) async throws -> Int64 {
+        let reply = try await send(.GET, "/api/accounts/revision-date", token: token)
+        guard let value = try? JSONParser.parse(reply.body), case .number(let literal) = value, let millis = Int64(literal) else {
+            throw ServerCallError.invalidResponse("revision date is not a number")
+        }
+        return millis
+    }
+
+    func cipher(_ reply: Reply) throws -> CipherWire {
+        do {
+            return try CipherWire(json: try object(reply), path: "cipher")
+        } catch let error as ModelError {
+            throw ServerCallError.invalidResponse(error.description)
+        }
+    }
+
+    public func createCipher(_ cipher: CipherWire, collectionIDs: [String] = [], token: String) async throws -> CipherWire {
+        if cipher.organizationId != nil || !collectionIDs.isEmpty {
+            let body: JSONObject = ["cipher": .object(cipher.requestObject()), "collectionIds": .array(collectionIDs.map(JSONValue.string))]
+            return try self.cipher(try await send(.POST, "/api/ciphers/create", token: token, json: .object(body)))
+        }
+        return try self.cipher(try await send(.POST, "/api/ciphers", token: token, json: .object(cipher.requestObject())))
+    }
+
+    public func updateCipher(_ cipher: CipherWire, id: String, lastKnownRevisionDate: WireDate?, token: String) async throws -> CipherWire {
+        let body = cipher.requestObject(lastKnownRevisionDate: lastKnownRevisionDate)
+        return try self.cipher(try await send(.PUT, "/api/ciphers/\(id)", token: token, json: .object(body)))
+    }
+
+    public func getCipher(id: String, token: String) async throws -> CipherWire {
+        try cipher(try await send(.GET, "/api/ciphers/\(id)", token: token))
+    }
+
+    public func softDeleteCipher(id: String, token: String) async throws {
+        _ = try await send(.PUT, "/api/ciphers/\(id)/delete", token: token)
+    }
+
+    public func hardDeleteCipher(id: String, token: String) async throws {
+        _ = try await send(.DELETE, "/api/ciphers/\(id)", token: token)
+    }
+
+    public func restoreCipher(id: String, token: String) async throws -> CipherWire {
+        try cipher(try await send(.PUT, "/api/ciphers/\(id)/restore", token: token))
+    }
+
+    public func archiveCipher(id: String, archived: Bool, token: String) async throws -> CipherWire {
+        try cipher(try await send(.PUT, "/api/ciphers/\(id)/\(archived ? "archive" : "unarchive")", token: token))
+    }
+
+    /// Folder and favorite (per user; no revision bump, spec §3.1).
+    public func updateCipherState(id: String, folderID: String?, favorite: Bool, token: String) async throws -> CipherWire {
+        let body: JSONObject = ["folderId": folderID.map(JSONValue.string) ?? .null, "favorite": .bool(favorite)]
+        return try cipher(try await send(.PUT, "/api/ciphers/\(id)/partial", token: token, json: .object(body)))
+    }
+
+    public func createFolder(name: EncString, token: String) async throws -> FolderWire {
+        try folder(try await send(.POST, "/api/folders", token: token, json: .object(["name": .string(name.serialized)])))
+    }
+
+    public func renameFolder(id: String, name: EncString, token: String) async throws -> FolderWire {
+        try folder(try await send(.PUT, "/api/folders/\(id)", token: token, json: .object(["name": .string(name.serialized)])))
+    }
+
+    public func deleteFolder(id: String, token: String) async throws {
+        _ = try await send(.DELETE, "/api/folders/\(id)", token: token)
+    }
+
+    func folder(_ reply: Reply) throws -> FolderWire {
+        do {
+            return try FolderWire(json: try object(reply), path: "folder")
+        } catch let error as ModelError {
+            throw ServerCallError.invalidResponse(error.description)
+        }
+    }
+}

@@ -1,0 +1,49 @@
+import VaultModels
+import VaultSyncCore
+
+/// How a call to the server failed.
+public enum ServerCallError: Error, Sendable, Equatable {
+    /// The server answered with an HTTP error; `message` is the server's own (spec §3.3 client rule).
+    case http(status: Int, message: String)
+    /// No usable answer: timeout, refused or lost connection, TLS failure.
+    case transport(CallFailure, detail: String)
+    /// The answer was not what the protocol says (wrong JSON, an HTML page from a proxy…).
+    case invalidResponse(String)
+    /// The refresh token was refused: the user must log in again.
+    case authenticationExpired
+
+    /// The failure as the offline decision sees it.
+    public var failure: CallFailure {
+        switch self {
+        case .http(let status, _): return .status(status)
+        case .transport(let failure, _): return failure
+        case .invalidResponse: return .malformedResponse
+        case .authenticationExpired: return .status(401)
+        }
+    }
+
+    /// The server's stale-edit refusal (spec §3.2: 400 whose message says "out of date").
+    public var isOutOfDate: Bool {
+        if case .http(400, let message) = self { return message.lowercased().contains("out of date") }
+        return false
+    }
+
+    /// 404, or Vaultwarden's 400 "doesn't exist"/"not owned"/"Invalid folder" (spec §3.3).
+    public var isGone: Bool {
+        guard case .http(let status, let message) = self else { return false }
+        if status == 404 { return true }
+        let lower = message.lowercased()
+        return status == 400 && (lower.contains("doesn't exist") || lower.contains("not owned") || lower.contains("invalid folder"))
+    }
+}
+
+extension ServerCallError: CustomStringConvertible {
+    public var description: String {
+        switch self {
+        case .http(let status, let message): return "The server refused the request (\(status)): \(message)"
+        case .transport(_, let detail): return "The server could not be reached: \(detail)"
+        case .invalidResponse(let reason): return "The server's answer could not be understood: \(reason)"
+        case .authenticationExpired: return "Your session has expired. Log in again."
+        }
+    }
+}

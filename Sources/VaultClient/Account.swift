@@ -1,0 +1,181 @@
+import Foundation
+import GRDB
+import VaultAPI
+import VaultCrypto
+import VaultModels
+import VaultStore
+import VaultSyncCore
+
+extension VaultEngine {
+    /// Creates an account on the server (keys made here: user key, RSA pair), then logs in.
+    public func register(email: String, password: String, name: String? = nil,
+                         kdf: KdfConfiguration = .defaultPBKDF2) async throws {
+        let master = try cryptoCall { try MasterKey.derive(password: password, salt: email, kdf: kdf) }
+        let userKey = SymmetricCryptoKey.generate(using: random)
+        let privateKey = try cryptoCall { try RSAPrivateKey.generate() }
+        do {
+            try await api.register(
+                email: email, name: name, passwordHash: master.serverAuthorizationHash(password: password),
+                protectedKey: try cryptoCall { try master.encryptUserKey(userKey, random: random) }.serialized, kdf: kdf,
+                publicKey: privateKey.publicKey.spkiBase64,
+                encryptedPrivateKey: try cryptoCall { try privateKey.encrypted(with: userKey, random: random) }.serialized)
+        } catch let error as ServerCallError {
+            throw Self.onlineOnly(error)
+        }
+        try await login(email: email, password: password)
+    }
+
+    /// Logs in (prelogin → KDF → hash → token), stores the account's wrapped keys for offline unlock,
+    /// and leaves the vault unlocked. Fetches the vault.
+    public func login(email: String, password: String) async throws {
+        let normalised = MasterKey.normaliseSalt(email)
+        let kdf: KdfConfiguration
+        do {
+            kdf = try await api.prelogin(email: normalised)
+        } catch let error as ServerCallError {
+            throw Self.onlineOnly(error)
+        }
+        let master = try cryptoCall { try MasterKey.derive(password: password, salt: normalised, kdf: kdf) }
+        let existing = try await read { db in try AccountRecord.filter(Column("email") == normalised).fetchOne(db) }
+        let deviceIdentifier = existing?.deviceIdentifier ?? UUID().uuidString.lowercased()
+        let tokens: TokenResponse
+        do {
+            tokens = try await api.login(email: normalised, passwordHash: master.serverAuthorizationHash(password: password),
+                                         deviceIdentifier: deviceIdentifier, deviceName: configuration.deviceName)
+        } catch let error as ServerCallError {
+            if case .http(400, let message) = error, message.lowercased().contains("username or password") { throw VaultError.wrongPassword }
+            throw Self.onlineOnly(error)
+        }
+        guard let protectedKey = tokens.key else { throw VaultError.serverRefused(status: 200, message: "the token response has no Key") }
+        let userKey = try master.decryptUserKeyMapped(try cryptoCall { try EncString(protectedKey) })
+        guard let userID = Self.subject(ofJWT: tokens.accessToken) else {
+            throw VaultError.serverRefused(status: 200, message: "the access token has no subject")
+        }
+        let sessionTokens = SessionTokens(accessToken: tokens.accessToken, refreshToken: tokens.refreshToken)
+        let account = AccountRecord(
+            userID: userID, email: normalised, deviceIdentifier: deviceIdentifier, kdf: kdf, protectedUserKey: protectedKey,
+            localAuthorizationHash: master.localAuthorizationHash(password: password), encryptedPrivateKey: tokens.privateKey,
+            publicKey: nil, sealedTokens: try Sealed.seal(sessionTokens, key: userKey), createdAt: clock.now().microsecondsSinceEpoch)
+        try await write { db in
+            if var current = try AccountRecord.fetchOne(db, key: userID) {
+                current.kdfType = account.kdfType
+                current.kdfIterations = account.kdfIterations
+                current.kdfMemory = account.kdfMemory
+                current.kdfParallelism = account.kdfParallelism
+                current.protectedUserKey = account.protectedUserKey
+                current.localAuthorizationHash = account.localAuthorizationHash
+                current.encryptedPrivateKey = account.encryptedPrivateKey
+                current.sealedTokens = account.sealedTokens
+                try current.update(db)
+            } else {
+                try account.insert(db)
+            }
+        }
+        session = UnlockedSession(userID: userID, email: normalised, keys: VaultKeys(userKey: userKey), tokens: sessionTokens)
+        await recordContact(success: true)
+        try await pull()
+    }
+
+    /// Unlocks with the master password, without the server (seed 000 §4: the 2-iteration local hash).
+    public func unlock(email: String, password: String) async throws {
+        let normalised = MasterKey.normaliseSalt(email)
+        guard let account = try await read({ db in try AccountRecord.filter(Column("email") == normalised).fetchOne(db) }) else {
+            throw VaultError.accountNotFound(normalised)
+        }
+        let kdf = try cryptoCall { try account.kdf }
+        let master = try cryptoCall { try MasterKey.derive(password: password, salt: normalised, kdf: kdf) }
+        guard ConstantTime.equals(Array(master.localAuthorizationHash(password: password).utf8), Array(account.localAuthorizationHash.utf8)) else {
+            throw VaultError.wrongPassword
+        }
+        let userKey = try master.decryptUserKeyMapped(try cryptoCall { try EncString(account.protectedUserKey) })
+        let tokens = account.sealedTokens.flatMap { try? Sealed.open(SessionTokens.self, from: $0, key: userKey) }
+        var keys = VaultKeys(userKey: userKey)
+        keys.organizationKeys = try await organizationKeys(userID: account.userID, account: account, userKey: userKey)
+        session = UnlockedSession(userID: account.userID, email: normalised, keys: keys, tokens: tokens)
+        if let offset = try await read({ db in try SyncStateRow.fetchOne(db, key: account.userID)?.clockOffset }),
+           let value = try? JSONDecoder().decode(ServerClockOffset.self, from: Data(offset.utf8)) {
+            clockOffsetBox.restore(value)
+        }
+        try await purgeDrafts()
+    }
+
+    /// Forgets the keys (and tokens) held in memory.
+    public func lock() {
+        session = nil
+    }
+
+    /// Removes the account and everything of it on this device: cache, queue, drafts (seed 001 §10.3).
+    public func logout(email: String) async throws {
+        let normalised = MasterKey.normaliseSalt(email)
+        try await write { db in
+            _ = try AccountRecord.filter(Column("email") == normalised).deleteAll(db)
+        }
+        if session?.email == normalised { session = nil }
+    }
+
+    /// The accounts on this device.
+    public func accounts() async throws -> [String] {
+        try await read { db in try AccountRecord.order(Column("email")).fetchAll(db).map(\.email) }
+    }
+
+    /// Unwraps the organization keys of the profile's confirmed memberships; one bad key only costs
+    /// that organization (organizations.md §1.4).
+    func organizationKeys(userID: String, account: AccountRecord, userKey: SymmetricCryptoKey) async throws -> [String: SymmetricCryptoKey] {
+        guard let encryptedPrivate = account.encryptedPrivateKey,
+              let privateKey = try? RSAPrivateKey.decrypt(EncString(encryptedPrivate), userKey: userKey) else { return [:] }
+        let rows = try await read { db in try OrganizationRow.filter(Column("userID") == userID).fetchAll(db) }
+        var keys: [String: SymmetricCryptoKey] = [:]
+        for row in rows {
+            guard let object = try? JSONParser.parseObject(Array(row.json.utf8)), object["status"]?.intValue == 2,
+                  let wrapped = object["key"]?.stringValue, let encString = try? EncString(wrapped),
+                  let key = try? privateKey.unwrapKey(encString) else {
+                logger.warning("organization key unavailable", metadata: ["organization": "\(row.id)"])
+                continue
+            }
+            keys[row.id] = key
+        }
+        return keys
+    }
+
+    /// The `sub` claim of a JWT (decoded without verifying, as clients do).
+    static func subject(ofJWT token: String) -> String? {
+        let parts = token.split(separator: ".")
+        guard parts.count == 3 else { return nil }
+        var base64 = parts[1].replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+        while base64.utf8.count % 4 != 0 { base64 += "=" }
+        guard let data = Data(base64Encoded: base64), let object = try? JSONParser.parseObject(data) else { return nil }
+        return object["sub"]?.stringValue?.lowercased()
+    }
+
+    /// Errors of calls that only make sense online (login, register).
+    static func onlineOnly(_ error: ServerCallError) -> VaultError {
+        switch error {
+        case .http(let status, let message): return .serverRefused(status: status, message: message)
+        case .authenticationExpired: return .sessionExpired
+        case .transport(_, let detail): return .serverUnreachable(detail)
+        case .invalidResponse(let reason): return .serverUnreachable(reason)
+        }
+    }
+
+    func cryptoCall<T>(_ body: () throws -> T) throws -> T {
+        do {
+            return try body()
+        } catch let error as CryptoError {
+            throw VaultError.crypto(error)
+        } catch let error as ModelError {
+            throw VaultError.model(error)
+        }
+    }
+}
+
+extension MasterKey {
+    func decryptUserKeyMapped(_ protectedKey: EncString) throws -> SymmetricCryptoKey {
+        do {
+            return try decryptUserKey(protectedKey)
+        } catch CryptoError.wrongPassword {
+            throw VaultError.wrongPassword
+        } catch let error as CryptoError {
+            throw VaultError.crypto(error)
+        }
+    }
+}

@@ -1,0 +1,98 @@
+import Foundation
+import GRDB
+import VaultCrypto
+import VaultModels
+import VaultStore
+
+/// An autosaved edit in progress (seed 004 §2, adapted): encrypted like an item, then sealed.
+public struct Draft: Sendable, Equatable {
+    public var id: String
+    /// The item being edited; `nil` for a new item.
+    public var itemID: String?
+    public var item: CipherView
+    public var updatedDate: WireDate
+}
+
+struct SealedDraft: Codable {
+    var itemID: String?
+    var cipher: String
+    var updatedDate: WireDate
+}
+
+extension VaultEngine {
+    /// Autosaves an edit in progress (one draft per existing item; new items get a new draft id unless
+    /// `draftID` is given). Returns the draft id.
+    @discardableResult
+    public func saveDraft(_ item: CipherView, draftID: String? = nil) async throws -> String {
+        let current = try requireSession()
+        var view = item
+        if view.itemKey == nil, view.id == nil {
+            view.itemKey = try modelCall { try current.keys.wrapNewItemKey(organizationId: view.organizationId, random: random) }
+        }
+        let wire = try modelCall { try view.encrypted(with: current.keys, random: random) }
+        let payload = SealedDraft(itemID: item.id, cipher: String(decoding: wire.jsonBytes(), as: UTF8.self), updatedDate: clock.now())
+        let sealed = try Sealed.seal(payload, key: current.keys.userKey)
+        let userID = current.userID
+        return try await write { db in
+            var id = draftID ?? UUID().uuidString.lowercased()
+            if draftID == nil, let itemID = item.id,
+               let existing = try String.fetchOne(db, sql: "SELECT id FROM draft WHERE userID = ? AND itemID = ?", arguments: [userID, itemID]) {
+                id = existing
+            }
+            try DraftRow(id: id, userID: userID, itemID: item.id, sealed: sealed).save(db)
+            return id
+        }
+    }
+
+    /// The drafts of the unlocked account, newest first.
+    public func drafts() async throws -> [Draft] {
+        let current = try requireSession()
+        let userID = current.userID
+        let rows = try await read { db in try DraftRow.filter(Column("userID") == userID).fetchAll(db) }
+        return rows.compactMap { row in try? open(row, keys: current.keys) }.sorted { $0.updatedDate > $1.updatedDate }
+    }
+
+    /// One draft, decrypted (to recover it after a crash).
+    public func draft(id: String) async throws -> Draft {
+        let current = try requireSession()
+        let userID = current.userID
+        guard let row = try await read({ db in try DraftRow.filter(Column("userID") == userID && Column("id") == id).fetchOne(db) }) else {
+            throw VaultError.draftNotFound(id)
+        }
+        return try open(row, keys: current.keys)
+    }
+
+    public func discardDraft(id: String) async throws {
+        let userID = try requireSession().userID
+        let deleted = try await write { db in
+            try DraftRow.filter(Column("userID") == userID && Column("id") == id).deleteAll(db)
+        }
+        if deleted == 0 { throw VaultError.draftNotFound(id) }
+    }
+
+    /// Purges drafts older than the configured age whose item has no pending change (its last save
+    /// reached the server).
+    func purgeDrafts() async throws {
+        guard let current = session else { return }
+        let cutoff = clock.now().adding(microseconds: -Int64(configuration.draftMaximumAge * 1_000_000))
+        let userID = current.userID
+        let rows = try await read { db in try DraftRow.filter(Column("userID") == userID).fetchAll(db) }
+        let pending = try await read { db in Set(try String.fetchAll(db, sql: "SELECT itemID FROM pendingChange WHERE userID = ?", arguments: [userID])) }
+        let stale = rows.filter { row in
+            guard let draft = try? open(row, keys: current.keys) else { return false }
+            return draft.updatedDate < cutoff && !(draft.itemID.map(pending.contains) ?? false)
+        }.map(\.id)
+        guard !stale.isEmpty else { return }
+        try await write { db in _ = try DraftRow.filter(keys: stale).deleteAll(db) }
+    }
+
+    func open(_ row: DraftRow, keys: VaultKeys) throws -> Draft {
+        do {
+            let payload = try Sealed.open(SealedDraft.self, from: row.sealed, key: keys.userKey)
+            let view = try CipherWire(jsonBytes: Array(payload.cipher.utf8)).decrypted(with: keys)
+            return Draft(id: row.id, itemID: payload.itemID, item: view, updatedDate: payload.updatedDate)
+        } catch {
+            throw VaultError.storage("draft \(row.id) could not be opened")
+        }
+    }
+}

@@ -1,0 +1,388 @@
+import Foundation
+import GRDB
+import VaultAPI
+import VaultCrypto
+import VaultModels
+import VaultStore
+import VaultSyncCore
+
+extension VaultEngine {
+    // MARK: Items
+
+    /// Adds an item. It gets a client-generated id before encryption (seed 001 §16.7), used locally
+    /// until the server assigns its own.
+    public func addItem(_ item: CipherView) async throws -> SaveResult<CipherView> {
+        let current = try requireSession()
+        var view = item
+        if view.id == nil { view.id = UUID().uuidString.lowercased() }
+        if view.itemKey == nil {
+            view.itemKey = try modelCall { try current.keys.wrapNewItemKey(organizationId: view.organizationId, random: random) }
+        }
+        let now = clock.now()
+        view.creationDate = view.creationDate ?? now
+        view.revisionDate = now
+        try validate(view)
+        let local = try encrypt(view, keys: current.keys)
+        let collections = view.collectionIds ?? []
+        let result = try await save(itemID: view.id!, operation: .create, local: local, previous: nil,
+                                    isOrganization: view.organizationId != nil) { api, token in
+            try await api.createCipher(local, collectionIDs: collections, token: token)
+        }
+        return try decryptResult(result, keys: current.keys)
+    }
+
+    /// Saves an edited item. A changed password goes into the password history (never trimmed: every
+    /// password ever saved stays recoverable, seed 000 principle 1).
+    public func updateItem(_ item: CipherView) async throws -> SaveResult<CipherView> {
+        let current = try requireSession()
+        guard let id = item.id else { throw VaultError.invalidItem("the item has no id (use addItem for new items)") }
+        let previous = try await cachedCipher(id: id, userID: current.userID)
+        let previousView = try modelCall { try previous.decrypted(with: current.keys) }
+        var view = item
+        // The item key and ownership are the stored ones; an edit cannot move an item between owners.
+        view.itemKey = previousView.itemKey
+        view.organizationId = previousView.organizationId
+        let oldPassword = previousView.login?.password
+        let newPassword = view.login?.password
+        let passwordChanged = (oldPassword ?? "") != (newPassword ?? "")
+        let now = clock.now()
+        if passwordChanged {
+            if let oldPassword, !oldPassword.isEmpty,
+               !view.passwordHistory.contains(where: { $0.password == oldPassword && $0.lastUsedDate >= now.adding(microseconds: -1_000_000) }) {
+                view.passwordHistory.append(PasswordHistoryView(password: oldPassword, lastUsedDate: now))
+            }
+            view.login?.passwordRevisionDate = now
+        }
+        try validate(view)
+        var encrypted = try encrypt(view, keys: current.keys)
+        encrypted.revisionDate = previous.revisionDate
+        let local = encrypted
+        let lastKnown = previous.revisionDate
+        let result = try await save(itemID: id, operation: .edit(passwordChanged: passwordChanged), local: local, previous: previous,
+                                    isOrganization: view.organizationId != nil) { api, token in
+            try await api.updateCipher(local, id: id, lastKnownRevisionDate: lastKnown, token: token)
+        }
+        return try decryptResult(result, keys: current.keys)
+    }
+
+    /// Moves an item to the trash.
+    public func softDeleteItem(id: String) async throws -> SaveOutcome {
+        try await changeState(id: id, operation: .softDelete, change: { [clock] in $0.deletedDate = clock.now() }) { api, token in
+            try await api.softDeleteCipher(id: id, token: token)
+            return try await api.getCipher(id: id, token: token)
+        }.outcome
+    }
+
+    /// Restores an item from the trash.
+    public func restoreItem(id: String) async throws -> SaveOutcome {
+        try await changeState(id: id, operation: .restore, change: { $0.deletedDate = nil }) { api, token in
+            try await api.restoreCipher(id: id, token: token)
+        }.outcome
+    }
+
+    /// Archives or unarchives an item.
+    public func setArchived(id: String, _ archived: Bool) async throws -> SaveOutcome {
+        try await changeState(id: id, operation: archived ? .archive : .unarchive, change: { [clock] in
+            $0.archivedDate = archived ? ($0.archivedDate ?? clock.now()) : nil
+        }) { api, token in
+            try await api.archiveCipher(id: id, archived: archived, token: token)
+        }.outcome
+    }
+
+    /// Moves an item to a folder (`nil`: no folder).
+    public func moveItem(id: String, toFolder folderID: String?) async throws -> SaveOutcome {
+        let current = try requireSession()
+        if let folderID { _ = try await cachedFolder(id: folderID, userID: current.userID) }
+        let favorite = try await cachedCipher(id: id, userID: current.userID).favorite ?? false
+        return try await changeState(id: id, operation: .move, change: { $0.folderId = folderID }) { api, token in
+            try await api.updateCipherState(id: id, folderID: folderID, favorite: favorite, token: token)
+        }.outcome
+    }
+
+    /// Marks or unmarks an item as a favorite.
+    public func setFavorite(id: String, _ favorite: Bool) async throws -> SaveOutcome {
+        let current = try requireSession()
+        let folder = try await cachedCipher(id: id, userID: current.userID).folderId
+        return try await changeState(id: id, operation: .favorite, change: { $0.favorite = favorite }) { api, token in
+            try await api.updateCipherState(id: id, folderID: folder, favorite: favorite, token: token)
+        }.outcome
+    }
+
+    /// Deletes an item for good. An item that exists only on this device is simply forgotten.
+    public func permanentlyDeleteItem(id: String) async throws -> SaveOutcome {
+        let current = try requireSession()
+        let previous = try await cachedCipher(id: id, userID: current.userID)
+        return try await save(itemID: id, operation: .hardDelete, local: nil, previous: previous,
+                              isOrganization: previous.organizationId != nil) { api, token in
+            try await api.hardDeleteCipher(id: id, token: token)
+            return nil
+        }.outcome
+    }
+
+    /// A state change (trash, archive, folder, favorite) applied to the cached wire form.
+    func changeState(id: String, operation: OfflineOperation, change: @Sendable (inout CipherWire) -> Void,
+                     online: @escaping @Sendable (BitwardenAPI, String) async throws -> CipherWire?) async throws -> SaveResult<CipherWire?> {
+        let current = try requireSession()
+        let previous = try await cachedCipher(id: id, userID: current.userID)
+        var local = previous
+        change(&local)
+        return try await save(itemID: id, operation: operation, local: local, previous: previous,
+                              isOrganization: previous.organizationId != nil, online: online)
+    }
+
+    /// The one path every item change takes: server first; on a refusal report it; when the server
+    /// cannot be reached, keep the encrypted result and its queue record, atomically.
+    func save(itemID: String, operation: OfflineOperation, local: CipherWire?, previous: CipherWire?, isOrganization: Bool,
+              online: @escaping @Sendable (BitwardenAPI, String) async throws -> CipherWire?) async throws -> SaveResult<CipherWire?> {
+        let current = try requireSession()
+        let userID = current.userID
+        if isOrganization, await knownOffline(userID: userID) { throw VaultError.organizationItemOffline }
+        let existing = try await pendingChange(itemKind: .cipher, itemID: itemID, userID: userID)
+        // An item with queued work goes through the queue: the resolver compares it with the server
+        // (conflicts, backups) as a whole; pushing this change alone could skip that.
+        if existing == nil {
+            do {
+                let serverVersion = try await authorized(online)
+                await recordContact(success: true)
+                try await write { db in
+                    if let serverVersion {
+                        try CipherRow(userID: userID, wire: serverVersion).save(db)
+                        if let serverID = serverVersion.id, serverID != itemID {
+                            _ = try CipherRow.deleteOne(db, key: ["userID": userID, "id": itemID])
+                        }
+                    } else {
+                        _ = try CipherRow.deleteOne(db, key: ["userID": userID, "id": itemID])
+                    }
+                    // seed 001 §16.5: no stale queue record or draft survives a successful save.
+                    try db.execute(sql: "DELETE FROM pendingChange WHERE userID = ? AND itemKind = 'cipher' AND itemID = ?", arguments: [userID, itemID])
+                    try db.execute(sql: "DELETE FROM draft WHERE userID = ? AND itemID = ?", arguments: [userID, itemID])
+                }
+                logger.debug("saved on server", metadata: ["item": "\(itemID)"])
+                return SaveResult(value: serverVersion, outcome: .synced)
+            } catch let error as ServerCallError {
+                if error.isOutOfDate {
+                    // Someone changed it meanwhile: a conflict for the resolver, not an error for the user.
+                    await recordContact(success: true)
+                    logger.info("server copy changed meanwhile; queued for conflict resolution", metadata: ["item": "\(itemID)"])
+                } else {
+                    switch FailureClassification.classify(error.failure) {
+                    case .refused:
+                        await recordContact(success: true)
+                        if case .http(let status, let message) = error { throw VaultError.serverRefused(status: status, message: message) }
+                        throw VaultError.sessionExpired
+                    case .offline:
+                        await recordContact(success: false)
+                        if isOrganization { throw VaultError.organizationItemOffline }
+                        guard configuration.offlineEditsEnabled else { throw VaultError.serverUnreachable(error.description) }
+                        logger.info("server unreachable; saving offline", metadata: ["item": "\(itemID)"])
+                    }
+                }
+            }
+        } else if isOrganization {
+            throw VaultError.organizationItemOffline
+        }
+        return try await queue(itemID: itemID, operation: operation, local: local, previous: previous, existing: existing, session: current)
+    }
+
+    /// Stores the local version and folds the operation into the item's queue record, in one transaction.
+    func queue(itemID: String, operation: OfflineOperation, local: CipherWire?, previous: CipherWire?,
+               existing: PendingChange?, session current: UnlockedSession) async throws -> SaveResult<CipherWire?> {
+        let userID = current.userID
+        let decision = QueueRules.apply(operation, to: existing?.metadata, itemRevisionDate: previous?.revisionDate, now: clock.now())
+        let key = current.keys.userKey
+        let recordID = existing?.id ?? UUID().uuidString.lowercased()
+        let count = try await write { db -> Int in
+            switch decision {
+            case .forget:
+                _ = try CipherRow.deleteOne(db, key: ["userID": userID, "id": itemID])
+                try db.execute(sql: "DELETE FROM pendingChange WHERE userID = ? AND itemKind = 'cipher' AND itemID = ?", arguments: [userID, itemID])
+            case .upsert(let metadata):
+                if let local {
+                    try CipherRow(userID: userID, wire: local).save(db)
+                } else {
+                    _ = try CipherRow.deleteOne(db, key: ["userID": userID, "id": itemID])
+                }
+                let change = PendingChange(id: recordID, userID: userID, itemID: itemID, itemKind: .cipher, metadata: metadata)
+                try PendingChangeRow(change, key: key).save(db)
+            }
+            try db.execute(sql: "DELETE FROM draft WHERE userID = ? AND itemID = ?", arguments: [userID, itemID])
+            return try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM pendingChange WHERE userID = ?", arguments: [userID]) ?? 0
+        }
+        logger.debug("queued", metadata: ["item": "\(itemID)", "pending": "\(count)"])
+        return SaveResult(value: local, outcome: .savedOffline(pendingCount: count))
+    }
+
+    // MARK: Folders
+
+    /// Creates a folder (offline: with a client-generated id, queued).
+    public func createFolder(name: String) async throws -> SaveResult<FolderView> {
+        let current = try requireSession()
+        try validateFolderName(name)
+        let id = UUID().uuidString.lowercased()
+        var view = FolderView(id: id, name: name, revisionDate: clock.now())
+        let wire = try modelCall { try view.encrypted(with: current.keys, random: random) }
+        let result = try await saveFolder(id: id, operation: .create, local: wire, previous: nil) { api, token in
+            try await api.createFolder(name: wire.name, token: token)
+        }
+        view = try modelCall { try (result.value ?? wire).decrypted(with: current.keys) }
+        return SaveResult(value: view, outcome: result.outcome)
+    }
+
+    public func renameFolder(id: String, name: String) async throws -> SaveOutcome {
+        let current = try requireSession()
+        try validateFolderName(name)
+        let previous = try await cachedFolder(id: id, userID: current.userID)
+        var local = previous
+        local.name = try modelCall { try EncString.encrypt(name, key: current.keys.userKey, random: random) }
+        let encryptedName = local.name
+        return try await saveFolder(id: id, operation: .edit(passwordChanged: false), local: local, previous: previous) { api, token in
+            try await api.renameFolder(id: id, name: encryptedName, token: token)
+        }.outcome
+    }
+
+    /// Deletes a folder; its items stay, without a folder (spec §3.6).
+    public func deleteFolder(id: String) async throws -> SaveOutcome {
+        let current = try requireSession()
+        let previous = try await cachedFolder(id: id, userID: current.userID)
+        let outcome = try await saveFolder(id: id, operation: .hardDelete, local: nil, previous: previous) { api, token in
+            try await api.deleteFolder(id: id, token: token)
+            return nil
+        }.outcome
+        let userID = current.userID
+        // Locally, as the server does: items lose the folder, keeping their revision date.
+        let rows = try await read { db in try CipherRow.filter(Column("userID") == userID).fetchAll(db) }
+        let updates: [CipherRow] = rows.compactMap { row in
+            guard var wire = try? row.wire(), wire.folderId == id else { return nil }
+            wire.folderId = nil
+            return CipherRow(userID: userID, wire: wire)
+        }
+        if !updates.isEmpty {
+            try await write { db in for row in updates { try row.save(db) } }
+        }
+        return outcome
+    }
+
+    func saveFolder(id: String, operation: OfflineOperation, local: FolderWire?, previous: FolderWire?,
+                    online: @escaping @Sendable (BitwardenAPI, String) async throws -> FolderWire?) async throws -> SaveResult<FolderWire?> {
+        let current = try requireSession()
+        let userID = current.userID
+        let existing = try await pendingChange(itemKind: .folder, itemID: id, userID: userID)
+        if existing == nil {
+            do {
+                let serverVersion = try await authorized(online)
+                await recordContact(success: true)
+                try await write { db in
+                    _ = try FolderRow.deleteOne(db, key: ["userID": userID, "id": id])
+                    if let serverVersion { try FolderRow(userID: userID, wire: serverVersion).save(db) }
+                    try db.execute(sql: "DELETE FROM pendingChange WHERE userID = ? AND itemKind = 'folder' AND itemID = ?", arguments: [userID, id])
+                }
+                return SaveResult(value: serverVersion, outcome: .synced)
+            } catch let error as ServerCallError {
+                switch FailureClassification.classify(error.failure) {
+                case .refused:
+                    await recordContact(success: true)
+                    if case .http(let status, let message) = error { throw VaultError.serverRefused(status: status, message: message) }
+                    throw VaultError.sessionExpired
+                case .offline:
+                    await recordContact(success: false)
+                    guard configuration.offlineEditsEnabled else { throw VaultError.serverUnreachable(error.description) }
+                }
+            }
+        }
+        let decision = QueueRules.apply(operation, to: existing?.metadata, itemRevisionDate: previous?.revisionDate, now: clock.now())
+        let key = current.keys.userKey
+        let recordID = existing?.id ?? UUID().uuidString.lowercased()
+        let count = try await write { db -> Int in
+            switch decision {
+            case .forget:
+                _ = try FolderRow.deleteOne(db, key: ["userID": userID, "id": id])
+                try db.execute(sql: "DELETE FROM pendingChange WHERE userID = ? AND itemKind = 'folder' AND itemID = ?", arguments: [userID, id])
+            case .upsert(let metadata):
+                if let local { try FolderRow(userID: userID, wire: local).save(db) } else {
+                    _ = try FolderRow.deleteOne(db, key: ["userID": userID, "id": id])
+                }
+                try PendingChangeRow(PendingChange(id: recordID, userID: userID, itemID: id, itemKind: .folder, metadata: metadata), key: key).save(db)
+            }
+            return try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM pendingChange WHERE userID = ?", arguments: [userID]) ?? 0
+        }
+        return SaveResult(value: local, outcome: .savedOffline(pendingCount: count))
+    }
+
+    // MARK: Helpers
+
+    func cachedCipher(id: String, userID: String) async throws -> CipherWire {
+        guard let row = try await read({ db in try CipherRow.fetchOne(db, key: ["userID": userID, "id": id]) }) else {
+            throw VaultError.itemNotFound(id)
+        }
+        do {
+            return try row.wire()
+        } catch {
+            throw VaultError.storage(String(describing: error))
+        }
+    }
+
+    func cachedFolder(id: String, userID: String) async throws -> FolderWire {
+        guard let row = try await read({ db in try FolderRow.fetchOne(db, key: ["userID": userID, "id": id]) }) else {
+            throw VaultError.folderNotFound(id)
+        }
+        do {
+            return try row.wire()
+        } catch {
+            throw VaultError.storage(String(describing: error))
+        }
+    }
+
+    func pendingChange(itemKind: PendingItemKind, itemID: String, userID: String) async throws -> PendingChange? {
+        let key = try requireSession().keys.userKey
+        guard let row = try await read({ db in
+            try PendingChangeRow.filter(Column("userID") == userID && Column("itemKind") == itemKind.rawValue && Column("itemID") == itemID).fetchOne(db)
+        }) else { return nil }
+        do {
+            return try row.open(key: key)
+        } catch {
+            throw VaultError.storage(String(describing: error))
+        }
+    }
+
+    /// Refuses what the server would refuse, before anything is stored or queued.
+    func validate(_ view: CipherView) throws {
+        if view.name.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty { throw VaultError.invalidItem("a name is required") }
+        let present: [(CipherType, Bool)] = [(.login, view.login != nil), (.secureNote, view.secureNote != nil), (.card, view.card != nil),
+                                              (.identity, view.identity != nil), (.sshKey, view.sshKey != nil)]
+        if CipherType.supported.contains(view.type) {
+            for (type, isPresent) in present where isPresent && type != view.type {
+                throw VaultError.invalidItem("a \(view.type.name) item cannot have \(type.name) fields")
+            }
+        }
+        if let folderID = view.folderId, UUID(uuidString: folderID) == nil { throw VaultError.invalidItem("the folder id is not an id") }
+    }
+
+    func validateFolderName(_ name: String) throws {
+        if name.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty { throw VaultError.invalidItem("a folder name is required") }
+        if name.utf8.count > 600 { throw VaultError.invalidItem("the folder name is longer than the server accepts") }
+    }
+
+    /// Encrypts and checks the server's length limits.
+    func encrypt(_ view: CipherView, keys: VaultKeys) throws -> CipherWire {
+        let wire = try modelCall { try view.encrypted(with: keys, random: random) }
+        if let violation = wire.limitViolations.first {
+            throw VaultError.invalidItem("\(violation.path) is too long for the server (\(violation.length) encrypted characters, at most \(violation.limit))")
+        }
+        return wire
+    }
+
+    func decryptResult(_ result: SaveResult<CipherWire?>, keys: VaultKeys) throws -> SaveResult<CipherView> {
+        guard let wire = result.value else { throw VaultError.storage("the saved item is missing") }
+        return SaveResult(value: try modelCall { try wire.decrypted(with: keys) }, outcome: result.outcome)
+    }
+
+    func modelCall<T>(_ body: () throws -> T) throws -> T {
+        do {
+            return try body()
+        } catch let error as ModelError {
+            throw VaultError.model(error)
+        } catch let error as CryptoError {
+            throw VaultError.crypto(error)
+        }
+    }
+}

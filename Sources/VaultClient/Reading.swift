@@ -1,0 +1,97 @@
+import Foundation
+import GRDB
+import VaultCrypto
+import VaultModels
+import VaultStore
+import VaultSyncCore
+
+/// One item of the vault as listed: decrypted, or the reason it could not be.
+public struct VaultItem: Sendable {
+    public var id: String
+    public var result: Result<CipherView, ModelError>
+    /// Whether the item has a change waiting for the server.
+    public var pending: PendingChange?
+}
+
+/// A queued change as the user sees it.
+public struct PendingChangeSummary: Sendable, Equatable {
+    public var itemID: String
+    public var itemKind: PendingItemKind
+    public var itemName: String?
+    public var metadata: PendingChangeMetadata
+}
+
+extension VaultEngine {
+    /// Every item, decrypted one by one: a damaged item is reported and never hides the others.
+    public func items() async throws -> [VaultItem] {
+        let current = try requireSession()
+        let userID = current.userID
+        let (rows, pendingRows) = try await read { db in
+            (try CipherRow.filter(Column("userID") == userID).fetchAll(db),
+             try PendingChangeRow.filter(Column("userID") == userID && Column("itemKind") == "cipher").fetchAll(db))
+        }
+        let pending = Dictionary(pendingRows.compactMap { row in (try? row.open(key: current.keys.userKey)).map { (row.itemID, $0) } },
+                                 uniquingKeysWith: { first, _ in first })
+        return rows.map { row in
+            let result: Result<CipherView, ModelError>
+            do {
+                result = .success(try row.wire().decrypted(with: current.keys))
+            } catch let error as ModelError {
+                result = .failure(error)
+            } catch {
+                result = .failure(.invalidValue(path: "cipher", reason: String(describing: error)))
+            }
+            return VaultItem(id: row.id, result: result, pending: pending[row.id])
+        }
+    }
+
+    /// One item, decrypted.
+    public func item(id: String) async throws -> CipherView {
+        let current = try requireSession()
+        let wire = try await cachedCipher(id: id, userID: current.userID)
+        return try modelCall { try wire.decrypted(with: current.keys) }
+    }
+
+    /// The folders, decrypted.
+    public func folders() async throws -> [FolderView] {
+        let current = try requireSession()
+        let userID = current.userID
+        let rows = try await read { db in try FolderRow.filter(Column("userID") == userID).fetchAll(db) }
+        return rows.compactMap { row in try? row.wire().decrypted(with: current.keys) }
+    }
+
+    /// The queued changes, with the items' names.
+    public func pendingChanges() async throws -> [PendingChangeSummary] {
+        let current = try requireSession()
+        let userID = current.userID
+        let (rows, ciphers, folders) = try await read { db in
+            (try PendingChangeRow.filter(Column("userID") == userID).fetchAll(db),
+             try CipherRow.filter(Column("userID") == userID).fetchAll(db),
+             try FolderRow.filter(Column("userID") == userID).fetchAll(db))
+        }
+        let cipherByID = Dictionary(ciphers.map { ($0.id, $0) }, uniquingKeysWith: { first, _ in first })
+        let folderByID = Dictionary(folders.map { ($0.id, $0) }, uniquingKeysWith: { first, _ in first })
+        return try rows.map { row in
+            let change: PendingChange
+            do { change = try row.open(key: current.keys.userKey) } catch { throw VaultError.storage(String(describing: error)) }
+            let name: String?
+            switch change.itemKind {
+            case .cipher: name = try? cipherByID[change.itemID]?.wire().decrypted(with: current.keys).name
+            case .folder: name = try? folderByID[change.itemID]?.wire().decrypted(with: current.keys).name
+            }
+            return PendingChangeSummary(itemID: change.itemID, itemKind: change.itemKind, itemName: name, metadata: change.metadata)
+        }.sorted { $0.metadata.createdDate < $1.metadata.createdDate }
+    }
+
+    /// How many changes wait for the server.
+    public func pendingCount() async throws -> Int {
+        let userID = try requireSession().userID
+        return try await read { db in try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM pendingChange WHERE userID = ?", arguments: [userID]) ?? 0 }
+    }
+
+    /// The last known contact with the server.
+    public func syncState() async throws -> SyncStateRow? {
+        let userID = try requireSession().userID
+        return try await read { db in try SyncStateRow.fetchOne(db, key: userID) }
+    }
+}

@@ -1,0 +1,181 @@
+import AsyncHTTPClient
+import Foundation
+import GRDB
+import Logging
+import VaultAPI
+import VaultCrypto
+import VaultModels
+import VaultStore
+import VaultSyncCore
+
+/// Tokens of the signed-in session, sealed with the user key at rest.
+struct SessionTokens: Codable, Sendable {
+    var accessToken: String
+    var refreshToken: String
+}
+
+/// What is in memory while the vault is unlocked. Dropped on `lock()`.
+struct UnlockedSession: Sendable {
+    var userID: String
+    var email: String
+    var keys: VaultKeys
+    var tokens: SessionTokens?
+}
+
+/// The client engine: accounts, offline-aware vault operations, drafts and (later) sync, composed from
+/// the local store, the API client and the pure rules of VaultSyncCore. The one type apps use.
+///
+/// Every operation encrypts first, then tries the server; if the server cannot be reached it stores
+/// the encrypted result and its queue record in one transaction and reports `savedOffline`.
+public actor VaultEngine {
+    public let configuration: EngineConfiguration
+    let store: VaultStore
+    let httpClient: HTTPClient
+    let ownsHTTPClient: Bool
+    let clock: any DeviceClock
+    let random: any RandomSource
+    let logger: Logger
+    nonisolated let clockOffsetBox = ClockOffsetBox()
+    var api: BitwardenAPI
+    var session: UnlockedSession?
+
+    /// Opens the profile database at `databasePath`.
+    public init(databasePath: String, configuration: EngineConfiguration, clock: any DeviceClock = SystemDeviceClock(),
+                random: any RandomSource = SystemRandomSource(), httpClient: HTTPClient? = nil,
+                logger: Logger = Logger(label: "vaultsync.engine")) throws {
+        self.configuration = configuration
+        store = try VaultStore(path: databasePath)
+        self.clock = clock
+        self.random = random
+        self.logger = logger
+        if let httpClient {
+            self.httpClient = httpClient
+            ownsHTTPClient = false
+        } else {
+            var httpConfiguration = HTTPClient.Configuration()
+            httpConfiguration.timeout = .init(connect: configuration.api.connectTimeout, read: configuration.api.requestTimeout)
+            self.httpClient = HTTPClient(eventLoopGroupProvider: .singleton, configuration: httpConfiguration)
+            ownsHTTPClient = true
+        }
+        let box = clockOffsetBox
+        api = BitwardenAPI(baseURL: configuration.serverURL, httpClient: self.httpClient, configuration: configuration.api,
+                           now: { clock.now() }, onClockSample: { box.record($0) }, logger: logger)
+    }
+
+    /// Shuts the HTTP client down (call once, at the end).
+    public func shutdown() async {
+        if ownsHTTPClient { try? await httpClient.shutdown() }
+    }
+
+    /// The local store (for status queries and tests).
+    public nonisolated var localStore: VaultStore { store }
+
+    /// Whether the vault is unlocked.
+    public var isUnlocked: Bool { session != nil }
+
+    /// The unlocked user's id.
+    public var currentUserID: String? { session?.userID }
+
+    func requireSession() throws -> UnlockedSession {
+        guard let session else { throw VaultError.locked }
+        return session
+    }
+
+    /// Runs a store write, mapping storage failures to ``VaultError/storage(_:)``.
+    func write<T: Sendable>(_ body: @Sendable @escaping (Database) throws -> T) async throws -> T {
+        do {
+            return try await store.write(body)
+        } catch let error as VaultError {
+            throw error
+        } catch {
+            throw VaultError.storage(String(describing: error))
+        }
+    }
+
+    func read<T: Sendable>(_ body: @Sendable @escaping (Database) throws -> T) async throws -> T {
+        do {
+            return try await store.read(body)
+        } catch let error as VaultError {
+            throw error
+        } catch {
+            throw VaultError.storage(String(describing: error))
+        }
+    }
+
+    // MARK: Server calls with one token refresh
+
+    /// Calls the server with the session's access token, refreshing it once on 401.
+    func authorized<T: Sendable>(_ call: @Sendable (BitwardenAPI, String) async throws -> T) async throws -> T {
+        let current = try requireSession()
+        guard let tokens = current.tokens else { throw VaultError.notLoggedIn }
+        do {
+            return try await call(api, tokens.accessToken)
+        } catch let error as ServerCallError where error.failure == .status(401) {
+            let renewed: TokenResponse
+            do {
+                renewed = try await api.refresh(refreshToken: tokens.refreshToken)
+            } catch ServerCallError.authenticationExpired {
+                throw VaultError.sessionExpired
+            }
+            try await storeTokens(SessionTokens(accessToken: renewed.accessToken, refreshToken: renewed.refreshToken))
+            return try await call(api, renewed.accessToken)
+        }
+    }
+
+    func storeTokens(_ tokens: SessionTokens) async throws {
+        guard var current = session else { throw VaultError.locked }
+        current.tokens = tokens
+        session = current
+        let sealed = try Sealed.seal(tokens, key: current.keys.userKey)
+        let userID = current.userID
+        try await write { db in
+            try db.execute(sql: "UPDATE account SET sealedTokens = ? WHERE userID = ?", arguments: [sealed, userID])
+        }
+    }
+
+    /// Records whether the server answered, for status and the known-offline shortcut.
+    func recordContact(success: Bool) async {
+        guard let userID = session?.userID else { return }
+        let now = clock.now().microsecondsSinceEpoch
+        let offset = clockOffsetBox.current.flatMap { try? JSONEncoder().encode($0) }.map { String(decoding: $0, as: UTF8.self) }
+        _ = try? await store.write { db in
+            var state = try SyncStateRow.fetchOne(db, key: userID) ?? SyncStateRow(userID: userID)
+            state.lastContactDate = now
+            state.lastContactFailed = !success
+            if let offset { state.clockOffset = offset }
+            try state.save(db)
+        }
+    }
+
+    /// Whether the last contact failed recently enough to treat the server as unreachable.
+    func knownOffline(userID: String) async -> Bool {
+        guard let state = try? await store.read({ db in try SyncStateRow.fetchOne(db, key: userID) }),
+              state.lastContactFailed, let last = state.lastContactDate else { return false }
+        return Double(clock.now().microsecondsSinceEpoch - last) / 1_000_000 < configuration.knownOfflineWindow
+    }
+}
+
+/// Collects clock samples from responses (called from the HTTP client's tasks).
+final class ClockOffsetBox: @unchecked Sendable {
+    private let lock = NSLock()
+    private var estimate: ServerClockOffset?
+
+    func record(_ sample: ClockSample) {
+        let measured = ServerClockOffset.sample(serverDate: sample.serverDate, sentAt: sample.sentAt, receivedAt: sample.receivedAt)
+        lock.lock()
+        estimate = estimate.map { $0.merged(with: measured) } ?? measured
+        lock.unlock()
+    }
+
+    func restore(_ value: ServerClockOffset?) {
+        lock.lock()
+        if estimate == nil { estimate = value }
+        lock.unlock()
+    }
+
+    var current: ServerClockOffset? {
+        lock.lock()
+        defer { lock.unlock() }
+        return estimate
+    }
+}

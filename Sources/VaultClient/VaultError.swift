@@ -1,0 +1,102 @@
+import Foundation
+import VaultAPI
+import VaultCrypto
+import VaultModels
+import VaultStore
+
+/// Every way a vault operation can fail, with a message a user can act on.
+public enum VaultError: Error, Sendable, Equatable {
+    case notLoggedIn
+    case locked
+    case wrongPassword
+    case accountNotFound(String)
+    case itemNotFound(String)
+    case folderNotFound(String)
+    /// seed 001 U1: organization items are read-only while offline.
+    case organizationItemOffline
+    /// The server understood the request and refused it (4xx); nothing was queued.
+    case serverRefused(status: Int, message: String)
+    /// The server could not be reached and offline edits are turned off.
+    case serverUnreachable(String)
+    /// The refresh token was refused: log in again. Local data is kept.
+    case sessionExpired
+    /// The item cannot be saved as it is; nothing was changed.
+    case invalidItem(String)
+    case draftNotFound(String)
+    case crypto(CryptoError)
+    case model(ModelError)
+    case storage(String)
+}
+
+extension VaultError: LocalizedError {
+    public var errorDescription: String? {
+        switch self {
+        case .notLoggedIn: return "You are not logged in. Run `vaultsync login EMAIL` first."
+        case .locked: return "The vault is locked. Unlock it with your master password."
+        case .wrongPassword: return "Invalid master password."
+        case .accountNotFound(let email): return "No account \(email) on this device. Log in first."
+        case .itemNotFound(let id): return "No item \(id) in this vault."
+        case .folderNotFound(let id): return "No folder \(id) in this vault."
+        case .organizationItemOffline:
+            return "Organization items cannot be edited while offline. Reconnect to save changes to this item."
+        case .serverRefused(let status, let message): return "The server refused the change (\(status)): \(message)"
+        case .serverUnreachable(let detail): return "The server could not be reached (\(detail)), and offline edits are turned off."
+        case .sessionExpired: return "Your session has expired. Log in again; your local data and pending changes are kept."
+        case .invalidItem(let reason): return "The item cannot be saved: \(reason)."
+        case .draftNotFound(let id): return "No draft \(id)."
+        case .crypto(let error): return error.description
+        case .model(let error): return error.description
+        case .storage(let detail): return "The local vault could not be written: \(detail)"
+        }
+    }
+}
+
+extension VaultError: CustomStringConvertible {
+    public var description: String { errorDescription ?? "VaultError" }
+}
+
+/// Whether a save reached the server or was kept locally for later.
+public enum SaveOutcome: Sendable, Equatable {
+    case synced
+    /// Saved on this device and queued; `pendingCount` changes are waiting for the server.
+    case savedOffline(pendingCount: Int)
+
+    public var isOffline: Bool {
+        if case .savedOffline = self { return true }
+        return false
+    }
+}
+
+/// The result of a save: the item as it now is locally, and where it went.
+public struct SaveResult<Value: Sendable>: Sendable {
+    public var value: Value
+    public var outcome: SaveOutcome
+}
+
+/// Engine settings, with defaults.
+public struct EngineConfiguration: Sendable {
+    public var serverURL: String
+    /// seed 001 §12.3: when off, unreachable-server failures surface as errors instead of queuing.
+    public var offlineEditsEnabled = true
+    /// If the last server contact failed less than this many seconds ago, organization edits are
+    /// refused at once instead of waiting for a network timeout (seed 001 U1).
+    public var knownOfflineWindow: Double = 60
+    /// Drafts older than this (seconds) whose item has no pending change are purged (seed 004 §2).
+    public var draftMaximumAge: Double = 7 * 24 * 3600
+    public var api = APIConfiguration()
+    public var deviceName = "vaultsync"
+
+    public init(serverURL: String) {
+        self.serverURL = serverURL
+    }
+}
+
+/// The device clock, injected so tests can skew it.
+public protocol DeviceClock: Sendable {
+    func now() -> WireDate
+}
+
+public struct SystemDeviceClock: DeviceClock {
+    public init() {}
+    public func now() -> WireDate { WireDate(Date()) }
+}

@@ -1,0 +1,181 @@
+import Foundation
+import GRDB
+import VaultCrypto
+import VaultModels
+import VaultSyncCore
+
+/// A logged-in account on this device.
+public struct AccountRecord: Codable, Sendable, Equatable, FetchableRecord, PersistableRecord {
+    public static let databaseTableName = "account"
+    public var userID: String
+    public var email: String
+    public var deviceIdentifier: String
+    public var kdfType: Int
+    public var kdfIterations: Int
+    public var kdfMemory: Int?
+    public var kdfParallelism: Int?
+    public var protectedUserKey: String
+    public var localAuthorizationHash: String
+    public var encryptedPrivateKey: String?
+    public var publicKey: String?
+    public var sealedTokens: String?
+    public var createdAt: Int64
+
+    public init(userID: String, email: String, deviceIdentifier: String, kdf: KdfConfiguration, protectedUserKey: String,
+                localAuthorizationHash: String, encryptedPrivateKey: String?, publicKey: String?, sealedTokens: String?, createdAt: Int64) {
+        self.userID = userID
+        self.email = email
+        self.deviceIdentifier = deviceIdentifier
+        kdfType = kdf.typeCode
+        kdfIterations = kdf.iterations
+        kdfMemory = kdf.memoryMiB
+        kdfParallelism = kdf.parallelism
+        self.protectedUserKey = protectedUserKey
+        self.localAuthorizationHash = localAuthorizationHash
+        self.encryptedPrivateKey = encryptedPrivateKey
+        self.publicKey = publicKey
+        self.sealedTokens = sealedTokens
+        self.createdAt = createdAt
+    }
+
+    public var kdf: KdfConfiguration {
+        get throws { try KdfConfiguration(type: kdfType, iterations: kdfIterations, memoryMiB: kdfMemory, parallelism: kdfParallelism) }
+    }
+}
+
+/// One cached item exactly as the server sent it (or as it was encrypted here, offline).
+public struct CipherRow: Codable, Sendable, Equatable, FetchableRecord, PersistableRecord {
+    public static let databaseTableName = "cipher"
+    public var userID: String
+    public var id: String
+    public var organizationID: String?
+    public var revisionDate: Int64?
+    public var json: String
+
+    public init(userID: String, wire: CipherWire) {
+        self.userID = userID
+        id = wire.id ?? ""
+        organizationID = wire.organizationId
+        revisionDate = wire.revisionDate?.microsecondsSinceEpoch
+        json = String(decoding: wire.jsonBytes(), as: UTF8.self)
+    }
+
+    public func wire() throws -> CipherWire {
+        do {
+            return try CipherWire(jsonBytes: Array(json.utf8), path: "cipher")
+        } catch {
+            throw StoreError.corruptRecord(table: "cipher", id: id, reason: String(describing: error))
+        }
+    }
+}
+
+/// One cached folder (or organization, collection) as JSON.
+public struct FolderRow: Codable, Sendable, Equatable, FetchableRecord, PersistableRecord {
+    public static let databaseTableName = "folder"
+    public var userID: String
+    public var id: String
+    public var json: String
+
+    public init(userID: String, wire: FolderWire) {
+        self.userID = userID
+        id = wire.id ?? ""
+        json = String(decoding: wire.jsonBytes(), as: UTF8.self)
+    }
+
+    public func wire() throws -> FolderWire {
+        do {
+            return try FolderWire(jsonBytes: Array(json.utf8), path: "folder")
+        } catch {
+            throw StoreError.corruptRecord(table: "folder", id: id, reason: String(describing: error))
+        }
+    }
+}
+
+/// An organization entry of the profile (name plaintext on the wire; the key stays wrapped).
+public struct OrganizationRow: Codable, Sendable, Equatable, FetchableRecord, PersistableRecord {
+    public static let databaseTableName = "organization"
+    public var userID: String
+    public var id: String
+    public var json: String
+
+    public init(userID: String, id: String, json: String) {
+        self.userID = userID
+        self.id = id
+        self.json = json
+    }
+}
+
+/// A collection entry (name encrypted with the organization key).
+public struct CollectionRow: Codable, Sendable, Equatable, FetchableRecord, PersistableRecord {
+    public static let databaseTableName = "collection"
+    public var userID: String
+    public var id: String
+    public var json: String
+
+    public init(userID: String, id: String, json: String) {
+        self.userID = userID
+        self.id = id
+        self.json = json
+    }
+}
+
+/// A queued change at rest: ids readable, everything else sealed.
+public struct PendingChangeRow: Codable, Sendable, Equatable, FetchableRecord, PersistableRecord {
+    public static let databaseTableName = "pendingChange"
+    public var id: String
+    public var userID: String
+    public var itemKind: String
+    public var itemID: String
+    public var sealed: String
+
+    public init(_ change: PendingChange, key: SymmetricCryptoKey) throws {
+        id = change.id
+        userID = change.userID
+        itemKind = change.itemKind.rawValue
+        itemID = change.itemID
+        sealed = try Sealed.seal(change.metadata, key: key)
+    }
+
+    public func open(key: SymmetricCryptoKey) throws -> PendingChange {
+        let metadata: PendingChangeMetadata
+        do {
+            metadata = try Sealed.open(PendingChangeMetadata.self, from: sealed, key: key)
+        } catch {
+            throw StoreError.sealedRecordUnreadable(table: "pendingChange", id: id)
+        }
+        return PendingChange(id: id, userID: userID, itemID: itemID, itemKind: PendingItemKind(rawValue: itemKind) ?? .cipher,
+                             metadata: metadata)
+    }
+}
+
+/// An autosaved, encrypted edit in progress.
+public struct DraftRow: Codable, Sendable, Equatable, FetchableRecord, PersistableRecord {
+    public static let databaseTableName = "draft"
+    public var id: String
+    public var userID: String
+    public var itemID: String?
+    public var sealed: String
+
+    public init(id: String, userID: String, itemID: String?, sealed: String) {
+        self.id = id
+        self.userID = userID
+        self.itemID = itemID
+        self.sealed = sealed
+    }
+}
+
+/// Per-account sync bookkeeping (not secret).
+public struct SyncStateRow: Codable, Sendable, Equatable, FetchableRecord, PersistableRecord {
+    public static let databaseTableName = "syncState"
+    public var userID: String
+    public var lastSyncDate: Int64?
+    public var accountRevisionDate: Int64?
+    public var clockOffset: String?
+    public var lastContactDate: Int64?
+    public var lastContactFailed: Bool
+
+    public init(userID: String) {
+        self.userID = userID
+        lastContactFailed = false
+    }
+}

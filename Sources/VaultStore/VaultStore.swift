@@ -1,0 +1,154 @@
+import Foundation
+import GRDB
+import VaultCrypto
+import VaultModels
+import VaultSyncCore
+
+/// The local database of one profile: accounts, the encrypted vault cache, the pending-change queue,
+/// drafts and sync state, in one SQLite file (WAL) through GRDB.
+///
+/// Every write is one `write { db in … }` closure = one transaction: a local change and its queue
+/// record land together or not at all.
+public final class VaultStore: Sendable {
+    let pool: DatabasePool
+    public let path: String
+
+    /// Opens (creating and migrating) the store at `path`; the file is made owner-only.
+    public init(path: String) throws {
+        var configuration = Configuration()
+        configuration.busyMode = .timeout(10)
+        configuration.prepareDatabase { db in
+            try db.execute(sql: "PRAGMA foreign_keys = ON")
+            // Every acknowledged save must survive a crash or power loss.
+            try db.execute(sql: "PRAGMA synchronous = FULL")
+        }
+        let existed = FileManager.default.fileExists(atPath: path)
+        pool = try DatabasePool(path: path, configuration: configuration)
+        self.path = path
+        if !existed { try? FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: path) }
+        try Self.migrator.migrate(pool)
+    }
+
+    /// Reads in a snapshot.
+    public func read<T: Sendable>(_ body: @Sendable (Database) throws -> T) async throws -> T {
+        try await pool.read(body)
+    }
+
+    /// Writes in one transaction.
+    public func write<T: Sendable>(_ body: @Sendable (Database) throws -> T) async throws -> T {
+        try await pool.write(body)
+    }
+
+    /// Synchronous read (for callers without concurrency, like a crash-recovery check).
+    public func readNow<T>(_ body: (Database) throws -> T) throws -> T {
+        try pool.read(body)
+    }
+
+    /// Checkpoints the WAL into the main file (used before file scans and backups).
+    public func checkpoint() throws {
+        try pool.writeWithoutTransaction { db in _ = try db.checkpoint(.truncate) }
+    }
+
+    static var migrator: DatabaseMigrator {
+        var migrator = DatabaseMigrator()
+        migrator.registerMigration("v1: accounts, cache, queue, drafts, sync state") { db in
+            try db.create(table: "account") { t in
+                t.primaryKey("userID", .text)
+                t.column("email", .text).notNull().unique()
+                t.column("deviceIdentifier", .text).notNull()
+                t.column("kdfType", .integer).notNull()
+                t.column("kdfIterations", .integer).notNull()
+                t.column("kdfMemory", .integer)
+                t.column("kdfParallelism", .integer)
+                // Wrapped by the stretched master key; useless without the master password.
+                t.column("protectedUserKey", .text).notNull()
+                // PBKDF2(master key, password, 2): verifies the password offline, reveals nothing more.
+                t.column("localAuthorizationHash", .text).notNull()
+                t.column("encryptedPrivateKey", .text)
+                t.column("publicKey", .text)
+                // Access and refresh tokens, sealed with the user key.
+                t.column("sealedTokens", .text)
+                t.column("createdAt", .integer).notNull()
+            }
+            try db.create(table: "cipher") { t in
+                t.column("userID", .text).notNull().references("account", onDelete: .cascade)
+                t.column("id", .text).notNull()
+                t.column("organizationID", .text)
+                t.column("revisionDate", .integer)
+                // Exactly the wire JSON: every user-visible field an EncString.
+                t.column("json", .text).notNull()
+                t.primaryKey(["userID", "id"])
+            }
+            try db.create(table: "folder") { t in
+                t.column("userID", .text).notNull().references("account", onDelete: .cascade)
+                t.column("id", .text).notNull()
+                t.column("json", .text).notNull()
+                t.primaryKey(["userID", "id"])
+            }
+            try db.create(table: "organization") { t in
+                t.column("userID", .text).notNull().references("account", onDelete: .cascade)
+                t.column("id", .text).notNull()
+                t.column("json", .text).notNull()
+                t.primaryKey(["userID", "id"])
+            }
+            try db.create(table: "collection") { t in
+                t.column("userID", .text).notNull().references("account", onDelete: .cascade)
+                t.column("id", .text).notNull()
+                t.column("json", .text).notNull()
+                t.primaryKey(["userID", "id"])
+            }
+            try db.create(table: "pendingChange") { t in
+                t.primaryKey("id", .text)
+                t.column("userID", .text).notNull().references("account", onDelete: .cascade)
+                t.column("itemKind", .text).notNull()
+                t.column("itemID", .text).notNull()
+                // Kind, dates, counts, attempts, errors: one EncString under the user key (seed 003 option E).
+                t.column("sealed", .text).notNull()
+                t.uniqueKey(["userID", "itemKind", "itemID"])
+            }
+            try db.create(table: "draft") { t in
+                t.primaryKey("id", .text)
+                t.column("userID", .text).notNull().references("account", onDelete: .cascade)
+                t.column("itemID", .text)
+                t.column("sealed", .text).notNull()
+            }
+            try db.create(table: "syncState") { t in
+                t.primaryKey("userID", .text).references("account", onDelete: .cascade)
+                t.column("lastSyncDate", .integer)
+                t.column("accountRevisionDate", .integer)
+                t.column("clockOffset", .text)
+                t.column("lastContactDate", .integer)
+                t.column("lastContactFailed", .boolean).notNull().defaults(to: false)
+            }
+        }
+        return migrator
+    }
+}
+
+/// Errors of the local store.
+public enum StoreError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// A sealed record could not be opened with this user key.
+    case sealedRecordUnreadable(table: String, id: String)
+    /// Stored JSON could not be read.
+    case corruptRecord(table: String, id: String, reason: String)
+
+    public var description: String {
+        switch self {
+        case .sealedRecordUnreadable(let table, let id): return "The \(table) record \(id) could not be decrypted with this account's key."
+        case .corruptRecord(let table, let id, let reason): return "The \(table) record \(id) is damaged: \(reason)."
+        }
+    }
+}
+
+/// Seals small Codable values with the user key: JSON, then one type-2 EncString.
+public enum Sealed {
+    public static func seal<T: Encodable>(_ value: T, key: SymmetricCryptoKey) throws -> String {
+        let data = try JSONEncoder().encode(value)
+        return try EncString.encrypt(data, key: key).serialized
+    }
+
+    public static func open<T: Decodable>(_ type: T.Type, from text: String, key: SymmetricCryptoKey) throws -> T {
+        let data = try EncString(text).decrypt(key: key)
+        return try JSONDecoder().decode(T.self, from: data)
+    }
+}
