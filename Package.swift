@@ -99,6 +99,16 @@ let package = Package(
             ],
             swiftSettings: strict
         ),
+        .target(
+            name: "VaultTestSupport",
+            dependencies: [
+                "VaultServer",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strict
+        ),
         .executableTarget(
             name: "vaultsync-server",
             dependencies: [
@@ -134,6 +144,15 @@ let package = Package(
         .testTarget(
             name: "VaultSyncCoreTests",
             dependencies: ["VaultSyncCore", "VaultModels"],
+            swiftSettings: strict
+        ),
+        .testTarget(
+            name: "VaultClientTests",
+            dependencies: [
+                "VaultClient", "VaultStore", "VaultAPI", "VaultSyncCore", "VaultModels", "VaultCrypto", "VaultTestSupport", "VaultServer",
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+            ],
             swiftSettings: strict
         ),
         .testTarget(

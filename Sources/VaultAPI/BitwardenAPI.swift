@@ -341,3 +341,10 @@ public final class BitwardenAPI: Sendable {
         }
     }
 }
+
+extension BitwardenAPI {
+    /// Any JSON call (organization administration and tests).
+    public func rawJSON(_ method: HTTPMethod, _ path: String, token: String, body: JSONValue? = nil) async throws -> JSONObject {
+        try object(try await send(method, path, token: token, json: body))
+    }
+}

@@ -1,0 +1,70 @@
+import Foundation
+import Hummingbird
+import Logging
+import NIOCore
+import ServiceLifecycle
+
+/// A fake server for injecting faults: every request gets the configured failure. (Only for faults;
+/// real behaviour is always tested against the real server.)
+public actor FaultServer {
+    public enum Fault: Sendable {
+        /// Answer with this status and a body that is not the Bitwarden error shape.
+        case status(Int)
+        /// Never answer (until the client gives up).
+        case hang
+        /// Answer 200 with an HTML page (a captive portal or misconfigured proxy).
+        case html
+    }
+
+    public private(set) var port = 0
+    private var group: ServiceGroup?
+    private var runTask: Task<Void, any Error>?
+    private let fault: Fault
+
+    public init(_ fault: Fault) {
+        self.fault = fault
+    }
+
+    public var url: String { "http://127.0.0.1:\(port)" }
+
+    public func start() async throws {
+        let fault = self.fault
+        let router = Router()
+        router.on("{path+}", method: .get) { _, _ in try await Self.respond(fault) }
+        for method in [HTTPRequest.Method.post, .put, .delete] {
+            router.on("{path+}", method: method) { _, _ in try await Self.respond(fault) }
+        }
+        let (stream, continuation) = AsyncStream<Int>.makeStream()
+        let app = Application(router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)),
+                              onServerRunning: { channel in
+                                  continuation.yield(channel.localAddress?.port ?? 0)
+                                  continuation.finish()
+                              }, logger: Logger(label: "fault-server"))
+        let group = ServiceGroup(configuration: .init(services: [app], gracefulShutdownSignals: [], logger: Logger(label: "fault-server")))
+        self.group = group
+        runTask = Task { try await group.run() }
+        for await bound in stream {
+            port = bound
+            break
+        }
+    }
+
+    static func respond(_ fault: Fault) async throws -> Response {
+        switch fault {
+        case .status(let code):
+            return Response(status: .init(code: code), body: .init(byteBuffer: ByteBuffer(string: "upstream failure")))
+        case .hang:
+            try await Task.sleep(for: .seconds(30))
+            return Response(status: .ok)
+        case .html:
+            return Response(status: .ok, headers: [.contentType: "text/html"],
+                            body: .init(byteBuffer: ByteBuffer(string: "<html><body>Sign in to the Wi-Fi</body></html>")))
+        }
+    }
+
+    public func stop() async {
+        await group?.triggerGracefulShutdown()
+        _ = try? await runTask?.value
+        group = nil
+    }
+}

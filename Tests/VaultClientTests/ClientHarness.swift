@@ -1,0 +1,107 @@
+import Foundation
+import GRDB
+import Testing
+import VaultAPI
+import VaultClient
+import VaultCrypto
+import VaultModels
+import VaultServer
+import VaultStore
+import VaultSyncCore
+import VaultTestSupport
+
+/// The test KDF: the server's minimum, so tests stay quick.
+let testKDF = KdfConfiguration.pbkdf2(iterations: 100_000)
+
+/// A device clock tests can set.
+final class TestClock: DeviceClock, @unchecked Sendable {
+    private let lock = NSLock()
+    private var offset: Int64
+
+    init(skewSeconds: Int64 = 0) { offset = skewSeconds * 1_000_000 }
+
+    func now() -> WireDate {
+        lock.lock()
+        defer { lock.unlock() }
+        return WireDate(Date()).adding(microseconds: offset)
+    }
+
+    func advance(seconds: Double) {
+        lock.lock()
+        offset += Int64(seconds * 1_000_000)
+        lock.unlock()
+    }
+}
+
+/// One device: a profile database and an engine pointed at a server URL.
+struct Device {
+    let profile: String
+    let engine: VaultEngine
+
+    static func make(url: String, profile: String = temporaryDirectory("vaultsync-device"), clock: any DeviceClock = SystemDeviceClock(),
+                     configure: (inout EngineConfiguration) -> Void = { _ in }) throws -> Device {
+        var configuration = EngineConfiguration(serverURL: url)
+        configuration.api.connectTimeout = .seconds(2)
+        configuration.api.requestTimeout = .seconds(3)
+        configure(&configuration)
+        let engine = try VaultEngine(databasePath: profile + "/vault.sqlite", configuration: configuration, clock: clock)
+        return Device(profile: profile, engine: engine)
+    }
+
+    /// Another engine on the same profile (a restart of the app), maybe pointed elsewhere.
+    func reopen(url: String, configure: (inout EngineConfiguration) -> Void = { _ in }) throws -> Device {
+        try Device.make(url: url, profile: profile, configure: configure)
+    }
+}
+
+/// A server plus a registered account.
+struct Scenario {
+    let server: LiveServer
+    let email: String
+    let password = "correct horse battery staple"
+
+    static func start() async throws -> Scenario {
+        let server = LiveServer()
+        try await server.start()
+        return Scenario(server: server, email: "user-\(UUID().uuidString.prefix(8).lowercased())@example.com")
+    }
+
+    /// A logged-in device (registers the account on first use).
+    func device(register: Bool = false, clock: any DeviceClock = SystemDeviceClock(),
+                configure: (inout EngineConfiguration) -> Void = { _ in }) async throws -> Device {
+        let device = try Device.make(url: await server.url, clock: clock, configure: configure)
+        if register {
+            try await device.engine.register(email: email, password: password, kdf: testKDF)
+        } else {
+            try await device.engine.login(email: email, password: password)
+        }
+        return device
+    }
+
+    func finish(_ devices: [Device]) async {
+        for device in devices {
+            await device.engine.shutdown()
+            try? FileManager.default.removeItem(atPath: device.profile)
+        }
+        await server.destroy()
+    }
+}
+
+/// A login item for tests.
+func loginItem(_ name: String, username: String = "alice", password: String = "hunter2") -> CipherView {
+    var view = CipherView(type: .login, name: name)
+    view.login = LoginView(uris: [LoginURIView(uri: "https://\(name.lowercased().replacingOccurrences(of: " ", with: "-")).example")],
+                           username: username, password: password)
+    return view
+}
+
+extension VaultEngine {
+    /// The decrypted items, failing the test on any damaged one.
+    func views() async throws -> [CipherView] {
+        try await items().map { try $0.result.get() }
+    }
+
+    func view(named name: String) async throws -> CipherView? {
+        try await views().first { $0.name == name }
+    }
+}
