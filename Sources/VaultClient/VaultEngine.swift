@@ -31,7 +31,6 @@ public actor VaultEngine {
     public let configuration: EngineConfiguration
     let store: VaultStore
     let httpClient: HTTPClient
-    let ownsHTTPClient: Bool
     let clock: any DeviceClock
     let random: any RandomSource
     let logger: Logger
@@ -48,23 +47,15 @@ public actor VaultEngine {
         self.clock = clock
         self.random = random
         self.logger = logger
-        if let httpClient {
-            self.httpClient = httpClient
-            ownsHTTPClient = false
-        } else {
-            var httpConfiguration = HTTPClient.Configuration()
-            httpConfiguration.timeout = .init(connect: configuration.api.connectTimeout, read: configuration.api.requestTimeout)
-            self.httpClient = HTTPClient(eventLoopGroupProvider: .singleton, configuration: httpConfiguration)
-            ownsHTTPClient = true
-        }
+        self.httpClient = httpClient ?? sharedHTTPClient
         let box = clockOffsetBox
         api = BitwardenAPI(baseURL: configuration.serverURL, httpClient: self.httpClient, configuration: configuration.api,
                            now: { clock.now() }, onClockSample: { box.record($0) }, logger: logger)
     }
 
-    /// Shuts the HTTP client down (call once, at the end).
+    /// Ends the session's in-memory state. (The HTTP client is shared by the process and lives as long.)
     public func shutdown() async {
-        if ownsHTTPClient { try? await httpClient.shutdown() }
+        session = nil
     }
 
     /// The local store (for status queries and tests).
@@ -154,6 +145,14 @@ public actor VaultEngine {
         return Double(clock.now().microsecondsSinceEpoch - last) / 1_000_000 < configuration.knownOfflineWindow
     }
 }
+
+/// One HTTP client per process, as AsyncHTTPClient recommends; per-request timeouts come from each
+/// engine's configuration. Never shut down (it lives as long as the process).
+let sharedHTTPClient: HTTPClient = {
+    var configuration = HTTPClient.Configuration()
+    configuration.timeout = .init(connect: .seconds(5), read: .seconds(60))
+    return HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
+}()
 
 /// Collects clock samples from responses (called from the HTTP client's tasks).
 final class ClockOffsetBox: @unchecked Sendable {

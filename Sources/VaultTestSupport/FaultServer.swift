@@ -30,9 +30,9 @@ public actor FaultServer {
     public func start() async throws {
         let fault = self.fault
         let router = Router()
-        router.on("{path+}", method: .get) { _, _ in try await Self.respond(fault) }
+        router.on("**", method: .get) { _, _ in try await Self.respond(fault) }
         for method in [HTTPRequest.Method.post, .put, .delete] {
-            router.on("{path+}", method: method) { _, _ in try await Self.respond(fault) }
+            router.on("**", method: method) { _, _ in try await Self.respond(fault) }
         }
         let (stream, continuation) = AsyncStream<Int>.makeStream()
         let app = Application(router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)),
