@@ -110,6 +110,11 @@ let package = Package(
             swiftSettings: strict
         ),
         .executableTarget(
+            name: "vaultsync-crash-helper",
+            dependencies: ["VaultClient", "VaultModels"],
+            swiftSettings: strict
+        ),
+        .executableTarget(
             name: "vaultsync-server",
             dependencies: [
                 "VaultServer",

@@ -151,6 +151,8 @@ public actor VaultEngine {
 let sharedHTTPClient: HTTPClient = {
     var configuration = HTTPClient.Configuration()
     configuration.timeout = .init(connect: .seconds(5), read: .seconds(60))
+    // A refused connection means "offline" now, not after retries until the request deadline.
+    configuration.connectionPool.retryConnectionEstablishment = false
     return HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
 }()
 

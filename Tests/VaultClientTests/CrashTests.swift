@@ -1,0 +1,107 @@
+import Foundation
+import GRDB
+import Testing
+import VaultClient
+import VaultModels
+import VaultStore
+import VaultSyncCore
+import VaultTestSupport
+
+/// The built `vaultsync-crash-helper` next to the test bundle.
+func helperExecutable(_ name: String) throws -> URL {
+    let candidates = [
+        URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent(),
+        Bundle.main.bundleURL.deletingLastPathComponent(),
+        URL(fileURLWithPath: FileManager.default.currentDirectoryPath).appendingPathComponent(".build/debug"),
+    ]
+    for directory in candidates {
+        let url = directory.appendingPathComponent(name)
+        if FileManager.default.isExecutableFile(atPath: url.path) { return url }
+    }
+    throw VaultError.storage("\(name) is not built; run `swift build --build-tests` first")
+}
+
+@Suite("Crash safety", .serialized)
+struct CrashTests {
+    @Test("SIGKILL in the middle of offline saves: the store opens, every acknowledged save is there and queued")
+    func killDuringOfflineSaves() async throws {
+        let scenario = try await Scenario.start()
+        let a = try await scenario.device(register: true)
+        await scenario.server.stop()
+        let helper = try helperExecutable("vaultsync-crash-helper")
+        let database = a.profile + "/vault.sqlite"
+        var generator = SystemRandomNumberGenerator()
+        var acknowledged: [Int] = []
+        for round in 0..<5 {
+            let process = Process()
+            process.executableURL = helper
+            process.arguments = [database, scenario.email, scenario.password, "400"]
+            let output = Pipe()
+            let errors = Pipe()
+            process.standardOutput = output
+            process.standardError = errors
+            let collected = OutputCollector()
+            output.fileHandleForReading.readabilityHandler = { handle in collected.append(handle.availableData) }
+            try process.run()
+            // Wait for the first acknowledged save, then kill it at a random moment.
+            let deadline = ContinuousClock.now + .seconds(60)
+            while !collected.text.contains("ACK "), process.isRunning, ContinuousClock.now < deadline {
+                try await Task.sleep(nanoseconds: 20_000_000)
+            }
+            let delay = UInt64.random(in: 10...500, using: &generator)
+            try await Task.sleep(nanoseconds: delay * 1_000_000)
+            kill(process.processIdentifier, SIGKILL)
+            process.waitUntilExit()
+            output.fileHandleForReading.readabilityHandler = nil
+            collected.append(output.fileHandleForReading.readDataToEndOfFile())
+            let failure = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            #expect(process.terminationReason == .uncaughtSignal, "round \(round): the helper ended on its own: \(failure)")
+            let text = collected.text
+            print("crash round \(round): killed after \(text.split(separator: "\n").count - 1) acknowledged saves")
+            acknowledged = text.split(separator: "\n").compactMap { line in line.hasPrefix("ACK ") ? Int(line.dropFirst(4)) : nil }
+
+            // Reopen: the store opens and holds every acknowledged save, each with its queue record.
+            let reopened = try a.reopen(url: deadServerURL())
+            try await reopened.engine.unlock(email: scenario.email, password: scenario.password)
+            let views = try await reopened.engine.views()
+            let names = Set(views.map(\.name))
+            let notes = Set(views.compactMap(\.notes))
+            for index in acknowledged {
+                if index % 3 == 2 {
+                    // An edit of the latest created item: its note is there unless a later acked edit replaced it.
+                    let replaced = acknowledged.contains { $0 > index && $0 % 3 == 2 && ($0 - index) < 3 }
+                    #expect(replaced || notes.contains("crash-edit-\(index)"), "round \(round): edit \(index) lost")
+                } else {
+                    #expect(names.contains("crash-item-\(index)"), "round \(round): item \(index) lost")
+                }
+            }
+            // Nothing half-written: every cached item is queued (all were created offline) and vice versa.
+            let pending = try await reopened.engine.pendingChanges()
+            #expect(Set(pending.map(\.itemID)) == Set(views.compactMap(\.id)), "round \(round): cache and queue disagree")
+            #expect(pending.allSatisfy { $0.metadata.kind == .create })
+            let check = try await reopened.engine.localStore.read { db in try String.fetchOne(db, sql: "PRAGMA integrity_check") }
+            #expect(check == "ok")
+            await reopened.engine.shutdown()
+        }
+        #expect(!acknowledged.isEmpty)
+        await scenario.finish([a])
+    }
+}
+
+/// Collects a child's output from the pipe's handler thread.
+final class OutputCollector: @unchecked Sendable {
+    private let lock = NSLock()
+    private var data = Data()
+
+    func append(_ more: Data) {
+        lock.lock()
+        data.append(more)
+        lock.unlock()
+    }
+
+    var text: String {
+        lock.lock()
+        defer { lock.unlock() }
+        return String(decoding: data, as: UTF8.self)
+    }
+}
