@@ -1,0 +1,73 @@
+import Foundation
+import GRDB
+import Testing
+import VaultClient
+import VaultModels
+import VaultStore
+import VaultSyncCore
+import VaultTestSupport
+
+@Suite("Accounts, tokens and the server clock", .serialized)
+struct AccountTests {
+    @Test("an expired access token is refreshed once, transparently")
+    func tokenRefresh() async throws {
+        let server = LiveServer(configure: { $0.accessTokenLifetime = 1 })
+        try await server.start()
+        let scenario = Scenario(server: server, email: "refresh-\(UUID().uuidString.prefix(6).lowercased())@example.com")
+        let a = try await scenario.device(register: true)
+        try await Task.sleep(for: .milliseconds(2100))
+        let saved = try await a.engine.addItem(loginItem("After expiry"))
+        #expect(saved.outcome == .synced)
+        try await Task.sleep(for: .milliseconds(2100))
+        try await a.engine.pull()
+        #expect(try await a.engine.view(named: "After expiry") != nil)
+        await scenario.finish([a])
+    }
+
+    @Test("wrong password: offline unlock refuses it, online login refuses it")
+    func wrongPassword() async throws {
+        let scenario = try await Scenario.start()
+        let a = try await scenario.device(register: true)
+        await a.engine.lock()
+        await #expect(throws: VaultError.wrongPassword) { try await a.engine.unlock(email: scenario.email, password: "nope") }
+        await #expect(throws: VaultError.wrongPassword) { try await a.engine.login(email: scenario.email, password: "nope") }
+        await #expect(throws: VaultError.accountNotFound("nobody@example.com")) {
+            try await a.engine.unlock(email: "nobody@example.com", password: "x")
+        }
+        try await a.engine.unlock(email: scenario.email.uppercased(), password: scenario.password)
+        #expect(await a.engine.isUnlocked)
+        await scenario.finish([a])
+    }
+
+    @Test("two accounts share a profile without seeing each other's data")
+    func twoAccounts() async throws {
+        let scenario = try await Scenario.start()
+        let a = try await scenario.device(register: true)
+        _ = try await a.engine.addItem(loginItem("First account's item"))
+        let second = Scenario(server: scenario.server, email: "second-\(UUID().uuidString.prefix(6).lowercased())@example.com")
+        try await a.engine.register(email: second.email, password: second.password, kdf: testKDF)
+        #expect(try await a.engine.views().isEmpty, "the second account starts empty")
+        await scenario.server.stop()
+        _ = try await a.engine.addItem(loginItem("Second account's offline item"))
+        #expect(try await a.engine.accounts().count == 2)
+        try await a.engine.unlock(email: scenario.email, password: scenario.password)
+        #expect(try await a.engine.views().map(\.name) == ["First account's item"])
+        #expect(try await a.engine.pendingCount() == 0)
+        try await a.engine.logout(email: second.email)
+        let remaining = try await a.engine.localStore.read { db in try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM cipher") ?? -1 }
+        #expect(remaining == 1)
+        await scenario.finish([a])
+    }
+
+    @Test("the server clock offset is measured from Date headers (a device 3 hours fast)")
+    func clockOffset() async throws {
+        let scenario = try await Scenario.start()
+        let a = try await scenario.device(register: true, clock: TestClock(skewSeconds: 3 * 3600))
+        let state = try #require(try await a.engine.syncState())
+        let offset = try JSONDecoder().decode(ServerClockOffset.self, from: Data(try #require(state.clockOffset).utf8))
+        let expected: Int64 = -3 * 3600 * 1_000_000
+        #expect(abs(offset.offsetMicroseconds - expected) <= offset.uncertaintyMicroseconds + 1_000_000)
+        #expect(offset.uncertaintyMicroseconds < 2_000_000)
+        await scenario.finish([a])
+    }
+}
