@@ -112,6 +112,60 @@ struct OrganizationTests {
     }
 }
 
+extension OrganizationTests {
+    @Test("share moves a personal item into the organization; collections can be changed; admins list org items",
+          arguments: Backend.available)
+    func shareAndCollections(backend: Backend) async throws {
+        try await withTestServer(backend) { api in
+            let owner = try await TestUser.register(api)
+            let token = try await owner.token(api)
+            let orgKey = SymmetricCryptoKey.generate()
+            let org = try await api.request(.post, "/api/organizations", token: token, json: .object([
+                "name": .string("Team"), "billingEmail": .string(owner.email), "planType": .int(0),
+                "key": .string(try owner.privateKey.publicKey.wrap(orgKey).serialized),
+                "collectionName": .string(try EncString.encrypt("One", key: orgKey).serialized),
+            ]))
+            let orgID = try #require(org.object["id"]?.stringValue)
+            let second = try await api.request(.post, "/api/organizations/\(orgID)/collections", token: token, json: .object([
+                "name": .string(try EncString.encrypt("Two", key: orgKey).serialized), "users": .array([]), "groups": .array([]),
+            ]))
+            let secondID = try #require(second.object["id"]?.stringValue)
+            let firstID = try #require(try await api.request(.get, "/api/organizations/\(orgID)/collections", token: token)
+                .object["data"]?.arrayValue?.compactMap { $0.objectValue?["id"]?.stringValue }.first { $0 != secondID })
+
+            // A personal item with its own item key; sharing re-wraps only that key.
+            let created = try await api.request(.post, "/api/ciphers", token: token, json: .object(try owner.loginItem(name: "Moving")))
+            var wire = try CipherWire(json: created.object, path: "$")
+            let itemKey = try #require(wire.key).decryptKey(key: owner.userKey)
+            wire.key = try EncString.wrap(itemKey, with: orgKey)
+            wire.organizationId = orgID
+            wire.lastKnownRevisionDate = wire.revisionDate
+            let missing = try await api.request(.put, "/api/ciphers/\(wire.id!)/share", token: token,
+                                                json: .object(["cipher": wire.jsonValue, "collectionIds": .array([])]))
+            #expect(missing.status == .badRequest)
+            let shared = try await api.request(.put, "/api/ciphers/\(wire.id!)/share", token: token,
+                                               json: .object(["cipher": wire.jsonValue, "collectionIds": .array([.string(firstID)])]))
+            #expect(shared.status == .ok, "share: \(shared.message ?? "")")
+            #expect(shared.object["organizationId"] == .string(orgID))
+            #expect(shared.object["collectionIds"] == .array([.string(firstID)]))
+            let keys = VaultKeys(userKey: owner.userKey, organizationKeys: [orgID: orgKey])
+            #expect(try CipherWire(json: shared.object, path: "$").decrypted(with: keys).login?.password == "hunter2")
+
+            let moved = try await api.request(.put, "/api/ciphers/\(wire.id!)/collections_v2", token: token,
+                                              json: .object(["collectionIds": .array([.string(secondID)])]))
+            #expect(moved.object["unavailable"] == .bool(false))
+            #expect(moved.object["cipher"]?.objectValue?["collectionIds"] == .array([.string(secondID)]))
+            let listed = try await api.request(.get, "/api/ciphers/organization-details?organizationId=\(orgID)", token: token)
+            #expect(listed.object["data"]?.arrayValue?.count == 1)
+            let stranger = try await TestUser.register(api)
+            let strangerToken = try await stranger.token(api)
+            #expect(try await api.request(.get, "/api/ciphers/organization-details?organizationId=\(orgID)", token: strangerToken).status == .notFound)
+            #expect(try await api.request(.put, "/api/ciphers/\(wire.id!)/collections", token: strangerToken,
+                                          json: .object(["collectionIds": .array([])])).status == .notFound)
+        }
+    }
+}
+
 @Suite("Several server instances on one PostgreSQL", .serialized)
 struct MultiInstanceTests {
     @Test("two instances share tokens, data and the concurrency check")

@@ -32,6 +32,22 @@ struct CiphersController {
         api.put("ciphers/:id/unarchive") { request, context in try await lifecycle(request, context, .unarchive, bulk: false) }
         api.put("ciphers/unarchive") { request, context in try await lifecycle(request, context, .unarchive, bulk: true) }
 
+        for method in [HTTPRequest.Method.put, .post] {
+            api.on("ciphers/:id/share", method: method) { request, context in try await share(request, context) }
+            api.on("ciphers/:id/collections", method: method) { request, context in try await collections(request, context, v2: false) }
+            api.on("ciphers/:id/collections_v2", method: method) { request, context in try await collections(request, context, v2: true) }
+        }
+        api.put("ciphers/share") { request, context in try await shareMany(request, context) }
+        api.get("ciphers/organization-details") { request, context in
+            guard let orgID = request.uri.queryParameters.get("organizationId"), UUID(uuidString: orgID) != nil else { throw APIError.notFound }
+            let userID = try context.requireUser()
+            guard let membership = try await services.repository.membership(userID: userID, organizationID: orgID.lowercased()),
+                  membership.hasFullAccess else { throw APIError.notFound }
+            let renderer = services.renderer(for: request)
+            let records = try await services.repository.organizationCiphers(organizationID: orgID.lowercased(), userID: userID)
+            return JSONResponse.list(records.map { renderer.cipher($0) })
+        }
+
         api.get("folders") { _, context in
             let folders = try await services.repository.folders(userID: try context.requireUser())
             let renderer = services.renderer(for: nil)
@@ -203,6 +219,65 @@ struct CiphersController {
         }
         try await services.repository.importVault(userID: userID, folders: folders, ciphers: writes, relationships: relations, now: services.now())
         return JSONResponse.empty()
+    }
+
+    func share(_ request: Request, _ context: VaultRequestContext) async throws -> Response {
+        let body = try await request.jsonObject(limit: services.configuration.maxBodyBytes)
+        guard let cipher = body["cipher"]?.objectValue else { throw APIError.invalidModel(["cipher": ["The Cipher field is required."]]) }
+        let write = try CipherRequests.write(from: cipher, path: "$.cipher")
+        do {
+            let record = try await services.repository.shareCipher(
+                id: try Self.id(context), userID: try context.requireUser(), write: write,
+                collectionIDs: try CipherRequests.collectionIDs(from: body), now: services.now())
+            return render(record, request)
+        } catch let error as CipherWriteError {
+            throw error.apiError
+        }
+    }
+
+    func shareMany(_ request: Request, _ context: VaultRequestContext) async throws -> Response {
+        let userID = try context.requireUser()
+        let body = try await request.jsonObject(limit: services.configuration.maxImportBytes)
+        let collections = try CipherRequests.collectionIDs(from: body)
+        guard let ciphers = body["ciphers"]?.arrayValue, !ciphers.isEmpty else {
+            throw APIError.invalidModel(["ciphers": ["The Ciphers field is required."]])
+        }
+        var records: [CipherRecord] = []
+        for (index, value) in ciphers.enumerated() {
+            guard let object = value.objectValue, let id = object["id"]?.stringValue, UUID(uuidString: id) != nil else {
+                throw APIError.invalidModel(["ciphers[\(index)].id": ["Each cipher needs its id."]])
+            }
+            let write = try CipherRequests.write(from: object, path: "$.ciphers[\(index)]")
+            do {
+                records.append(try await services.repository.shareCipher(id: id.lowercased(), userID: userID, write: write,
+                                                                         collectionIDs: collections, now: services.now()))
+            } catch let error as CipherWriteError {
+                throw error.apiError
+            }
+        }
+        let renderer = services.renderer(for: request)
+        return JSONResponse.list(records.map { renderer.cipher($0) })
+    }
+
+    func collections(_ request: Request, _ context: VaultRequestContext, v2: Bool) async throws -> Response {
+        let body = try await request.jsonObject(limit: services.configuration.maxBodyBytes)
+        do {
+            let record = try await services.repository.setCipherCollections(
+                id: try Self.id(context), userID: try context.requireUser(), collectionIDs: try CipherRequests.collectionIDs(from: body),
+                now: services.now())
+            let renderer = services.renderer(for: request)
+            if v2 {
+                var object = JSONObject()
+                object["object"] = .string("optionalCipherDetails")
+                object["unavailable"] = .bool(record == nil)
+                object["cipher"] = try record.map { .object(try JSONParser.parseObject(renderer.cipher($0))) } ?? .null
+                return JSONResponse.make(.object(object))
+            }
+            guard let record else { throw APIError.notFound }
+            return render(record, request)
+        } catch let error as CipherWriteError {
+            throw error.apiError
+        }
     }
 
     func folderBody(_ request: Request) async throws -> (String, String?) {

@@ -345,3 +345,66 @@ extension VaultRepository {
         }
     }
 }
+
+extension VaultRepository {
+    /// Moves a personal cipher into an organization (spec organizations.md §3.4 share): the client has
+    /// re-wrapped the item key with the organization key; the server checks the caller owns the item,
+    /// may write to each collection, and applies the stale-edit check.
+    func shareCipher(id: String, userID: String, write: CipherWrite, collectionIDs: [String], now: Int64) async throws -> CipherRecord {
+        try await transaction { session in
+            guard let current = try await Self.visibleCiphers(userID: userID, onlyID: id, session).first, current.userID == userID else {
+                throw CipherWriteError(outcome: .notFound)
+            }
+            guard let orgID = write.organizationID else { throw CipherWriteError(outcome: .invalid("Cipher OrganizationId is required.")) }
+            try await Self.checkCollectionWrite(userID: userID, organizationID: orgID, collectionIDs: collectionIDs,
+                                                requireCollections: true, session)
+            var condition = ""
+            var binds: [SQLValue] = [.text(orgID), .int(Int64(write.type)), .text(write.data), .int(now), .int(now), .text(id)]
+            if let known = write.lastKnownRevisionDate {
+                condition = " AND revision_date > ? AND revision_date < ?"
+                binds += [.int(known - 1000), .int(known + 1000)]
+            }
+            let updated = try await session.query("""
+                UPDATE ciphers SET user_id = NULL, organization_id = ?, type = ?, data = ?, revision_date = \(Self.nextRevision)
+                WHERE id = ?\(condition) RETURNING id
+                """, binds)
+            guard !updated.isEmpty else { throw CipherWriteError(outcome: .outOfDate) }
+            for collectionID in Set(collectionIDs) {
+                try await session.query("INSERT INTO collection_ciphers (collection_id, cipher_id) VALUES (?, ?)", [.text(collectionID), .text(id)])
+            }
+            try await Self.bumpRevision(try await Self.affectedUsers(userID: nil, organizationID: orgID, session) + [userID], now: now, session)
+            guard let record = try await Self.visibleCiphers(userID: userID, onlyID: id, session).first else {
+                throw CipherWriteError(outcome: .notFound)
+            }
+            return record
+        }
+    }
+
+    /// Replaces the collections of an organization cipher (each added or removed one must be writable).
+    func setCipherCollections(id: String, userID: String, collectionIDs: [String], now: Int64) async throws -> CipherRecord? {
+        try await transaction { session in
+            guard let current = try await Self.visibleCiphers(userID: userID, onlyID: id, session).first,
+                  let orgID = current.organizationID else { throw CipherWriteError(outcome: .notFound) }
+            guard current.access.edit else { throw CipherWriteError(outcome: .forbidden("You do not have permissions to edit this.")) }
+            let existing = Set(try await session.query("""
+                SELECT cc.collection_id FROM collection_ciphers cc WHERE cc.cipher_id = ?
+                """, [.text(id)]).compactMap { $0.text("collection_id") })
+            let wanted = Set(collectionIDs)
+            let changed = Array(existing.symmetricDifference(wanted))
+            try await Self.checkCollectionWrite(userID: userID, organizationID: orgID, collectionIDs: changed, requireCollections: false, session)
+            try await session.query("DELETE FROM collection_ciphers WHERE cipher_id = ?", [.text(id)])
+            for collectionID in wanted {
+                try await session.query("INSERT INTO collection_ciphers (collection_id, cipher_id) VALUES (?, ?)", [.text(collectionID), .text(id)])
+            }
+            try await Self.bumpRevision(try await Self.affectedUsers(userID: nil, organizationID: orgID, session), now: now, session)
+            return try await Self.visibleCiphers(userID: userID, onlyID: id, session).first
+        }
+    }
+
+    /// Every cipher of an organization, for its owners and admins.
+    func organizationCiphers(organizationID: String, userID: String) async throws -> [CipherRecord] {
+        try await transaction { session in
+            try await Self.visibleCiphers(userID: userID, session).filter { $0.organizationID == organizationID }
+        }
+    }
+}
