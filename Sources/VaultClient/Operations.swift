@@ -165,17 +165,8 @@ extension VaultEngine {
                     await recordContact(success: true)
                     logger.info("server copy changed meanwhile; queued for conflict resolution", metadata: ["item": "\(itemID)"])
                 } else {
-                    switch FailureClassification.classify(error.failure) {
-                    case .refused:
-                        await recordContact(success: true)
-                        if case .http(let status, let message) = error { throw VaultError.serverRefused(status: status, message: message) }
-                        throw VaultError.sessionExpired
-                    case .offline:
-                        await recordContact(success: false)
-                        if isOrganization { throw VaultError.organizationItemOffline }
-                        guard configuration.offlineEditsEnabled else { throw VaultError.serverUnreachable(error.description) }
-                        logger.info("server unreachable; saving offline", metadata: ["item": "\(itemID)"])
-                    }
+                    try await acceptOffline(error, isOrganization: isOrganization)
+                    logger.info("server unreachable; saving offline", metadata: ["item": "\(itemID)"])
                 }
             }
         } else if isOrganization {
@@ -188,28 +179,59 @@ extension VaultEngine {
     func queue(itemID: String, operation: OfflineOperation, local: CipherWire?, previous: CipherWire?,
                existing: PendingChange?, session current: UnlockedSession) async throws -> SaveResult<CipherWire?> {
         let userID = current.userID
-        let decision = QueueRules.apply(operation, to: existing?.metadata, itemRevisionDate: previous?.revisionDate, now: clock.now())
+        let count = try await enqueue(kind: .cipher, itemID: itemID, operation: operation, previousRevision: previous?.revisionDate,
+                                      existing: existing, session: current) { db in
+            if let local {
+                try CipherRow(userID: userID, wire: local).save(db)
+            } else {
+                _ = try CipherRow.deleteOne(db, key: ["userID": userID, "id": itemID])
+            }
+        } removeLocal: { db in
+            _ = try CipherRow.deleteOne(db, key: ["userID": userID, "id": itemID])
+        }
+        logger.debug("queued", metadata: ["item": "\(itemID)", "pending": "\(count)"])
+        return SaveResult(value: local, outcome: .savedOffline(pendingCount: count))
+    }
+
+    /// Decides what a failed server call means: throws for the server's refusals (and for organization
+    /// items, or when offline edits are off); returns when the change is to be queued.
+    func acceptOffline(_ error: ServerCallError, isOrganization: Bool) async throws {
+        switch FailureClassification.classify(error.failure) {
+        case .refused:
+            await recordContact(success: true)
+            if case .http(let status, let message) = error { throw VaultError.serverRefused(status: status, message: message) }
+            throw VaultError.sessionExpired
+        case .offline:
+            await recordContact(success: false)
+            if isOrganization { throw VaultError.organizationItemOffline }
+            guard configuration.offlineEditsEnabled else { throw VaultError.serverUnreachable(error.description) }
+        }
+    }
+
+    /// Writes the local version (or removes it) and the item's folded queue record in one transaction;
+    /// returns the number of queued changes.
+    func enqueue(kind: PendingItemKind, itemID: String, operation: OfflineOperation, previousRevision: WireDate?,
+                 existing: PendingChange?, session current: UnlockedSession,
+                 storeLocal: @escaping @Sendable (Database) throws -> Void,
+                 removeLocal: @escaping @Sendable (Database) throws -> Void) async throws -> Int {
+        let userID = current.userID
+        let decision = QueueRules.apply(operation, to: existing?.metadata, itemRevisionDate: previousRevision, now: clock.now())
         let key = current.keys.userKey
         let recordID = existing?.id ?? UUID().uuidString.lowercased()
-        let count = try await write { db -> Int in
+        return try await write { db -> Int in
             switch decision {
             case .forget:
-                _ = try CipherRow.deleteOne(db, key: ["userID": userID, "id": itemID])
-                try db.execute(sql: "DELETE FROM pendingChange WHERE userID = ? AND itemKind = 'cipher' AND itemID = ?", arguments: [userID, itemID])
+                try removeLocal(db)
+                try db.execute(sql: "DELETE FROM pendingChange WHERE userID = ? AND itemKind = ? AND itemID = ?",
+                               arguments: [userID, kind.rawValue, itemID])
             case .upsert(let metadata):
-                if let local {
-                    try CipherRow(userID: userID, wire: local).save(db)
-                } else {
-                    _ = try CipherRow.deleteOne(db, key: ["userID": userID, "id": itemID])
-                }
-                let change = PendingChange(id: recordID, userID: userID, itemID: itemID, itemKind: .cipher, metadata: metadata)
+                try storeLocal(db)
+                let change = PendingChange(id: recordID, userID: userID, itemID: itemID, itemKind: kind, metadata: metadata)
                 try PendingChangeRow(change, key: key).save(db)
             }
             try db.execute(sql: "DELETE FROM draft WHERE userID = ? AND itemID = ?", arguments: [userID, itemID])
             return try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM pendingChange WHERE userID = ?", arguments: [userID]) ?? 0
         }
-        logger.debug("queued", metadata: ["item": "\(itemID)", "pending": "\(count)"])
-        return SaveResult(value: local, outcome: .savedOffline(pendingCount: count))
     }
 
     // MARK: Folders
@@ -278,32 +300,16 @@ extension VaultEngine {
                 }
                 return SaveResult(value: serverVersion, outcome: .synced)
             } catch let error as ServerCallError {
-                switch FailureClassification.classify(error.failure) {
-                case .refused:
-                    await recordContact(success: true)
-                    if case .http(let status, let message) = error { throw VaultError.serverRefused(status: status, message: message) }
-                    throw VaultError.sessionExpired
-                case .offline:
-                    await recordContact(success: false)
-                    guard configuration.offlineEditsEnabled else { throw VaultError.serverUnreachable(error.description) }
-                }
+                try await acceptOffline(error, isOrganization: false)
             }
         }
-        let decision = QueueRules.apply(operation, to: existing?.metadata, itemRevisionDate: previous?.revisionDate, now: clock.now())
-        let key = current.keys.userKey
-        let recordID = existing?.id ?? UUID().uuidString.lowercased()
-        let count = try await write { db -> Int in
-            switch decision {
-            case .forget:
+        let count = try await enqueue(kind: .folder, itemID: id, operation: operation, previousRevision: previous?.revisionDate,
+                                      existing: existing, session: current) { db in
+            if let local { try FolderRow(userID: userID, wire: local).save(db) } else {
                 _ = try FolderRow.deleteOne(db, key: ["userID": userID, "id": id])
-                try db.execute(sql: "DELETE FROM pendingChange WHERE userID = ? AND itemKind = 'folder' AND itemID = ?", arguments: [userID, id])
-            case .upsert(let metadata):
-                if let local { try FolderRow(userID: userID, wire: local).save(db) } else {
-                    _ = try FolderRow.deleteOne(db, key: ["userID": userID, "id": id])
-                }
-                try PendingChangeRow(PendingChange(id: recordID, userID: userID, itemID: id, itemKind: .folder, metadata: metadata), key: key).save(db)
             }
-            return try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM pendingChange WHERE userID = ?", arguments: [userID]) ?? 0
+        } removeLocal: { db in
+            _ = try FolderRow.deleteOne(db, key: ["userID": userID, "id": id])
         }
         return SaveResult(value: local, outcome: .savedOffline(pendingCount: count))
     }
