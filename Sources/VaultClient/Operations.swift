@@ -180,7 +180,7 @@ extension VaultEngine {
                existing: PendingChange?, session current: UnlockedSession) async throws -> SaveResult<CipherWire?> {
         let userID = current.userID
         let count = try await enqueue(kind: .cipher, itemID: itemID, operation: operation, previousRevision: previous?.revisionDate,
-                                      existing: existing, session: current) { db in
+                                      previousState: previous.map(Self.state(of:)), existing: existing, session: current) { db in
             if let local {
                 try CipherRow(userID: userID, wire: local).save(db)
             } else {
@@ -211,11 +211,12 @@ extension VaultEngine {
     /// Writes the local version (or removes it) and the item's folded queue record in one transaction;
     /// returns the number of queued changes.
     func enqueue(kind: PendingItemKind, itemID: String, operation: OfflineOperation, previousRevision: WireDate?,
-                 existing: PendingChange?, session current: UnlockedSession,
+                 previousState: ItemState? = nil, existing: PendingChange?, session current: UnlockedSession,
                  storeLocal: @escaping @Sendable (Database) throws -> Void,
                  removeLocal: @escaping @Sendable (Database) throws -> Void) async throws -> Int {
         let userID = current.userID
-        let decision = QueueRules.apply(operation, to: existing?.metadata, itemRevisionDate: previousRevision, now: clock.now())
+        let decision = QueueRules.apply(operation, to: existing?.metadata, itemRevisionDate: previousRevision, now: clock.now(),
+                                        itemState: previousState)
         let key = current.keys.userKey
         let recordID = existing?.id ?? UUID().uuidString.lowercased()
         return try await write { db -> Int in
@@ -315,6 +316,11 @@ extension VaultEngine {
     }
 
     // MARK: Helpers
+
+    /// The per-user state of a cached item.
+    static func state(of wire: CipherWire) -> ItemState {
+        ItemState(deleted: wire.deletedDate != nil, archived: wire.archivedDate != nil, folderID: wire.folderId, favorite: wire.favorite ?? false)
+    }
 
     func cachedCipher(id: String, userID: String) async throws -> CipherWire {
         guard let row = try await read({ db in try CipherRow.fetchOne(db, key: ["userID": userID, "id": id]) }) else {

@@ -27,6 +27,21 @@ public enum PendingChangeState: String, Sendable, Codable {
     case needsAttention
 }
 
+/// The per-user state of an item that offline operations change besides its content.
+public struct ItemState: Sendable, Codable, Equatable {
+    public var deleted: Bool
+    public var archived: Bool
+    public var folderID: String?
+    public var favorite: Bool
+
+    public init(deleted: Bool, archived: Bool, folderID: String?, favorite: Bool) {
+        self.deleted = deleted
+        self.archived = archived
+        self.folderID = folderID
+        self.favorite = favorite
+    }
+}
+
 /// Everything about a queued change except its ids. Sealed (encrypted with the user key) as one blob
 /// per record at rest (seed 003 option E): only the record id, user id and item id stay readable.
 public struct PendingChangeMetadata: Sendable, Codable, Equatable {
@@ -47,6 +62,12 @@ public struct PendingChangeMetadata: Sendable, Codable, Equatable {
     public var lastError: String?
     public var nextAttemptDate: WireDate?
     public var state: PendingChangeState
+    /// The item's state before the first offline change (captured with `originalRevisionDate`), so
+    /// that state intents — restore, archive, move, favorite — can be replayed on a newer server copy.
+    public var originalState: ItemState?
+    /// A conflict backup being written (its encrypted JSON): kept so that a retry after a lost answer
+    /// finds the backup on the server instead of posting a second one.
+    public var pendingBackup: String?
 
     public init(kind: PendingChangeKind, originalRevisionDate: WireDate?, passwordChangeCount: Int = 0,
                 contentChanged: Bool = false, createdDate: WireDate, updatedDate: WireDate,

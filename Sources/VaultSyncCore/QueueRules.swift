@@ -32,12 +32,14 @@ public enum QueueRules {
     /// - Permanently deleting an item that exists only offline forgets it.
     /// - A permanent delete wins over everything; a trash move over edits (which are kept and pushed).
     public static func apply(
-        _ operation: OfflineOperation, to existing: PendingChangeMetadata?, itemRevisionDate: WireDate?, now: WireDate
+        _ operation: OfflineOperation, to existing: PendingChangeMetadata?, itemRevisionDate: WireDate?, now: WireDate,
+        itemState: ItemState? = nil
     ) -> QueueDecision {
         var metadata = existing ?? PendingChangeMetadata(
             kind: operation == .create ? .create : .update,
             originalRevisionDate: operation == .create ? nil : itemRevisionDate,
             createdDate: now, updatedDate: now)
+        if existing == nil, operation != .create { metadata.originalState = itemState }
         metadata.updatedDate = now
         // A change made by the user is a fresh intent: whatever went wrong before is retried.
         if existing != nil {

@@ -3,9 +3,12 @@ import VaultModels
 /// The difference between the server's clock and this device's, measured from `Date` headers
 /// (seed 001 AP-R2: a device clock that is hours off must not decide which edit is newer).
 ///
-/// Each response gives one sample: the server's `Date` (1-second resolution) against the midpoint of
-/// the request's send and receive times on the device clock. Its error is at most half the round trip
-/// plus one second. The estimate keeps the sample with the smallest error among the recent ones.
+/// Each response gives one sample: the server's `Date` against the midpoint of the request's send and
+/// receive times on the device clock. A `Date` header has 1-second resolution and servers may cache it
+/// for up to a second, so the true server time lies in [date, date + 2 s): the sample takes its middle
+/// and its error bound is half the round trip plus one second. The estimate keeps the sample with the
+/// smallest error among the recent ones, and only the part of the offset beyond that error is applied
+/// (``correctionMicroseconds``).
 public struct ServerClockOffset: Sendable, Codable, Equatable {
     /// server time − device time, in microseconds.
     public var offsetMicroseconds: Int64
@@ -24,10 +27,10 @@ public struct ServerClockOffset: Sendable, Codable, Equatable {
     public static func sample(serverDate: WireDate, sentAt: WireDate, receivedAt: WireDate) -> ServerClockOffset {
         let roundTrip = max(0, receivedAt.microsecondsSinceEpoch - sentAt.microsecondsSinceEpoch)
         let midpoint = sentAt.microsecondsSinceEpoch + roundTrip / 2
-        // The header truncates to whole seconds: the true server time is in [date, date + 1 s).
-        let serverMid = serverDate.microsecondsSinceEpoch + 500_000
+        // Truncated to whole seconds and possibly cached for one: the true server time is in [date, date + 2 s).
+        let serverMid = serverDate.microsecondsSinceEpoch + 1_000_000
         return ServerClockOffset(offsetMicroseconds: serverMid - midpoint,
-                                 uncertaintyMicroseconds: roundTrip / 2 + 500_000, measuredAt: receivedAt)
+                                 uncertaintyMicroseconds: roundTrip / 2 + 1_000_000, measuredAt: receivedAt)
     }
 
     /// Combines the current estimate with a new sample: the more precise one wins, but an estimate
@@ -37,8 +40,16 @@ public struct ServerClockOffset: Sendable, Codable, Equatable {
         return stale || sample.uncertaintyMicroseconds <= uncertaintyMicroseconds ? sample : self
     }
 
-    /// A device-clock instant expressed on the server's clock.
+    /// The correction applied to device times: the offset when it is larger than its measurement error,
+    /// else none. Clocks that agree within the error (a `Date` header has 1-second resolution) are not
+    /// "corrected" by noise; a device hours off is corrected by all of it. Either way, two edits less
+    /// than the error apart on different clocks cannot be ordered reliably.
+    public var correctionMicroseconds: Int64 {
+        abs(offsetMicroseconds) > uncertaintyMicroseconds ? offsetMicroseconds : 0
+    }
+
+    /// A device-clock instant expressed on the server's clock (with ``correctionMicroseconds``).
     public func serverTime(forDeviceTime date: WireDate) -> WireDate {
-        date.adding(microseconds: offsetMicroseconds)
+        date.adding(microseconds: correctionMicroseconds)
     }
 }

@@ -121,10 +121,20 @@ struct ServerClockOffsetTests {
         let received = server.adding(microseconds: skew + 40_000)
         let sample = ServerClockOffset.sample(serverDate: server, sentAt: sent, receivedAt: received)
         #expect(abs(sample.offsetMicroseconds + skew) <= sample.uncertaintyMicroseconds)
-        #expect(sample.uncertaintyMicroseconds == 540_000)
+        #expect(sample.uncertaintyMicroseconds == 1_040_000)
         let deviceEdit = server.adding(microseconds: skew)
         let onServerClock = sample.serverTime(forDeviceTime: deviceEdit)
-        #expect(abs(onServerClock.microsecondsSinceEpoch - server.microsecondsSinceEpoch) <= sample.uncertaintyMicroseconds)
+        #expect(abs(onServerClock.microsecondsSinceEpoch - server.microsecondsSinceEpoch) <= 2 * sample.uncertaintyMicroseconds)
+    }
+
+    @Test("the correction ignores offsets within the measurement error")
+    func correction() {
+        let t = WireDate(microsecondsSinceEpoch: 1_700_000_000_000_000)
+        #expect(ServerClockOffset(offsetMicroseconds: 300_000, uncertaintyMicroseconds: 510_000, measuredAt: t).correctionMicroseconds == 0)
+        #expect(ServerClockOffset(offsetMicroseconds: -10_800_000_000, uncertaintyMicroseconds: 510_000, measuredAt: t).correctionMicroseconds
+            == -10_800_000_000)
+        #expect(ServerClockOffset(offsetMicroseconds: 2_000_000, uncertaintyMicroseconds: 500_000, measuredAt: t).serverTime(forDeviceTime: t)
+            == t.adding(microseconds: 2_000_000))
     }
 
     @Test("the more precise sample wins until it is too old")
@@ -136,5 +146,45 @@ struct ServerClockOffsetTests {
         #expect(rough.merged(with: precise) == precise)
         let later = ServerClockOffset(offsetMicroseconds: 900, uncertaintyMicroseconds: 2_000_000, measuredAt: t.adding(microseconds: 7_200_000_000))
         #expect(precise.merged(with: later) == later)
+    }
+}
+
+@Suite("The conflict matrix (seed 000 §6 with 001/002's decisions)")
+struct ConflictMatrixTests {
+    static let original = WireDate(microsecondsSinceEpoch: 1_700_000_000_000_000)
+    static let later = original.adding(microseconds: 60_000_000)
+
+    static func record(_ kind: PendingChangeKind, passwordChanges: Int = 0, content: Bool = true) -> PendingChangeMetadata {
+        PendingChangeMetadata(kind: kind, originalRevisionDate: kind == .create ? nil : original, passwordChangeCount: passwordChanges,
+                              contentChanged: content, createdDate: original, updatedDate: original)
+    }
+
+    @Test("one row per case", arguments: [
+        (record(.create), ServerSide.gone, original, ResolutionPlan.create),
+        (record(.update), .present(revisionDate: original), original, .pushLocal),
+        (record(.update), .present(revisionDate: original.adding(microseconds: 400)), original, .pushLocal),
+        (record(.update, passwordChanges: 3), .present(revisionDate: original), original, .pushLocal),
+        (record(.update, passwordChanges: 4), .present(revisionDate: original), original, .backupServerThenPushLocal),
+        (record(.update), .present(revisionDate: later), later.adding(microseconds: 1), .backupServerThenPushLocal),
+        (record(.update), .present(revisionDate: later), later, .backupLocalThenTakeServer),
+        (record(.update), .present(revisionDate: later), original, .backupLocalThenTakeServer),
+        (record(.update, content: false), .present(revisionDate: later), later.adding(microseconds: 5_000_000), .takeServerWithLocalState),
+        (record(.update), .gone, original, .recreateFromLocal),
+        (record(.softDelete, content: false), .present(revisionDate: original), original, .pushSoftDelete),
+        (record(.softDelete, content: true), .present(revisionDate: original), original, .pushLocal),
+        (record(.hardDelete), .present(revisionDate: original), original, .pushHardDelete),
+        (record(.softDelete), .present(revisionDate: later), later.adding(microseconds: 9_000_000), .dropDeleteKeepServer),
+        (record(.hardDelete), .present(revisionDate: later), later.adding(microseconds: 9_000_000), .dropDeleteKeepServer),
+        (record(.softDelete), .gone, original, .removeLocally),
+        (record(.hardDelete), .gone, original, .removeLocally),
+    ] as [(PendingChangeMetadata, ServerSide, WireDate, ResolutionPlan)])
+    func row(metadata: PendingChangeMetadata, server: ServerSide, localUpdated: WireDate, expected: ResolutionPlan) {
+        #expect(ConflictMatrix.decide(metadata, server: server, localUpdatedOnServerClock: localUpdated) == expected)
+    }
+
+    @Test("backup names carry the losing version's UTC time")
+    func backupName() {
+        let date = WireDate(iso8601: "2026-03-04T05:06:07.891Z")!
+        #expect(BackupName.make(originalName: "Bank", losingVersionDate: date) == "Bank - offline conflict 2026-03-04 050607")
     }
 }

@@ -1,0 +1,227 @@
+import Foundation
+import GRDB
+import VaultAPI
+import VaultCrypto
+import VaultModels
+import VaultStore
+import VaultSyncCore
+
+extension VaultEngine {
+    /// Resolves one queued item change with the conflict matrix. Backups are written to the server
+    /// before the winner is pushed, so a failure between the two leaves both versions safe and the
+    /// record in place for the next run.
+    func resolveCipher(_ change: PendingChange, context: ResolutionContext, report: inout SyncReport) async throws {
+        let current = try requireSession()
+        let userID = current.userID
+        let itemID = change.itemID
+        var change = change
+        let local = try await read { db in try CipherRow.fetchOne(db, key: ["userID": userID, "id": itemID]) }.flatMap { try? $0.wire() }
+        var server = context.serverCiphers[change.itemID]
+        // seed 001 AP-R2: compare on the server's clock.
+        let localUpdated = clockOffsetBox.current?.serverTime(forDeviceTime: change.metadata.updatedDate) ?? change.metadata.updatedDate
+
+        // A backup left half-done by an earlier run is finished first (found by its exact encrypted name).
+        if let pending = change.metadata.pendingBackup, let backup = try? CipherWire(jsonBytes: Array(pending.utf8)) {
+            let created = try await createIdempotently(backup, context: context)
+            try await storeBackup(created, originalID: change.itemID, change: &change, report: &report)
+        }
+
+        for _ in 0..<3 {
+            let side: ServerSide = server.flatMap(\.revisionDate).map { .present(revisionDate: $0) } ?? .gone
+            let plan = ConflictMatrix.decide(change.metadata, server: side, localUpdatedOnServerClock: localUpdated)
+            logger.debug("resolving", metadata: ["item": "\(change.itemID)", "plan": "\(plan)"])
+            do {
+                try await execute(plan, change: &change, local: local, server: server, context: context, report: &report)
+                return
+            } catch let error as ServerCallError where error.isOutOfDate {
+                // Someone wrote in between: read the item again and decide again (never overwrite blindly).
+                server = try? await authorized { api, token in try await api.getCipher(id: itemID, token: token) }
+            }
+        }
+        throw ServerCallError.http(status: 400, message: "The item kept changing on the server; try again later.")
+    }
+
+    func execute(_ plan: ResolutionPlan, change: inout PendingChange, local: CipherWire?, server: CipherWire?,
+                 context: ResolutionContext, report: inout SyncReport) async throws {
+        let current = try requireSession()
+        let userID = current.userID
+        let itemID = change.itemID
+        let recordID = change.id
+        switch plan {
+        case .create, .recreateFromLocal:
+            guard let local else { return try await dropRecord(change) }
+            var created = try await createIdempotently(local, context: context)
+            created = try await applyState(of: local, to: created)
+            try await swapCipherID(from: change.itemID, to: created, change: change)
+        case .pushLocal:
+            guard let local, let server else { return try await dropRecord(change) }
+            try await pushLocal(local, over: server, change: change)
+        case .backupServerThenPushLocal:
+            guard let local, let server else { return try await dropRecord(change) }
+            try await backUp(server, losingDate: server.revisionDate ?? clock.now(), originalID: change.itemID, change: &change, report: &report)
+            let refreshed = try await authorized { api, token in try await api.getCipher(id: itemID, token: token) }
+            try await pushLocal(local, over: refreshed, change: change)
+        case .backupLocalThenTakeServer:
+            guard let local, let server else { return try await dropRecord(change) }
+            try await backUp(local, losingDate: change.metadata.updatedDate, originalID: change.itemID, change: &change, report: &report)
+            try await takeServer(server, replaying: local, change: change)
+        case .takeServerWithLocalState:
+            guard let server else { return try await dropRecord(change) }
+            try await takeServer(server, replaying: local, change: change)
+        case .pushSoftDelete:
+            try await authorized { api, token in try await api.softDeleteCipher(id: itemID, token: token) }
+            let trashed = try await authorized { api, token in try await api.getCipher(id: itemID, token: token) }
+            try await settle(change, with: trashed)
+        case .pushHardDelete:
+            do {
+                try await authorized { api, token in try await api.hardDeleteCipher(id: itemID, token: token) }
+            } catch let error as ServerCallError where error.isGone {}
+            try await write { db in
+                _ = try CipherRow.deleteOne(db, key: ["userID": userID, "id": itemID])
+                _ = try PendingChangeRow.deleteOne(db, key: recordID)
+            }
+        case .dropDeleteKeepServer:
+            guard let server else { return try await dropRecord(change) }
+            let name = (try? server.decrypted(with: current.keys).name) ?? change.itemID
+            report.messages.append("\"\(name)\" was edited on another device after you deleted it here: the edit was kept and the delete dropped.")
+            try await settle(change, with: server)
+        case .removeLocally:
+            try await write { db in
+                _ = try CipherRow.deleteOne(db, key: ["userID": userID, "id": itemID])
+                _ = try PendingChangeRow.deleteOne(db, key: recordID)
+            }
+        }
+    }
+
+    /// PUT the local version with `lastKnownRevisionDate` = the server revision decided on, then replay
+    /// trash/archive intents (which a PUT does not carry).
+    func pushLocal(_ local: CipherWire, over server: CipherWire, change: PendingChange) async throws {
+        let revision = server.revisionDate
+        let itemID = change.itemID
+        var draftBody = local
+        draftBody.id = itemID
+        let body = draftBody
+        let pushed = try await authorized { api, token in
+            try await api.updateCipher(body, id: itemID, lastKnownRevisionDate: revision, token: token)
+        }
+        let final = try await applyState(of: local, to: pushed)
+        try await settle(change, with: final)
+    }
+
+    /// Takes the server version, replaying the local state intents (what changed here relative to the
+    /// item's original state: trash, archive, folder, favorite).
+    func takeServer(_ server: CipherWire, replaying local: CipherWire?, change: PendingChange) async throws {
+        guard let local, let original = change.metadata.originalState else { return try await settle(change, with: server) }
+        var wanted = Self.state(of: server)
+        let mine = Self.state(of: local)
+        if mine.deleted != original.deleted { wanted.deleted = mine.deleted }
+        if mine.archived != original.archived { wanted.archived = mine.archived }
+        if mine.folderID != original.folderID { wanted.folderID = mine.folderID }
+        if mine.favorite != original.favorite { wanted.favorite = mine.favorite }
+        var target = server
+        target.deletedDate = wanted.deleted ? (server.deletedDate ?? clock.now()) : nil
+        target.archivedDate = wanted.archived ? (server.archivedDate ?? clock.now()) : nil
+        target.folderId = wanted.folderID
+        target.favorite = wanted.favorite
+        let final = try await applyState(of: target, to: server)
+        try await settle(change, with: final)
+    }
+
+    /// Makes the server's per-user state of an item match `wanted` (restore, trash, archive, folder, favorite).
+    func applyState(of wanted: CipherWire, to actual: CipherWire) async throws -> CipherWire {
+        guard let id = actual.id else { return actual }
+        var result = actual
+        if (wanted.folderId != result.folderId) || ((wanted.favorite ?? false) != (result.favorite ?? false)) {
+            let folder = wanted.folderId
+            let favorite = wanted.favorite ?? false
+            result = try await authorized { api, token in try await api.updateCipherState(id: id, folderID: folder, favorite: favorite, token: token) }
+        }
+        if (wanted.archivedDate != nil) != (result.archivedDate != nil) {
+            let archive = wanted.archivedDate != nil
+            result = try await authorized { api, token in try await api.archiveCipher(id: id, archived: archive, token: token) }
+        }
+        if (wanted.deletedDate != nil) != (result.deletedDate != nil) {
+            if wanted.deletedDate != nil {
+                try await authorized { api, token in try await api.softDeleteCipher(id: id, token: token) }
+                result = try await authorized { api, token in try await api.getCipher(id: id, token: token) }
+            } else {
+                result = try await authorized { api, token in try await api.restoreCipher(id: id, token: token) }
+            }
+        }
+        return result
+    }
+
+    /// Writes the server's version to the cache and removes the record, in one transaction.
+    func settle(_ change: PendingChange, with server: CipherWire) async throws {
+        let userID = try requireSession().userID
+        try await write { db in
+            try CipherRow(userID: userID, wire: server).save(db)
+            _ = try PendingChangeRow.deleteOne(db, key: change.id)
+        }
+    }
+
+    /// Creates on the server unless an item with the byte-identical encrypted name is already there
+    /// (an earlier attempt whose answer was lost: the random IV makes the name unique, seed 001 RES-1).
+    func createIdempotently(_ wire: CipherWire, context: ResolutionContext) async throws -> CipherWire {
+        if let adopted = context.serverNamesOfCiphers[wire.name.serialized] { return adopted }
+        var draftBody = wire
+        draftBody.id = nil
+        let body = draftBody
+        let collections = wire.collectionIds ?? []
+        return try await authorized { api, token in try await api.createCipher(body, collectionIDs: collections, token: token) }
+    }
+
+    /// Swaps a temporary id for the server's in the cache, the queue and drafts, in one transaction.
+    func swapCipherID(from temporaryID: String, to created: CipherWire, change: PendingChange) async throws {
+        let userID = try requireSession().userID
+        guard let newID = created.id else { throw ServerCallError.invalidResponse("created item has no id") }
+        try await write { db in
+            _ = try CipherRow.deleteOne(db, key: ["userID": userID, "id": temporaryID])
+            try CipherRow(userID: userID, wire: created).save(db)
+            _ = try PendingChangeRow.deleteOne(db, key: change.id)
+            try db.execute(sql: "UPDATE draft SET itemID = ? WHERE userID = ? AND itemID = ?", arguments: [newID, userID, temporaryID])
+        }
+    }
+
+    /// Writes a backup copy of `version` to the server before anything else happens (seed 000 §7): every
+    /// field and the full password history, renamed, with its own new item key, in the original's folder.
+    func backUp(_ version: CipherWire, losingDate: WireDate, originalID: String, change: inout PendingChange, report: inout SyncReport) async throws {
+        let current = try requireSession()
+        var view: CipherView
+        do {
+            view = try version.decrypted(with: current.keys)
+        } catch {
+            throw VaultError.model(error as? ModelError ?? .invalidValue(path: "cipher", reason: "\(error)"))
+        }
+        view.id = nil
+        view.name = BackupName.make(originalName: view.name, losingVersionDate: losingDate)
+        view.deletedDate = nil
+        view.archivedDate = nil
+        view.creationDate = nil
+        view.revisionDate = nil
+        view.attachments = []
+        view.itemKey = try modelCall { try current.keys.wrapNewItemKey(organizationId: view.organizationId, random: random) }
+        let backup = try modelCall { try view.encrypted(with: current.keys, random: random) }
+        // Persist the exact backup before posting it, so a lost answer cannot lead to a second copy.
+        change.metadata.pendingBackup = String(decoding: backup.jsonBytes(), as: UTF8.self)
+        let row = try PendingChangeRow(change, key: current.keys.userKey)
+        try await write { db in try row.save(db) }
+        var created = try await authorized { api, token in try await api.createCipher(backup, token: token) }
+        created = try await applyState(of: backup, to: created)
+        try await storeBackup(created, originalID: originalID, change: &change, report: &report)
+    }
+
+    func storeBackup(_ created: CipherWire, originalID: String, change: inout PendingChange, report: inout SyncReport) async throws {
+        let current = try requireSession()
+        change.metadata.pendingBackup = nil
+        let row = try PendingChangeRow(change, key: current.keys.userKey)
+        let userID = current.userID
+        try await write { db in
+            try CipherRow(userID: userID, wire: created).save(db)
+            try row.save(db)
+        }
+        let name = (try? created.decrypted(with: current.keys).name) ?? ""
+        report.backups.append(ConflictBackup(backupID: created.id ?? "", originalID: originalID, name: name))
+        logger.info("conflict backup created", metadata: ["item": "\(originalID)", "backup": "\(created.id ?? "")"])
+    }
+}

@@ -1,0 +1,199 @@
+import Foundation
+import GRDB
+import VaultAPI
+import VaultCrypto
+import VaultModels
+import VaultStore
+import VaultSyncCore
+
+/// A backup copy made by conflict resolution.
+public struct ConflictBackup: Sendable, Equatable {
+    /// The backup item's id (on the server).
+    public var backupID: String
+    /// The item it is a copy of.
+    public var originalID: String
+    public var name: String
+}
+
+/// What a sync did.
+public struct SyncReport: Sendable, Equatable {
+    /// The vault was locked: nothing was resolved (keys and tokens are only in memory when unlocked).
+    public var skippedLocked = false
+    /// Queued changes that reached the server (or were settled) and left the queue.
+    public var resolved = 0
+    /// Backups made because two versions conflicted.
+    public var backups: [ConflictBackup] = []
+    /// Changes that still wait (server unreachable, backoff).
+    public var stillPending = 0
+    /// Changes that need the user (refused for good or tried too often); their data is kept.
+    public var needsAttention = 0
+    /// What happened, in user words (deletes dropped because the item was edited elsewhere…).
+    public var messages: [String] = []
+}
+
+extension VaultEngine {
+    /// Resolves the queue against the server, then applies the server's full snapshot to everything
+    /// without a queue record (seed 000 §4–§7, seed 001 Flow 2). Locked: skipped.
+    public func sync() async throws -> SyncReport {
+        guard session != nil else { return SyncReport(skippedLocked: true) }
+        var report = SyncReport()
+        if try await pendingCount() > 0 {
+            let snapshot: SyncResponse
+            do {
+                snapshot = try await authorized { api, token in try await api.sync(token: token) }
+            } catch let error as ServerCallError {
+                await recordContact(success: false)
+                throw Self.onlineOnly(error)
+            }
+            await recordContact(success: true)
+            report = try await resolve(against: snapshot)
+        }
+        try await pull()
+        report.stillPending = try await read { [userID = session?.userID ?? ""] db in
+            try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM pendingChange WHERE userID = ?", arguments: [userID]) ?? 0
+        } - report.needsAttention
+        return report
+    }
+
+    /// One pass over the queue: folders first (their new ids are referenced by items), then items.
+    /// Every record is settled, retried later, or marked as needing attention; one failure never stops
+    /// the others (seed 001 §7.1).
+    func resolve(against snapshot: SyncResponse) async throws -> SyncReport {
+        let current = try requireSession()
+        var report = SyncReport()
+        let now = clock.now()
+        let rows = try await read { [userID = current.userID] db in try PendingChangeRow.filter(Column("userID") == userID).fetchAll(db) }
+        var changes: [PendingChange] = []
+        for row in rows {
+            guard let change = try? row.open(key: current.keys.userKey) else { continue }
+            if change.metadata.state == .needsAttention { report.needsAttention += 1; continue }
+            if let next = change.metadata.nextAttemptDate, next > now { continue }
+            changes.append(change)
+        }
+        var serverCiphers: [String: CipherWire] = [:]
+        var serverNames: [String: CipherWire] = [:]
+        for object in snapshot.ciphers {
+            guard let wire = try? CipherWire(json: object, path: "cipher"), let id = wire.id else { continue }
+            serverCiphers[id] = wire
+            serverNames[wire.name.serialized] = wire
+        }
+        var serverFolders: [String: FolderWire] = [:]
+        var folderNames: [String: FolderWire] = [:]
+        for object in snapshot.folders {
+            guard let wire = try? FolderWire(json: object, path: "folder"), let id = wire.id else { continue }
+            serverFolders[id] = wire
+            folderNames[wire.name.serialized] = wire
+        }
+        let context = ResolutionContext(serverCiphers: serverCiphers, serverNamesOfCiphers: serverNames,
+                                        serverFolders: serverFolders, serverNamesOfFolders: folderNames)
+        for change in changes.sorted(by: { ($0.itemKind == .folder ? 0 : 1, $0.metadata.createdDate) < ($1.itemKind == .folder ? 0 : 1, $1.metadata.createdDate) }) {
+            do {
+                switch change.itemKind {
+                case .folder: try await resolveFolder(change, context: context)
+                case .cipher: try await resolveCipher(change, context: context, report: &report)
+                }
+                report.resolved += 1
+            } catch let error as ServerCallError {
+                let state = try await recordFailure(change, error: error)
+                if state == .needsAttention { report.needsAttention += 1 }
+                if FailureClassification.classify(error.failure) == .offline { await recordContact(success: false) }
+            } catch let error as VaultError {
+                // The server answered but something about this item is wrong: keep it, ask the user.
+                _ = try await recordFailure(change, error: .invalidResponse(error.description), permanent: true)
+                report.needsAttention += 1
+            }
+        }
+        return report
+    }
+
+    struct ResolutionContext: Sendable {
+        var serverCiphers: [String: CipherWire]
+        var serverNamesOfCiphers: [String: CipherWire]
+        var serverFolders: [String: FolderWire]
+        var serverNamesOfFolders: [String: FolderWire]
+    }
+
+    /// Counts a failed attempt: transient → retry after backoff, or needs attention when exhausted;
+    /// a refusal → needs attention at once. The data stays.
+    func recordFailure(_ change: PendingChange, error: ServerCallError, permanent: Bool = false) async throws -> PendingChangeState {
+        let current = try requireSession()
+        var updated = change
+        updated.metadata.attempts += 1
+        updated.metadata.lastError = error.description
+        let backoff = Backoff()
+        let refused = permanent || FailureClassification.classify(error.failure) == .refused
+        if refused || backoff.isExhausted(afterAttempts: updated.metadata.attempts) {
+            updated.metadata.state = .needsAttention
+            updated.metadata.nextAttemptDate = nil
+        } else {
+            var generator = SystemRandomNumberGenerator()
+            let delay = backoff.delay(afterAttempts: updated.metadata.attempts, unit: Double.random(in: 0..<1, using: &generator))
+            updated.metadata.nextAttemptDate = clock.now().adding(microseconds: Int64(delay * 1_000_000))
+        }
+        let row = try PendingChangeRow(updated, key: current.keys.userKey)
+        try await write { db in try row.save(db) }
+        logger.warning("queued change not resolved", metadata: ["item": "\(change.itemID)", "state": "\(updated.metadata.state.rawValue)",
+                                                                  "attempts": "\(updated.metadata.attempts)"])
+        return updated.metadata.state
+    }
+
+    // MARK: Folders
+
+    func resolveFolder(_ change: PendingChange, context: ResolutionContext) async throws {
+        let current = try requireSession()
+        let userID = current.userID
+        let local = try await read { db in try FolderRow.fetchOne(db, key: ["userID": userID, "id": change.itemID]) }.flatMap { try? $0.wire() }
+        switch change.metadata.kind {
+        case .create:
+            guard let local else { return try await dropRecord(change) }
+            // Idempotent: an answer lost after the server created it shows up in the snapshot.
+            let created: FolderWire
+            if let adopted = context.serverNamesOfFolders[local.name.serialized] {
+                created = adopted
+            } else {
+                created = try await authorized { api, token in try await api.createFolder(name: local.name, token: token) }
+            }
+            try await swapFolderID(from: change.itemID, to: created, change: change)
+        case .update:
+            guard let local else { return try await dropRecord(change) }
+            guard context.serverFolders[change.itemID] != nil else {
+                // Deleted on the server: recreate it with the local name (nothing lost).
+                let created = try await authorized { api, token in try await api.createFolder(name: local.name, token: token) }
+                return try await swapFolderID(from: change.itemID, to: created, change: change)
+            }
+            let renamed = try await authorized { api, token in try await api.renameFolder(id: change.itemID, name: local.name, token: token) }
+            try await write { db in
+                try FolderRow(userID: userID, wire: renamed).save(db)
+                _ = try PendingChangeRow.deleteOne(db, key: change.id)
+            }
+        case .softDelete, .hardDelete:
+            if context.serverFolders[change.itemID] != nil {
+                do {
+                    try await authorized { api, token in try await api.deleteFolder(id: change.itemID, token: token) }
+                } catch let error as ServerCallError where error.isGone {}
+            }
+            try await dropRecord(change)
+        }
+    }
+
+    func swapFolderID(from temporaryID: String, to created: FolderWire, change: PendingChange) async throws {
+        let userID = try requireSession().userID
+        guard let newID = created.id else { throw ServerCallError.invalidResponse("created folder has no id") }
+        let items = try await read { db in try CipherRow.filter(Column("userID") == userID).fetchAll(db) }
+        let moved: [CipherRow] = items.compactMap { row in
+            guard var wire = try? row.wire(), wire.folderId == temporaryID else { return nil }
+            wire.folderId = newID
+            return CipherRow(userID: userID, wire: wire)
+        }
+        try await write { db in
+            _ = try FolderRow.deleteOne(db, key: ["userID": userID, "id": temporaryID])
+            try FolderRow(userID: userID, wire: created).save(db)
+            for row in moved { try row.save(db) }
+            _ = try PendingChangeRow.deleteOne(db, key: change.id)
+        }
+    }
+
+    func dropRecord(_ change: PendingChange) async throws {
+        try await write { db in _ = try PendingChangeRow.deleteOne(db, key: change.id) }
+    }
+}

@@ -1,0 +1,306 @@
+import Foundation
+import GRDB
+import Testing
+import VaultAPI
+import VaultClient
+import VaultCrypto
+import VaultModels
+import VaultStore
+import VaultSyncCore
+import VaultTestSupport
+
+/// Two devices on one server: A works offline while B works online, then A reconnects.
+struct TwoDevices {
+    let scenario: Scenario
+    let a: Device
+    let b: Device
+
+    static func start(clockA: any DeviceClock = SystemDeviceClock()) async throws -> TwoDevices {
+        let scenario = try await Scenario.start()
+        let a = try await scenario.device(register: true, clock: clockA)
+        let b = try await scenario.device()
+        return TwoDevices(scenario: scenario, a: a, b: b)
+    }
+
+    /// Takes A offline: A's server is stopped only for A, by pointing A at a dead port.
+    func offlineA() throws -> Device { try a.reopen(url: deadServerURL()) }
+
+    func finish() async { await scenario.finish([a, b]) }
+}
+
+@Suite("Reconnect: queue resolution by the conflict matrix, one test per row", .serialized)
+struct ResolutionTests {
+    /// A on a dead port, unlocked.
+    func goOffline(_ devices: TwoDevices) async throws -> Device {
+        let offline = try devices.offlineA()
+        try await offline.engine.unlock(email: devices.scenario.email, password: devices.scenario.password)
+        return offline
+    }
+
+    /// A back online (the real server), unlocked.
+    func comeBack(_ devices: TwoDevices, clock: any DeviceClock = SystemDeviceClock()) async throws -> Device {
+        let online = try Device.make(url: await devices.scenario.server.url, profile: devices.a.profile, clock: clock)
+        try await online.engine.unlock(email: devices.scenario.email, password: devices.scenario.password)
+        return online
+    }
+
+    func backups(_ engine: VaultEngine) async throws -> [CipherView] {
+        try await engine.views().filter { $0.name.contains(" - offline conflict ") }
+    }
+
+    @Test("create: POST, then the temporary id is swapped everywhere")
+    func create() async throws {
+        let devices = try await TwoDevices.start()
+        let offline = try await goOffline(devices)
+        let created = try await offline.engine.addItem(loginItem("Made offline")).value
+        let temporaryID = try #require(created.id)
+        let online = try await comeBack(devices)
+        let report = try await online.engine.sync()
+        #expect(report.resolved == 1)
+        #expect(try await online.engine.pendingCount() == 0)
+        let views = try await online.engine.views()
+        #expect(views.count == 1)
+        #expect(views[0].name == "Made offline")
+        #expect(views[0].id != temporaryID)
+        try await devices.b.engine.pull()
+        #expect(try await devices.b.engine.views().map(\.id) == views.map(\.id))
+        await devices.finish()
+    }
+
+    @Test("update, server unchanged, fewer than 4 password changes: PUT, no backup")
+    func updateUnchanged() async throws {
+        let devices = try await TwoDevices.start()
+        let item = try await devices.a.engine.addItem(loginItem("Mail")).value
+        let offline = try await goOffline(devices)
+        var edit = item
+        edit.login?.password = "offline password"
+        _ = try await offline.engine.updateItem(edit)
+        let online = try await comeBack(devices)
+        let report = try await online.engine.sync()
+        #expect(report.backups.isEmpty)
+        try await devices.b.engine.pull()
+        let seen = try #require(try await devices.b.engine.view(named: "Mail"))
+        #expect(seen.login?.password == "offline password")
+        #expect(seen.passwordHistory.map(\.password) == ["hunter2"])
+        #expect(try await backups(devices.b.engine).isEmpty)
+        await devices.finish()
+    }
+
+    @Test("update, server unchanged, 4 or more password changes: back up the server version, then PUT")
+    func softConflict() async throws {
+        let devices = try await TwoDevices.start()
+        let item = try await devices.a.engine.addItem(loginItem("Router")).value
+        let offline = try await goOffline(devices)
+        var edit = item
+        for index in 1...4 {
+            edit.login?.password = "offline-\(index)"
+            edit = try await offline.engine.updateItem(edit).value
+        }
+        let online = try await comeBack(devices)
+        let report = try await online.engine.sync()
+        #expect(report.backups.count == 1)
+        try await devices.b.engine.pull()
+        let live = try #require(try await devices.b.engine.view(named: "Router"))
+        #expect(live.login?.password == "offline-4")
+        #expect(live.passwordHistory.map(\.password) == ["hunter2", "offline-1", "offline-2", "offline-3"])
+        let backup = try #require(try await backups(devices.b.engine).first)
+        #expect(backup.name.hasPrefix("Router - offline conflict "))
+        #expect(backup.login?.password == "hunter2")
+        #expect(backup.itemKey != nil && backup.itemKey != live.itemKey)
+        await devices.finish()
+    }
+
+    @Test("update, server changed, local newer: back up the server version, then PUT local")
+    func localNewer() async throws {
+        let devices = try await TwoDevices.start()
+        let item = try await devices.a.engine.addItem(loginItem("Shop")).value
+        try await devices.b.engine.pull()
+        var fromB = try await devices.b.engine.item(id: item.id!)
+        fromB.login?.password = "b-online"
+        _ = try await devices.b.engine.updateItem(fromB)
+        try await Task.sleep(for: .milliseconds(50))
+        let offline = try await goOffline(devices)
+        var fromA = item
+        fromA.login?.password = "a-offline-later"
+        _ = try await offline.engine.updateItem(fromA)
+        let online = try await comeBack(devices)
+        let report = try await online.engine.sync()
+        #expect(report.backups.count == 1)
+        try await devices.b.engine.pull()
+        #expect(try await devices.b.engine.view(named: "Shop")?.login?.password == "a-offline-later")
+        let backup = try #require(try await backups(devices.b.engine).first)
+        #expect(backup.login?.password == "b-online")
+        // A agrees with B.
+        #expect(Set(try await online.engine.views().map(\.name)) == Set(try await devices.b.engine.views().map(\.name)))
+        await devices.finish()
+    }
+
+    @Test("update, server changed, server newer: back up the local version, take the server's")
+    func serverNewer() async throws {
+        let devices = try await TwoDevices.start()
+        let item = try await devices.a.engine.addItem(loginItem("Bank")).value
+        try await devices.b.engine.pull()
+        let offline = try await goOffline(devices)
+        var fromA = item
+        fromA.login?.password = "a-offline-earlier"
+        fromA.notes = "a's note"
+        _ = try await offline.engine.updateItem(fromA)
+        try await Task.sleep(for: .milliseconds(50))
+        var fromB = try await devices.b.engine.item(id: item.id!)
+        fromB.login?.password = "b-online-later"
+        _ = try await devices.b.engine.updateItem(fromB)
+        let online = try await comeBack(devices)
+        let report = try await online.engine.sync()
+        #expect(report.backups.count == 1)
+        #expect(try await online.engine.view(named: "Bank")?.login?.password == "b-online-later")
+        let backup = try #require(try await backups(online.engine).first)
+        #expect(backup.login?.password == "a-offline-earlier")
+        #expect(backup.notes == "a's note")
+        #expect(backup.passwordHistory.map(\.password) == ["hunter2"])
+        try await devices.b.engine.pull()
+        #expect(try await backups(devices.b.engine).map(\.name) == [backup.name])
+        await devices.finish()
+    }
+
+    @Test("a device clock 3 hours fast does not let its older edit win")
+    func clockSkew() async throws {
+        let fast = TestClock(skewSeconds: 3 * 3600)
+        let devices = try await TwoDevices.start(clockA: fast)
+        let item = try await devices.a.engine.addItem(loginItem("Skewed")).value
+        try await devices.b.engine.pull()
+        let offline = try Device.make(url: deadServerURL(), profile: devices.a.profile, clock: fast)
+        try await offline.engine.unlock(email: devices.scenario.email, password: devices.scenario.password)
+        var fromA = item
+        fromA.login?.password = "a-earlier-but-clock-fast"
+        _ = try await offline.engine.updateItem(fromA)
+        // Beyond the offset's measurement error (about a second), so the order is decidable.
+        try await Task.sleep(for: .milliseconds(2500))
+        var fromB = try await devices.b.engine.item(id: item.id!)
+        fromB.login?.password = "b-later"
+        _ = try await devices.b.engine.updateItem(fromB)
+        let online = try await comeBack(devices, clock: fast)
+        _ = try await online.engine.sync()
+        #expect(try await online.engine.view(named: "Skewed")?.login?.password == "b-later")
+        #expect(try await backups(online.engine).first?.login?.password == "a-earlier-but-clock-fast")
+        await devices.finish()
+    }
+
+    @Test("update, item gone from the server: re-created with the local content")
+    func updateGone() async throws {
+        let devices = try await TwoDevices.start()
+        let item = try await devices.a.engine.addItem(loginItem("Survivor")).value
+        try await devices.b.engine.pull()
+        _ = try await devices.b.engine.permanentlyDeleteItem(id: item.id!)
+        let offline = try await goOffline(devices)
+        var fromA = item
+        fromA.login?.password = "kept"
+        _ = try await offline.engine.updateItem(fromA)
+        let online = try await comeBack(devices)
+        _ = try await online.engine.sync()
+        try await devices.b.engine.pull()
+        let back = try #require(try await devices.b.engine.view(named: "Survivor"))
+        #expect(back.login?.password == "kept")
+        #expect(back.id != item.id)
+        await devices.finish()
+    }
+
+    @Test("delete, server unchanged: soft and permanent deletes reach the server")
+    func deletesUnchanged() async throws {
+        let devices = try await TwoDevices.start()
+        let trash = try await devices.a.engine.addItem(loginItem("To trash")).value
+        let gone = try await devices.a.engine.addItem(loginItem("To delete")).value
+        let offline = try await goOffline(devices)
+        _ = try await offline.engine.softDeleteItem(id: trash.id!)
+        _ = try await offline.engine.permanentlyDeleteItem(id: gone.id!)
+        let online = try await comeBack(devices)
+        let report = try await online.engine.sync()
+        #expect(report.resolved == 2)
+        try await devices.b.engine.pull()
+        #expect(try await devices.b.engine.view(named: "To trash")?.deletedDate != nil)
+        #expect(try await devices.b.engine.view(named: "To delete") == nil)
+        await devices.finish()
+    }
+
+    @Test("delete, server changed: the edit wins, the delete is dropped and the user told", arguments: [true, false])
+    func deleteChanged(permanent: Bool) async throws {
+        let devices = try await TwoDevices.start()
+        let item = try await devices.a.engine.addItem(loginItem("Contested")).value
+        try await devices.b.engine.pull()
+        let offline = try await goOffline(devices)
+        if permanent {
+            _ = try await offline.engine.permanentlyDeleteItem(id: item.id!)
+        } else {
+            _ = try await offline.engine.softDeleteItem(id: item.id!)
+        }
+        var fromB = try await devices.b.engine.item(id: item.id!)
+        fromB.notes = "edited by B"
+        _ = try await devices.b.engine.updateItem(fromB)
+        let online = try await comeBack(devices)
+        let report = try await online.engine.sync()
+        #expect(report.messages.count == 1)
+        let kept = try #require(try await online.engine.view(named: "Contested"))
+        #expect(kept.notes == "edited by B")
+        #expect(kept.deletedDate == nil)
+        await devices.finish()
+    }
+
+    @Test("delete, item gone: removed locally")
+    func deleteGone() async throws {
+        let devices = try await TwoDevices.start()
+        let item = try await devices.a.engine.addItem(loginItem("Double delete")).value
+        try await devices.b.engine.pull()
+        _ = try await devices.b.engine.permanentlyDeleteItem(id: item.id!)
+        let offline = try await goOffline(devices)
+        _ = try await offline.engine.softDeleteItem(id: item.id!)
+        let online = try await comeBack(devices)
+        _ = try await online.engine.sync()
+        #expect(try await online.engine.views().isEmpty)
+        #expect(try await online.engine.pendingCount() == 0)
+        await devices.finish()
+    }
+
+    @Test("move and favorite while the content changed elsewhere: both intents kept, no backup")
+    func stateIntents() async throws {
+        let devices = try await TwoDevices.start()
+        let item = try await devices.a.engine.addItem(loginItem("Intents")).value
+        let folder = try await devices.a.engine.createFolder(name: "Sorted").value
+        try await devices.b.engine.pull()
+        let offline = try await goOffline(devices)
+        _ = try await offline.engine.moveItem(id: item.id!, toFolder: folder.id)
+        _ = try await offline.engine.setFavorite(id: item.id!, true)
+        var fromB = try await devices.b.engine.item(id: item.id!)
+        fromB.login?.password = "b changed content"
+        _ = try await devices.b.engine.updateItem(fromB)
+        let online = try await comeBack(devices)
+        let report = try await online.engine.sync()
+        #expect(report.backups.isEmpty)
+        let result = try #require(try await online.engine.view(named: "Intents"))
+        #expect(result.login?.password == "b changed content")
+        #expect(result.folderId == folder.id)
+        #expect(result.favorite)
+        await devices.finish()
+    }
+
+    @Test("a create whose answer was lost is adopted, not posted twice")
+    func idempotentCreate() async throws {
+        let devices = try await TwoDevices.start()
+        let offline = try await goOffline(devices)
+        let created = try await offline.engine.addItem(loginItem("Exactly once")).value
+        // The POST reached the server but its answer never came back: simulate with the same bytes.
+        let row = try #require(try await offline.engine.localStore.read { db in
+            try CipherRow.fetchOne(db, key: ["userID": try String.fetchOne(db, sql: "SELECT userID FROM account")!, "id": created.id!])
+        })
+        let api = BitwardenAPI(baseURL: await devices.scenario.server.url, httpClient: HTTPClientHolder.shared)
+        let kdf = try await api.prelogin(email: devices.scenario.email)
+        let master = try MasterKey.derive(password: devices.scenario.password, salt: devices.scenario.email, kdf: kdf)
+        let tokens = try await api.login(email: devices.scenario.email, passwordHash: master.serverAuthorizationHash(password: devices.scenario.password),
+                                         deviceIdentifier: UUID().uuidString, deviceName: "lost-answer")
+        _ = try await api.createCipher(try row.wire(), token: tokens.accessToken)
+        let online = try await comeBack(devices)
+        _ = try await online.engine.sync()
+        try await devices.b.engine.pull()
+        #expect(try await devices.b.engine.views().filter { $0.name == "Exactly once" }.count == 1)
+        #expect(try await online.engine.views().count == 1)
+        await devices.finish()
+    }
+}
