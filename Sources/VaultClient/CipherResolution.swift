@@ -58,12 +58,20 @@ extension VaultEngine {
             try await pushLocal(local, over: server, change: change)
         case .backupServerThenPushLocal:
             guard let local, let server else { return try await dropRecord(change) }
-            try await backUp(server, losingDate: server.revisionDate ?? clock.now(), originalID: change.itemID, change: &change, report: &report)
+            let marker = "server:\(server.revisionDate?.microsecondsSinceEpoch ?? 0)"
+            if change.metadata.backupDoneFor != marker {
+                try await backUp(server, losingDate: server.revisionDate ?? clock.now(), originalID: change.itemID, marker: marker,
+                                 change: &change, report: &report)
+            }
             let refreshed = try await authorized { api, token in try await api.getCipher(id: itemID, token: token) }
             try await pushLocal(local, over: refreshed, change: change)
         case .backupLocalThenTakeServer:
             guard let local, let server else { return try await dropRecord(change) }
-            try await backUp(local, losingDate: change.metadata.updatedDate, originalID: change.itemID, change: &change, report: &report)
+            let marker = "local:\(change.metadata.updatedDate.microsecondsSinceEpoch)"
+            if change.metadata.backupDoneFor != marker {
+                try await backUp(local, losingDate: change.metadata.updatedDate, originalID: change.itemID, marker: marker,
+                                 change: &change, report: &report)
+            }
             try await takeServer(server, replaying: local, change: change)
         case .takeServerWithLocalState:
             guard let server else { return try await dropRecord(change) }
@@ -185,7 +193,8 @@ extension VaultEngine {
 
     /// Writes a backup copy of `version` to the server before anything else happens (seed 000 §7): every
     /// field and the full password history, renamed, with its own new item key, in the original's folder.
-    func backUp(_ version: CipherWire, losingDate: WireDate, originalID: String, change: inout PendingChange, report: inout SyncReport) async throws {
+    func backUp(_ version: CipherWire, losingDate: WireDate, originalID: String, marker: String, change: inout PendingChange,
+                report: inout SyncReport) async throws {
         let current = try requireSession()
         var view: CipherView
         do {
@@ -201,9 +210,13 @@ extension VaultEngine {
         view.revisionDate = nil
         view.attachments = []
         view.itemKey = try modelCall { try current.keys.wrapNewItemKey(organizationId: view.organizationId, random: random) }
+        if configuration.backupsInConflictFolder, view.organizationId == nil {
+            view.folderId = try await conflictFolderID()
+        }
         let backup = try modelCall { try view.encrypted(with: current.keys, random: random) }
         // Persist the exact backup before posting it, so a lost answer cannot lead to a second copy.
         change.metadata.pendingBackup = String(decoding: backup.jsonBytes(), as: UTF8.self)
+        change.metadata.backupDoneFor = marker
         let row = try PendingChangeRow(change, key: current.keys.userKey)
         try await write { db in try row.save(db) }
         var created = try await authorized { api, token in try await api.createCipher(backup, token: token) }
@@ -216,12 +229,31 @@ extension VaultEngine {
         change.metadata.pendingBackup = nil
         let row = try PendingChangeRow(change, key: current.keys.userKey)
         let userID = current.userID
+        let backupID = created.id ?? ""
+        let now = clock.now().microsecondsSinceEpoch
         try await write { db in
             try CipherRow(userID: userID, wire: created).save(db)
             try row.save(db)
+            try db.execute(sql: "INSERT OR REPLACE INTO conflictBackup (userID, backupID, originalID, createdAt) VALUES (?, ?, ?, ?)",
+                           arguments: [userID, backupID, originalID, now])
         }
         let name = (try? created.decrypted(with: current.keys).name) ?? ""
         report.backups.append(ConflictBackup(backupID: created.id ?? "", originalID: originalID, name: name))
         logger.info("conflict backup created", metadata: ["item": "\(originalID)", "backup": "\(created.id ?? "")"])
+    }
+}
+
+extension VaultEngine {
+    /// The "Offline Sync Conflicts" folder's id, created on the server on first use (seed 000 §7).
+    func conflictFolderID() async throws -> String {
+        let current = try requireSession()
+        let name = "Offline Sync Conflicts"
+        if let existing = try await folders().first(where: { $0.name == name }), let id = existing.id { return id }
+        let encrypted = try modelCall { try EncString.encrypt(name, key: current.keys.userKey, random: random) }
+        let created = try await authorized { api, token in try await api.createFolder(name: encrypted, token: token) }
+        let userID = current.userID
+        try await write { db in try FolderRow(userID: userID, wire: created).save(db) }
+        guard let id = created.id else { throw ServerCallError.invalidResponse("created folder has no id") }
+        return id
     }
 }

@@ -158,6 +158,7 @@ extension VaultEngine {
                     try db.execute(sql: "DELETE FROM draft WHERE userID = ? AND itemID = ?", arguments: [userID, itemID])
                 }
                 logger.debug("saved on server", metadata: ["item": "\(itemID)"])
+                publishStatus()
                 return SaveResult(value: serverVersion, outcome: .synced)
             } catch let error as ServerCallError {
                 if error.isOutOfDate {
@@ -190,6 +191,7 @@ extension VaultEngine {
             _ = try CipherRow.deleteOne(db, key: ["userID": userID, "id": itemID])
         }
         logger.debug("queued", metadata: ["item": "\(itemID)", "pending": "\(count)"])
+        publishStatus()
         return SaveResult(value: local, outcome: .savedOffline(pendingCount: count))
     }
 

@@ -37,7 +37,7 @@ extension VaultEngine {
     public func sync() async throws -> SyncReport {
         guard session != nil else { return SyncReport(skippedLocked: true) }
         var report = SyncReport()
-        if try await pendingCount() > 0 {
+        if configuration.resolutionEnabled, try await pendingCount() > 0 {
             let snapshot: SyncResponse
             do {
                 snapshot = try await authorized { api, token in try await api.sync(token: token) }
@@ -86,7 +86,9 @@ extension VaultEngine {
         }
         let context = ResolutionContext(serverCiphers: serverCiphers, serverNamesOfCiphers: serverNames,
                                         serverFolders: serverFolders, serverNamesOfFolders: folderNames)
-        for change in changes.sorted(by: { ($0.itemKind == .folder ? 0 : 1, $0.metadata.createdDate) < ($1.itemKind == .folder ? 0 : 1, $1.metadata.createdDate) }) {
+        let ordered = changes.sorted(by: { ($0.itemKind == .folder ? 0 : 1, $0.metadata.createdDate) < ($1.itemKind == .folder ? 0 : 1, $1.metadata.createdDate) })
+        for (index, change) in ordered.enumerated() {
+            publishStatus(progress: (index, ordered.count))
             do {
                 switch change.itemKind {
                 case .folder: try await resolveFolder(change, context: context)
@@ -103,6 +105,7 @@ extension VaultEngine {
                 report.needsAttention += 1
             }
         }
+        publishStatus(progress: nil, backups: report.backups.map(\.backupID))
         return report
     }
 
@@ -117,7 +120,9 @@ extension VaultEngine {
     /// a refusal → needs attention at once. The data stays.
     func recordFailure(_ change: PendingChange, error: ServerCallError, permanent: Bool = false) async throws -> PendingChangeState {
         let current = try requireSession()
-        var updated = change
+        // The stored record may have moved on during this attempt (a backup noted): start from it.
+        let stored = try await read { db in try PendingChangeRow.fetchOne(db, key: change.id) }
+        guard var updated = try stored.map({ try $0.open(key: current.keys.userKey) }) else { return .pending }
         updated.metadata.attempts += 1
         updated.metadata.lastError = error.description
         let backoff = Backoff()
@@ -132,6 +137,7 @@ extension VaultEngine {
         }
         let row = try PendingChangeRow(updated, key: current.keys.userKey)
         try await write { db in try row.save(db) }
+        publishStatus(lastError: error.description)
         logger.warning("queued change not resolved", metadata: ["item": "\(change.itemID)", "state": "\(updated.metadata.state.rawValue)",
                                                                   "attempts": "\(updated.metadata.attempts)"])
         return updated.metadata.state

@@ -37,6 +37,10 @@ public actor VaultEngine {
     nonisolated let clockOffsetBox = ClockOffsetBox()
     var api: BitwardenAPI
     var session: UnlockedSession?
+    var statusContinuations: [UUID: AsyncStream<SyncStatus>.Continuation] = [:]
+    var statusProgress: (done: Int, total: Int)?
+    var statusBackups: [String] = []
+    var statusLastError: String?
 
     /// Opens the profile database at `databasePath`.
     public init(databasePath: String, configuration: EngineConfiguration, clock: any DeviceClock = SystemDeviceClock(),

@@ -85,6 +85,13 @@ public struct EngineConfiguration: Sendable {
     public var draftMaximumAge: Double = 7 * 24 * 3600
     public var api = APIConfiguration()
     public var deviceName = "vaultsync"
+    /// seed 001 §12.3: when off, `sync()` only pulls; queued changes wait (and stay protected).
+    public var resolutionEnabled = true
+    /// seed 000 §7: put conflict backups in a folder named "Offline Sync Conflicts" (created on demand)
+    /// instead of the original item's folder.
+    public var backupsInConflictFolder = false
+    /// Queued changes resolved at once (bounded concurrency).
+    public var resolutionConcurrency = 4
 
     public init(serverURL: String) {
         self.serverURL = serverURL

@@ -121,6 +121,15 @@ public final class VaultStore: Sendable {
                 t.column("lastContactFailed", .boolean).notNull().defaults(to: false)
             }
         }
+        migrator.registerMigration("v2: conflict backups") { db in
+            try db.create(table: "conflictBackup") { t in
+                t.column("userID", .text).notNull().references("account", onDelete: .cascade)
+                t.column("backupID", .text).notNull()
+                t.column("originalID", .text).notNull()
+                t.column("createdAt", .integer).notNull()
+                t.primaryKey(["userID", "backupID"])
+            }
+        }
         return migrator
     }
 }

@@ -68,6 +68,9 @@ public struct PendingChangeMetadata: Sendable, Codable, Equatable {
     /// A conflict backup being written (its encrypted JSON): kept so that a retry after a lost answer
     /// finds the backup on the server instead of posting a second one.
     public var pendingBackup: String?
+    /// Which version was already backed up ("server:<revision µs>" or "local:<updated µs>"), so that a
+    /// retry after a failure between backup and push does not back it up twice.
+    public var backupDoneFor: String?
 
     public init(kind: PendingChangeKind, originalRevisionDate: WireDate?, passwordChangeCount: Int = 0,
                 contentChanged: Bool = false, createdDate: WireDate, updatedDate: WireDate,

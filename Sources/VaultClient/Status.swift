@@ -1,0 +1,168 @@
+import Foundation
+import GRDB
+import VaultModels
+import VaultStore
+import VaultSyncCore
+
+/// The sync status a UI shows (seed 004 §5, seed 001 U3).
+public struct SyncStatus: Sendable, Equatable {
+    /// Whether the last server contact succeeded (`nil`: none yet).
+    public var online: Bool?
+    public var lastContact: WireDate?
+    public var lastSync: WireDate?
+    public var pendingCount: Int
+    public var needsAttentionCount: Int
+    /// While resolving: (done, total).
+    public var resolving: (done: Int, total: Int)?
+    /// Backups created by the last resolution.
+    public var conflictsCreated: [String]
+    public var lastError: String?
+    public var locked: Bool
+
+    public static func == (lhs: SyncStatus, rhs: SyncStatus) -> Bool {
+        lhs.online == rhs.online && lhs.lastContact == rhs.lastContact && lhs.lastSync == rhs.lastSync
+            && lhs.pendingCount == rhs.pendingCount && lhs.needsAttentionCount == rhs.needsAttentionCount
+            && lhs.resolving?.done == rhs.resolving?.done && lhs.resolving?.total == rhs.resolving?.total
+            && lhs.conflictsCreated == rhs.conflictsCreated && lhs.lastError == rhs.lastError && lhs.locked == rhs.locked
+    }
+}
+
+/// A backup made by conflict resolution, as listed for the user.
+public struct ConflictBackupSummary: Sendable, Equatable {
+    public var backupID: String
+    public var originalID: String
+    public var name: String?
+    public var createdAt: WireDate
+}
+
+/// What discarding a queued change gives up.
+public struct DiscardedChange: Sendable, Equatable {
+    public var itemID: String
+    public var kind: PendingChangeKind
+    /// In user words: what will be lost.
+    public var lost: String
+}
+
+extension VaultEngine {
+    /// The current status.
+    public func status() async throws -> SyncStatus {
+        guard let current = session else {
+            return SyncStatus(pendingCount: 0, needsAttentionCount: 0, conflictsCreated: [], locked: true)
+        }
+        let userID = current.userID
+        let (state, rows) = try await read { db in
+            (try SyncStateRow.fetchOne(db, key: userID), try PendingChangeRow.filter(Column("userID") == userID).fetchAll(db))
+        }
+        let changes = rows.compactMap { try? $0.open(key: current.keys.userKey) }
+        let attention = changes.filter { $0.metadata.state == .needsAttention }.count
+        return SyncStatus(
+            online: state?.lastContactDate == nil ? nil : !(state?.lastContactFailed ?? false),
+            lastContact: state?.lastContactDate.map(WireDate.init(microsecondsSinceEpoch:)),
+            lastSync: state?.lastSyncDate.map(WireDate.init(microsecondsSinceEpoch:)),
+            pendingCount: changes.count - attention, needsAttentionCount: attention, resolving: statusProgress,
+            conflictsCreated: statusBackups, lastError: statusLastError, locked: false)
+    }
+
+    /// A stream of status updates: one now, then one after every change to it. Ends when the consumer stops.
+    public func statusUpdates() -> AsyncStream<SyncStatus> {
+        let (stream, continuation) = AsyncStream<SyncStatus>.makeStream(bufferingPolicy: .bufferingNewest(16))
+        let id = UUID()
+        statusContinuations[id] = continuation
+        continuation.onTermination = { [weak self] _ in
+            Task { await self?.removeStatusContinuation(id) }
+        }
+        Task { await self.emitStatus() }
+        return stream
+    }
+
+    func removeStatusContinuation(_ id: UUID) {
+        statusContinuations[id] = nil
+    }
+
+    /// Records progress/backups/errors and tells the listeners.
+    func publishStatus(progress: (Int, Int)?? = .none, backups: [String]? = nil, lastError: String? = nil) {
+        if case .some(let value) = progress { statusProgress = value.map { (done: $0.0, total: $0.1) } }
+        if let backups { statusBackups = backups }
+        if let lastError { statusLastError = lastError }
+        guard !statusContinuations.isEmpty else { return }
+        Task { await self.emitStatus() }
+    }
+
+    func emitStatus() async {
+        guard let status = try? await status() else { return }
+        for continuation in statusContinuations.values { continuation.yield(status) }
+    }
+
+    /// The backups conflict resolution made, newest first.
+    public func conflictBackups() async throws -> [ConflictBackupSummary] {
+        let current = try requireSession()
+        let userID = current.userID
+        let rows = try await read { db in
+            try Row.fetchAll(db, sql: "SELECT * FROM conflictBackup WHERE userID = ? ORDER BY createdAt DESC", arguments: [userID])
+                .map { (backupID: $0["backupID"] as String, originalID: $0["originalID"] as String, createdAt: $0["createdAt"] as Int64) }
+        }
+        var result: [ConflictBackupSummary] = []
+        for row in rows {
+            let name = try? await item(id: row.backupID).name
+            result.append(ConflictBackupSummary(backupID: row.backupID, originalID: row.originalID, name: name,
+                                                createdAt: WireDate(microsecondsSinceEpoch: row.createdAt)))
+        }
+        return result
+    }
+
+    /// Puts changes that need attention (or one item's) back in line for the next sync.
+    @discardableResult
+    public func retryPending(itemID: String? = nil) async throws -> Int {
+        let current = try requireSession()
+        let userID = current.userID
+        let rows = try await read { db in try PendingChangeRow.filter(Column("userID") == userID).fetchAll(db) }
+        var updated: [PendingChangeRow] = []
+        for row in rows where itemID == nil || row.itemID == itemID {
+            guard var change = try? row.open(key: current.keys.userKey) else { continue }
+            guard change.metadata.state == .needsAttention || change.metadata.nextAttemptDate != nil else { continue }
+            change.metadata.state = .pending
+            change.metadata.nextAttemptDate = nil
+            change.metadata.attempts = 0
+            updated.append(try PendingChangeRow(change, key: current.keys.userKey))
+        }
+        if let itemID, updated.isEmpty, !rows.contains(where: { $0.itemID == itemID }) { throw VaultError.itemNotFound(itemID) }
+        let final = updated
+        try await write { db in for row in final { try row.save(db) } }
+        publishStatus()
+        return final.count
+    }
+
+    /// Describes what discarding an item's queued change would lose (for a confirmation prompt).
+    public func describeDiscard(itemID: String) async throws -> DiscardedChange {
+        let current = try requireSession()
+        var found = try await pendingChange(itemKind: .cipher, itemID: itemID, userID: current.userID)
+        if found == nil { found = try await pendingChange(itemKind: .folder, itemID: itemID, userID: current.userID) }
+        guard let change = found else { throw VaultError.itemNotFound(itemID) }
+        let name = (try? await item(id: itemID).name) ?? itemID
+        let lost: String
+        switch change.metadata.kind {
+        case .create: lost = "the item \"\(name)\", which exists only on this device, will be deleted"
+        case .update: lost = "the changes made to \"\(name)\" on this device since \(change.metadata.createdDate.iso8601) will be replaced by the server's version"
+        case .softDelete: lost = "the move of \"\(name)\" to the trash will be undone (and any edits made here before it)"
+        case .hardDelete: lost = "the permanent deletion of \"\(name)\" will be undone; the server's version comes back"
+        }
+        return DiscardedChange(itemID: itemID, kind: change.metadata.kind, lost: lost)
+    }
+
+    /// Gives up an item's queued change: the record goes; an offline-only item goes with it; otherwise
+    /// the next sync brings back the server's version.
+    @discardableResult
+    public func discardPending(itemID: String) async throws -> DiscardedChange {
+        let description = try await describeDiscard(itemID: itemID)
+        let userID = try requireSession().userID
+        try await write { db in
+            try db.execute(sql: "DELETE FROM pendingChange WHERE userID = ? AND itemID = ?", arguments: [userID, itemID])
+            if description.kind == .create {
+                _ = try CipherRow.deleteOne(db, key: ["userID": userID, "id": itemID])
+                _ = try FolderRow.deleteOne(db, key: ["userID": userID, "id": itemID])
+            }
+        }
+        publishStatus()
+        return description
+    }
+}

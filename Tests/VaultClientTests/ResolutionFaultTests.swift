@@ -1,0 +1,179 @@
+import Foundation
+import GRDB
+import Testing
+import VaultAPI
+import VaultClient
+import VaultCrypto
+import VaultModels
+import VaultStore
+import VaultSyncCore
+import VaultTestSupport
+
+@Suite("Reconnect under faults: never twice, never lost", .serialized)
+struct ResolutionFaultTests {
+    /// A's device through a fault proxy in front of the real server.
+    func throughProxy(_ devices: TwoDevices, configure: (inout EngineConfiguration) -> Void = { _ in }) async throws -> (Device, FaultProxy) {
+        let proxy = FaultProxy(upstream: await devices.scenario.server.url)
+        try await proxy.start()
+        let device = try Device.make(url: await proxy.url, profile: devices.a.profile, configure: configure)
+        try await device.engine.unlock(email: devices.scenario.email, password: devices.scenario.password)
+        return (device, proxy)
+    }
+
+    func offline(_ devices: TwoDevices) async throws -> Device {
+        let device = try devices.offlineA()
+        try await device.engine.unlock(email: devices.scenario.email, password: devices.scenario.password)
+        return device
+    }
+
+    @Test("a failure between the backup and the push: the rerun converges with one backup and no loss")
+    func failureBetweenBackupAndPush() async throws {
+        let devices = try await TwoDevices.start()
+        let item = try await devices.a.engine.addItem(loginItem("Fragile")).value
+        try await devices.b.engine.pull()
+        var fromB = try await devices.b.engine.item(id: item.id!)
+        fromB.login?.password = "b-online"
+        _ = try await devices.b.engine.updateItem(fromB)
+        try await Task.sleep(for: .milliseconds(50))
+        let a = try await offline(devices)
+        var fromA = item
+        fromA.login?.password = "a-offline-newer"
+        _ = try await a.engine.updateItem(fromA)
+
+        let (viaProxy, proxy) = try await throughProxy(devices)
+        await proxy.add(.init(method: "PUT", pathPrefix: "/api/ciphers/\(item.id!)", action: .fail(status: 503)))
+        let first = try await viaProxy.engine.sync()
+        #expect(first.backups.count == 1)
+        #expect(first.stillPending == 1, "the push failed: the record stays")
+        try await viaProxy.engine.retryPending()
+        let second = try await viaProxy.engine.sync()
+        #expect(second.backups.isEmpty, "no second backup")
+        #expect(try await viaProxy.engine.pendingCount() == 0)
+        try await devices.b.engine.pull()
+        #expect(try await devices.b.engine.view(named: "Fragile")?.login?.password == "a-offline-newer")
+        let backups = try await devices.b.engine.views().filter { $0.name.hasPrefix("Fragile - offline conflict") }
+        #expect(backups.map { $0.login?.password } == ["b-online"])
+        #expect(try await viaProxy.engine.conflictBackups().count == 1)
+        await proxy.stop()
+        await devices.finish()
+    }
+
+    @Test("a create whose answer is lost on the wire is adopted at the rerun: no duplicate")
+    func lostCreateAnswer() async throws {
+        let devices = try await TwoDevices.start()
+        let a = try await offline(devices)
+        _ = try await a.engine.addItem(loginItem("Once only"))
+        let (viaProxy, proxy) = try await throughProxy(devices)
+        await proxy.add(.init(method: "POST", pathPrefix: "/api/ciphers", action: .forwardThenDrop))
+        let first = try await viaProxy.engine.sync()
+        #expect(first.stillPending == 1)
+        #expect(await proxy.firedCount == 1)
+        try await viaProxy.engine.retryPending()
+        _ = try await viaProxy.engine.sync()
+        try await devices.b.engine.pull()
+        #expect(try await devices.b.engine.views().filter { $0.name == "Once only" }.count == 1)
+        #expect(try await viaProxy.engine.views().filter { $0.name == "Once only" }.count == 1)
+        #expect(try await viaProxy.engine.pendingCount() == 0)
+        await proxy.stop()
+        await devices.finish()
+    }
+
+    @Test("a mixed batch: a refused item needs attention, the others resolve, the full sync still applies other changes")
+    func mixedBatch() async throws {
+        let devices = try await TwoDevices.start()
+        let refused = try await devices.a.engine.addItem(loginItem("Refused")).value
+        let fine = try await devices.a.engine.addItem(loginItem("Fine")).value
+        let a = try await offline(devices)
+        var edit = refused
+        edit.login?.password = "kept locally"
+        _ = try await a.engine.updateItem(edit)
+        var other = fine
+        other.login?.password = "pushed"
+        _ = try await a.engine.updateItem(other)
+        _ = try await a.engine.addItem(loginItem("New offline"))
+        _ = try await devices.b.engine.addItem(loginItem("From B"))
+
+        let (viaProxy, proxy) = try await throughProxy(devices)
+        await proxy.add(.init(method: "PUT", pathPrefix: "/api/ciphers/\(refused.id!)", action: .fail(status: 400), times: 10))
+        let report = try await viaProxy.engine.sync()
+        #expect(report.resolved == 2)
+        #expect(report.needsAttention == 1)
+        let names = Set(try await viaProxy.engine.views().map(\.name))
+        #expect(names == ["Refused", "Fine", "New offline", "From B"])
+        #expect(try await viaProxy.engine.view(named: "Refused")?.login?.password == "kept locally")
+        let pending = try await viaProxy.engine.pendingChanges()
+        #expect(pending.count == 1)
+        #expect(pending.first?.metadata.state == .needsAttention)
+        #expect(pending.first?.metadata.lastError?.contains("400") == true)
+        let status = try await viaProxy.engine.status()
+        #expect(status.needsAttentionCount == 1)
+        #expect(status.pendingCount == 0)
+
+        // The user retries once the cause is gone; or discards, and the server's version returns.
+        #expect(try await viaProxy.engine.retryPending(itemID: refused.id!) == 1)
+        let description = try await viaProxy.engine.describeDiscard(itemID: refused.id!)
+        #expect(description.lost.contains("Refused"))
+        try await viaProxy.engine.discardPending(itemID: refused.id!)
+        _ = try await viaProxy.engine.sync()
+        #expect(try await viaProxy.engine.view(named: "Refused")?.login?.password == "hunter2")
+        await proxy.stop()
+        await devices.finish()
+    }
+
+    @Test("resolution can be turned off: sync only pulls and queued items keep their local version")
+    func resolutionSwitch() async throws {
+        let devices = try await TwoDevices.start()
+        let item = try await devices.a.engine.addItem(loginItem("Waiting")).value
+        let a = try await offline(devices)
+        var edit = item
+        edit.notes = "offline note"
+        _ = try await a.engine.updateItem(edit)
+        let off = try Device.make(url: await devices.scenario.server.url, profile: devices.a.profile) { $0.resolutionEnabled = false }
+        try await off.engine.unlock(email: devices.scenario.email, password: devices.scenario.password)
+        let report = try await off.engine.sync()
+        #expect(report.resolved == 0)
+        #expect(try await off.engine.pendingCount() == 1)
+        #expect(try await off.engine.view(named: "Waiting")?.notes == "offline note")
+        await devices.finish()
+    }
+
+    @Test("backups can go to the Offline Sync Conflicts folder, created on demand")
+    func conflictFolder() async throws {
+        let devices = try await TwoDevices.start()
+        let item = try await devices.a.engine.addItem(loginItem("Filed")).value
+        try await devices.b.engine.pull()
+        let a = try await offline(devices)
+        var fromA = item
+        fromA.login?.password = "a"
+        _ = try await a.engine.updateItem(fromA)
+        var fromB = try await devices.b.engine.item(id: item.id!)
+        fromB.login?.password = "b"
+        _ = try await devices.b.engine.updateItem(fromB)
+        let online = try Device.make(url: await devices.scenario.server.url, profile: devices.a.profile) { $0.backupsInConflictFolder = true }
+        try await online.engine.unlock(email: devices.scenario.email, password: devices.scenario.password)
+        let report = try await online.engine.sync()
+        #expect(report.backups.count == 1)
+        let folder = try #require(try await online.engine.folders().first { $0.name == "Offline Sync Conflicts" })
+        #expect(try await online.engine.item(id: report.backups[0].backupID).folderId == folder.id)
+        await devices.finish()
+    }
+
+    @Test("the status stream reports saves and resolution")
+    func statusStream() async throws {
+        let devices = try await TwoDevices.start()
+        let a = try await offline(devices)
+        let stream = await a.engine.statusUpdates()
+        var iterator = stream.makeAsyncIterator()
+        let initial = await iterator.next()
+        #expect(initial?.pendingCount == 0)
+        _ = try await a.engine.addItem(loginItem("Watched"))
+        var sawPending = false
+        for _ in 0..<5 {
+            guard let status = await iterator.next() else { break }
+            if status.pendingCount == 1 { sawPending = true; break }
+        }
+        #expect(sawPending)
+        #expect(try await a.engine.status().online == false)
+        await devices.finish()
+    }
+}
