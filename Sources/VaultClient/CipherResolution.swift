@@ -246,6 +246,13 @@ extension VaultEngine {
 extension VaultEngine {
     /// The "Offline Sync Conflicts" folder's id, created on the server on first use (seed 000 §7).
     func conflictFolderID() async throws -> String {
+        if let lookup = conflictFolderLookup, let id = try? await lookup.value { return id }
+        let lookup = Task { try await self.findOrCreateConflictFolder() }
+        conflictFolderLookup = lookup
+        return try await lookup.value
+    }
+
+    func findOrCreateConflictFolder() async throws -> String {
         let current = try requireSession()
         let name = "Offline Sync Conflicts"
         if let existing = try await folders().first(where: { $0.name == name }), let id = existing.id { return id }

@@ -29,6 +29,13 @@ public struct SyncReport: Sendable, Equatable {
     public var needsAttention = 0
     /// What happened, in user words (deletes dropped because the item was edited elsewhere…).
     public var messages: [String] = []
+
+    mutating func merge(_ other: SyncReport) {
+        resolved += other.resolved
+        backups += other.backups
+        needsAttention += other.needsAttention
+        messages += other.messages
+    }
 }
 
 extension VaultEngine {
@@ -86,26 +93,57 @@ extension VaultEngine {
         }
         let context = ResolutionContext(serverCiphers: serverCiphers, serverNamesOfCiphers: serverNames,
                                         serverFolders: serverFolders, serverNamesOfFolders: folderNames)
-        let ordered = changes.sorted(by: { ($0.itemKind == .folder ? 0 : 1, $0.metadata.createdDate) < ($1.itemKind == .folder ? 0 : 1, $1.metadata.createdDate) })
-        for (index, change) in ordered.enumerated() {
-            publishStatus(progress: (index, ordered.count))
-            do {
-                switch change.itemKind {
-                case .folder: try await resolveFolder(change, context: context)
-                case .cipher: try await resolveCipher(change, context: context, report: &report)
+        // Folders first, one by one (items may reference their new ids); then items, several at once.
+        let folders = changes.filter { $0.itemKind == .folder }.sorted { $0.metadata.createdDate < $1.metadata.createdDate }
+        let items = changes.filter { $0.itemKind == .cipher }.sorted { $0.metadata.createdDate < $1.metadata.createdDate }
+        let total = changes.count
+        var done = 0
+        for change in folders {
+            publishStatus(progress: (done, total))
+            report.merge(try await resolveOne(change, context: context))
+            done += 1
+        }
+        let width = max(1, configuration.resolutionConcurrency)
+        try await withThrowingTaskGroup(of: SyncReport.self) { group in
+            var next = 0
+            while next < items.count && next < width {
+                let change = items[next]
+                group.addTask { try await self.resolveOne(change, context: context) }
+                next += 1
+            }
+            while let partial = try await group.next() {
+                report.merge(partial)
+                done += 1
+                publishStatus(progress: (done, total))
+                if next < items.count {
+                    let change = items[next]
+                    group.addTask { try await self.resolveOne(change, context: context) }
+                    next += 1
                 }
-                report.resolved += 1
-            } catch let error as ServerCallError {
-                let state = try await recordFailure(change, error: error)
-                if state == .needsAttention { report.needsAttention += 1 }
-                if FailureClassification.classify(error.failure) == .offline { await recordContact(success: false) }
-            } catch let error as VaultError {
-                // The server answered but something about this item is wrong: keep it, ask the user.
-                _ = try await recordFailure(change, error: .invalidResponse(error.description), permanent: true)
-                report.needsAttention += 1
             }
         }
         publishStatus(progress: nil, backups: report.backups.map(\.backupID))
+        return report
+    }
+
+    /// Resolves one record; failures are recorded on the record, never thrown past it.
+    func resolveOne(_ change: PendingChange, context: ResolutionContext) async throws -> SyncReport {
+        var report = SyncReport()
+        do {
+            switch change.itemKind {
+            case .folder: try await resolveFolder(change, context: context)
+            case .cipher: try await resolveCipher(change, context: context, report: &report)
+            }
+            report.resolved += 1
+        } catch let error as ServerCallError {
+            let state = try await recordFailure(change, error: error)
+            if state == .needsAttention { report.needsAttention += 1 }
+            if FailureClassification.classify(error.failure) == .offline { await recordContact(success: false) }
+        } catch let error as VaultError {
+            // The server answered but something about this item is wrong: keep it, ask the user.
+            _ = try await recordFailure(change, error: .invalidResponse(error.description), permanent: true)
+            report.needsAttention += 1
+        }
         return report
     }
 

@@ -41,6 +41,8 @@ public actor VaultEngine {
     var statusProgress: (done: Int, total: Int)?
     var statusBackups: [String] = []
     var statusLastError: String?
+    /// The "Offline Sync Conflicts" folder being found or created (shared by concurrent resolutions).
+    var conflictFolderLookup: Task<String, any Error>?
 
     /// Opens the profile database at `databasePath`.
     public init(databasePath: String, configuration: EngineConfiguration, clock: any DeviceClock = SystemDeviceClock(),
