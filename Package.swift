@@ -138,7 +138,8 @@ let package = Package(
         .executableTarget(
             name: "VaultBench",
             dependencies: [
-                "VaultCrypto", "VaultModels",
+                "VaultCrypto", "VaultModels", "VaultClient", "VaultAPI", "VaultTestSupport",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "_CryptoExtras", package: "swift-crypto"),
             ],

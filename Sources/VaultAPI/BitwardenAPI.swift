@@ -345,6 +345,7 @@ public final class BitwardenAPI: Sendable {
 extension BitwardenAPI {
     /// Any JSON call (organization administration and tests).
     public func rawJSON(_ method: HTTPMethod, _ path: String, token: String, body: JSONValue? = nil) async throws -> JSONObject {
-        try object(try await send(method, path, token: token, json: body))
+        let reply = try await send(method, path, token: token, json: body)
+        return reply.body.isEmpty ? JSONObject() : try object(reply)
     }
 }

@@ -30,7 +30,7 @@ struct BenchOptions {
             case "--json": options.jsonPath = iterator.next() ?? options.jsonPath
             case "-h", "--help":
                 print("""
-                usage: VaultBench [--quick] [--only P4,UNLOCK] [--json FILE]
+                usage: VaultBench [--quick] [--only P2,P4,UNLOCK] [--json FILE]
                 Runs VaultSync's benchmarks, each next to its reference in the same run, prints a table and writes JSON.
                 Build with -c release for meaningful figures.
                 """)

@@ -7,6 +7,7 @@ var results: [BenchResult] = []
 do {
     if options.wants("P4") { results += try CryptoBenchmarks.run(options: options) }
     if options.wants("UNLOCK") { results += try CryptoBenchmarks.unlock(options: options) }
+    if options.wants("P2") { results += try await ResolutionBenchmark.run(options: options) }
 } catch {
     FileHandle.standardError.write(Data("benchmark failed: \(error)\n".utf8))
     exit(1)

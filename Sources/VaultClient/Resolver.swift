@@ -30,6 +30,10 @@ public struct SyncReport: Sendable, Equatable {
     /// What happened, in user words (deletes dropped because the item was edited elsewhere…).
     public var messages: [String] = []
 
+    public init(skippedLocked: Bool = false) {
+        self.skippedLocked = skippedLocked
+    }
+
     mutating func merge(_ other: SyncReport) {
         resolved += other.resolved
         backups += other.backups
