@@ -206,7 +206,7 @@ extension VaultEngine {
         case .offline:
             await recordContact(success: false)
             if isOrganization { throw VaultError.organizationItemOffline }
-            guard configuration.offlineEditsEnabled else { throw VaultError.serverUnreachable(error.description) }
+            guard configuration.offlineEditsEnabled else { throw VaultError.offlineEditsDisabled(error.description) }
         }
     }
 

@@ -12,14 +12,7 @@ extension VaultEngine {
     /// seed 001 A1's early abort: one stuck item blocks nothing else).
     public func pull() async throws {
         let current = try requireSession()
-        let snapshot: SyncResponse
-        do {
-            snapshot = try await authorized { api, token in try await api.sync(token: token) }
-        } catch let error as ServerCallError {
-            await recordContact(success: false)
-            throw Self.onlineOnly(error)
-        }
-        await recordContact(success: true)
+        let snapshot = try await fetchSnapshot()
         let userID = current.userID
         let now = clock.now().microsecondsSinceEpoch
         let organizations = (snapshot.profile["organizations"]?.arrayValue ?? []).compactMap(\.objectValue)
@@ -85,6 +78,18 @@ extension VaultEngine {
             session?.keys.organizationKeys = orgKeys
         }
         try await purgeDrafts()
+    }
+
+    /// One `/api/sync`, noting whether the server answered.
+    func fetchSnapshot() async throws -> SyncResponse {
+        do {
+            let snapshot = try await authorized { api, token in try await api.sync(token: token) }
+            await recordContact(success: true)
+            return snapshot
+        } catch let error as ServerCallError {
+            await recordContact(success: false)
+            throw Self.onlineOnly(error)
+        }
     }
 
     struct PendingKey: Hashable {

@@ -49,15 +49,7 @@ extension VaultEngine {
         guard session != nil else { return SyncReport(skippedLocked: true) }
         var report = SyncReport()
         if configuration.resolutionEnabled, try await pendingCount() > 0 {
-            let snapshot: SyncResponse
-            do {
-                snapshot = try await authorized { api, token in try await api.sync(token: token) }
-            } catch let error as ServerCallError {
-                await recordContact(success: false)
-                throw Self.onlineOnly(error)
-            }
-            await recordContact(success: true)
-            report = try await resolve(against: snapshot)
+            report = try await resolve(against: try await fetchSnapshot())
         }
         try await pull()
         report.stillPending = try await read { [userID = session?.userID ?? ""] db in

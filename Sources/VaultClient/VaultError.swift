@@ -16,8 +16,10 @@ public enum VaultError: Error, Sendable, Equatable {
     case organizationItemOffline
     /// The server understood the request and refused it (4xx); nothing was queued.
     case serverRefused(status: Int, message: String)
-    /// The server could not be reached and offline edits are turned off.
+    /// The server could not be reached (for something that needs it: login, register, sync).
     case serverUnreachable(String)
+    /// The server could not be reached and offline edits are turned off.
+    case offlineEditsDisabled(String)
     /// The refresh token was refused: log in again. Local data is kept.
     case sessionExpired
     /// The item cannot be saved as it is; nothing was changed.
@@ -40,7 +42,8 @@ extension VaultError: LocalizedError {
         case .organizationItemOffline:
             return "Organization items cannot be edited while offline. Reconnect to save changes to this item."
         case .serverRefused(let status, let message): return "The server refused the change (\(status)): \(message)"
-        case .serverUnreachable(let detail): return "The server could not be reached (\(detail)), and offline edits are turned off."
+        case .serverUnreachable(let detail): return "The server could not be reached: \(detail)."
+        case .offlineEditsDisabled(let detail): return "The server could not be reached (\(detail)), and offline edits are turned off."
         case .sessionExpired: return "Your session has expired. Log in again; your local data and pending changes are kept."
         case .invalidItem(let reason): return "The item cannot be saved: \(reason)."
         case .draftNotFound(let id): return "No draft \(id)."

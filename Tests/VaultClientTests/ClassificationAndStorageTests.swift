@@ -121,7 +121,7 @@ struct ClassificationAndStorageTests {
         await #expect {
             try await a.engine.softDeleteItem(id: item.id!)
         } throws: { error in
-            if case VaultError.serverUnreachable = error { return true }
+            if case VaultError.offlineEditsDisabled = error { return true }
             return false
         }
         #expect(try await a.engine.pendingCount() == 0)

@@ -41,8 +41,9 @@ struct Device {
     static func make(url: String, profile: String = temporaryDirectory("vaultsync-device"), clock: any DeviceClock = SystemDeviceClock(),
                      configure: (inout EngineConfiguration) -> Void = { _ in }) throws -> Device {
         var configuration = EngineConfiguration(serverURL: url)
-        configuration.api.connectTimeout = .seconds(2)
-        configuration.api.requestTimeout = .seconds(3)
+        // Generous: the suites run in parallel on two cores; fault tests set short timeouts themselves.
+        configuration.api.connectTimeout = .seconds(10)
+        configuration.api.requestTimeout = .seconds(20)
         configure(&configuration)
         let engine = try VaultEngine(databasePath: profile + "/vault.sqlite", configuration: configuration, clock: clock)
         return Device(profile: profile, engine: engine)
