@@ -237,3 +237,26 @@ extension VaultEngine {
         try await write { db in _ = try PendingChangeRow.deleteOne(db, key: change.id) }
     }
 }
+
+extension VaultEngine {
+    /// An optional background loop: syncs every `interval`; after failures (server unreachable) it
+    /// waits by exponential backoff with jitter instead. Cancel the returned task to stop it.
+    public func startAutomaticSync(every interval: Duration, backoff: Backoff = Backoff(base: 1, cap: 300)) -> Task<Void, Never> {
+        Task { [weak self] in
+            var failures = 0
+            while !Task.isCancelled, let engine = self {
+                var wait = interval
+                do {
+                    if await engine.isUnlocked { _ = try await engine.sync() }
+                    failures = 0
+                } catch {
+                    failures += 1
+                    var generator = SystemRandomNumberGenerator()
+                    let seconds = backoff.delay(afterAttempts: failures, unit: Double.random(in: 0..<1, using: &generator))
+                    wait = .milliseconds(Int64(seconds * 1000))
+                }
+                try? await Task.sleep(for: wait)
+            }
+        }
+    }
+}

@@ -177,3 +177,27 @@ struct ResolutionFaultTests {
         await devices.finish()
     }
 }
+
+@Suite("Automatic sync", .serialized)
+struct AutomaticSyncTests {
+    @Test("the background loop backs off while the server is down and drains the queue when it returns")
+    func backgroundLoop() async throws {
+        let scenario = try await Scenario.start()
+        let a = try await scenario.device(register: true)
+        await scenario.server.stop()
+        _ = try await a.engine.addItem(loginItem("Queued while down"))
+        let loop = await a.engine.startAutomaticSync(every: .milliseconds(100), backoff: Backoff(base: 0.1, cap: 0.5))
+        try await Task.sleep(for: .milliseconds(400))
+        #expect(try await a.engine.pendingCount() == 1)
+        try await scenario.server.start()
+        let deadline = ContinuousClock.now + .seconds(20)
+        while try await a.engine.pendingCount() > 0, ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        loop.cancel()
+        #expect(try await a.engine.pendingCount() == 0)
+        let b = try await scenario.device()
+        #expect(try await b.engine.view(named: "Queued while down") != nil)
+        await scenario.finish([a, b])
+    }
+}
