@@ -11,14 +11,16 @@ import VaultTestSupport
 struct AccountTests {
     @Test("an expired access token is refreshed once, transparently")
     func tokenRefresh() async throws {
-        let server = LiveServer(configure: { $0.accessTokenLifetime = 1 })
+        // The server's clock is moved past the token's lifetime (no sleeping, no timing races).
+        let serverClock = TestClock()
+        let server = LiveServer(configure: { $0.now = { serverClock.now().microsecondsSinceEpoch } })
         try await server.start()
         let scenario = Scenario(server: server, email: "refresh-\(UUID().uuidString.prefix(6).lowercased())@example.com")
         let a = try await scenario.device(register: true)
-        try await Task.sleep(for: .milliseconds(2100))
+        serverClock.advance(seconds: 3700)
         let saved = try await a.engine.addItem(loginItem("After expiry"))
         #expect(saved.outcome == .synced)
-        try await Task.sleep(for: .milliseconds(2100))
+        serverClock.advance(seconds: 3700)
         try await a.engine.pull()
         #expect(try await a.engine.view(named: "After expiry") != nil)
         await scenario.finish([a])

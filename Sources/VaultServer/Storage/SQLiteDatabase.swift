@@ -5,7 +5,7 @@ import GRDB
 ///
 /// One connection, serialised by an async mutex: every transaction (reads included) runs alone, which
 /// is SQLite's single-writer model made explicit and keeps `BEGIN IMMEDIATE … COMMIT` spans from
-/// interleaving on the shared connection.
+/// interleaving on the shared connection. Statements run synchronously on the caller's thread.
 public final class SQLiteDatabase: SQLDatabase {
     public let dialect = SQLDialect.sqlite
     public let location: String
@@ -34,15 +34,15 @@ public final class SQLiteDatabase: SQLDatabase {
     public func transaction<T: Sendable>(_ body: @Sendable (any SQLSession) async throws -> T) async throws -> T {
         await mutex.lock()
         do {
-            try await run("BEGIN IMMEDIATE")
+            try run("BEGIN IMMEDIATE")
             let result: T
             do {
                 result = try await body(SQLiteSession(queue: queue))
             } catch {
-                try? await run("ROLLBACK")
+                try? run("ROLLBACK")
                 throw error
             }
-            try await run("COMMIT")
+            try run("COMMIT")
             await mutex.unlock()
             return result
         } catch {
@@ -51,8 +51,8 @@ public final class SQLiteDatabase: SQLDatabase {
         }
     }
 
-    private func run(_ sql: String) async throws {
-        try await queue.writeWithoutTransaction { db in try db.execute(sql: sql) }
+    private func run(_ sql: String) throws {
+        try queue.inDatabase { db in try db.execute(sql: sql) }
     }
 
     public func close() async {
@@ -73,7 +73,9 @@ struct SQLiteSession: SQLSession {
             }
         })
         do {
-            return try await queue.writeWithoutTransaction { db in
+            // Synchronous on purpose: the caller holds the transaction mutex, statements take
+            // microseconds, and an async hop per statement cost more than the statements themselves.
+            return try queue.inDatabase { db in
                 let rows = try Row.fetchAll(db, sql: sql, arguments: arguments)
                 return rows.map { row in
                     SQLRow(columns: Array(row.columnNames), values: row.databaseValues.map { value in
