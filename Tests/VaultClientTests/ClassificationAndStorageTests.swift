@@ -85,13 +85,7 @@ struct ClassificationAndStorageTests {
     func knownOffline() async throws {
         let scenario = try await Scenario.start()
         let a = try await scenario.device(register: true)
-        let ids = try await OrganizationSetup.create(on: a.engine, serverURL: await scenario.server.url, email: scenario.email,
-                                                     password: scenario.password)
-        try await a.engine.pull()
-        var shared = loginItem("Shared")
-        shared.organizationId = ids.organization
-        shared.collectionIds = [ids.collection]
-        let orgItem = try await a.engine.addItem(shared).value
+        let orgItem = try await OrganizationSetup.sharedItem(named: "Shared", scenario: scenario, device: a)
         let personal = try await a.engine.addItem(loginItem("Personal")).value
         let faults = FaultServer(.hang)
         try await faults.start()

@@ -192,18 +192,11 @@ struct OfflineOperationTests {
     func organizationItemsOffline() async throws {
         let scenario = try await Scenario.start()
         let a = try await scenario.device(register: true)
-        let orgID = try await OrganizationSetup.create(on: a.engine, serverURL: await scenario.server.url, email: scenario.email,
-                                                       password: scenario.password)
-        try await a.engine.pull()
-        var shared = loginItem("Shared wifi")
-        shared.organizationId = orgID.organization
-        shared.collectionIds = [orgID.collection]
-        let item = try await a.engine.addItem(shared).value
+        let item = try await OrganizationSetup.sharedItem(named: "Shared wifi", scenario: scenario, device: a)
         await scenario.server.stop()
         #expect(try await a.engine.item(id: item.id!).login?.password == "hunter2")
         var edit = item
         edit.login?.password = "changed"
-        let started = ContinuousClock.now
         await #expect(throws: VaultError.organizationItemOffline) { try await a.engine.updateItem(edit) }
         await #expect(throws: VaultError.organizationItemOffline) { try await a.engine.softDeleteItem(id: item.id!) }
         await #expect(throws: VaultError.organizationItemOffline) { try await a.engine.moveItem(id: item.id!, toFolder: nil) }
@@ -212,7 +205,6 @@ struct OfflineOperationTests {
         #expect(try await a.engine.item(id: item.id!).login?.password == "hunter2")
         let message = VaultError.organizationItemOffline.localizedDescription
         #expect(message == "Organization items cannot be edited while offline. Reconnect to save changes to this item.")
-        _ = started
         await scenario.finish([a])
     }
 
@@ -247,9 +239,20 @@ struct OfflineOperationTests {
     }
 }
 
-/// Creates an organization through the API for `engine`'s account (the client has no org UI yet).
+/// Organization fixtures made through the API (the client has no organization administration yet).
 enum OrganizationSetup {
-    static func create(on engine: VaultEngine, serverURL: String, email: String, password: String) async throws -> (organization: String, collection: String) {
+    /// An organization (with one collection) owned by the scenario's account, then a login item in it
+    /// saved through `device` (online).
+    static func sharedItem(named name: String, scenario: Scenario, device: Device) async throws -> CipherView {
+        let ids = try await create(serverURL: await scenario.server.url, email: scenario.email, password: scenario.password)
+        try await device.engine.pull()
+        var shared = loginItem(name)
+        shared.organizationId = ids.organization
+        shared.collectionIds = [ids.collection]
+        return try await device.engine.addItem(shared).value
+    }
+
+    static func create(serverURL: String, email: String, password: String) async throws -> (organization: String, collection: String) {
         // A second, raw API session of the same user.
         let http = HTTPClientHolder.shared
         let api = BitwardenAPI(baseURL: serverURL, httpClient: http)
