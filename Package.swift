@@ -130,8 +130,11 @@ let package = Package(
         .executableTarget(
             name: "vaultsync",
             dependencies: [
-                "VaultCrypto", "VaultModels",
+                "VaultCrypto", "VaultModels", "VaultSyncCore", "VaultClient", "VaultAPI",
+                // Only for `vaultsync demo`, which runs a throwaway server in-process.
+                "VaultServer",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strict
         ),

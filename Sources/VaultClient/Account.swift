@@ -88,6 +88,44 @@ extension VaultEngine {
             throw VaultError.wrongPassword
         }
         let userKey = try master.decryptUserKeyMapped(try cryptoCall { try EncString(account.protectedUserKey) })
+        try await finishUnlock(account: account, userKey: userKey)
+    }
+
+    /// A copy of the unlocked user key sealed with a one-time session key, valid until `expiresAt`:
+    /// lets a command-line client stay unlocked across processes without the key on disk in the clear
+    /// (like `bw`'s BW_SESSION). Whoever holds both the sealed copy and the session key can unlock.
+    public func sealSession(with sessionKey: SymmetricCryptoKey, expiresAt: WireDate) throws -> String {
+        let current = try requireSession()
+        let payload = SealedSessionPayload(email: current.email, userKey: current.keys.userKey.base64,
+                                           expiresAt: expiresAt.microsecondsSinceEpoch)
+        do {
+            return try Sealed.seal(payload, key: sessionKey)
+        } catch {
+            throw VaultError.storage("the session could not be sealed: \(error)")
+        }
+    }
+
+    /// Unlocks with a session sealed by ``sealSession(with:expiresAt:)``. A wrong key, a tampered copy or
+    /// an expired session is refused with ``VaultError/sessionInvalid``.
+    public func unlock(sealedSession: String, sessionKey: SymmetricCryptoKey) async throws {
+        guard let payload = try? Sealed.open(SealedSessionPayload.self, from: sealedSession, key: sessionKey),
+              let userKey = try? SymmetricCryptoKey(base64: payload.userKey) else {
+            throw VaultError.sessionInvalid
+        }
+        guard clock.now().microsecondsSinceEpoch < payload.expiresAt else { throw VaultError.sessionInvalid }
+        guard let account = try await read({ db in try AccountRecord.filter(Column("email") == payload.email).fetchOne(db) }) else {
+            throw VaultError.accountNotFound(payload.email)
+        }
+        // The sealed key must open this account's data (a session of an older login is refused).
+        if let sealedTokens = account.sealedTokens, (try? Sealed.open(SessionTokens.self, from: sealedTokens, key: userKey)) == nil {
+            throw VaultError.sessionInvalid
+        }
+        try await finishUnlock(account: account, userKey: userKey)
+    }
+
+    /// The rest of an unlock once the user key is known: organization keys, clock offset, old drafts.
+    func finishUnlock(account: AccountRecord, userKey: SymmetricCryptoKey) async throws {
+        let normalised = account.email
         let tokens = account.sealedTokens.flatMap { try? Sealed.open(SessionTokens.self, from: $0, key: userKey) }
         var keys = VaultKeys(userKey: userKey)
         keys.organizationKeys = try await organizationKeys(userID: account.userID, account: account, userKey: userKey)
@@ -98,6 +136,9 @@ extension VaultEngine {
         }
         try await purgeDrafts()
     }
+
+    /// The email of the unlocked account.
+    public var currentEmail: String? { session?.email }
 
     /// Forgets the keys (and tokens) held in memory.
     public func lock() {
@@ -111,6 +152,16 @@ extension VaultEngine {
             _ = try AccountRecord.filter(Column("email") == normalised).deleteAll(db)
         }
         if session?.email == normalised { session = nil }
+    }
+
+    /// How many changes of an account wait for the server (readable while locked: the count is not secret).
+    public func queuedChangeCount(email: String) async throws -> Int {
+        let normalised = MasterKey.normaliseSalt(email)
+        return try await read { db in
+            try Int.fetchOne(db, sql: """
+                SELECT COUNT(*) FROM pendingChange WHERE userID IN (SELECT userID FROM account WHERE email = ?)
+                """, arguments: [normalised]) ?? 0
+        }
     }
 
     /// The accounts on this device.
@@ -178,4 +229,11 @@ extension MasterKey {
             throw VaultError.crypto(error)
         }
     }
+}
+
+/// What a sealed session holds.
+struct SealedSessionPayload: Codable, Sendable {
+    var email: String
+    var userKey: String
+    var expiresAt: Int64
 }

@@ -231,11 +231,14 @@ extension VaultEngine {
         let userID = current.userID
         let backupID = created.id ?? ""
         let now = clock.now().microsecondsSinceEpoch
+        // The marker says whose version lost: "server:…" or "local:…".
+        let side = change.metadata.backupDoneFor?.split(separator: ":").first.map(String.init) ?? "unknown"
         try await write { db in
             try CipherRow(userID: userID, wire: created).save(db)
             try row.save(db)
-            try db.execute(sql: "INSERT OR REPLACE INTO conflictBackup (userID, backupID, originalID, createdAt) VALUES (?, ?, ?, ?)",
-                           arguments: [userID, backupID, originalID, now])
+            try db.execute(sql: """
+                INSERT OR REPLACE INTO conflictBackup (userID, backupID, originalID, createdAt, losingSide) VALUES (?, ?, ?, ?, ?)
+                """, arguments: [userID, backupID, originalID, now, side])
         }
         let name = (try? created.decrypted(with: current.keys).name) ?? ""
         report.backups.append(ConflictBackup(backupID: created.id ?? "", originalID: originalID, name: name))

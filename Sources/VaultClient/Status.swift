@@ -18,12 +18,15 @@ public struct SyncStatus: Sendable, Equatable {
     public var conflictsCreated: [String]
     public var lastError: String?
     public var locked: Bool
+    /// Conflict backups the user has not reviewed yet.
+    public var unreviewedConflicts: Int = 0
 
     public static func == (lhs: SyncStatus, rhs: SyncStatus) -> Bool {
         lhs.online == rhs.online && lhs.lastContact == rhs.lastContact && lhs.lastSync == rhs.lastSync
             && lhs.pendingCount == rhs.pendingCount && lhs.needsAttentionCount == rhs.needsAttentionCount
             && lhs.resolving?.done == rhs.resolving?.done && lhs.resolving?.total == rhs.resolving?.total
             && lhs.conflictsCreated == rhs.conflictsCreated && lhs.lastError == rhs.lastError && lhs.locked == rhs.locked
+            && lhs.unreviewedConflicts == rhs.unreviewedConflicts
     }
 }
 
@@ -33,6 +36,47 @@ public struct ConflictBackupSummary: Sendable, Equatable {
     public var originalID: String
     public var name: String?
     public var createdAt: WireDate
+    /// Whose version the backup holds: the one that lost.
+    public var losingSide: ConflictSide
+    /// When the user resolved (reviewed) it; `nil` while it is new.
+    public var reviewedAt: WireDate?
+}
+
+/// The two sides of a conflict, from this device's point of view.
+public enum ConflictSide: String, Sendable, Equatable {
+    /// The version edited on this device.
+    case mine
+    /// The version on the server (edited elsewhere).
+    case theirs
+    /// Not recorded (backups made by older versions).
+    case unknown
+
+    init(losingSide: String) {
+        switch losingSide {
+        case "local": self = .mine
+        case "server": self = .theirs
+        default: self = .unknown
+        }
+    }
+}
+
+/// What `resolveConflict` should keep.
+public enum ConflictChoice: String, Sendable, CaseIterable {
+    /// This device's version.
+    case mine
+    /// The server's (other device's) version.
+    case theirs
+    /// Both: leave the live item and the backup as they are.
+    case both
+}
+
+/// What resolving a conflict did.
+public struct ConflictResolution: Sendable, Equatable {
+    /// Whether the backup's content was copied into the live item.
+    public var mergedBackupIntoItem: Bool
+    /// Whether the backup was moved to the trash.
+    public var trashedBackup: Bool
+    public var outcome: SaveOutcome
 }
 
 /// What discarding a queued change gives up.
@@ -60,7 +104,10 @@ extension VaultEngine {
             lastContact: state?.lastContactDate.map(WireDate.init(microsecondsSinceEpoch:)),
             lastSync: state?.lastSyncDate.map(WireDate.init(microsecondsSinceEpoch:)),
             pendingCount: changes.count - attention, needsAttentionCount: attention, resolving: statusProgress,
-            conflictsCreated: statusBackups, lastError: statusLastError, locked: false)
+            conflictsCreated: statusBackups, lastError: statusLastError, locked: false,
+            unreviewedConflicts: try await read { db in
+                try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM conflictBackup WHERE userID = ? AND reviewedAt IS NULL", arguments: [userID]) ?? 0
+            })
     }
 
     /// A stream of status updates: one now, then one after every change to it. Ends when the consumer stops.
@@ -99,15 +146,85 @@ extension VaultEngine {
         let userID = current.userID
         let rows = try await read { db in
             try Row.fetchAll(db, sql: "SELECT * FROM conflictBackup WHERE userID = ? ORDER BY createdAt DESC", arguments: [userID])
-                .map { (backupID: $0["backupID"] as String, originalID: $0["originalID"] as String, createdAt: $0["createdAt"] as Int64) }
+                .map { (backupID: $0["backupID"] as String, originalID: $0["originalID"] as String, createdAt: $0["createdAt"] as Int64,
+                        losingSide: $0["losingSide"] as String, reviewedAt: $0["reviewedAt"] as Int64?) }
         }
         var result: [ConflictBackupSummary] = []
         for row in rows {
             let name = try? await item(id: row.backupID).name
             result.append(ConflictBackupSummary(backupID: row.backupID, originalID: row.originalID, name: name,
-                                                createdAt: WireDate(microsecondsSinceEpoch: row.createdAt)))
+                                                createdAt: WireDate(microsecondsSinceEpoch: row.createdAt),
+                                                losingSide: ConflictSide(losingSide: row.losingSide),
+                                                reviewedAt: row.reviewedAt.map(WireDate.init(microsecondsSinceEpoch:))))
         }
         return result
+    }
+
+    /// Settles a conflict the user has reviewed. `.both` leaves both items as they are; otherwise the
+    /// chosen version ends up in the live item (the backup's content is copied in when the backup holds
+    /// it) and the backup goes to the trash — recoverable, never deleted for good. Works offline: it
+    /// goes through the same offline-aware saves as any edit. Either way the backup counts as reviewed.
+    public func resolveConflict(backupID: String, keep choice: ConflictChoice) async throws -> ConflictResolution {
+        let current = try requireSession()
+        guard let summary = try await conflictBackups().first(where: { $0.backupID == backupID }) else {
+            throw VaultError.itemNotFound(backupID)
+        }
+        var resolution = ConflictResolution(mergedBackupIntoItem: false, trashedBackup: false, outcome: .synced)
+        if choice != .both {
+            if summary.losingSide == .unknown {
+                throw VaultError.invalidItem("this backup does not record whose version it holds; edit the item by hand or keep both")
+            }
+            let backupHoldsChoice = (choice == .mine) == (summary.losingSide == .mine)
+            if backupHoldsChoice {
+                let backup = try await item(id: backupID)
+                let live = try await item(id: summary.originalID)
+                let merged = Self.merge(backup: backup, into: live)
+                resolution.outcome = try await updateItem(merged).outcome
+                resolution.mergedBackupIntoItem = true
+            }
+            let backup = try await item(id: backupID)
+            if !backup.isDeleted {
+                resolution.outcome = Self.later(resolution.outcome, try await softDeleteItem(id: backupID))
+                resolution.trashedBackup = true
+            }
+        }
+        let userID = current.userID
+        let now = clock.now().microsecondsSinceEpoch
+        try await write { db in
+            try db.execute(sql: "UPDATE conflictBackup SET reviewedAt = ? WHERE userID = ? AND backupID = ?",
+                           arguments: [now, userID, backupID])
+        }
+        publishStatus()
+        return resolution
+    }
+
+    /// The live item with the backup's content: its id, item key, folder and trash/archive state stay;
+    /// both password histories are kept, so no password is lost either way.
+    static func merge(backup: CipherView, into live: CipherView) -> CipherView {
+        var merged = backup
+        merged.id = live.id
+        merged.itemKey = live.itemKey
+        merged.organizationId = live.organizationId
+        merged.collectionIds = live.collectionIds
+        merged.folderId = live.folderId
+        merged.deletedDate = live.deletedDate
+        merged.archivedDate = live.archivedDate
+        merged.creationDate = live.creationDate
+        merged.revisionDate = live.revisionDate
+        merged.attachments = live.attachments
+        merged.name = BackupName.originalName(of: backup.name)
+        var history = live.passwordHistory
+        for entry in backup.passwordHistory where !history.contains(where: { $0.password == entry.password && $0.lastUsedDate == entry.lastUsedDate }) {
+            history.append(entry)
+        }
+        merged.passwordHistory = history.sorted { $0.lastUsedDate > $1.lastUsedDate }
+        return merged
+    }
+
+    /// The outcome of two saves in a row: offline if either went offline.
+    static func later(_ first: SaveOutcome, _ second: SaveOutcome) -> SaveOutcome {
+        if case .savedOffline = second { return second }
+        return first
     }
 
     /// Puts changes that need attention (or one item's) back in line for the next sync.

@@ -9,6 +9,8 @@ public enum VaultError: Error, Sendable, Equatable {
     case notLoggedIn
     case locked
     case wrongPassword
+    /// The session key does not open the saved session: wrong, expired, or the vault was locked.
+    case sessionInvalid
     case accountNotFound(String)
     case itemNotFound(String)
     case folderNotFound(String)
@@ -36,6 +38,7 @@ extension VaultError: LocalizedError {
         case .notLoggedIn: return "You are not logged in. Run `vaultsync login EMAIL` first."
         case .locked: return "The vault is locked. Unlock it with your master password."
         case .wrongPassword: return "Invalid master password."
+        case .sessionInvalid: return "The session has expired or was locked. Unlock again with your master password."
         case .accountNotFound(let email): return "No account \(email) on this device. Log in first."
         case .itemNotFound(let id): return "No item \(id) in this vault."
         case .folderNotFound(let id): return "No folder \(id) in this vault."

@@ -132,6 +132,14 @@ public final class VaultStore: Sendable {
                 t.primaryKey(["userID", "backupID"])
             }
         }
+        migrator.registerMigration("v3: conflict backup side and review") { db in
+            // Which version the backup holds ("local": this device's edit lost; "server": the server's
+            // version lost), and whether the user has reviewed it (`conflicts resolve`).
+            try db.alter(table: "conflictBackup") { t in
+                t.add(column: "losingSide", .text).notNull().defaults(to: "unknown")
+                t.add(column: "reviewedAt", .integer)
+            }
+        }
         return migrator
     }
 }

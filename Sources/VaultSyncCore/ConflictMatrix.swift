@@ -87,4 +87,16 @@ public enum BackupName {
         let time = String(iso.dropFirst(11).prefix(8).filter { $0 != ":" })
         return "\(originalName) - offline conflict \(date) \(time)"
     }
+
+    /// The original name of a backup's name (the name itself when it is not one).
+    public static func originalName(of name: String) -> String {
+        let marker = " - offline conflict "
+        // "yyyy-MM-dd HHmmss": 17 characters, digits and separators only.
+        let characters = Array(name)
+        let stampLength = 17
+        let prefixLength = characters.count - stampLength - marker.count
+        guard prefixLength >= 0, String(characters[prefixLength..<(prefixLength + marker.count)]) == marker,
+              characters[(characters.count - stampLength)...].allSatisfy({ $0.isNumber || $0 == "-" || $0 == " " }) else { return name }
+        return String(characters[..<prefixLength])
+    }
 }

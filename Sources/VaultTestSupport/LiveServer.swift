@@ -1,63 +1,41 @@
 import Foundation
-import Hummingbird
-import Logging
-import ServiceLifecycle
 import VaultServer
 
 /// A real `vaultsync-server` on a loopback port that tests can stop ("offline") and start again on the
-/// same port with the same data.
+/// same port with the same data: an ``EmbeddedServer`` with test settings (quiet logs, generous login
+/// limits) and a throwaway data directory.
 public actor LiveServer {
     public let dataDirectory: String
-    public private(set) var port: Int = 0
-    private var group: ServiceGroup?
-    private var runTask: Task<Void, any Error>?
-    private let configure: @Sendable (inout ServerConfiguration) -> Void
+    private let server: EmbeddedServer
 
     public init(dataDirectory: String? = nil, configure: @escaping @Sendable (inout ServerConfiguration) -> Void = { _ in }) {
-        self.dataDirectory = dataDirectory ?? NSTemporaryDirectory() + "vaultsync-live-" + UUID().uuidString
-        self.configure = configure
-    }
-
-    /// `http://127.0.0.1:PORT`.
-    public var url: String { "http://127.0.0.1:\(port)" }
-
-    /// Starts (or restarts, on the same port) the server and waits until it listens.
-    public func start() async throws {
-        guard group == nil else { return }
+        let directory = dataDirectory ?? NSTemporaryDirectory() + "vaultsync-live-" + UUID().uuidString
+        self.dataDirectory = directory
         var configuration = ServerConfiguration()
         configuration.host = "127.0.0.1"
-        configuration.port = port
-        configuration.dataDirectory = dataDirectory
+        configuration.port = 0
+        configuration.dataDirectory = directory
         configuration.logLevel = .error
         configuration.accountLoginBurst = 1000
         configuration.addressLoginBurst = 1000
         configure(&configuration)
-        let (stream, continuation) = AsyncStream<Int>.makeStream()
-        let app = try await buildApplication(configuration: configuration, onServerRunning: { port in
-            continuation.yield(port)
-            continuation.finish()
-        })
-        let group = ServiceGroup(configuration: .init(services: [app], gracefulShutdownSignals: [], logger: Logger(label: "live-server")))
-        self.group = group
-        runTask = Task { try await group.run() }
-        for await boundPort in stream {
-            port = boundPort
-            break
-        }
+        server = EmbeddedServer(configuration: configuration)
     }
 
+    public var port: Int { get async { await server.port } }
+
+    /// `http://127.0.0.1:PORT`.
+    public var url: String { get async { await server.url } }
+
+    /// Starts (or restarts, on the same port) the server and waits until it listens.
+    public func start() async throws { try await server.start() }
+
     /// Stops the server (gracefully) and waits until it no longer listens.
-    public func stop() async {
-        guard let group else { return }
-        await group.triggerGracefulShutdown()
-        _ = try? await runTask?.value
-        self.group = nil
-        runTask = nil
-    }
+    public func stop() async { await server.stop() }
 
     /// Stops the server and removes its data.
     public func destroy() async {
-        await stop()
+        await server.stop()
         try? FileManager.default.removeItem(atPath: dataDirectory)
     }
 }

@@ -1,14 +1,52 @@
 import ArgumentParser
+import Foundation
+import Logging
 
 /// `vaultsync`: the VaultSync command-line vault client.
 @main
 struct VaultSyncCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "vaultsync",
-        abstract: "An offline-first, end-to-end-encrypted password vault client.",
+        abstract: "An offline-first, end-to-end-encrypted password vault client (Bitwarden-compatible).",
         discussion: """
-        Every change is encrypted on this device first. Nothing leaves it unencrypted.
+        Every change is encrypted on this device first and works without the server: it is queued and sent with the next `sync`, where conflicts are resolved without losing either version.
+
+        Profile: VAULTSYNC_HOME (default: $XDG_DATA_HOME/vaultsync). Master password: prompt, --password-file FILE or VAULTSYNC_PASSWORD. Stay unlocked: eval "$(vaultsync unlock)".
+
+        Exit codes: 0 ok (also "saved offline"), 1 error, 2 locked, 3 authentication failed, 4 not found, 5 ambiguous name, 6 server refused, 7 server unreachable, 8 verification failed, 64 usage error.
+
+        Start with:
+          vaultsync demo
+          vaultsync config server https://vault.example.com
+          vaultsync login you@example.com
         """,
-        subcommands: [DemoCommand.self]
+        subcommands: [
+            DemoCommand.self, ConfigCommand.self, RegisterCommand.self, LoginCommand.self, LogoutCommand.self,
+            UnlockCommand.self, LockCommand.self, StatusCommand.self,
+            ListCommand.self, GetCommand.self, AddCommand.self, EditCommand.self, DeleteCommand.self, RestoreCommand.self,
+            ArchiveCommand.self, UnarchiveCommand.self, MoveCommand.self, FavoriteCommand.self,
+            FolderCommand.self, SyncCommand.self, PendingCommand.self, ConflictsCommand.self, DraftsCommand.self,
+        ]
     )
+
+    /// Logs go to standard error at `VAULTSYNC_LOG` (trace…critical; default: warning). They never carry
+    /// secrets (ids and decisions only).
+    static func main() async {
+        let level = ProcessInfo.processInfo.environment["VAULTSYNC_LOG"].flatMap(Logger.Level.init(rawValue:)) ?? .warning
+        LoggingSystem.bootstrap { label in
+            var handler = StreamLogHandler.standardError(label: label)
+            handler.logLevel = level
+            return handler
+        }
+        do {
+            var command = try parseAsRoot()
+            if var asyncCommand = command as? any AsyncParsableCommand {
+                try await asyncCommand.run()
+            } else {
+                try command.run()
+            }
+        } catch {
+            exit(withError: error)
+        }
+    }
 }

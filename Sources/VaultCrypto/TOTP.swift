@@ -1,0 +1,95 @@
+import Crypto
+import Foundation
+
+/// Time-based one-time passwords (RFC 6238, HOTP truncation of RFC 4226) over swift-crypto's HMAC,
+/// from a base32 secret or an `otpauth://totp/…` URI (as Bitwarden stores them).
+public struct TOTP: Sendable, Equatable {
+    public enum Algorithm: String, Sendable { case sha1 = "SHA1", sha256 = "SHA256", sha512 = "SHA512" }
+
+    public var secret: [UInt8]
+    public var digits: Int
+    public var period: Int
+    public var algorithm: Algorithm
+
+    public init(secret: [UInt8], digits: Int = 6, period: Int = 30, algorithm: Algorithm = .sha1) throws {
+        guard !secret.isEmpty else { throw TOTPError.invalid("the secret is empty") }
+        guard (6...10).contains(digits) else { throw TOTPError.invalid("digits must be 6–10") }
+        guard period > 0 else { throw TOTPError.invalid("the period must be positive") }
+        self.secret = secret
+        self.digits = digits
+        self.period = period
+        self.algorithm = algorithm
+    }
+
+    /// A base32 secret (spaces and padding ignored) or an otpauth URI.
+    public init(secretOrURI text: String) throws {
+        let trimmed = text.trimmingCharacters(in: .whitespacesAndNewlines)
+        guard trimmed.lowercased().hasPrefix("otpauth://") else {
+            try self.init(secret: try Self.base32Decode(trimmed))
+            return
+        }
+        guard let components = URLComponents(string: trimmed), components.host?.lowercased() == "totp" else {
+            throw TOTPError.invalid("only otpauth://totp URIs are supported")
+        }
+        let items = components.queryItems ?? []
+        func value(_ name: String) -> String? { items.first { $0.name.lowercased() == name }?.value }
+        guard let secret = value("secret") else { throw TOTPError.invalid("the URI has no secret") }
+        let digits = try value("digits").map { guard let number = Int($0) else { throw TOTPError.invalid("digits is not a number") }; return number } ?? 6
+        let period = try value("period").map { guard let number = Int($0) else { throw TOTPError.invalid("period is not a number") }; return number } ?? 30
+        let algorithmName = (value("algorithm") ?? "SHA1").uppercased()
+        guard let algorithm = Algorithm(rawValue: algorithmName) else { throw TOTPError.invalid("unknown algorithm \(algorithmName)") }
+        try self.init(secret: try Self.base32Decode(secret), digits: digits, period: period, algorithm: algorithm)
+    }
+
+    /// The code at `date`.
+    public func code(at date: Date) -> String {
+        code(counter: UInt64(max(0, date.timeIntervalSince1970)) / UInt64(period))
+    }
+
+    /// The HOTP value for a counter.
+    public func code(counter: UInt64) -> String {
+        let message = withUnsafeBytes(of: counter.bigEndian) { Array($0) }
+        let key = SymmetricKey(data: secret)
+        let mac: [UInt8]
+        switch algorithm {
+        case .sha1: mac = Array(HMAC<Insecure.SHA1>.authenticationCode(for: message, using: key))
+        case .sha256: mac = Array(HMAC<SHA256>.authenticationCode(for: message, using: key))
+        case .sha512: mac = Array(HMAC<SHA512>.authenticationCode(for: message, using: key))
+        }
+        let offset = Int(mac[mac.count - 1] & 0x0f)
+        let binary = (UInt64(mac[offset] & 0x7f) << 24) | (UInt64(mac[offset + 1]) << 16) | (UInt64(mac[offset + 2]) << 8) | UInt64(mac[offset + 3])
+        var modulus: UInt64 = 1
+        for _ in 0..<digits { modulus *= 10 }
+        let value = String(binary % modulus)
+        return String(repeating: "0", count: digits - value.count) + value
+    }
+
+    /// RFC 4648 base32 (case-insensitive; spaces, dashes and padding ignored).
+    public static func base32Decode(_ text: String) throws -> [UInt8] {
+        let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZ234567".utf8)
+        var buffer: UInt32 = 0
+        var bits = 0
+        var output: [UInt8] = []
+        for character in text.uppercased().utf8 where character != UInt8(ascii: " ") && character != UInt8(ascii: "-") && character != UInt8(ascii: "=") {
+            guard let index = alphabet.firstIndex(of: character) else { throw TOTPError.invalid("the secret is not base32") }
+            buffer = (buffer << 5) | UInt32(index)
+            bits += 5
+            if bits >= 8 {
+                bits -= 8
+                output.append(UInt8((buffer >> UInt32(bits)) & 0xff))
+            }
+        }
+        guard !output.isEmpty else { throw TOTPError.invalid("the secret is empty") }
+        return output
+    }
+}
+
+public enum TOTPError: Error, Sendable, Equatable, CustomStringConvertible {
+    case invalid(String)
+
+    public var description: String {
+        switch self {
+        case .invalid(let reason): return "invalid TOTP secret: \(reason)"
+        }
+    }
+}

@@ -1,0 +1,261 @@
+import ArgumentParser
+import Foundation
+import VaultClient
+import VaultModels
+import VaultServer
+
+/// `vaultsync demo`: the offline story, told with two devices against a real server, every step verified.
+struct DemoCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "demo",
+        abstract: "Show offline editing and conflict resolution with two devices and a real server, verifying each step.",
+        discussion: """
+        Self-contained: starts a VaultSync server on a free loopback port with a temporary SQLite database, registers an account, and uses two device profiles (A and B). The server is really stopped while A edits offline. Exits 8 if any verification fails.
+
+        Examples:
+          vaultsync demo
+          vaultsync demo --keep     # leave the server and both profiles for poking around
+        """
+    )
+
+    @Flag(help: "Keep the server running and the profiles on disk afterwards (stop with Ctrl-C).") var keep = false
+
+    mutating func run() async throws {
+        var story = DemoStory()
+        do {
+            try await story.tell(keep: keep)
+        } catch {
+            let (message, _) = describe(error)
+            Console.error("the demo stopped: \(message)")
+            await story.cleanUp(keep: false)
+            throw ExitCode(ExitStatus.failure.rawValue)
+        }
+        print("")
+        if story.failures > 0 {
+            print(Console.styled("demo: \(story.failures) of \(story.checks) verifications FAILED", .red))
+            await story.cleanUp(keep: keep)
+            throw ExitCode(ExitStatus.verificationFailed.rawValue)
+        }
+        print(Console.styled("demo: all \(story.checks) verifications passed", .green))
+        if keep {
+            story.printKeepInstructions()
+            await story.waitForInterrupt()
+        }
+        await story.cleanUp(keep: keep)
+    }
+}
+
+/// The demo's state and narration.
+struct DemoStory {
+    let root = NSTemporaryDirectory() + "vaultsync-demo-" + UUID().uuidString.prefix(8).lowercased()
+    let email = "demo@vaultsync.local"
+    let password = "correct horse battery staple"
+    var server: EmbeddedServer?
+    var deviceA: CLIContext?
+    var deviceB: CLIContext?
+    var checks = 0
+    var failures = 0
+
+    mutating func verify(_ what: String, _ passed: Bool, _ detail: @autoclosure () -> String = "") {
+        checks += 1
+        if passed {
+            print("  \(Console.styled("✔", .green)) \(what)")
+        } else {
+            failures += 1
+            let extra = detail()
+            print("  \(Console.styled("✘", .red)) \(what)\(extra.isEmpty ? "" : ": \(extra)")")
+        }
+    }
+
+    func step(_ title: String) {
+        print("\n" + Console.styled(title, .bold))
+    }
+
+    func say(_ text: String) {
+        print("  " + Console.styled(text, .dim))
+    }
+
+    /// A device: a CLI profile directory with settings, and an engine on its database.
+    func makeDevice(_ name: String, url: String) throws -> CLIContext {
+        let profile = Profile(directory: root + "/device-" + name)
+        try profile.prepare()
+        let settings = ProfileSettings(server: url, email: email)
+        try profile.saveSettings(settings)
+        let engine = try VaultEngine(databasePath: profile.databasePath, configuration: settings.engineConfiguration())
+        return CLIContext(profile: profile, settings: settings, engine: engine, options: GlobalOptions(), environment: [:])
+    }
+
+    static func login(_ name: String, username: String, password: String) -> CipherView {
+        var view = CipherView(type: .login, name: name)
+        view.login = LoginView(uris: [LoginURIView(uri: "https://\(name.lowercased().replacingOccurrences(of: " ", with: "-")).example")],
+                               username: username, password: password)
+        return view
+    }
+
+    static func named(_ name: String, in engine: VaultEngine) async throws -> CipherView? {
+        try await engine.items().compactMap { try? $0.result.get() }.first { $0.name == name }
+    }
+
+    /// What must agree between devices: every item's id, name, password, notes and trash state.
+    static func fingerprint(_ engine: VaultEngine) async throws -> [String] {
+        try await engine.items().map { item in
+            let view = try item.result.get()
+            return "\(item.id)|\(view.name)|\(view.login?.password ?? "")|\(view.login?.username ?? "")|\(view.notes ?? "")|\(view.isDeleted)"
+        }.sorted()
+    }
+
+    mutating func tell(keep: Bool) async throws {
+        print(Console.styled("VaultSync demo: two devices, one server, and a network that goes away", .bold))
+        var configuration = ServerConfiguration()
+        configuration.host = "127.0.0.1"
+        configuration.port = 0
+        configuration.dataDirectory = root + "/server"
+        configuration.logLevel = .error
+        let server = EmbeddedServer(configuration: configuration)
+        self.server = server
+        try await server.start()
+        let url = await server.url
+        say("server: \(url) (SQLite in \(root)/server)")
+
+        // Setup
+        step("0. Setup: register on device A, add three items, log in on device B")
+        let a = try makeDevice("a", url: url)
+        let b = try makeDevice("b", url: url)
+        deviceA = a
+        deviceB = b
+        try await a.engine.register(email: email, password: password)
+        for item in [Self.login("Bank", username: "alice", password: "first-Pa55"),
+                     Self.login("Old router", username: "admin", password: "admin123"),
+                     Self.login("Email", username: "alice@example.com", password: "mail-Pa55")] {
+            let result = try await a.engine.addItem(item)
+            verify("A added \"\(item.name)\" (synced: \(result.outcome == .synced))", result.outcome == .synced)
+        }
+        try await b.engine.login(email: email, password: password)
+
+        step("1. Both devices sync")
+        _ = try await a.engine.sync()
+        _ = try await b.engine.sync()
+        let firstA = try await Self.fingerprint(a.engine)
+        let firstB = try await Self.fingerprint(b.engine)
+        verify("A and B hold the same 3 items", firstA == firstB && firstA.count == 3, "A \(firstA.count), B \(firstB.count)")
+
+        step("2. The server goes down (really stopped)")
+        await server.stop()
+        let unreachable = await Self.isUnreachable(url)
+        verify("nothing answers at \(url) any more", unreachable)
+
+        step("3. Device A keeps working offline")
+        guard var bank = try await Self.named("Bank", in: a.engine), let router = try await Self.named("Old router", in: a.engine) else {
+            throw CLIError.verificationFailed("the demo items are missing on device A")
+        }
+        bank.login?.password = "second-Pa55"
+        let edit1 = try await a.engine.updateItem(bank)
+        bank = edit1.value
+        bank.login?.password = "third-Pa55"
+        bank.notes = "changed offline on A"
+        let edit2 = try await a.engine.updateItem(bank)
+        verify("A changed Bank's password twice: saved offline", edit1.outcome.isOffline && edit2.outcome.isOffline)
+        let added = try await a.engine.addItem(Self.login("Streaming", username: "alice", password: "stream-Pa55"))
+        let temporaryID = added.value.id ?? ""
+        verify("A added \"Streaming\": saved offline with a temporary id \(temporaryID.prefix(8))…", added.outcome.isOffline)
+        let deletion = try await a.engine.softDeleteItem(id: router.id ?? "")
+        verify("A moved \"Old router\" to the trash: saved offline", deletion.isOffline)
+        say("vaultsync status (device A):")
+        let offlineStatus = try await a.engine.status()
+        for line in StatusSnapshot(settings: a.settings, status: offlineStatus).lines { say("  " + line) }
+        verify("status shows offline with 3 changes pending", offlineStatus.online == false && offlineStatus.pendingCount == 3,
+               "online \(String(describing: offlineStatus.online)), pending \(offlineStatus.pendingCount)")
+
+        step("4. The server comes back; meanwhile B edits Bank too")
+        try await server.start()
+        say("server back at \(await server.url)")
+        _ = try await b.engine.sync()
+        guard var bankOnB = try await Self.named("Bank", in: b.engine) else { throw CLIError.verificationFailed("Bank is missing on B") }
+        bankOnB.login?.username = "alice.b"
+        bankOnB.notes = "changed on B (later than A)"
+        let bEdit = try await b.engine.updateItem(bankOnB)
+        verify("B's edit reached the server", bEdit.outcome == .synced)
+
+        step("5. Device A syncs")
+        let report = try await a.engine.sync()
+        print("  synced: \(report.resolved) changes sent, \(report.backups.count) conflict backup(s), \(report.stillPending) pending")
+        let liveBank = try await Self.named("Bank", in: a.engine)
+        verify("the newer edit (B's) won on Bank", liveBank?.notes == "changed on B (later than A)" && liveBank?.login?.username == "alice.b")
+        let backup = report.backups.first
+        verify("A's losing version was kept as a backup: \"\(backup?.name ?? "none")\"",
+               report.backups.count == 1 && (backup?.name.hasPrefix("Bank - offline conflict ") ?? false))
+        let backupView = try await backup.asyncMap { try await a.engine.item(id: $0.backupID) }
+        verify("the backup holds A's password and its history (first-Pa55, second-Pa55)",
+               backupView?.login?.password == "third-Pa55"
+                   && Set(backupView?.passwordHistory.map(\.password) ?? []).isSuperset(of: ["first-Pa55", "second-Pa55"]))
+        let streaming = try await Self.named("Streaming", in: a.engine)
+        verify("\"Streaming\" got the server's id (temporary \(temporaryID.prefix(8))… → \((streaming?.id ?? "").prefix(8))…)",
+               streaming?.id != nil && streaming?.id != temporaryID)
+        let trashed = try await a.engine.item(id: router.id ?? "")
+        verify("\"Old router\" is in the trash on the server too", trashed.isDeleted)
+        let afterStatus = try await a.engine.status()
+        verify("nothing is pending any more", afterStatus.pendingCount == 0 && afterStatus.needsAttentionCount == 0)
+
+        step("6. vaultsync conflicts show (device A)")
+        if let backup {
+            let comparison = try await ConflictComparison.load(backup.backupID, context: a)
+            for line in comparison.lines(reveal: false) { print("  " + line) }
+            verify("the comparison marks the password, username and notes as different",
+                   Set(comparison.rows.filter(\.differs).map(\.label)).isSuperset(of: ["password", "username", "notes"]))
+        }
+
+        step("7. Device B syncs; both devices agree with the server")
+        _ = try await b.engine.sync()
+        let finalA = try await Self.fingerprint(a.engine)
+        let finalB = try await Self.fingerprint(b.engine)
+        verify("A and B hold the same \(finalA.count) items (Bank, its backup, Email, Streaming, Old router in the trash)",
+               finalA == finalB && finalA.count == 5, "A \(finalA.count), B \(finalB.count)")
+    }
+
+    /// Whether a TCP connection to the server's port is refused.
+    static func isUnreachable(_ url: String) async -> Bool {
+        guard let port = URL(string: url)?.port else { return false }
+        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard descriptor >= 0 else { return false }
+        defer { close(descriptor) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let result = withUnsafePointer(to: &address) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        return result != 0
+    }
+
+    func printKeepInstructions() {
+        let a = root + "/device-a"
+        let b = root + "/device-b"
+        print("""
+
+        The server keeps running and both profiles are on disk. In another shell:
+          export VAULTSYNC_PASSWORD='\(password)'
+          VAULTSYNC_HOME=\(a) vaultsync status
+          VAULTSYNC_HOME=\(a) vaultsync conflicts
+          VAULTSYNC_HOME=\(b) vaultsync list
+        Files: \(root)  (remove it when done). Press Ctrl-C to stop the server.
+        """)
+    }
+
+    func waitForInterrupt() async {
+        signal(SIGINT, SIG_IGN)
+        let source = DispatchSource.makeSignalSource(signal: SIGINT)
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            source.setEventHandler { continuation.resume() }
+            source.resume()
+        }
+        source.cancel()
+    }
+
+    func cleanUp(keep: Bool) async {
+        await deviceA?.engine.shutdown()
+        await deviceB?.engine.shutdown()
+        await server?.stop()
+        if !keep { try? FileManager.default.removeItem(atPath: root) }
+    }
+}

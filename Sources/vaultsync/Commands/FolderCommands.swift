@@ -1,0 +1,85 @@
+import ArgumentParser
+import Foundation
+import VaultClient
+import VaultModels
+
+struct FolderCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "folder",
+        abstract: "List, add, rename and delete folders (works offline).",
+        discussion: """
+        Examples:
+          vaultsync folder list
+          vaultsync folder add Work
+          vaultsync folder rename Work Office
+          vaultsync folder delete Office
+        """,
+        subcommands: [List.self, Add.self, Rename.self, Delete.self],
+        defaultSubcommand: List.self
+    )
+
+    struct List: VaultCommand {
+        static let configuration = CommandConfiguration(abstract: "List folders.", discussion: "Example:\n  vaultsync folder list --json")
+        @OptionGroup var global: GlobalOptions
+        @OptionGroup var output: OutputOptions
+
+        func execute(_ context: CLIContext) async throws {
+            let folders = try await context.engine.folders().sorted { $0.name.localizedCaseInsensitiveCompare($1.name) == .orderedAscending }
+            var counts: [String: Int] = [:]
+            for item in try await context.engine.items() {
+                if case .success(let view) = item.result, !view.isDeleted, let folder = view.folderId { counts[folder, default: 0] += 1 }
+            }
+            if output.json {
+                Presentation.printJSON(.array(folders.map { Presentation.folderJSON($0, itemCount: counts[$0.id ?? ""] ?? 0) }))
+                return
+            }
+            if folders.isEmpty { Console.note("no folders") }
+            for folder in folders {
+                print("\(folder.id ?? "")\t\(Console.styled(folder.name, .bold))\t\(counts[folder.id ?? ""] ?? 0) items")
+            }
+        }
+    }
+
+    struct Add: VaultCommand {
+        static let configuration = CommandConfiguration(abstract: "Add a folder.", discussion: "Example:\n  vaultsync folder add Work")
+        @OptionGroup var global: GlobalOptions
+        @Argument(help: "The folder's name.") var name: String
+
+        func execute(_ context: CLIContext) async throws {
+            if try await context.engine.folders().contains(where: { $0.name.caseInsensitiveCompare(name) == .orderedSame }) {
+                throw CLIError.usage("a folder named \"\(name)\" exists already")
+            }
+            let result = try await context.engine.createFolder(name: name)
+            print("Added folder \"\(name)\" (\(result.value.id ?? ""))")
+            noteOutcome(result.outcome)
+        }
+    }
+
+    struct Rename: VaultCommand {
+        static let configuration = CommandConfiguration(abstract: "Rename a folder.", discussion: "Example:\n  vaultsync folder rename Work Office")
+        @OptionGroup var global: GlobalOptions
+        @Argument(help: "The folder (name or id).") var folder: String
+        @Argument(help: "The new name.") var name: String
+
+        func execute(_ context: CLIContext) async throws {
+            guard let id = try await context.folderID(folder) else { throw CLIError.usage("give a folder") }
+            let outcome = try await context.engine.renameFolder(id: id, name: name)
+            print("Renamed \"\(folder)\" to \"\(name)\"")
+            noteOutcome(outcome)
+        }
+    }
+
+    struct Delete: VaultCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Delete a folder (its items stay, without a folder).", discussion: "Example:\n  vaultsync folder delete Office")
+        @OptionGroup var global: GlobalOptions
+        @Argument(help: "The folder (name or id).") var folder: String
+
+        func execute(_ context: CLIContext) async throws {
+            guard let id = try await context.folderID(folder) else { throw CLIError.usage("give a folder") }
+            let outcome = try await context.engine.deleteFolder(id: id)
+            print("Deleted folder \"\(folder)\" (its items are kept, without a folder)")
+            noteOutcome(outcome)
+        }
+    }
+}

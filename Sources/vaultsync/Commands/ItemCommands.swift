@@ -1,0 +1,404 @@
+import ArgumentParser
+import Foundation
+import VaultClient
+import VaultCrypto
+import VaultModels
+
+struct ListCommand: VaultCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "list",
+        abstract: "List items (not in the trash or archive unless asked).",
+        discussion: """
+        Examples:
+          vaultsync list
+          vaultsync list --search bank --type login
+          vaultsync list --folder Work --json
+          vaultsync list --trash
+        """)
+    @OptionGroup var global: GlobalOptions
+    @OptionGroup var output: OutputOptions
+    @Option(help: "Only items whose name, username, URI or notes contain TEXT.") var search: String?
+    @Option(help: "Only items in FOLDER (name or id; \"none\" for items without a folder).") var folder: String?
+    @Option(help: "Only items of TYPE: login, note, card, identity, ssh-key.") var type: String?
+    @Flag(help: "Items in the trash.") var trash = false
+    @Flag(help: "Archived items.") var archived = false
+
+    func execute(_ context: CLIContext) async throws {
+        let wantedType: CipherType?
+        if let type {
+            guard let match = CipherType.supported.first(where: { $0.name == type }) else {
+                throw CLIError.usage("unknown type \"\(type)\" (login, note, card, identity, ssh-key)")
+            }
+            wantedType = match
+        } else {
+            wantedType = nil
+        }
+        let folderFilter: String?? = try await folder.asyncMap { try await context.folderID($0) }
+        let folderNames = try await context.folderNames()
+        var damaged = 0
+        var rows: [(item: VaultItem, view: CipherView)] = []
+        for item in try await context.loadItems() {
+            guard case .success(let view) = item.result else {
+                damaged += 1
+                continue
+            }
+            if view.isDeleted != trash { continue }
+            if !trash, view.isArchived != archived { continue }
+            if let wantedType, view.type != wantedType { continue }
+            if let folderFilter, view.folderId != folderFilter { continue }
+            if let search, !Self.matches(view, search) { continue }
+            rows.append((item, view))
+        }
+        rows.sort { $0.view.name.localizedCaseInsensitiveCompare($1.view.name) == .orderedAscending }
+        if damaged > 0 { Console.note("\(damaged) item\(damaged == 1 ? "" : "s") could not be decrypted and are not listed") }
+        if output.json {
+            Presentation.printJSON(.array(rows.map { Presentation.itemJSON($0.view, folderNames: folderNames, pending: $0.item.pending) }))
+            return
+        }
+        if rows.isEmpty {
+            Console.note("no items")
+            return
+        }
+        for row in rows {
+            var marks = ""
+            if row.view.favorite { marks += "★" }
+            if let pending = row.item.pending {
+                marks += pending.metadata.state == .needsAttention ? Console.styled("!", .red) : Console.styled("↑", .cyan)
+            }
+            let folderName = row.view.folderId.flatMap { folderNames[$0] } ?? ""
+            let user = row.view.login?.username ?? ""
+            print([row.item.id, Console.styled(row.view.name, .bold), row.view.type.name, user, folderName, marks]
+                .joined(separator: "\t"))
+        }
+    }
+
+    static func matches(_ view: CipherView, _ text: String) -> Bool {
+        let needles = [view.name, view.login?.username, view.notes] + (view.login?.uris.map(\.uri) ?? [])
+        return needles.contains { $0?.localizedCaseInsensitiveContains(text) ?? false }
+    }
+}
+
+struct GetCommand: VaultCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "get",
+        abstract: "Show an item, or print one of its fields.",
+        discussion: """
+        ITEM is an id, an id prefix (6+ characters) or a unique name. `--field totp` prints the current code.
+
+        Examples:
+          vaultsync get "Bank"
+          vaultsync get Bank --field password | xclip
+          vaultsync get Bank --field totp
+          vaultsync get 3f2a9c --json
+        """)
+    @OptionGroup var global: GlobalOptions
+    @OptionGroup var output: OutputOptions
+    @Argument(help: "The item (id, id prefix or name).") var item: String
+    @Option(help: "Print only this field: password, username, totp, notes, uri, name.") var field: String?
+    @Flag(help: "Show secrets instead of masking them.") var reveal = false
+
+    func execute(_ context: CLIContext) async throws {
+        let items = try await context.loadItems()
+        let id = try await context.itemID(item, among: items)
+        guard let entry = items.first(where: { $0.id == id }) else { throw CLIError.notFound(what: "item", reference: item) }
+        let view = try entry.result.get()
+        if let field {
+            let value: String?
+            switch field {
+            case "password": value = view.login?.password
+            case "username": value = view.login?.username
+            case "notes": value = view.notes
+            case "uri": value = view.login?.uris.first?.uri
+            case "name": value = view.name
+            case "totp":
+                guard let secret = view.login?.totp else { value = nil; break }
+                do {
+                    value = try TOTP(secretOrURI: secret).code(at: Date())
+                } catch {
+                    throw CLIError.usage("the item's TOTP secret cannot be used: \(error)")
+                }
+            default:
+                throw CLIError.usage("unknown field \"\(field)\" (password, username, totp, notes, uri, name)")
+            }
+            guard let value else { throw CLIError.notFound(what: "\(field) on the item", reference: view.name) }
+            if output.json { Presentation.printJSON(.object([field: .string(value)])) } else { print(value) }
+            return
+        }
+        let folderNames = try await context.folderNames()
+        if output.json {
+            Presentation.printJSON(Presentation.itemJSON(view, folderNames: folderNames, pending: entry.pending))
+            return
+        }
+        print("id        \(id)")
+        for field in Presentation.fields(of: view, folderNames: folderNames) {
+            print("\(field.label.padding(toLength: max(10, field.label.count + 1), withPad: " ", startingAt: 0))\(Presentation.oneLine(Presentation.masked(field, reveal: reveal)))")
+        }
+        if let pending = entry.pending {
+            print("pending   \(pending.metadata.kind.rawValue) since \(pending.metadata.createdDate.iso8601)\(pending.metadata.state == .needsAttention ? " — needs attention: \(pending.metadata.lastError ?? "")" : "")")
+        }
+    }
+}
+
+struct AddCommand: VaultCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "add",
+        abstract: "Add an item (works offline: it is queued and synced later).",
+        discussion: """
+        TYPE is login, note, card, identity or ssh-key. With --json, the item comes from FILE ("-" for standard input) in the form `get --json` prints, and TYPE may be omitted.
+
+        Examples:
+          vaultsync add login --name GitHub --username alice --generate --uri https://github.com
+          vaultsync add note --name "Wi-Fi" --notes "guest / hunter2"
+          vaultsync add card --name Visa --cardholder "Alice A" --number 4111111111111111 --code 123
+          vaultsync add --json item.json
+        """)
+    @OptionGroup var global: GlobalOptions
+    @Argument(help: "login, note, card, identity or ssh-key.") var type: String?
+    @OptionGroup var fields: ItemOptions
+    @Option(name: .customLong("json"), help: ArgumentHelp("Read the whole item from FILE (\"-\": standard input).", valueName: "FILE"))
+    var jsonFile: String?
+
+    func execute(_ context: CLIContext) async throws {
+        var itemType: CipherType?
+        var object: JSONObject?
+        if let jsonFile {
+            let parsed = try ItemJSONInput.parse(try ItemJSONInput.readSource(jsonFile))
+            object = parsed
+            itemType = try ItemJSONInput.type(of: parsed)
+        }
+        if let type {
+            guard let match = CipherType.supported.first(where: { $0.name == type }) else {
+                throw CLIError.usage("unknown type \"\(type)\" (login, note, card, identity, ssh-key)")
+            }
+            if let itemType, itemType != match { throw CLIError.usage("TYPE \(type) differs from the JSON's type \(itemType.name)") }
+            itemType = match
+        }
+        guard let itemType else { throw CLIError.usage("give the item TYPE (login, note, card, identity, ssh-key) or --json FILE") }
+        var view = CipherView(type: itemType, name: "")
+        if let object { try await ItemJSONInput.apply(object, to: &view, context: context) }
+        try await fields.apply(to: &view, context: context)
+        guard !view.name.isEmpty else { throw CLIError.usage("an item needs a name (--name)") }
+        let result = try await context.engine.addItem(view)
+        print("Added \"\(result.value.name)\" (\(result.value.id ?? ""))")
+        if fields.generate, let password = result.value.login?.password, Console.stdoutIsTTY {
+            Console.note("generated password: \(password)")
+        }
+        noteOutcome(result.outcome)
+    }
+}
+
+struct EditCommand: VaultCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "edit",
+        abstract: "Edit an item with flags, a JSON file, or $EDITOR (works offline).",
+        discussion: """
+        Only the given flags change the item. With no flags, the item opens in $EDITOR as JSON: the decrypted text lives in memory-backed storage (/dev/shm) only while the editor runs, and the edit is autosaved as an encrypted draft before it is saved (`vaultsync drafts`). A changed password goes into the password history.
+
+        Examples:
+          vaultsync edit Bank --password 'n3w-pa55'
+          vaultsync edit Bank --generate --length 32
+          vaultsync edit Bank --json bank.json
+          vaultsync edit Bank
+        """)
+    @OptionGroup var global: GlobalOptions
+    @Argument(help: "The item (id, id prefix or name).") var item: String
+    @OptionGroup var fields: ItemOptions
+    @Option(name: .customLong("json"), help: ArgumentHelp("Apply the keys of FILE's JSON (\"-\": standard input).", valueName: "FILE"))
+    var jsonFile: String?
+
+    func execute(_ context: CLIContext) async throws {
+        let id = try await context.itemID(item)
+        var view = try await context.engine.item(id: id)
+        var draftID: String?
+        if let jsonFile {
+            try await ItemJSONInput.apply(ItemJSONInput.parse(try ItemJSONInput.readSource(jsonFile)), to: &view, context: context)
+        } else if fields.isEmpty {
+            view = try await EditorSession.edit(view, context: context)
+            draftID = try await context.engine.saveDraft(view)
+        }
+        try await fields.apply(to: &view, context: context)
+        guard !view.name.isEmpty else { throw CLIError.usage("an item needs a name") }
+        let result = try await context.engine.updateItem(view)
+        if let draftID { try? await context.engine.discardDraft(id: draftID) }
+        print("Saved \"\(result.value.name)\"")
+        if fields.generate, let password = result.value.login?.password, Console.stdoutIsTTY {
+            Console.note("generated password: \(password)")
+        }
+        noteOutcome(result.outcome)
+    }
+}
+
+/// `$EDITOR` on a decrypted template that never touches a persistent disk.
+enum EditorSession {
+    static func edit(_ view: CipherView, context: CLIContext) async throws -> CipherView {
+        guard let editor = context.environment["VISUAL"] ?? context.environment["EDITOR"], !editor.isEmpty else {
+            throw CLIError.usage("no flags given and no $EDITOR set; give flags (see `vaultsync edit --help`) or set EDITOR")
+        }
+        let directory = ["/dev/shm", context.environment["XDG_RUNTIME_DIR"]].compactMap { $0 }
+            .first { FileManager.default.isWritableFile(atPath: $0) }
+        guard let directory else {
+            throw CLIError.usage("no memory-backed directory (/dev/shm or XDG_RUNTIME_DIR) for the editor; use flags or --json")
+        }
+        let path = "\(directory)/vaultsync-edit-\(UUID().uuidString).json"
+        let folderNames = try await context.folderNames()
+        let template = Presentation.itemJSON(view, folderNames: folderNames, pending: nil).prettyText
+        defer { shred(path) }
+        guard FileManager.default.createFile(atPath: path, contents: Data(template.utf8), attributes: [.posixPermissions: 0o600]) else {
+            throw CLIError.profile("cannot create \(path)")
+        }
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/bin/sh")
+        process.arguments = ["-c", "\(editor) \"$1\"", "vaultsync-editor", path]
+        try process.run()
+        process.waitUntilExit()
+        guard process.terminationStatus == 0 else { throw CLIError.aborted("the editor failed (exit \(process.terminationStatus)); nothing was saved") }
+        guard let edited = FileManager.default.contents(atPath: path) else { throw CLIError.aborted("the edited file is gone; nothing was saved") }
+        if String(decoding: edited, as: UTF8.self) == template { throw CLIError.aborted("no changes") }
+        var result = view
+        try await ItemJSONInput.apply(try ItemJSONInput.parse(Array(edited)), to: &result, context: context)
+        return result
+    }
+
+    /// Overwrites and removes the plaintext template.
+    static func shred(_ path: String) {
+        if let handle = FileHandle(forWritingAtPath: path) {
+            let size = (try? handle.seekToEnd()) ?? 0
+            try? handle.seek(toOffset: 0)
+            handle.write(Data(count: Int(size)))
+            try? handle.close()
+        }
+        try? FileManager.default.removeItem(atPath: path)
+    }
+}
+
+extension JSONValue {
+    /// Indented JSON for people.
+    var prettyText: String {
+        var out = ""
+        writePretty(into: &out, indent: 0)
+        return out + "\n"
+    }
+
+    func writePretty(into out: inout String, indent: Int) {
+        let pad = String(repeating: "  ", count: indent + 1)
+        let closing = String(repeating: "  ", count: indent)
+        switch self {
+        case .array(let values) where !values.isEmpty:
+            out += "[\n"
+            for (index, value) in values.enumerated() {
+                out += pad
+                value.writePretty(into: &out, indent: indent + 1)
+                out += index == values.count - 1 ? "\n" : ",\n"
+            }
+            out += closing + "]"
+        case .object(let object) where !object.isEmpty:
+            out += "{\n"
+            for (index, entry) in object.entries.enumerated() {
+                out += pad + JSONValue.string(entry.key).jsonText + ": "
+                entry.value.writePretty(into: &out, indent: indent + 1)
+                out += index == object.count - 1 ? "\n" : ",\n"
+            }
+            out += closing + "}"
+        default:
+            out += jsonText
+        }
+    }
+}
+
+/// One-argument state changes: delete, restore, archive, unarchive, favorite.
+struct DeleteCommand: VaultCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "delete",
+        abstract: "Move an item to the trash, or delete it for good with --permanent (works offline).",
+        discussion: """
+        Examples:
+          vaultsync delete "Old router"
+          vaultsync delete "Old router" --permanent
+        """)
+    @OptionGroup var global: GlobalOptions
+    @Argument(help: "The item (id, id prefix or name).") var item: String
+    @Flag(help: "Delete for good (cannot be undone once synced).") var permanent = false
+
+    func execute(_ context: CLIContext) async throws {
+        let id = try await context.itemID(item)
+        let name = try await context.engine.item(id: id).name
+        let outcome = permanent ? try await context.engine.permanentlyDeleteItem(id: id) : try await context.engine.softDeleteItem(id: id)
+        print(permanent ? "Deleted \"\(name)\" permanently" : "Moved \"\(name)\" to the trash")
+        noteOutcome(outcome)
+    }
+}
+
+struct RestoreCommand: VaultCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "restore", abstract: "Restore an item from the trash (works offline).",
+        discussion: "Example:\n  vaultsync restore \"Old router\"")
+    @OptionGroup var global: GlobalOptions
+    @Argument(help: "The item (id, id prefix or name).") var item: String
+
+    func execute(_ context: CLIContext) async throws {
+        let id = try await context.itemID(item)
+        let outcome = try await context.engine.restoreItem(id: id)
+        print("Restored \"\(try await context.engine.item(id: id).name)\"")
+        noteOutcome(outcome)
+    }
+}
+
+struct ArchiveCommand: VaultCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "archive", abstract: "Archive an item (works offline).", discussion: "Example:\n  vaultsync archive \"Old job\"")
+    @OptionGroup var global: GlobalOptions
+    @Argument(help: "The item (id, id prefix or name).") var item: String
+
+    func execute(_ context: CLIContext) async throws {
+        let id = try await context.itemID(item)
+        noteOutcome(try await context.engine.setArchived(id: id, true))
+        print("Archived \"\(try await context.engine.item(id: id).name)\"")
+    }
+}
+
+struct UnarchiveCommand: VaultCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "unarchive", abstract: "Take an item out of the archive (works offline).",
+        discussion: "Example:\n  vaultsync unarchive \"Old job\"")
+    @OptionGroup var global: GlobalOptions
+    @Argument(help: "The item (id, id prefix or name).") var item: String
+
+    func execute(_ context: CLIContext) async throws {
+        let id = try await context.itemID(item)
+        noteOutcome(try await context.engine.setArchived(id: id, false))
+        print("Unarchived \"\(try await context.engine.item(id: id).name)\"")
+    }
+}
+
+struct MoveCommand: VaultCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "move", abstract: "Move an item to a folder (\"none\": out of any folder; works offline).",
+        discussion: "Examples:\n  vaultsync move Bank Finance\n  vaultsync move Bank none")
+    @OptionGroup var global: GlobalOptions
+    @Argument(help: "The item (id, id prefix or name).") var item: String
+    @Argument(help: "The folder (name or id; \"none\").") var folder: String
+
+    func execute(_ context: CLIContext) async throws {
+        let id = try await context.itemID(item)
+        let folderID = try await context.folderID(folder)
+        let outcome = try await context.engine.moveItem(id: id, toFolder: folderID)
+        print("Moved \"\(try await context.engine.item(id: id).name)\" to \(folderID == nil ? "no folder" : "\"\(folder)\"")")
+        noteOutcome(outcome)
+    }
+}
+
+struct FavoriteCommand: VaultCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "favorite", abstract: "Mark an item as favorite (--off to unmark; works offline).",
+        discussion: "Examples:\n  vaultsync favorite Bank\n  vaultsync favorite Bank --off")
+    @OptionGroup var global: GlobalOptions
+    @Argument(help: "The item (id, id prefix or name).") var item: String
+    @Flag(help: "Unmark.") var off = false
+
+    func execute(_ context: CLIContext) async throws {
+        let id = try await context.itemID(item)
+        let outcome = try await context.engine.setFavorite(id: id, !off)
+        print("\(off ? "Unmarked" : "Marked") \"\(try await context.engine.item(id: id).name)\" as favorite")
+        noteOutcome(outcome)
+    }
+}

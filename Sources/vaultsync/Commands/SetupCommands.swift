@@ -1,0 +1,339 @@
+import ArgumentParser
+import Foundation
+import VaultClient
+import VaultCrypto
+import VaultModels
+
+struct ConfigCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "config",
+        abstract: "Show or change the profile's settings.",
+        discussion: """
+        Examples:
+          vaultsync config server https://vault.example.com
+          vaultsync config lock-timeout 900
+          vaultsync config conflict-folder on
+          vaultsync config show --json
+        """,
+        subcommands: [Server.self, LockTimeout.self, ConflictFolder.self, Show.self],
+        defaultSubcommand: Show.self
+    )
+
+    struct Server: VaultCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Set the server URL (a VaultSync or other Bitwarden-compatible server).",
+            discussion: "Example:\n  vaultsync config server http://127.0.0.1:8087")
+        static var needsUnlock: Bool { false }
+        @OptionGroup var global: GlobalOptions
+        @Argument(help: "The server's base URL.") var url: String
+
+        func execute(_ context: CLIContext) async throws {
+            guard let parsed = URL(string: url), let scheme = parsed.scheme?.lowercased(), ["http", "https"].contains(scheme),
+                  parsed.host != nil else {
+                throw CLIError.usage("\"\(url)\" is not an http(s) URL")
+            }
+            var context = context
+            if let current = context.settings.server, current != url, context.settings.email != nil {
+                throw CLIError.usage("this profile is logged in to \(current); run `vaultsync logout` before changing the server")
+            }
+            context.settings.server = url.hasSuffix("/") ? String(url.dropLast()) : url
+            try context.saveSettings()
+            print("Server set to \(context.settings.server!)")
+        }
+    }
+
+    struct LockTimeout: VaultCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "lock-timeout",
+            abstract: "How long `unlock` keeps the vault unlocked, in seconds (default 3600).",
+            discussion: "Example:\n  vaultsync config lock-timeout 900")
+        static var needsUnlock: Bool { false }
+        @OptionGroup var global: GlobalOptions
+        @Argument(help: "Seconds (60–604800).") var seconds: Int
+
+        func execute(_ context: CLIContext) async throws {
+            guard (60...604_800).contains(seconds) else { throw CLIError.usage("the lock timeout must be between 60 and 604800 seconds") }
+            var context = context
+            context.settings.lockTimeout = seconds
+            try context.saveSettings()
+            print("Lock timeout set to \(seconds) s (applies to the next unlock)")
+        }
+    }
+
+    struct ConflictFolder: VaultCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "conflict-folder",
+            abstract: "Put conflict backups in an \"Offline Sync Conflicts\" folder (on) or next to the item (off, default).",
+            discussion: "Example:\n  vaultsync config conflict-folder on")
+        static var needsUnlock: Bool { false }
+        @OptionGroup var global: GlobalOptions
+        @Argument(help: "on or off.") var value: String
+
+        func execute(_ context: CLIContext) async throws {
+            guard ["on", "off"].contains(value) else { throw CLIError.usage("say on or off") }
+            var context = context
+            context.settings.conflictFolder = value == "on"
+            try context.saveSettings()
+            print("Conflict backups go \(value == "on" ? "to the \"Offline Sync Conflicts\" folder" : "next to the item")")
+        }
+    }
+
+    struct Show: VaultCommand {
+        static let configuration = CommandConfiguration(abstract: "Show the settings.", discussion: "Example:\n  vaultsync config show")
+        static var needsUnlock: Bool { false }
+        @OptionGroup var global: GlobalOptions
+        @OptionGroup var output: OutputOptions
+
+        func execute(_ context: CLIContext) async throws {
+            let settings = context.settings
+            if output.json {
+                Presentation.printJSON(.object([
+                    "profile": .string(context.profile.directory),
+                    "server": Presentation.string(settings.server),
+                    "email": Presentation.string(settings.email),
+                    "lockTimeout": .int(settings.lockTimeout ?? ProfileSettings.defaultLockTimeout),
+                    "conflictFolder": .bool(settings.conflictFolder ?? false),
+                ]))
+                return
+            }
+            print("profile          \(context.profile.directory)")
+            print("server           \(settings.server ?? "(not set)")")
+            print("account          \(settings.email ?? "(not logged in)")")
+            print("lock timeout     \(settings.lockTimeout ?? ProfileSettings.defaultLockTimeout) s")
+            print("conflict folder  \(settings.conflictFolder ?? false ? "on" : "off")")
+        }
+    }
+}
+
+struct RegisterCommand: VaultCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "register",
+        abstract: "Create an account on the server and log in.",
+        discussion: """
+        The keys are made on this device; the server only ever sees a hash of the master password.
+
+        Examples:
+          vaultsync register alice@example.com
+          VAULTSYNC_PASSWORD=… vaultsync register alice@example.com --name Alice
+        """)
+    static var needsUnlock: Bool { false }
+    @OptionGroup var global: GlobalOptions
+    @Argument(help: "The account's email.") var email: String
+    @Option(help: "Display name.") var name: String?
+    @Option(name: .customLong("kdf-iterations"), help: "PBKDF2-SHA256 iterations (default 600000).") var iterations = 600_000
+
+    func execute(_ context: CLIContext) async throws {
+        _ = try context.requireServer()
+        guard email.contains("@") else { throw CLIError.usage("\"\(email)\" is not an email address") }
+        guard context.settings.email == nil else { throw CLIError.usage("this profile is logged in as \(context.settings.email!); log out first") }
+        guard let password = try context.masterPassword(prompt: "New master password: ") else {
+            throw CLIError.usage("give the master password (prompt, --password-file or VAULTSYNC_PASSWORD)")
+        }
+        if context.options.passwordFile == nil, context.environment["VAULTSYNC_PASSWORD"] == nil {
+            guard Console.readSecret(prompt: "Repeat it: ") == password else { throw CLIError.usage("the passwords differ; nothing was created") }
+        }
+        guard password.count >= 12 else { throw CLIError.usage("the master password must have at least 12 characters") }
+        try await context.engine.register(email: email, password: password, name: name, kdf: .pbkdf2(iterations: iterations))
+        var context = context
+        context.settings.email = MasterKey.normaliseSalt(email)
+        try context.saveSettings()
+        let key = try await context.startSession()
+        print("Registered and logged in as \(context.settings.email!).")
+        printSessionHint(key)
+    }
+}
+
+struct LoginCommand: VaultCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "login",
+        abstract: "Log in to the server and download the vault.",
+        discussion: """
+        Examples:
+          vaultsync login alice@example.com
+          vaultsync login alice@example.com --password-file ~/.vault-pass
+        """)
+    static var needsUnlock: Bool { false }
+    @OptionGroup var global: GlobalOptions
+    @Argument(help: "The account's email.") var email: String
+
+    func execute(_ context: CLIContext) async throws {
+        _ = try context.requireServer()
+        let normalised = MasterKey.normaliseSalt(email)
+        if let current = context.settings.email, current != normalised {
+            throw CLIError.usage("this profile is logged in as \(current); log out first (or use another VAULTSYNC_HOME)")
+        }
+        guard let password = try context.masterPassword() else {
+            throw CLIError.usage("give the master password (prompt, --password-file or VAULTSYNC_PASSWORD)")
+        }
+        try await context.engine.login(email: normalised, password: password)
+        var context = context
+        context.settings.email = normalised
+        try context.saveSettings()
+        let key = try await context.startSession()
+        let count = try await context.engine.items().count
+        print("Logged in as \(normalised); \(count) item\(count == 1 ? "" : "s") downloaded.")
+        printSessionHint(key)
+    }
+}
+
+func printSessionHint(_ key: String) {
+    if Console.stdoutIsTTY {
+        print("To stay unlocked in this shell:\n  export VAULTSYNC_SESSION=\"\(key)\"")
+    } else {
+        print("export VAULTSYNC_SESSION=\"\(key)\"")
+    }
+}
+
+struct LogoutCommand: VaultCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "logout",
+        abstract: "Remove the account and all its data from this device.",
+        discussion: """
+        Changes still waiting for the server are lost; `logout` refuses while there are any unless --force.
+
+        Example:
+          vaultsync logout
+        """)
+    static var needsUnlock: Bool { false }
+    @OptionGroup var global: GlobalOptions
+    @Flag(help: "Log out even if changes are still waiting for the server.") var force = false
+
+    func execute(_ context: CLIContext) async throws {
+        let email = try context.requireEmail()
+        if !force {
+            let waiting = try await context.engine.queuedChangeCount(email: email)
+            if waiting > 0 {
+                throw CLIError.aborted("\(waiting) change\(waiting == 1 ? " is" : "s are") still waiting for the server and would be lost; run `vaultsync sync` first, or `logout --force`")
+            }
+        }
+        try await context.engine.logout(email: email)
+        context.profile.removeSession()
+        var context = context
+        context.settings.email = nil
+        try context.saveSettings()
+        print("Logged out; the account's data was removed from this device.")
+    }
+}
+
+struct UnlockCommand: VaultCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "unlock",
+        abstract: "Unlock the vault for this shell (prints a session key to export).",
+        discussion: """
+        The user key is sealed with a new random session key and the sealed copy is saved in the profile; the session key itself is only printed. Commands that see VAULTSYNC_SESSION open the sealed copy. `lock` deletes it, and it expires after the lock timeout (`config lock-timeout`).
+
+        Examples:
+          eval "$(vaultsync unlock)"
+          export VAULTSYNC_SESSION=$(vaultsync unlock --raw)
+        """)
+    static var needsUnlock: Bool { false }
+    @OptionGroup var global: GlobalOptions
+    @Flag(help: "Print only the session key.") var raw = false
+
+    func execute(_ context: CLIContext) async throws {
+        let email = try context.requireEmail()
+        guard let password = try context.masterPassword() else { throw CLIError.locked }
+        try await context.engine.unlock(email: email, password: password)
+        let key = try await context.startSession()
+        if raw { print(key) } else { print("export VAULTSYNC_SESSION=\"\(key)\"") }
+    }
+}
+
+struct LockCommand: VaultCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "lock",
+        abstract: "Lock the vault: the sealed session is deleted, every session key stops working.",
+        discussion: "Example:\n  vaultsync lock")
+    static var needsUnlock: Bool { false }
+    @OptionGroup var global: GlobalOptions
+
+    func execute(_ context: CLIContext) async throws {
+        context.profile.removeSession()
+        print("Locked.")
+    }
+}
+
+struct StatusCommand: VaultCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "status",
+        abstract: "Server, online/offline, locked/unlocked, pending changes, conflicts, last sync.",
+        discussion: """
+        Works locked too (then it shows what it can without the keys).
+
+        Examples:
+          vaultsync status
+          vaultsync status --json
+        """)
+    static var needsUnlock: Bool { false }
+    @OptionGroup var global: GlobalOptions
+    @OptionGroup var output: OutputOptions
+
+    func execute(_ context: CLIContext) async throws {
+        if context.settings.email != nil { try? await context.unlock() }
+        let status = try await context.engine.status()
+        let snapshot = StatusSnapshot(settings: context.settings, status: status)
+        if output.json {
+            Presentation.printJSON(snapshot.json)
+        } else {
+            for line in snapshot.lines { print(line) }
+        }
+    }
+}
+
+/// What `status` shows (shared with the demo).
+struct StatusSnapshot {
+    var settings: ProfileSettings
+    var status: SyncStatus
+
+    var connection: String {
+        switch status.online {
+        case .some(true): return "online"
+        case .some(false): return "offline"
+        case .none: return "unknown"
+        }
+    }
+
+    var json: JSONValue {
+        .object([
+            "server": Presentation.string(settings.server),
+            "account": Presentation.string(settings.email),
+            "connection": .string(connection),
+            "lastContact": Presentation.date(status.lastContact),
+            "locked": .bool(status.locked),
+            "pending": status.locked ? .null : .int(status.pendingCount),
+            "needsAttention": status.locked ? .null : .int(status.needsAttentionCount),
+            "newConflicts": status.locked ? .null : .int(status.unreviewedConflicts),
+            "lastSync": Presentation.date(status.lastSync),
+        ])
+    }
+
+    var lines: [String] {
+        func ago(_ date: WireDate?) -> String {
+            guard let date else { return "never" }
+            let seconds = Int(Date().timeIntervalSince(date.date))
+            let text = seconds < 60 ? "\(max(seconds, 0)) s ago" : seconds < 3600 ? "\(seconds / 60) min ago" : "\(seconds / 3600) h ago"
+            return "\(date.iso8601.prefix(19))Z (\(text))"
+        }
+        let connectionText: String
+        switch status.online {
+        case .some(true): connectionText = Console.styled("online", .green)
+        case .some(false): connectionText = Console.styled("offline", .yellow)
+        case .none: connectionText = "unknown"
+        }
+        var lines = [
+            "server          \(settings.server ?? "(not set)")",
+            "account         \(settings.email ?? "(not logged in)")",
+            "connection      \(connectionText) (last contact: \(ago(status.lastContact)))",
+            "vault           \(status.locked ? Console.styled("locked", .yellow) : "unlocked")",
+        ]
+        if status.locked {
+            lines.append("pending         (unlock to see)")
+        } else {
+            lines.append("pending         \(status.pendingCount)")
+            lines.append("needs attention \(status.needsAttentionCount == 0 ? "0" : Console.styled("\(status.needsAttentionCount)", .red))")
+            lines.append("new conflicts   \(status.unreviewedConflicts == 0 ? "0" : Console.styled("\(status.unreviewedConflicts)", .yellow))")
+        }
+        lines.append("last sync       \(ago(status.lastSync))")
+        return lines
+    }
+}

@@ -1,0 +1,410 @@
+import ArgumentParser
+import Foundation
+import VaultClient
+import VaultModels
+import VaultSyncCore
+
+struct SyncCommand: VaultCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "sync",
+        abstract: "Send queued changes (resolving conflicts without loss) and fetch the latest vault.",
+        discussion: """
+        Each queued change is checked against the server's current version. When both sides changed, the newer one wins and the other is kept as a backup item named "NAME - offline conflict yyyy-MM-dd HHmmss" (UTC). See `vaultsync conflicts`.
+
+        Examples:
+          vaultsync sync
+          vaultsync sync --json
+        """)
+    @OptionGroup var global: GlobalOptions
+    @OptionGroup var output: OutputOptions
+
+    func execute(_ context: CLIContext) async throws {
+        _ = try context.requireServer()
+        let showProgress = Console.stderrIsTTY && !output.json
+        let engine = context.engine
+        let progress = Task {
+            guard showProgress else { return }
+            for await status in await engine.statusUpdates() {
+                if let (done, total) = status.resolving, total > 20 {
+                    let width = 30
+                    let filled = total == 0 ? width : done * width / total
+                    FileHandle.standardError.write(Data("\r[\(String(repeating: "#", count: filled))\(String(repeating: ".", count: width - filled))] \(done)/\(total)".utf8))
+                }
+            }
+        }
+        let report: SyncReport
+        do {
+            report = try await engine.sync()
+        } catch {
+            progress.cancel()
+            if showProgress { FileHandle.standardError.write(Data("\r\u{1B}[K".utf8)) }
+            if describe(error).status == .serverUnreachable, let waiting = try? await engine.pendingCount() {
+                Console.note("\(waiting) change\(waiting == 1 ? "" : "s") stay queued on this device.")
+            }
+            throw error
+        }
+        progress.cancel()
+        if showProgress { FileHandle.standardError.write(Data("\r\u{1B}[K".utf8)) }
+        if output.json {
+            Presentation.printJSON(.object([
+                "resolved": .int(report.resolved),
+                "stillPending": .int(report.stillPending),
+                "needsAttention": .int(report.needsAttention),
+                "backups": .array(report.backups.map { .object(["backupId": .string($0.backupID), "itemId": .string($0.originalID), "name": .string($0.name)]) }),
+                "messages": .array(report.messages.map(JSONValue.string)),
+            ]))
+            return
+        }
+        print("Synced: \(report.resolved) change\(report.resolved == 1 ? "" : "s") sent, \(report.stillPending) still pending, \(report.needsAttention) need attention.")
+        for backup in report.backups {
+            print("  conflict, both versions kept: backup \"\(backup.name)\" (\(backup.backupID)); review with `vaultsync conflicts show \(backup.backupID)`")
+        }
+        for message in report.messages { print("  \(message)") }
+    }
+}
+
+struct PendingCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "pending",
+        abstract: "Changes waiting for the server: list, retry, discard.",
+        discussion: """
+        Examples:
+          vaultsync pending
+          vaultsync pending retry
+          vaultsync pending discard Bank --yes
+        """,
+        subcommands: [List.self, Retry.self, Discard.self],
+        defaultSubcommand: List.self
+    )
+
+    struct List: VaultCommand {
+        static let configuration = CommandConfiguration(abstract: "List queued changes.", discussion: "Example:\n  vaultsync pending list --json")
+        @OptionGroup var global: GlobalOptions
+        @OptionGroup var output: OutputOptions
+
+        func execute(_ context: CLIContext) async throws {
+            let changes = try await context.engine.pendingChanges()
+            if output.json {
+                Presentation.printJSON(.array(changes.map { change in
+                    .object([
+                        "itemId": .string(change.itemID),
+                        "itemKind": .string(change.itemKind.rawValue),
+                        "name": Presentation.string(change.itemName),
+                        "kind": .string(change.metadata.kind.rawValue),
+                        "since": .string(change.metadata.createdDate.iso8601),
+                        "updated": .string(change.metadata.updatedDate.iso8601),
+                        "attempts": .int(change.metadata.attempts),
+                        "lastError": Presentation.string(change.metadata.lastError),
+                        "nextAttempt": Presentation.date(change.metadata.nextAttemptDate),
+                        "state": .string(change.metadata.state == .needsAttention ? "needs-attention" : "pending"),
+                    ])
+                }))
+                return
+            }
+            if changes.isEmpty {
+                print("Nothing pending.")
+                return
+            }
+            for change in changes {
+                let state = change.metadata.state == .needsAttention ? Console.styled("needs attention", .red) : "pending"
+                var line = "\(change.itemID)\t\(change.itemName ?? "?")\t\(change.itemKind.rawValue) \(change.metadata.kind.rawValue)\tsince \(change.metadata.createdDate.iso8601.prefix(19))Z\t\(change.metadata.attempts) attempts\t\(state)"
+                if let error = change.metadata.lastError { line += "\t\(error)" }
+                print(line)
+            }
+        }
+    }
+
+    struct Retry: VaultCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Put changes that need attention (or one item's) back in line; they go with the next sync.",
+            discussion: "Examples:\n  vaultsync pending retry\n  vaultsync pending retry Bank")
+        @OptionGroup var global: GlobalOptions
+        @Argument(help: "Only this item (id or name).") var item: String?
+
+        func execute(_ context: CLIContext) async throws {
+            let id = try await item.asyncMap { try await context.pendingItemID($0) }
+            let count = try await context.engine.retryPending(itemID: id)
+            print("\(count) change\(count == 1 ? "" : "s") will be retried at the next sync.")
+        }
+    }
+
+    struct Discard: VaultCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Give up an item's queued change (says what is lost; needs --yes).",
+            discussion: "Example:\n  vaultsync pending discard Bank --yes")
+        @OptionGroup var global: GlobalOptions
+        @Argument(help: "The item (id or name).") var item: String
+        @Flag(help: "Confirm.") var yes = false
+
+        func execute(_ context: CLIContext) async throws {
+            let id = try await context.pendingItemID(item)
+            let description = try await context.engine.describeDiscard(itemID: id)
+            guard yes else {
+                throw CLIError.aborted("Discarding: \(description.lost). Nothing was changed; repeat with --yes to do it.")
+            }
+            _ = try await context.engine.discardPending(itemID: id)
+            print("Discarded: \(description.lost).")
+        }
+    }
+}
+
+extension CLIContext {
+    /// An item or folder with a queued change, by id or name.
+    func pendingItemID(_ reference: String) async throws -> String {
+        let changes = try await engine.pendingChanges()
+        let candidates = changes.map { (id: $0.itemID, name: $0.itemName ?? "", view: CipherView?.none) }
+        return try Presentation.find(reference, in: candidates, what: "pending change")
+    }
+}
+
+struct ConflictsCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "conflicts",
+        abstract: "Backups made by conflict resolution: list, compare, settle.",
+        discussion: """
+        Examples:
+          vaultsync conflicts
+          vaultsync conflicts show BACKUP
+          vaultsync conflicts resolve BACKUP --keep mine
+        """,
+        subcommands: [List.self, Show.self, Resolve.self],
+        defaultSubcommand: List.self
+    )
+
+    struct List: VaultCommand {
+        static let configuration = CommandConfiguration(abstract: "List conflict backups, newest first.",
+                                                        discussion: "Example:\n  vaultsync conflicts list --json")
+        @OptionGroup var global: GlobalOptions
+        @OptionGroup var output: OutputOptions
+
+        func execute(_ context: CLIContext) async throws {
+            let backups = try await context.engine.conflictBackups()
+            let items = try await context.engine.items()
+            func name(_ id: String) -> String? { items.first { $0.id == id }.flatMap { try? $0.result.get().name } }
+            if output.json {
+                Presentation.printJSON(.array(backups.map { backup in
+                    .object([
+                        "backupId": .string(backup.backupID),
+                        "backupName": Presentation.string(backup.name),
+                        "itemId": .string(backup.originalID),
+                        "itemName": Presentation.string(name(backup.originalID)),
+                        "created": .string(backup.createdAt.iso8601),
+                        "backupHolds": .string(backup.losingSide.rawValue),
+                        "reviewed": .bool(backup.reviewedAt != nil),
+                    ])
+                }))
+                return
+            }
+            if backups.isEmpty {
+                print("No conflicts.")
+                return
+            }
+            for backup in backups {
+                let holds = backup.losingSide == .mine ? "this device's version" : backup.losingSide == .theirs ? "the server's version" : "the losing version"
+                let state = backup.reviewedAt == nil ? Console.styled("new", .yellow) : "reviewed"
+                print("\(backup.backupID)\t\(backup.name ?? "?")\tholds \(holds)\t\(backup.createdAt.iso8601.prefix(19))Z\t\(state)")
+            }
+        }
+    }
+
+    struct Show: VaultCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "The two versions side by side, field by field, differences marked.",
+            discussion: "Examples:\n  vaultsync conflicts show BACKUP\n  vaultsync conflicts show BACKUP --reveal")
+        @OptionGroup var global: GlobalOptions
+        @OptionGroup var output: OutputOptions
+        @Argument(help: "The backup (id or name).") var backup: String
+        @Flag(help: "Show secrets instead of masking them.") var reveal = false
+
+        func execute(_ context: CLIContext) async throws {
+            let comparison = try await ConflictComparison.load(backup, context: context)
+            if output.json {
+                Presentation.printJSON(comparison.json(reveal: reveal))
+            } else {
+                for line in comparison.lines(reveal: reveal) { print(line) }
+            }
+        }
+    }
+
+    struct Resolve: VaultCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Settle a conflict: keep mine, theirs, or both (works offline).",
+            discussion: """
+            mine/theirs: the chosen version becomes the live item and the backup goes to the trash (both password histories are kept). both: leave the item and the backup as they are.
+
+            Example:
+              vaultsync conflicts resolve BACKUP --keep theirs
+            """)
+        @OptionGroup var global: GlobalOptions
+        @Argument(help: "The backup (id or name).") var backup: String
+        @Option(help: "mine, theirs or both.") var keep: String
+
+        func execute(_ context: CLIContext) async throws {
+            guard let choice = ConflictChoice(rawValue: keep) else { throw CLIError.usage("--keep must be mine, theirs or both") }
+            let id = try await context.backupID(backup)
+            let result = try await context.engine.resolveConflict(backupID: id, keep: choice)
+            switch choice {
+            case .both: print("Kept both versions.")
+            case .mine, .theirs:
+                print("Kept \(choice == .mine ? "your" : "their") version\(result.mergedBackupIntoItem ? " (copied from the backup into the item)" : "")\(result.trashedBackup ? "; the backup is in the trash" : "").")
+            }
+            noteOutcome(result.outcome)
+        }
+    }
+}
+
+extension CLIContext {
+    func backupID(_ reference: String) async throws -> String {
+        let backups = try await engine.conflictBackups()
+        let candidates = backups.map { (id: $0.backupID, name: $0.name ?? "", view: CipherView?.none) }
+        return try Presentation.find(reference, in: candidates, what: "conflict backup")
+    }
+}
+
+/// A conflict's two versions, field by field (`conflicts show`, and the demo).
+struct ConflictComparison {
+    var summary: ConflictBackupSummary
+    var backup: CipherView
+    var live: CipherView?
+    var folderNames: [String: String]
+
+    static func load(_ reference: String, context: CLIContext) async throws -> ConflictComparison {
+        let id = try await context.backupID(reference)
+        guard let summary = try await context.engine.conflictBackups().first(where: { $0.backupID == id }) else {
+            throw CLIError.notFound(what: "conflict backup", reference: reference)
+        }
+        let backup = try await context.engine.item(id: id)
+        let live = try? await context.engine.item(id: summary.originalID)
+        return ConflictComparison(summary: summary, backup: backup, live: live, folderNames: try await context.folderNames())
+    }
+
+    /// Rows of (label, live value, backup value, differs).
+    var rows: [(label: String, live: Presentation.Field?, backup: Presentation.Field?, differs: Bool)] {
+        var liveFields = live.map { Presentation.fields(of: $0, folderNames: folderNames) } ?? []
+        var backupFields = Presentation.fields(of: backup, folderNames: folderNames)
+        // The backup's name carries the conflict suffix; compare the original names.
+        if let index = backupFields.firstIndex(where: { $0.label == "name" }) { backupFields[index].value = BackupName.originalName(of: backup.name) }
+        liveFields.removeAll { $0.label.hasPrefix("history[") }
+        backupFields.removeAll { $0.label.hasPrefix("history[") }
+        var labels: [String] = []
+        for field in liveFields + backupFields where !labels.contains(field.label) { labels.append(field.label) }
+        return labels.map { label in
+            let left = liveFields.first { $0.label == label }
+            let right = backupFields.first { $0.label == label }
+            return (label, left, right, left?.value != right?.value)
+        }
+    }
+
+    var liveSide: String { summary.losingSide == .mine ? "theirs (live item)" : summary.losingSide == .theirs ? "mine (live item)" : "live item" }
+    var backupSide: String { summary.losingSide == .mine ? "mine (backup)" : summary.losingSide == .theirs ? "theirs (backup)" : "backup" }
+
+    func json(reveal: Bool) -> JSONValue {
+        .object([
+            "backupId": .string(summary.backupID),
+            "itemId": .string(summary.originalID),
+            "backupHolds": .string(summary.losingSide.rawValue),
+            "created": .string(summary.createdAt.iso8601),
+            "fields": .array(rows.map { row in
+                .object([
+                    "field": .string(row.label),
+                    "live": row.live.map { .string(Presentation.masked($0, reveal: reveal)) } ?? .null,
+                    "backup": row.backup.map { .string(Presentation.masked($0, reveal: reveal)) } ?? .null,
+                    "differs": .bool(row.differs),
+                ])
+            }),
+            "livePasswordHistory": .int(live?.passwordHistory.count ?? 0),
+            "backupPasswordHistory": .int(backup.passwordHistory.count),
+        ])
+    }
+
+    func lines(reveal: Bool) -> [String] {
+        func cell(_ field: Presentation.Field?) -> String {
+            guard let field else { return "—" }
+            let text = Presentation.oneLine(Presentation.masked(field, reveal: reveal))
+            return text.count > 34 ? String(text.prefix(33)) + "…" : text
+        }
+        func pad(_ text: String, _ width: Int) -> String { text.count >= width ? text : text + String(repeating: " ", count: width - text.count) }
+        var lines = [
+            "Conflict on \"\(live?.name ?? BackupName.originalName(of: backup.name))\" — backup \(summary.backupID) made \(summary.createdAt.iso8601.prefix(19))Z",
+            "  " + pad("field", 16) + pad(liveSide, 36) + backupSide,
+        ]
+        for row in rows {
+            let mark = row.differs ? Console.styled("≠", .yellow) : " "
+            lines.append("\(mark) " + pad(row.label, 16) + pad(cell(row.live), 36) + cell(row.backup))
+        }
+        lines.append("  password history: \(live?.passwordHistory.count ?? 0) entries (live), \(backup.passwordHistory.count) entries (backup)")
+        lines.append("  settle with: vaultsync conflicts resolve \(summary.backupID) --keep mine|theirs|both")
+        return lines
+    }
+}
+
+struct DraftsCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "drafts",
+        abstract: "Autosaved edits (encrypted): list, recover, discard.",
+        discussion: """
+        `edit` autosaves what you typed in the editor as an encrypted draft before saving it; if the save did not happen (crash, refused), recover it here.
+
+        Examples:
+          vaultsync drafts
+          vaultsync drafts recover DRAFT
+          vaultsync drafts discard DRAFT
+        """,
+        subcommands: [List.self, Recover.self, Discard.self],
+        defaultSubcommand: List.self
+    )
+
+    struct List: VaultCommand {
+        static let configuration = CommandConfiguration(abstract: "List drafts, newest first.", discussion: "Example:\n  vaultsync drafts list --json")
+        @OptionGroup var global: GlobalOptions
+        @OptionGroup var output: OutputOptions
+
+        func execute(_ context: CLIContext) async throws {
+            let drafts = try await context.engine.drafts()
+            if output.json {
+                Presentation.printJSON(.array(drafts.map { draft in
+                    .object(["draftId": .string(draft.id), "itemId": Presentation.string(draft.itemID), "name": .string(draft.item.name),
+                             "type": .string(draft.item.type.name), "updated": .string(draft.updatedDate.iso8601)])
+                }))
+                return
+            }
+            if drafts.isEmpty { print("No drafts.") }
+            for draft in drafts {
+                print("\(draft.id)\t\(draft.item.name)\t\(draft.itemID == nil ? "new item" : "edit of \(draft.itemID!)")\t\(draft.updatedDate.iso8601.prefix(19))Z")
+            }
+        }
+    }
+
+    struct Recover: VaultCommand {
+        static let configuration = CommandConfiguration(abstract: "Save a draft as the item (works offline).",
+                                                        discussion: "Example:\n  vaultsync drafts recover DRAFT")
+        @OptionGroup var global: GlobalOptions
+        @Argument(help: "The draft id.") var draft: String
+
+        func execute(_ context: CLIContext) async throws {
+            let found = try await context.engine.draft(id: draft)
+            let outcome: SaveOutcome
+            if let itemID = found.itemID, (try? await context.engine.item(id: itemID)) != nil {
+                outcome = try await context.engine.updateItem(found.item).outcome
+            } else {
+                var item = found.item
+                item.id = nil
+                outcome = try await context.engine.addItem(item).outcome
+            }
+            try await context.engine.discardDraft(id: draft)
+            print("Recovered \"\(found.item.name)\".")
+            noteOutcome(outcome)
+        }
+    }
+
+    struct Discard: VaultCommand {
+        static let configuration = CommandConfiguration(abstract: "Delete a draft.", discussion: "Example:\n  vaultsync drafts discard DRAFT")
+        @OptionGroup var global: GlobalOptions
+        @Argument(help: "The draft id.") var draft: String
+
+        func execute(_ context: CLIContext) async throws {
+            try await context.engine.discardDraft(id: draft)
+            print("Discarded the draft.")
+        }
+    }
+}

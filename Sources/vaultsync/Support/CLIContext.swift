@@ -1,0 +1,140 @@
+import ArgumentParser
+import Foundation
+import VaultClient
+import VaultCrypto
+import VaultModels
+
+/// Options every vault command takes.
+struct GlobalOptions: ParsableArguments {
+    @Option(name: .customLong("password-file"), help: ArgumentHelp(
+        "Read the master password from the first line of FILE (instead of a prompt).", valueName: "FILE"))
+    var passwordFile: String?
+}
+
+/// `--json` on read commands.
+struct OutputOptions: ParsableArguments {
+    @Flag(name: .long, help: "Print JSON (stable field names, see docs/CLI.md).")
+    var json = false
+}
+
+/// What one command run works with: the profile, its settings and the engine on its database.
+struct CLIContext {
+    let profile: Profile
+    var settings: ProfileSettings
+    let engine: VaultEngine
+    let options: GlobalOptions
+    let environment: [String: String]
+
+    static func open(_ options: GlobalOptions, environment: [String: String] = ProcessInfo.processInfo.environment) throws -> CLIContext {
+        let profile = Profile.resolve(environment: environment)
+        try profile.prepare()
+        let settings = try profile.loadSettings()
+        let engine = try VaultEngine(databasePath: profile.databasePath, configuration: settings.engineConfiguration())
+        return CLIContext(profile: profile, settings: settings, engine: engine, options: options, environment: environment)
+    }
+
+    /// The master password from `--password-file`, `VAULTSYNC_PASSWORD`, or (on a terminal) a no-echo
+    /// prompt; `nil` when none of them is available.
+    func masterPassword(prompt: String = "Master password: ", allowPrompt: Bool = true) throws -> String? {
+        if let path = options.passwordFile {
+            guard let text = try? String(contentsOfFile: path, encoding: .utf8) else {
+                throw CLIError.usage("cannot read the password file \(path)")
+            }
+            let password = text.split(separator: "\n", omittingEmptySubsequences: false).first.map(String.init) ?? ""
+            guard !password.isEmpty else { throw CLIError.usage("the password file \(path) is empty") }
+            return password
+        }
+        if let password = environment["VAULTSYNC_PASSWORD"], !password.isEmpty { return password }
+        if allowPrompt, Console.stdinIsTTY, let password = Console.readSecret(prompt: prompt), !password.isEmpty { return password }
+        return nil
+    }
+
+    func requireEmail() throws -> String {
+        guard let email = settings.email else { throw CLIError.notLoggedIn }
+        return email
+    }
+
+    func requireServer() throws -> String {
+        guard let server = settings.server, !server.isEmpty else { throw CLIError.noServer }
+        return server
+    }
+
+    /// Unlocks for this run: a given password first (scripts), else the session of `vaultsync unlock`
+    /// (`VAULTSYNC_SESSION`), else a prompt on a terminal.
+    func unlock() async throws {
+        let email = try requireEmail()
+        if options.passwordFile != nil || environment["VAULTSYNC_PASSWORD"].map({ !$0.isEmpty }) == true {
+            try await engine.unlock(email: email, password: try masterPassword()!)
+            return
+        }
+        if let key = environment["VAULTSYNC_SESSION"], !key.isEmpty {
+            guard let sealed = profile.readSession(), let sessionKey = try? SymmetricCryptoKey(base64: key) else {
+                throw VaultError.sessionInvalid
+            }
+            try await engine.unlock(sealedSession: sealed, sessionKey: sessionKey)
+            return
+        }
+        guard let password = try masterPassword() else { throw CLIError.locked }
+        try await engine.unlock(email: email, password: password)
+    }
+
+    /// Seals the unlocked session for later commands; returns the session key to export.
+    func startSession() async throws -> String {
+        let sessionKey = SymmetricCryptoKey.generate()
+        let timeout = Int64(settings.lockTimeout ?? ProfileSettings.defaultLockTimeout)
+        let expires = WireDate(Date()).adding(microseconds: timeout * 1_000_000)
+        let sealed = try await engine.sealSession(with: sessionKey, expiresAt: expires)
+        try profile.writePrivate(Data(sealed.utf8), to: profile.sessionPath)
+        return sessionKey.base64
+    }
+
+    func saveSettings() throws {
+        try profile.saveSettings(settings)
+    }
+}
+
+/// A command that works on the vault: opens the profile, unlocks if it needs to, maps every error to
+/// its message and exit code.
+protocol VaultCommand: AsyncParsableCommand {
+    var global: GlobalOptions { get }
+    /// Whether the command needs the vault unlocked.
+    static var needsUnlock: Bool { get }
+    func execute(_ context: CLIContext) async throws
+}
+
+extension VaultCommand {
+    static var needsUnlock: Bool { true }
+
+    mutating func run() async throws {
+        let context: CLIContext
+        do {
+            context = try CLIContext.open(global)
+        } catch {
+            throw report(error)
+        }
+        do {
+            if Self.needsUnlock { try await context.unlock() }
+            try await execute(context)
+            await context.engine.shutdown()
+        } catch {
+            await context.engine.shutdown()
+            if let exit = error as? ExitCode { throw exit }
+            throw report(error)
+        }
+    }
+}
+
+/// Prints an error and returns the exit code to end with.
+func report(_ error: any Error) -> ExitCode {
+    if let exit = error as? ExitCode { return exit }
+    let (message, status) = describe(error)
+    Console.error(message)
+    return ExitCode(status.rawValue)
+}
+
+/// Prints the "saved offline" note when a save did not reach the server.
+func noteOutcome(_ outcome: SaveOutcome) {
+    if case .savedOffline(let pending) = outcome {
+        Console.note("saved offline — \(pending) change\(pending == 1 ? "" : "s") pending (they sync when the server is reachable)")
+    }
+}

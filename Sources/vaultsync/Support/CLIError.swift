@@ -1,0 +1,95 @@
+import ArgumentParser
+import Foundation
+import VaultAPI
+import VaultClient
+
+/// The documented exit codes (README, "Exit codes").
+enum ExitStatus: Int32 {
+    case ok = 0
+    case failure = 1
+    case locked = 2
+    case authenticationFailed = 3
+    case notFound = 4
+    case ambiguous = 5
+    case serverRefused = 6
+    case serverUnreachable = 7
+    case verificationFailed = 8
+    /// The standard "usage error" code (sysexits EX_USAGE), which swift-argument-parser also uses.
+    case usage = 64
+}
+
+/// Errors of the command-line layer, each with a message a person can act on.
+enum CLIError: Error, CustomStringConvertible {
+    case usage(String)
+    case profile(String)
+    case noServer
+    case notLoggedIn
+    case locked
+    case notFound(what: String, reference: String)
+    case ambiguous(what: String, reference: String, candidates: [String])
+    case aborted(String)
+    case verificationFailed(String)
+
+    var description: String {
+        switch self {
+        case .usage(let message): return message
+        case .profile(let message): return message
+        case .noServer: return "No server configured. Run `vaultsync config server URL` first."
+        case .notLoggedIn: return "You are not logged in. Run `vaultsync login EMAIL` (or `vaultsync register EMAIL`) first."
+        case .locked:
+            return """
+            The vault is locked. Run `eval $(vaultsync unlock)`, or give the master password with \
+            VAULTSYNC_PASSWORD or --password-file.
+            """
+        case .notFound(let what, let reference): return "No \(what) matches \"\(reference)\"."
+        case .ambiguous(let what, let reference, let candidates):
+            return "\"\(reference)\" matches \(candidates.count) \(what)s; use an id:\n" + candidates.map { "  \($0)" }.joined(separator: "\n")
+        case .aborted(let message): return message
+        case .verificationFailed(let message): return message
+        }
+    }
+
+    var status: ExitStatus {
+        switch self {
+        case .usage, .aborted: return .usage
+        case .profile: return .failure
+        case .noServer: return .usage
+        case .notLoggedIn: return .authenticationFailed
+        case .locked: return .locked
+        case .notFound: return .notFound
+        case .ambiguous: return .ambiguous
+        case .verificationFailed: return .verificationFailed
+        }
+    }
+}
+
+/// Maps any error to its message and exit status.
+func describe(_ error: any Error) -> (message: String, status: ExitStatus) {
+    switch error {
+    case let error as CLIError:
+        return (error.description, error.status)
+    case let error as VaultError:
+        let status: ExitStatus
+        switch error {
+        case .locked: status = .locked
+        case .sessionInvalid: status = .locked
+        case .notLoggedIn, .wrongPassword, .sessionExpired, .accountNotFound: status = .authenticationFailed
+        case .itemNotFound, .folderNotFound, .draftNotFound: status = .notFound
+        case .serverRefused: status = .serverRefused
+        case .serverUnreachable, .offlineEditsDisabled, .organizationItemOffline: status = .serverUnreachable
+        case .invalidItem: status = .usage
+        case .crypto, .model, .storage: status = .failure
+        }
+        return (error.description, status)
+    case let error as ServerCallError:
+        switch error {
+        case .http(let status, let message): return ("The server refused (\(status)): \(message)", .serverRefused)
+        case .authenticationExpired: return (VaultError.sessionExpired.description, .authenticationFailed)
+        case .transport(_, let detail):
+            return ("The server could not be reached (\(detail)). Changes stay queued on this device.", .serverUnreachable)
+        case .invalidResponse(let reason): return ("The server's answer was not usable: \(reason)", .serverUnreachable)
+        }
+    default:
+        return (String(describing: error), .failure)
+    }
+}

@@ -1,0 +1,194 @@
+import Foundation
+import VaultClient
+import VaultModels
+import VaultSyncCore
+
+/// The CLI's JSON forms (documented in docs/CLI.md) and the labelled fields plain output shows.
+enum Presentation {
+    static func string(_ value: String?) -> JSONValue { value.map(JSONValue.string) ?? .null }
+    static func date(_ value: WireDate?) -> JSONValue { value.map { .string($0.iso8601) } ?? .null }
+
+    static let fieldTypeNames: [(FieldType, String)] = [(.text, "text"), (.hidden, "hidden"), (.boolean, "boolean"), (.linked, "linked")]
+
+    static func fieldTypeName(_ type: FieldType) -> String {
+        fieldTypeNames.first { $0.0 == type }?.1 ?? "type-\(type.rawValue)"
+    }
+
+    static func secretGroup<Field: SecretFieldName>(_ fields: PlainFields<Field>?) -> JSONValue {
+        guard let fields else { return .null }
+        var object = JSONObject()
+        for field in Field.allCases { if let value = fields[field] { object[field.rawValue] = .string(value) } }
+        return .object(object)
+    }
+
+    /// An item as `get --json` / `list --json` print it.
+    static func itemJSON(_ view: CipherView, folderNames: [String: String], pending: PendingChange?) -> JSONValue {
+        var object = JSONObject()
+        object["id"] = string(view.id)
+        object["type"] = .string(view.type.name)
+        object["name"] = .string(view.name)
+        object["folderId"] = string(view.folderId)
+        object["folder"] = string(view.folderId.flatMap { folderNames[$0] })
+        object["favorite"] = .bool(view.favorite)
+        object["reprompt"] = .bool(view.reprompt == .password)
+        object["notes"] = string(view.notes)
+        object["organizationId"] = string(view.organizationId)
+        if let login = view.login {
+            object["login"] = .object([
+                "username": string(login.username),
+                "password": string(login.password),
+                "totp": string(login.totp),
+                "uris": .array(login.uris.map { .object(["uri": string($0.uri), "match": $0.match.map { .int($0.rawValue) } ?? .null]) }),
+                "passwordRevisionDate": date(login.passwordRevisionDate),
+                "passkeys": .int(login.fido2Credentials?.count ?? 0),
+            ])
+        }
+        if view.card != nil { object["card"] = secretGroup(view.card) }
+        if view.identity != nil { object["identity"] = secretGroup(view.identity) }
+        if view.sshKey != nil { object["sshKey"] = secretGroup(view.sshKey) }
+        object["fields"] = .array(view.fields.map {
+            .object(["name": string($0.name), "value": string($0.value), "type": .string(fieldTypeName($0.type))])
+        })
+        object["passwordHistory"] = .array(view.passwordHistory.map {
+            .object(["password": .string($0.password), "lastUsedDate": .string($0.lastUsedDate.iso8601)])
+        })
+        object["attachments"] = .int(view.attachments.count)
+        object["creationDate"] = date(view.creationDate)
+        object["revisionDate"] = date(view.revisionDate)
+        object["deletedDate"] = date(view.deletedDate)
+        object["archivedDate"] = date(view.archivedDate)
+        object["pending"] = pending.map(pendingJSON) ?? .null
+        return .object(object)
+    }
+
+    static func pendingJSON(_ change: PendingChange) -> JSONValue {
+        .object([
+            "kind": .string(change.metadata.kind.rawValue),
+            "state": .string(change.metadata.state == .needsAttention ? "needs-attention" : "pending"),
+            "since": .string(change.metadata.createdDate.iso8601),
+            "attempts": .int(change.metadata.attempts),
+            "lastError": string(change.metadata.lastError),
+        ])
+    }
+
+    static func folderJSON(_ folder: FolderView, itemCount: Int) -> JSONValue {
+        .object(["id": string(folder.id), "name": .string(folder.name), "items": .int(itemCount), "revisionDate": date(folder.revisionDate)])
+    }
+
+    /// Prints a JSON value on one line.
+    static func printJSON(_ value: JSONValue) {
+        print(value.jsonText)
+    }
+
+    // MARK: Labelled fields
+
+    /// One displayable field of an item.
+    struct Field: Equatable {
+        var label: String
+        var value: String
+        var secret: Bool
+    }
+
+    static let secretCardFields: Set<CardField> = [.number, .code]
+    static let secretIdentityFields: Set<IdentityField> = [.ssn, .passportNumber, .licenseNumber]
+
+    static func group<Key: SecretFieldName>(_ prefix: String, _ fields: PlainFields<Key>?, secret: (Key) -> Bool) -> [Field] {
+        guard let fields else { return [] }
+        return Key.allCases.compactMap { key in
+            fields[key].map { Field(label: "\(prefix).\(key.rawValue)", value: $0, secret: secret(key)) }
+        }
+    }
+
+    /// Every field of an item in a fixed order, secrets flagged.
+    static func fields(of view: CipherView, folderNames: [String: String]) -> [Field] {
+        var result: [Field] = [
+            Field(label: "name", value: view.name, secret: false),
+            Field(label: "type", value: view.type.name, secret: false),
+            Field(label: "folder", value: view.folderId.map { folderNames[$0] ?? $0 } ?? "(none)", secret: false),
+            Field(label: "favorite", value: view.favorite ? "yes" : "no", secret: false),
+        ]
+        if let login = view.login {
+            if let username = login.username { result.append(Field(label: "username", value: username, secret: false)) }
+            if let password = login.password { result.append(Field(label: "password", value: password, secret: true)) }
+            if let totp = login.totp { result.append(Field(label: "totp", value: totp, secret: true)) }
+            for (index, uri) in login.uris.enumerated() {
+                result.append(Field(label: login.uris.count == 1 ? "uri" : "uri[\(index + 1)]", value: uri.uri ?? "", secret: false))
+            }
+            if let passkeys = login.fido2Credentials, !passkeys.isEmpty {
+                result.append(Field(label: "passkeys", value: "\(passkeys.count)", secret: false))
+            }
+        }
+        result += group("card", view.card) { secretCardFields.contains($0) }
+        result += group("identity", view.identity) { secretIdentityFields.contains($0) }
+        result += group("sshKey", view.sshKey) { $0 == .privateKey }
+        if let notes = view.notes { result.append(Field(label: "notes", value: notes, secret: false)) }
+        for field in view.fields {
+            result.append(Field(label: "field.\(field.name ?? "")", value: field.value ?? "", secret: field.type == .hidden))
+        }
+        for (index, entry) in view.passwordHistory.sorted(by: { $0.lastUsedDate > $1.lastUsedDate }).enumerated() {
+            result.append(Field(label: "history[\(index + 1)] \(entry.lastUsedDate.iso8601.prefix(19))Z", value: entry.password, secret: true))
+        }
+        if view.isDeleted { result.append(Field(label: "trash", value: "since \(view.deletedDate!.iso8601)", secret: false)) }
+        if view.isArchived { result.append(Field(label: "archived", value: "since \(view.archivedDate!.iso8601)", secret: false)) }
+        return result
+    }
+
+    static func masked(_ field: Field, reveal: Bool) -> String {
+        guard field.secret, !reveal else { return field.value }
+        return field.value.isEmpty ? "" : "••••••••"
+    }
+
+    /// Multi-line values are shown on one line.
+    static func oneLine(_ text: String) -> String {
+        text.replacingOccurrences(of: "\n", with: "⏎")
+    }
+
+    // MARK: Finding items and folders
+
+    /// An item by id, id prefix (≥ 6 characters) or exact name (case-insensitive).
+    static func find(_ reference: String, in items: [(id: String, name: String, view: CipherView?)], what: String = "item") throws -> String {
+        if let exact = items.first(where: { $0.id == reference.lowercased() }) { return exact.id }
+        let named = items.filter { $0.name.caseInsensitiveCompare(reference) == .orderedSame }
+        if named.count == 1 { return named[0].id }
+        if named.count > 1 {
+            throw CLIError.ambiguous(what: what, reference: reference, candidates: named.map { "\($0.id)  \($0.name)" })
+        }
+        if reference.count >= 6 {
+            let prefixed = items.filter { $0.id.hasPrefix(reference.lowercased()) }
+            if prefixed.count == 1 { return prefixed[0].id }
+            if prefixed.count > 1 {
+                throw CLIError.ambiguous(what: what, reference: reference, candidates: prefixed.map { "\($0.id)  \($0.name)" })
+            }
+        }
+        throw CLIError.notFound(what: what, reference: reference)
+    }
+}
+
+extension CLIContext {
+    /// The decrypted items (a damaged item is reported on standard error and skipped).
+    func loadItems() async throws -> [VaultItem] {
+        try await engine.items()
+    }
+
+    /// Resolves ITEM (id, id prefix or name) to an id.
+    func itemID(_ reference: String, among items: [VaultItem]? = nil) async throws -> String {
+        let all: [VaultItem]
+        if let items { all = items } else { all = try await engine.items() }
+        let candidates = all.map { item in
+            (id: item.id, name: (try? item.result.get().name) ?? "", view: try? item.result.get())
+        }
+        return try Presentation.find(reference, in: candidates)
+    }
+
+    func folderNames() async throws -> [String: String] {
+        Dictionary(try await engine.folders().compactMap { folder in folder.id.map { ($0, folder.name) } }, uniquingKeysWith: { first, _ in first })
+    }
+
+    /// Resolves FOLDER (id or name) to an id; "none" means no folder.
+    func folderID(_ reference: String) async throws -> String? {
+        if reference.lowercased() == "none" || reference.isEmpty { return nil }
+        let folders = try await engine.folders()
+        let candidates = folders.compactMap { folder in folder.id.map { (id: $0, name: folder.name, view: CipherView?.none) } }
+        return try Presentation.find(reference, in: candidates, what: "folder")
+    }
+}
