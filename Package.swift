@@ -168,6 +168,11 @@ let package = Package(
             swiftSettings: strict
         ),
         .testTarget(
+            name: "VaultCLITests",
+            dependencies: ["VaultClient", "VaultModels", "VaultCrypto", "VaultTestSupport"],
+            swiftSettings: strict
+        ),
+        .testTarget(
             name: "VaultServerTests",
             dependencies: [
                 "VaultServer", "VaultModels", "VaultCrypto",

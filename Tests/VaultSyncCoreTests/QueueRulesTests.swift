@@ -187,4 +187,18 @@ struct ConflictMatrixTests {
         let date = WireDate(iso8601: "2026-03-04T05:06:07.891Z")!
         #expect(BackupName.make(originalName: "Bank", losingVersionDate: date) == "Bank - offline conflict 2026-03-04 050607")
     }
+
+    @Test("a backup's original name is recovered; other names stay as they are")
+    func backupOriginalName() {
+        let date = WireDate(iso8601: "2026-03-04T05:06:07Z")!
+        for name in ["Bank", "Bank - offline conflict", "Ünïcødé 🔑", ""] {
+            #expect(BackupName.originalName(of: BackupName.make(originalName: name, losingVersionDate: date)) == name)
+        }
+        // A backup of a backup loses one suffix at a time.
+        let twice = BackupName.make(originalName: BackupName.make(originalName: "Bank", losingVersionDate: date), losingVersionDate: date)
+        #expect(BackupName.originalName(of: twice) == BackupName.make(originalName: "Bank", losingVersionDate: date))
+        for name in ["Bank", "Bank - offline conflict 2026-03-04", "Bank - offline conflict abcd-ef-gh ijklmn", "x - offline conflict 2026-03-04 0506077"] {
+            #expect(BackupName.originalName(of: name) == name)
+        }
+    }
 }

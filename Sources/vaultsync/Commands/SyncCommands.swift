@@ -391,7 +391,8 @@ struct DraftsCommand: AsyncParsableCommand {
                 item.id = nil
                 outcome = try await context.engine.addItem(item).outcome
             }
-            try await context.engine.discardDraft(id: draft)
+            // A successful save already removes the item's drafts; a new item's draft goes here.
+            try? await context.engine.discardDraft(id: draft)
             print("Recovered \"\(found.item.name)\".")
             noteOutcome(outcome)
         }

@@ -1,0 +1,148 @@
+import Foundation
+import Testing
+import VaultModels
+import VaultTestSupport
+
+/// The built `vaultsync` executable.
+func vaultsyncExecutable() throws -> URL {
+    try builtExecutable("vaultsync")
+}
+
+/// What one CLI run printed and how it ended.
+struct CLIResult: CustomStringConvertible {
+    var status: Int32
+    var stdout: String
+    var stderr: String
+
+    var description: String { "exit \(status)\nstdout: \(stdout)\nstderr: \(stderr)" }
+
+    /// Standard output parsed as JSON.
+    func json() throws -> JSONValue {
+        try JSONParser.parse(stdout.trimmingCharacters(in: .whitespacesAndNewlines))
+    }
+}
+
+/// One device: a profile directory (VAULTSYNC_HOME) driven through the real `vaultsync` executable.
+struct CLIDevice {
+    let home: String
+    var environment: [String: String]
+
+    init(home: String = temporaryDirectory("vaultsync-cli") + "/profile", password: String? = nil) {
+        self.home = home
+        var environment = ProcessInfo.processInfo.environment
+        environment["VAULTSYNC_HOME"] = home
+        environment["NO_COLOR"] = "1"
+        environment.removeValue(forKey: "VAULTSYNC_SESSION")
+        environment.removeValue(forKey: "VAULTSYNC_PASSWORD")
+        if let password { environment["VAULTSYNC_PASSWORD"] = password }
+        self.environment = environment
+    }
+
+    /// Runs `vaultsync ARGS` off the cooperative thread pool (the server under test shares this process).
+    func run(_ arguments: [String], stdin: String? = nil, environment extra: [String: String] = [:],
+             removing removed: [String] = []) async throws -> CLIResult {
+        let executable = try vaultsyncExecutable()
+        var environment = self.environment.merging(extra) { _, new in new }
+        for key in removed { environment.removeValue(forKey: key) }
+        let finalEnvironment = environment
+        return try await withCheckedThrowingContinuation { continuation in
+            DispatchQueue.global().async {
+                do {
+                    let process = Process()
+                    process.executableURL = executable
+                    process.arguments = arguments
+                    process.environment = finalEnvironment
+                    let output = Pipe()
+                    let errors = Pipe()
+                    let input = Pipe()
+                    process.standardOutput = output
+                    process.standardError = errors
+                    process.standardInput = input
+                    try process.run()
+                    if let stdin { input.fileHandleForWriting.write(Data(stdin.utf8)) }
+                    try? input.fileHandleForWriting.close()
+                    let errorData = DataBox()
+                    let group = DispatchGroup()
+                    group.enter()
+                    DispatchQueue.global().async {
+                        errorData.data = errors.fileHandleForReading.readDataToEndOfFile()
+                        group.leave()
+                    }
+                    let outputData = output.fileHandleForReading.readDataToEndOfFile()
+                    group.wait()
+                    process.waitUntilExit()
+                    continuation.resume(returning: CLIResult(status: process.terminationStatus,
+                                                             stdout: String(decoding: outputData, as: UTF8.self),
+                                                             stderr: String(decoding: errorData.data, as: UTF8.self)))
+                } catch {
+                    continuation.resume(throwing: error)
+                }
+            }
+        }
+    }
+
+    /// Runs and expects exit status `status` (0 by default), recording the output on failure.
+    @discardableResult
+    func expect(_ arguments: [String], status: Int32 = 0, stdin: String? = nil, environment extra: [String: String] = [:],
+                removing removed: [String] = [], sourceLocation: SourceLocation = #_sourceLocation) async throws -> CLIResult {
+        let result = try await run(arguments, stdin: stdin, environment: extra, removing: removed)
+        #expect(result.status == status, "vaultsync \(arguments.joined(separator: " ")): \(result)", sourceLocation: sourceLocation)
+        return result
+    }
+
+    /// Runs a read command with `--json` and parses its output.
+    func json(_ arguments: [String], sourceLocation: SourceLocation = #_sourceLocation) async throws -> JSONValue {
+        let result = try await expect(arguments + ["--json"], sourceLocation: sourceLocation)
+        return try result.json()
+    }
+}
+
+extension JSONValue {
+    subscript(key: String) -> JSONValue? { objectValue?[key] }
+    subscript(index: Int) -> JSONValue? {
+        guard let array = arrayValue, array.indices.contains(index) else { return nil }
+        return array[index]
+    }
+    var count: Int { arrayValue?.count ?? 0 }
+}
+
+/// A server and the account the CLI tests use.
+struct CLIScenario {
+    let server: LiveServer
+    let email: String
+    let password = "correct horse battery staple"
+
+    static func start() async throws -> CLIScenario {
+        let server = LiveServer()
+        try await server.start()
+        return CLIScenario(server: server, email: "cli-\(UUID().uuidString.prefix(8).lowercased())@example.com")
+    }
+
+    /// A device profile pointed at the server (registers the account on first use), with the password in
+    /// the environment so every command unlocks for its own run.
+    func device(register: Bool = false) async throws -> CLIDevice {
+        let device = CLIDevice(password: password)
+        try await device.expect(["config", "server", await server.url])
+        if register {
+            try await device.expect(["register", email, "--kdf-iterations", "100000"])
+        } else {
+            try await device.expect(["login", email])
+        }
+        return device
+    }
+
+    func finish(_ devices: [CLIDevice]) async {
+        for device in devices { try? FileManager.default.removeItem(atPath: (device.home as NSString).deletingLastPathComponent) }
+        await server.destroy()
+    }
+}
+
+/// The id of the item named `name` in a `list --json` answer.
+func itemID(_ list: JSONValue, named name: String) -> String? {
+    list.arrayValue?.first { $0["name"]?.stringValue == name }?["id"]?.stringValue
+}
+
+/// Standard error's bytes, filled by a reader thread before `DispatchGroup.wait` returns.
+private final class DataBox: @unchecked Sendable {
+    var data = Data()
+}

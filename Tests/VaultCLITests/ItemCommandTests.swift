@@ -1,0 +1,125 @@
+import Foundation
+import Testing
+import VaultCrypto
+import VaultModels
+import VaultTestSupport
+
+@Suite("CLI: items and folders")
+struct ItemCommandTests {
+    @Test("add every item type, list with filters, get fields, TOTP, edit, state changes, folders")
+    func items() async throws {
+        let scenario = try await CLIScenario.start()
+        let device = try await scenario.device(register: true)
+        let directory = (device.home as NSString).deletingLastPathComponent
+        let totpSecret = "GEZDGNBVGY3TQOJQGEZDGNBVGY3TQOJQ"
+
+        try await device.expect(["folder", "add", "Work"])
+        try await device.expect(["folder", "add", "work"], status: 64)  // exists (case-insensitive)
+        try await device.expect(["add", "login", "--name", "GitHub", "--username", "alice", "--password", "gh-Pa55",
+                                 "--uri", "https://github.com", "--totp", totpSecret, "--folder", "Work", "--field", "team=core",
+                                 "--hidden-field", "pin=1234"])
+        let generated = try await device.expect(["add", "login", "--name", "Generated", "--generate", "--length", "32"])
+        #expect(generated.stdout.contains("Added \"Generated\""))
+        try await device.expect(["add", "note", "--name", "Wi-Fi", "--notes", "guest / hunter2"])
+        try await device.expect(["add", "card", "--name", "Visa", "--cardholder", "Alice A", "--number", "4111111111111111", "--code", "123"])
+        try await device.expect(["add", "identity", "--name", "Passport", "--first-name", "Alice", "--last-name", "Liddell"])
+        let keyFile = directory + "/id_ed25519"
+        try Data("-----BEGIN OPENSSH PRIVATE KEY-----\nkey\n-----END OPENSSH PRIVATE KEY-----\n".utf8).write(to: URL(fileURLWithPath: keyFile))
+        try await device.expect(["add", "ssh-key", "--name", "Server key", "--private-key-file", keyFile, "--public-key", "ssh-ed25519 AAAA"])
+        let itemJSON = #"{"type":"login","name":"From JSON","login":{"username":"json-user","password":"json-Pa55","uris":["https://json.example"]},"fields":[{"name":"f","value":"v","type":"hidden"}]}"#
+        try await device.expect(["add", "--json", "-"], stdin: itemJSON)
+
+        // list --json: every item, decrypted, with stable fields.
+        let all = try await device.json(["list"])
+        #expect(all.count == 7)
+        let github = try #require(all.arrayValue?.first { $0["name"]?.stringValue == "GitHub" })
+        #expect(github["type"]?.stringValue == "login" && github["folder"]?.stringValue == "Work")
+        #expect(github["login"]?["username"]?.stringValue == "alice" && github["login"]?["uris"]?[0]?["uri"]?.stringValue == "https://github.com")
+        #expect(github["fields"]?.count == 2 && github["fields"]?[1]?["type"]?.stringValue == "hidden")
+        let generatedPassword = all.arrayValue?.first { $0["name"]?.stringValue == "Generated" }?["login"]?["password"]?.stringValue ?? ""
+        #expect(generatedPassword.count == 32)
+        let card = all.arrayValue?.first { $0["name"]?.stringValue == "Visa" }
+        #expect(card?["card"]?["number"]?.stringValue == "4111111111111111" && card?["type"]?.stringValue == "card")
+        #expect(all.arrayValue?.first { $0["name"]?.stringValue == "Server key" }?["sshKey"]?["publicKey"]?.stringValue == "ssh-ed25519 AAAA")
+        #expect(all.arrayValue?.first { $0["name"]?.stringValue == "From JSON" }?["login"]?["password"]?.stringValue == "json-Pa55")
+
+        // Filters.
+        #expect(try await device.json(["list", "--type", "card"]).count == 1)
+        #expect(try await device.json(["list", "--folder", "Work"]).count == 1)
+        #expect(try await device.json(["list", "--search", "github.com"]).count == 1)
+        #expect(try await device.json(["list", "--search", "hunter2"]).count == 1)  // notes
+        try await device.expect(["list", "--type", "boat"], status: 64)
+
+        // get: one field for scripts; TOTP codes; secrets masked in plain output unless --reveal.
+        #expect(try await device.expect(["get", "GitHub", "--field", "password"]).stdout == "gh-Pa55\n")
+        let code = try await device.expect(["get", "github", "--field", "totp"]).stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        let totp = try TOTP(secretOrURI: totpSecret)
+        let now = Date()
+        #expect([-30.0, 0, 30].map { totp.code(at: now.addingTimeInterval($0)) }.contains(code))
+        let plain = try await device.expect(["get", "GitHub"]).stdout
+        #expect(plain.contains("alice") && !plain.contains("gh-Pa55") && !plain.contains("1234"))
+        #expect(try await device.expect(["get", "GitHub", "--reveal"]).stdout.contains("gh-Pa55"))
+        try await device.expect(["get", "Wi-Fi", "--field", "password"], status: 4)
+        try await device.expect(["get", "GitHub", "--field", "colour"], status: 64)
+
+        // Unknown and ambiguous references.
+        let unknown = try await device.expect(["get", "Nope"], status: 4)
+        #expect(unknown.stderr.contains("No item matches \"Nope\""))
+        try await device.expect(["add", "note", "--name", "Twin", "--notes", "1"])
+        try await device.expect(["add", "note", "--name", "twin", "--notes", "2"])
+        let ambiguous = try await device.expect(["get", "Twin"], status: 5)
+        #expect(ambiguous.stderr.contains("matches 2 items") && ambiguous.stderr.split(separator: "\n").count >= 3)
+        let twinID = try #require(itemID(try await device.json(["list", "--search", "twin"]), named: "Twin"))
+        try await device.expect(["delete", twinID, "--permanent"])
+
+        // edit with flags: a changed password goes to the history.
+        try await device.expect(["edit", "GitHub", "--password", "gh-Pa55-2", "--username", "alice2"])
+        var edited = try await device.json(["get", "GitHub"])
+        #expect(edited["login"]?["password"]?.stringValue == "gh-Pa55-2" && edited["login"]?["username"]?.stringValue == "alice2")
+        #expect(edited["passwordHistory"]?[0]?["password"]?.stringValue == "gh-Pa55")
+
+        // edit --json (the `get --json` form round-trips), and $EDITOR on the decrypted template.
+        let jsonEdit = #"{"notes":"edited by json","favorite":true,"fields":[{"name":"team","value":"infra","type":"text"}]}"#
+        try await device.expect(["edit", "GitHub", "--json", "-"], stdin: jsonEdit)
+        edited = try await device.json(["get", "GitHub"])
+        #expect(edited["notes"]?.stringValue == "edited by json" && edited["favorite"]?.boolValue == true && edited["fields"]?.count == 1)
+        try await device.expect(["edit", "GitHub"], environment: ["EDITOR": "sed -i s/gh-Pa55-2/from-editor-Pa55/"], removing: ["VISUAL"])
+        #expect(try await device.expect(["get", "GitHub", "--field", "password"]).stdout == "from-editor-Pa55\n")
+        let leftovers = (try? FileManager.default.contentsOfDirectory(atPath: "/dev/shm"))?.filter { $0.hasPrefix("vaultsync-edit-") } ?? []
+        #expect(leftovers.isEmpty, "the decrypted template must not outlive the edit")
+        #expect(try await device.json(["drafts"]).count == 0)
+
+        // Bad input changes nothing.
+        try await device.expect(["edit", "GitHub", "--number", "4111"], status: 64)
+        try await device.expect(["edit", "GitHub", "--json", "-"], status: 64, stdin: "{not json")
+        try await device.expect(["edit", "GitHub", "--json", "-"], status: 64, stdin: #"{"colour":"red"}"#)
+        try await device.expect(["add", "login", "--username", "x"], status: 64)  // no name
+        try await device.expect(["add", "login", "--name", "X", "--password", "a", "--generate"], status: 64)
+        #expect(try await device.expect(["get", "GitHub", "--field", "password"]).stdout == "from-editor-Pa55\n")
+
+        // State changes and folders.
+        try await device.expect(["move", "Wi-Fi", "Work"])
+        #expect(try await device.json(["list", "--folder", "Work"]).count == 2)
+        try await device.expect(["favorite", "Wi-Fi"])
+        try await device.expect(["archive", "Wi-Fi"])
+        #expect(try await device.json(["list", "--archived"]).arrayValue?.map { $0["name"]?.stringValue } == ["Wi-Fi"])
+        try await device.expect(["unarchive", "Wi-Fi"])
+        try await device.expect(["delete", "Wi-Fi"])
+        let trash = try await device.json(["list", "--trash"])
+        #expect(trash.count == 1 && trash[0]?["deletedDate"]?.isNull == false && trash[0]?["favorite"]?.boolValue == true)
+        try await device.expect(["restore", "Wi-Fi"])
+        try await device.expect(["folder", "rename", "Work", "Office"])
+        let folders = try await device.json(["folder", "list"])
+        #expect(folders.count == 1 && folders[0]?["name"]?.stringValue == "Office" && folders[0]?["items"]?.intValue == 2)
+        try await device.expect(["folder", "delete", "Office"])
+        #expect(try await device.json(["folder", "list"]).count == 0)
+        #expect(try await device.json(["get", "Wi-Fi"])["folderId"]?.isNull == true)
+        #expect(try await device.json(["list"]).count == 8)  // the seven above and one Twin
+
+        // Another device sees the same vault.
+        let other = try await scenario.device()
+        let otherList = try await other.json(["list"])
+        #expect(otherList.count == 8 && itemID(otherList, named: "GitHub") == github["id"]?.stringValue)
+        await scenario.finish([device, other])
+    }
+}

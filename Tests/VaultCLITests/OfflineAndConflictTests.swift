@@ -1,0 +1,150 @@
+import Foundation
+import Testing
+import VaultClient
+import VaultModels
+import VaultTestSupport
+
+@Suite("CLI: offline work, sync, pending, conflicts, drafts")
+struct OfflineAndConflictTests {
+    @Test("offline saves are queued and visible; sync resolves the conflict; review and settle it")
+    func offlineConflictReview() async throws {
+        let scenario = try await CLIScenario.start()
+        let a = try await scenario.device(register: true)
+        try await a.expect(["add", "login", "--name", "Bank", "--username", "alice", "--password", "first-Pa55"])
+        try await a.expect(["add", "note", "--name", "Doomed", "--notes", "bye"])
+        let b = try await scenario.device()
+
+        // The server goes away: every change still succeeds (exit 0) with a visible note.
+        await scenario.server.stop()
+        let edit = try await a.expect(["edit", "Bank", "--password", "second-Pa55", "--notes", "from A"])
+        #expect(edit.stderr.contains("saved offline — 1 change pending"))
+        try await a.expect(["add", "note", "--name", "Offline note", "--notes", "written offline"])
+        let deletion = try await a.expect(["delete", "Doomed"])
+        #expect(deletion.stderr.contains("saved offline — 3 changes pending"))
+        let status = try await a.json(["status"])
+        #expect(status["connection"]?.stringValue == "offline" && status["pending"]?.intValue == 3)
+        let pending = try await a.json(["pending"])
+        #expect(pending.arrayValue?.compactMap { $0["kind"]?.stringValue }.sorted() == ["create", "softDelete", "update"])
+        #expect(pending.arrayValue?.allSatisfy { $0["state"]?.stringValue == "pending" } == true)
+        let failedSync = try await a.expect(["sync"], status: 7)
+        #expect(failedSync.stderr.contains("3 changes stay queued"))
+
+        // discard needs --yes and says what would be lost; without it nothing changes.
+        let refused = try await a.expect(["pending", "discard", "Offline note"], status: 64)
+        #expect(refused.stderr.contains("exists only on this device, will be deleted"))
+        #expect(try await a.json(["pending"]).count == 3)
+
+        // The server comes back; B edits Bank later than A did.
+        try await scenario.server.start()
+        try await b.expect(["sync"])
+        try await b.expect(["edit", "Bank", "--username", "alice.b", "--notes", "from B"])
+
+        // A syncs: B's newer edit wins, A's version is kept as a backup.
+        let report = try await a.json(["sync"])
+        #expect(report["backups"]?.count == 1 && report["stillPending"]?.intValue == 0)
+        let backupID = try #require(report["backups"]?[0]?["backupId"]?.stringValue)
+        #expect(report["backups"]?[0]?["name"]?.stringValue?.hasPrefix("Bank - offline conflict ") == true)
+        let conflicts = try await a.json(["conflicts"])
+        #expect(conflicts.count == 1 && conflicts[0]?["backupHolds"]?.stringValue == "mine" && conflicts[0]?["reviewed"]?.boolValue == false)
+        #expect(try await a.json(["status"])["newConflicts"]?.intValue == 1)
+
+        // conflicts show: side by side, differences marked, secrets masked unless --reveal.
+        let shown = try await a.json(["conflicts", "show", backupID])
+        let differing = Set(shown["fields"]?.arrayValue?.filter { $0["differs"]?.boolValue == true }.compactMap { $0["field"]?.stringValue } ?? [])
+        #expect(differing == ["username", "password", "notes"])
+        let plain = try await a.expect(["conflicts", "show", backupID]).stdout
+        #expect(plain.contains("≠ password") && !plain.contains("second-Pa55") && plain.contains("alice.b"))
+        #expect(try await a.expect(["conflicts", "show", backupID, "--reveal"]).stdout.contains("second-Pa55"))
+
+        // Settle: keep mine → the backup's content goes into the live item, the backup to the trash.
+        try await a.expect(["conflicts", "resolve", backupID, "--keep", "sideways"], status: 64)
+        try await a.expect(["conflicts", "resolve", backupID, "--keep", "mine"])
+        let bank = try await a.json(["get", "Bank"])
+        #expect(bank["login"]?["password"]?.stringValue == "second-Pa55" && bank["notes"]?.stringValue == "from A")
+        let history = bank["passwordHistory"]?.arrayValue?.compactMap { $0["password"]?.stringValue } ?? []
+        #expect(history.contains("first-Pa55"))
+        #expect(try await a.json(["list", "--trash"]).arrayValue?.contains { $0["id"]?.stringValue == backupID } == true)
+        #expect(try await a.json(["status"])["newConflicts"]?.intValue == 0)
+
+        // B catches up with everything A did.
+        try await b.expect(["sync"])
+        let bList = try await b.json(["list"])
+        #expect(Set(bList.arrayValue?.compactMap { $0["name"]?.stringValue } ?? []) == ["Bank", "Offline note"])
+        #expect(try await b.json(["get", "Bank"])["login"]?["password"]?.stringValue == "second-Pa55")
+        #expect(try await b.json(["list", "--trash"]).count == 2)  // Doomed and the settled backup
+        await scenario.finish([a, b])
+    }
+
+    @Test("keep theirs and keep both; retry and discard of queued changes")
+    func theirsBothRetryDiscard() async throws {
+        let scenario = try await CLIScenario.start()
+        let a = try await scenario.device(register: true)
+        try await a.expect(["add", "login", "--name", "One", "--password", "one-1"])
+        try await a.expect(["add", "login", "--name", "Two", "--password", "two-1"])
+        let b = try await scenario.device()
+        await scenario.server.stop()
+        try await a.expect(["edit", "One", "--password", "one-A"])
+        try await a.expect(["edit", "Two", "--password", "two-A"])
+        try await scenario.server.start()
+        try await b.expect(["edit", "One", "--password", "one-B"])
+        try await b.expect(["edit", "Two", "--password", "two-B"])
+        let report = try await a.json(["sync"])
+        #expect(report["backups"]?.count == 2)
+        let conflicts = try await a.json(["conflicts"])
+        let names = conflicts.arrayValue?.compactMap { $0["backupName"]?.stringValue } ?? []
+        let oneBackup = try #require(conflicts.arrayValue?.first { $0["backupName"]?.stringValue?.hasPrefix("One") == true }?["backupId"]?.stringValue)
+        let twoBackup = try #require(conflicts.arrayValue?.first { $0["backupName"]?.stringValue?.hasPrefix("Two") == true }?["backupId"]?.stringValue)
+        #expect(names.count == 2)
+        try await a.expect(["conflicts", "resolve", oneBackup, "--keep", "theirs"])
+        #expect(try await a.expect(["get", "One", "--field", "password"]).stdout == "one-B\n")
+        try await a.expect(["conflicts", "resolve", twoBackup, "--keep", "both"])
+        #expect(try await a.expect(["get", "Two", "--field", "password"]).stdout == "two-B\n")
+        #expect(try await a.expect(["get", twoBackup, "--field", "password"]).stdout == "two-A\n")
+        let reviewed = try await a.json(["conflicts"])
+        #expect(reviewed.arrayValue?.allSatisfy { $0["reviewed"]?.boolValue == true } == true)
+
+        // retry / discard with --yes: an offline-only item goes away, as announced.
+        await scenario.server.stop()
+        try await a.expect(["add", "note", "--name", "Scratch", "--notes", "tmp"])
+        let retried = try await a.expect(["pending", "retry"])
+        #expect(retried.stdout.contains("0 changes"))  // nothing needed attention
+        try await a.expect(["pending", "discard", "Scratch", "--yes"])
+        #expect(try await a.json(["pending"]).count == 0)
+        try await a.expect(["get", "Scratch"], status: 4)
+        try await scenario.server.start()
+        await scenario.finish([a, b])
+    }
+
+    @Test("drafts: an edit the app never finished can be recovered or discarded")
+    func drafts() async throws {
+        let scenario = try await CLIScenario.start()
+        let device = try await scenario.device(register: true)
+        try await device.expect(["add", "login", "--name", "Draft me", "--password", "before"])
+        // An app (this library) autosaved an edit and crashed before saving it.
+        var configuration = EngineConfiguration(serverURL: await scenario.server.url)
+        configuration.api.requestTimeout = .seconds(20)
+        let engine = try VaultEngine(databasePath: device.home + "/vault.sqlite", configuration: configuration)
+        try await engine.unlock(email: scenario.email, password: scenario.password)
+        var view = try #require(try await engine.items().compactMap { try? $0.result.get() }.first { $0.name == "Draft me" })
+        view.login?.password = "after"
+        let first = try await engine.saveDraft(view)
+        let second = try await engine.saveDraft(CipherView(type: .secureNote, name: "Unsaved note"))
+        await engine.shutdown()
+
+        let drafts = try await device.json(["drafts"])
+        #expect(drafts.count == 2 && Set(drafts.arrayValue?.compactMap { $0["draftId"]?.stringValue } ?? []) == [first, second])
+        try await device.expect(["drafts", "recover", first])
+        #expect(try await device.expect(["get", "Draft me", "--field", "password"]).stdout == "after\n")
+        try await device.expect(["drafts", "discard", second])
+        try await device.expect(["drafts", "discard", second], status: 4)
+        #expect(try await device.json(["drafts"]).count == 0)
+        await scenario.finish([device])
+    }
+
+    @Test("vaultsync demo tells the whole story and verifies it")
+    func demo() async throws {
+        let result = try await CLIDevice().expect(["demo"])
+        #expect(result.stdout.contains("demo: all") && result.stdout.contains("verifications passed"))
+        #expect(result.stdout.contains("The server goes down") && result.stdout.contains("Bank - offline conflict"))
+    }
+}

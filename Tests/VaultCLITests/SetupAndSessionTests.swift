@@ -1,0 +1,99 @@
+import Foundation
+import Testing
+import VaultModels
+import VaultTestSupport
+
+@Suite("CLI: setup, sessions, status and exit codes")
+struct SetupAndSessionTests {
+    @Test("register, unlock once and work through the session key, lock; profile permissions")
+    func sessions() async throws {
+        let scenario = try await CLIScenario.start()
+        let device = CLIDevice()  // no password in the environment: the session must carry it
+        try await device.expect(["config", "server", await scenario.server.url])
+        let registered = try await device.expect(["register", scenario.email, "--kdf-iterations", "100000"],
+                                                 environment: ["VAULTSYNC_PASSWORD": scenario.password])
+        #expect(registered.stdout.contains("export VAULTSYNC_SESSION=\""))
+
+        // Locked without a password or session: exit 2 with the way out.
+        let locked = try await device.expect(["list"], status: 2)
+        #expect(locked.stderr.contains("locked"))
+
+        // unlock → the session key opens the vault in later commands, no password needed.
+        let unlock = try await device.expect(["unlock", "--raw"], environment: ["VAULTSYNC_PASSWORD": scenario.password])
+        let key = unlock.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        #expect(key.count > 40)
+        let session = ["VAULTSYNC_SESSION": key]
+        try await device.expect(["add", "note", "--name", "Session note", "--notes", "secret-notes-1"], environment: session)
+        let list = try await device.expect(["list", "--json"], environment: session).json()
+        #expect(list.count == 1 && list[0]?["notes"]?.stringValue == "secret-notes-1")
+        let status = try await device.expect(["status", "--json"], environment: session).json()
+        #expect(status["locked"]?.boolValue == false && status["connection"]?.stringValue == "online")
+        #expect(status["pending"]?.intValue == 0 && status["account"]?.stringValue == scenario.email)
+
+        // A wrong or forged session key does not open anything.
+        let forged = try await device.expect(["list"], status: 2, environment: ["VAULTSYNC_SESSION": String(key.reversed())])
+        #expect(forged.stderr.contains("expired or was locked") || forged.stderr.contains("locked"))
+
+        // lock ends every session.
+        try await device.expect(["lock"])
+        try await device.expect(["list"], status: 2, environment: session)
+        let lockedStatus = try await device.expect(["status", "--json"], environment: session).json()
+        #expect(lockedStatus["locked"]?.boolValue == true && lockedStatus["pending"]?.isNull == true)
+
+        // Wrong password: exit 3; a password file works; an empty one is a usage error.
+        let wrong = try await device.expect(["unlock"], status: 3, environment: ["VAULTSYNC_PASSWORD": "not the password"])
+        #expect(wrong.stderr.contains("Invalid master password"))
+        let directory = (device.home as NSString).deletingLastPathComponent
+        let passwordFile = directory + "/password"
+        try Data((scenario.password + "\n").utf8).write(to: URL(fileURLWithPath: passwordFile))
+        try await device.expect(["list", "--password-file", passwordFile])
+        try Data().write(to: URL(fileURLWithPath: passwordFile))
+        try await device.expect(["list", "--password-file", passwordFile], status: 64)
+
+        // The profile is private: directory 0700, every file 0600.
+        let attributes = try FileManager.default.attributesOfItem(atPath: device.home)
+        #expect((attributes[.posixPermissions] as? Int) == 0o700)
+        for file in try FileManager.default.contentsOfDirectory(atPath: device.home) {
+            let mode = try FileManager.default.attributesOfItem(atPath: device.home + "/" + file)[.posixPermissions] as? Int
+            #expect(mode == 0o600, "\(file) has mode \(String(mode ?? 0, radix: 8))")
+        }
+        await scenario.finish([device])
+    }
+
+    @Test("usage errors and setup mistakes get clear messages and exit codes")
+    func setupErrors() async throws {
+        let device = CLIDevice(password: "correct horse battery staple")
+        let noServer = try await device.expect(["login", "a@example.com"], status: 64)
+        #expect(noServer.stderr.contains("config server"))
+        try await device.expect(["config", "server", "not a url"], status: 64)
+        let notLoggedIn = try await device.expect(["list"], status: 3)
+        #expect(notLoggedIn.stderr.contains("not logged in"))
+        try await device.expect(["frobnicate"], status: 64)
+        try await device.expect(["config", "lock-timeout", "5"], status: 64)
+        try await device.expect(["config", "server", deadServerURL()])
+        let unreachable = try await device.expect(["login", "a@example.com"], status: 7)
+        #expect(unreachable.stderr.contains("could not be reached"))
+        let config = try await device.json(["config", "show"])
+        #expect(config["server"]?.stringValue == deadServerURL() && config["email"]?.isNull == true)
+        let help = try await device.expect(["add", "--help"])
+        #expect(help.stdout.contains("Examples:") && help.stdout.contains("--generate"))
+        try? FileManager.default.removeItem(atPath: (device.home as NSString).deletingLastPathComponent)
+    }
+
+    @Test("logout refuses while changes are pending, then removes the account's data")
+    func logout() async throws {
+        let scenario = try await CLIScenario.start()
+        let device = try await scenario.device(register: true)
+        try await device.expect(["add", "note", "--name", "Kept", "--notes", "n"])
+        await scenario.server.stop()
+        let offline = try await device.expect(["add", "note", "--name", "Offline", "--notes", "n"])
+        #expect(offline.stderr.contains("saved offline — 1 change pending"))
+        let refused = try await device.expect(["logout"], status: 64)
+        #expect(refused.stderr.contains("1 change is still waiting"))
+        try await device.expect(["logout", "--force"])
+        try await device.expect(["list"], status: 3)
+        let status = try await device.json(["status"])
+        #expect(status["account"]?.isNull == true)
+        await scenario.finish([device])
+    }
+}
