@@ -295,6 +295,40 @@ public final class BitwardenAPI: Sendable {
         return try self.cipher(try await send(.PUT, "/api/ciphers/\(id)", token: token, json: .object(body)))
     }
 
+    /// Many updates in one request: the VaultSync server's bulk extension
+    /// (`POST /api/vaultsync/ciphers/bulk-update`). Each entry's outcome, in order: the updated cipher, or
+    /// the error `PUT /api/ciphers/{id}` would have given. A server without the extension answers 404
+    /// (thrown as `.http(404, …)`): the caller falls back to one PUT per item.
+    public func bulkUpdateCiphers(_ entries: [(id: String, cipher: CipherWire, lastKnownRevisionDate: WireDate?)],
+                                  token: String) async throws -> [Result<CipherWire, ServerCallError>] {
+        let body: JSONObject = ["ciphers": .array(entries.map { entry in
+            var object = entry.cipher.requestObject(lastKnownRevisionDate: entry.lastKnownRevisionDate)
+            object["id"] = .string(entry.id)
+            return .object(object)
+        })]
+        let answer = try object(try await send(.POST, "/api/vaultsync/ciphers/bulk-update", token: token, json: .object(body)))
+        guard let data = answer["data"]?.arrayValue, data.count == entries.count else {
+            throw ServerCallError.invalidResponse("the bulk update answered \(answer["data"]?.arrayValue?.count ?? 0) results for \(entries.count) entries")
+        }
+        return zip(entries, data).map { entry, value in
+            guard let result = value.objectValue, result["id"]?.stringValue?.lowercased() == entry.id.lowercased(),
+                  let status = result["status"]?.intValue else {
+                return .failure(.invalidResponse("a bulk update result does not match its entry"))
+            }
+            guard status == 200 else {
+                return .failure(.http(status: status, message: result["message"]?.stringValue ?? "HTTP \(status)"))
+            }
+            do {
+                guard let cipher = result["cipher"]?.objectValue else { throw ServerCallError.invalidResponse("a bulk update result has no cipher") }
+                return .success(try CipherWire(json: cipher, path: "cipher"))
+            } catch let error as ModelError {
+                return .failure(.invalidResponse(error.description))
+            } catch {
+                return .failure(.invalidResponse("\(error)"))
+            }
+        }
+    }
+
     public func getCipher(id: String, token: String) async throws -> CipherWire {
         try cipher(try await send(.GET, "/api/ciphers/\(id)", token: token))
     }

@@ -27,6 +27,11 @@ extension VaultEngine {
         }
 
         for _ in 0..<3 {
+            // Our own earlier push whose answer was lost: the server holds the local ciphertext byte for byte
+            // (a content edit re-encrypts every field with fresh IVs, so nobody else can have it).
+            if let local, let current = server, Self.isOwnPush(change, local: local, server: current) {
+                return try await settle(change, with: try await applyState(of: local, to: current))
+            }
             let side: ServerSide = server.flatMap(\.revisionDate).map { .present(revisionDate: $0) } ?? .gone
             let plan = ConflictMatrix.decide(change.metadata, server: side, localUpdatedOnServerClock: localUpdated)
             logger.debug("resolving", metadata: ["item": "\(change.itemID)", "plan": "\(plan)"])
@@ -39,6 +44,12 @@ extension VaultEngine {
             }
         }
         throw ServerCallError.http(status: 400, message: "The item kept changing on the server; try again later.")
+    }
+
+    static func isOwnPush(_ change: PendingChange, local: CipherWire, server: CipherWire) -> Bool {
+        guard change.metadata.kind == .update, change.metadata.contentChanged, let revision = server.revisionDate else { return false }
+        let moved = !(change.metadata.originalRevisionDate.map { ConflictMatrix.isSameRevision($0, revision) } ?? false)
+        return moved && local.name.serialized == server.name.serialized
     }
 
     func execute(_ plan: ResolutionPlan, change: inout PendingChange, local: CipherWire?, server: CipherWire?,

@@ -91,13 +91,28 @@ extension VaultEngine {
                                         serverFolders: serverFolders, serverNamesOfFolders: folderNames)
         // Folders first, one by one (items may reference their new ids); then items, several at once.
         let folders = changes.filter { $0.itemKind == .folder }.sorted { $0.metadata.createdDate < $1.metadata.createdDate }
-        let items = changes.filter { $0.itemKind == .cipher }.sorted { $0.metadata.createdDate < $1.metadata.createdDate }
+        var items = changes.filter { $0.itemKind == .cipher }.sorted { $0.metadata.createdDate < $1.metadata.createdDate }
         let total = changes.count
         var done = 0
         for change in folders {
             publishStatus(progress: (done, total))
             report.merge(try await resolveOne(change, context: context))
             done += 1
+        }
+        // Plain pushes (unchanged on the server, nothing to back up) go in bulk where the server offers it.
+        if configuration.bulkPushSize > 0, bulkUpdateSupported != false {
+            let (batchable, rest) = try await splitBatchable(items, context: context)
+            items = rest
+            var start = 0
+            while start < batchable.count {
+                let chunk = Array(batchable[start..<min(start + configuration.bulkPushSize, batchable.count)])
+                start += chunk.count
+                let (partial, fallback) = try await pushBatch(chunk)
+                report.merge(partial)
+                items += fallback
+                done += chunk.count - fallback.count
+                publishStatus(progress: (done, total))
+            }
         }
         let width = max(1, configuration.resolutionConcurrency)
         try await withThrowingTaskGroup(of: SyncReport.self) { group in
@@ -132,15 +147,114 @@ extension VaultEngine {
             }
             report.resolved += 1
         } catch let error as ServerCallError {
-            let state = try await recordFailure(change, error: error)
-            if state == .needsAttention { report.needsAttention += 1 }
-            if FailureClassification.classify(error.failure) == .offline { await recordContact(success: false) }
+            report.merge(try await failureReport(error, change: change))
         } catch let error as VaultError {
             // The server answered but something about this item is wrong: keep it, ask the user.
             _ = try await recordFailure(change, error: .invalidResponse(error.description), permanent: true)
             report.needsAttention += 1
         }
         return report
+    }
+
+    /// Records a failed attempt on the change's record (retry later, or needs attention).
+    func failureReport(_ error: ServerCallError, change: PendingChange) async throws -> SyncReport {
+        var report = SyncReport()
+        let state = try await recordFailure(change, error: error)
+        if state == .needsAttention { report.needsAttention += 1 }
+        if FailureClassification.classify(error.failure) == .offline { await recordContact(success: false) }
+        return report
+    }
+
+    /// A queued update that is a plain push: the server still has the version it was made from,
+    /// nothing needs a backup, and trash/archive state matches (a PUT carries folder and favorite).
+    struct BatchEntry: Sendable {
+        var change: PendingChange
+        var local: CipherWire
+        var server: CipherWire
+    }
+
+    /// Splits item changes into plain pushes (for one bulk request) and everything else.
+    func splitBatchable(_ changes: [PendingChange], context: ResolutionContext) async throws -> ([BatchEntry], [PendingChange]) {
+        let userID = try requireSession().userID
+        let candidates = changes.filter { $0.metadata.kind == .update && $0.metadata.pendingBackup == nil }
+        let ids = candidates.map(\.itemID)
+        let locals = try await read { db in
+            // In slices: SQLite limits the number of bound values per statement.
+            try stride(from: 0, to: ids.count, by: 5000).flatMap { start in
+                let slice = Array(ids[start..<min(start + 5000, ids.count)])
+                return try CipherRow.filter(Column("userID") == userID && slice.contains(Column("id"))).fetchAll(db)
+            }
+        }
+        let localByID = Dictionary(locals.compactMap { row in (try? row.wire()).map { (row.id, $0) } }, uniquingKeysWith: { first, _ in first })
+        var batch: [BatchEntry] = []
+        var rest: [PendingChange] = []
+        for change in changes {
+            guard change.metadata.kind == .update, change.metadata.pendingBackup == nil, let local = localByID[change.itemID],
+                  let server = context.serverCiphers[change.itemID], let revision = server.revisionDate else {
+                rest.append(change)
+                continue
+            }
+            let localUpdated = clockOffsetBox.current?.serverTime(forDeviceTime: change.metadata.updatedDate) ?? change.metadata.updatedDate
+            let plan = ConflictMatrix.decide(change.metadata, server: .present(revisionDate: revision), localUpdatedOnServerClock: localUpdated)
+            let sameState = (local.deletedDate != nil) == (server.deletedDate != nil) && (local.archivedDate != nil) == (server.archivedDate != nil)
+            if plan == .pushLocal && sameState {
+                batch.append(BatchEntry(change: change, local: local, server: server))
+            } else {
+                rest.append(change)
+            }
+        }
+        return (batch, rest)
+    }
+
+    /// Pushes plain updates in one request and settles the accepted ones in one transaction. Returns
+    /// the changes that must take the one-by-one path: "out of date" (someone wrote in between: decide
+    /// again), or everything when the server has no bulk endpoint or the request failed as a whole.
+    func pushBatch(_ chunk: [BatchEntry]) async throws -> (SyncReport, [PendingChange]) {
+        var report = SyncReport()
+        let entries = chunk.map { entry in
+            var body = entry.local
+            body.id = entry.change.itemID
+            return (id: entry.change.itemID, cipher: body, lastKnownRevisionDate: entry.server.revisionDate)
+        }
+        let results: [Result<CipherWire, ServerCallError>]
+        do {
+            results = try await authorized { api, token in try await api.bulkUpdateCiphers(entries, token: token) }
+        } catch let error as ServerCallError {
+            if case .http(let status, _) = error, status == 404 || status == 405 {
+                bulkUpdateSupported = false
+                logger.info("the server has no bulk update; pushing one item at a time")
+            }
+            return (report, chunk.map(\.change))
+        }
+        bulkUpdateSupported = true
+        var settled: [(PendingChange, CipherWire)] = []
+        var fallback: [PendingChange] = []
+        for (entry, result) in zip(chunk, results) {
+            switch result {
+            case .success(let pushed):
+                do {
+                    settled.append((entry.change, try await applyState(of: entry.local, to: pushed)))
+                } catch let error as ServerCallError {
+                    report.merge(try await failureReport(error, change: entry.change))
+                }
+            case .failure(let error) where error.isOutOfDate || error.isGone:
+                // Written or deleted in between: read it again and decide again, one by one.
+                fallback.append(entry.change)
+            case .failure(let error):
+                report.merge(try await failureReport(error, change: entry.change))
+            }
+        }
+        let userID = try requireSession().userID
+        let final = settled
+        try await write { db in
+            for (change, wire) in final {
+                try CipherRow(userID: userID, wire: wire).save(db)
+                _ = try PendingChangeRow.deleteOne(db, key: change.id)
+            }
+        }
+        report.resolved += final.count
+        logger.debug("bulk push", metadata: ["pushed": "\(final.count)", "retry": "\(fallback.count)"])
+        return (report, fallback)
     }
 
     struct ResolutionContext: Sendable {

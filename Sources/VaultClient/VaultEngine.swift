@@ -43,6 +43,8 @@ public actor VaultEngine {
     var statusLastError: String?
     /// The "Offline Sync Conflicts" folder being found or created (shared by concurrent resolutions).
     var conflictFolderLookup: Task<String, any Error>?
+    /// Whether the server has the VaultSync bulk-update extension (`nil`: not tried yet).
+    var bulkUpdateSupported: Bool?
 
     /// Opens the profile database at `databasePath`.
     public init(databasePath: String, configuration: EngineConfiguration, clock: any DeviceClock = SystemDeviceClock(),

@@ -98,6 +98,8 @@ public struct EngineConfiguration: Sendable {
     public var backupsInConflictFolder = false
     /// Queued changes resolved at once (bounded concurrency).
     public var resolutionConcurrency = 4
+    /// Plain pushes per bulk request, where the server offers the VaultSync bulk extension (0: never).
+    public var bulkPushSize = 250
 
     public init(serverURL: String) {
         self.serverURL = serverURL

@@ -31,6 +31,11 @@ public struct ServerConfiguration: Sendable {
     /// Login attempts per client address.
     public var addressLoginBurst = 60.0
     public var addressRefillSeconds = 1.0
+    /// Serve the VaultSync bulk-update extension (`POST /api/vaultsync/ciphers/bulk-update`); off, the
+    /// server looks like any Bitwarden-compatible server to clients (tests use this for the fallback).
+    public var bulkUpdateEnabled = true
+    /// Most ciphers in one bulk update.
+    public var bulkUpdateLimit = 1000
     /// The clock, in microseconds since the epoch (tests move it to expire tokens).
     public var now: @Sendable () -> Int64 = { Int64((Date().timeIntervalSince1970 * 1_000_000).rounded()) }
 

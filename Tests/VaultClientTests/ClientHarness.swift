@@ -61,8 +61,8 @@ struct Scenario {
     let email: String
     let password = "correct horse battery staple"
 
-    static func start() async throws -> Scenario {
-        let server = LiveServer()
+    static func start(server configure: @escaping @Sendable (inout ServerConfiguration) -> Void = { _ in }) async throws -> Scenario {
+        let server = LiveServer(configure: configure)
         try await server.start()
         return Scenario(server: server, email: "user-\(UUID().uuidString.prefix(8).lowercased())@example.com")
     }

@@ -93,7 +93,8 @@ struct ResolutionFaultTests {
         _ = try await a.engine.addItem(loginItem("New offline"))
         _ = try await devices.b.engine.addItem(loginItem("From B"))
 
-        let (viaProxy, proxy) = try await throughProxy(devices)
+        // One by one (bulk pushes off), so the proxy can refuse one item's PUT.
+        let (viaProxy, proxy) = try await throughProxy(devices) { $0.bulkPushSize = 0 }
         await proxy.add(.init(method: "PUT", pathPrefix: "/api/ciphers/\(refused.id!)", action: .fail(status: 400), times: 10))
         let report = try await viaProxy.engine.sync()
         #expect(report.resolved == 2)

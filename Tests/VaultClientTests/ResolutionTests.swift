@@ -7,6 +7,7 @@ import VaultCrypto
 import VaultModels
 import VaultStore
 import VaultSyncCore
+import VaultServer
 import VaultTestSupport
 
 /// Two devices on one server: A works offline while B works online, then A reconnects.
@@ -15,8 +16,9 @@ struct TwoDevices {
     let a: Device
     let b: Device
 
-    static func start(clockA: any DeviceClock = SystemDeviceClock()) async throws -> TwoDevices {
-        let scenario = try await Scenario.start()
+    static func start(clockA: any DeviceClock = SystemDeviceClock(),
+                      server configure: @escaping @Sendable (inout ServerConfiguration) -> Void = { _ in }) async throws -> TwoDevices {
+        let scenario = try await Scenario.start(server: configure)
         let a = try await scenario.device(register: true, clock: clockA)
         let b = try await scenario.device()
         return TwoDevices(scenario: scenario, a: a, b: b)

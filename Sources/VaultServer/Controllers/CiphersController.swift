@@ -14,6 +14,9 @@ struct CiphersController {
         api.post("ciphers") { request, context in try await create(request, context, wrapped: false) }
         api.post("ciphers/create") { request, context in try await create(request, context, wrapped: true) }
         api.post("ciphers/import") { request, context in try await importVault(request, context) }
+        if services.configuration.bulkUpdateEnabled {
+            api.post("vaultsync/ciphers/bulk-update") { request, context in try await bulkUpdate(request, context) }
+        }
         for method in [HTTPRequest.Method.put, .post] {
             api.on("ciphers/:id", method: method) { request, context in try await update(request, context) }
             api.on("ciphers/:id/partial", method: method) { request, context in try await partial(request, context) }
@@ -131,6 +134,45 @@ struct CiphersController {
         } catch let error as CipherWriteError {
             throw error.apiError
         }
+    }
+
+    /// `POST /api/vaultsync/ciphers/bulk-update` — a VaultSync extension (not in the Bitwarden API):
+    /// `{"ciphers": [cipher request with "id" and "lastKnownRevisionDate", …]}` (at most
+    /// ``ServerConfiguration/bulkUpdateLimit``). Every entry is validated and applied exactly like
+    /// `PUT /api/ciphers/{id}`, independently, in one transaction; the answer lists each entry's outcome
+    /// in order: `{"id", "status": 200, "cipher": {…}}` or `{"id", "status": 400|404, "message"}`.
+    /// Clients use it when it exists and fall back to one PUT per item when a server answers 404.
+    func bulkUpdate(_ request: Request, _ context: VaultRequestContext) async throws -> Response {
+        let userID = try context.requireUser()
+        let body = try await request.jsonObject(limit: services.configuration.maxImportBytes)
+        guard let entries = body["ciphers"]?.arrayValue else { throw APIError.invalidModel(["ciphers": ["The Ciphers field is required."]]) }
+        guard entries.count <= services.configuration.bulkUpdateLimit else {
+            throw APIError.invalidModel(["ciphers": ["At most \(services.configuration.bulkUpdateLimit) ciphers per request."]])
+        }
+        var writes: [(id: String, write: CipherWrite)] = []
+        for (index, entry) in entries.enumerated() {
+            guard let object = entry.objectValue, let id = object["id"]?.stringValue, UUID(uuidString: id) != nil else {
+                throw APIError.invalidModel(["ciphers[\(index)].id": ["Every entry needs the cipher's id."]])
+            }
+            writes.append((id.lowercased(), try CipherRequests.write(from: object, path: "$.ciphers[\(index)]")))
+        }
+        let results = try await services.repository.updateCiphers(userID: userID, writes: writes, now: services.now())
+        let renderer = services.renderer(for: request)
+        var bytes = Array(#"{"object":"list","data":["#.utf8)
+        for (index, (entry, result)) in zip(writes, results).enumerated() {
+            if index > 0 { bytes.append(UInt8(ascii: ",")) }
+            switch result {
+            case .success(let record):
+                bytes += #"{"id":"#.utf8 + JSONValue.string(entry.id).serialized() + #","status":200,"cipher":"#.utf8
+                bytes += renderer.cipher(record) + Array("}".utf8)
+            case .failure(let error):
+                let apiError = error.apiError
+                bytes += JSONValue.object(["id": .string(entry.id), "status": .int(Int(apiError.status.code)),
+                                           "message": .string(apiError.message)]).serialized()
+            }
+        }
+        bytes += Array("]}".utf8)
+        return JSONResponse.make(bytes: bytes)
     }
 
     func partial(_ request: Request, _ context: VaultRequestContext) async throws -> Response {

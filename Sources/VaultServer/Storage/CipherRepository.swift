@@ -213,31 +213,61 @@ extension VaultRepository {
     /// never the next one.
     func updateCipher(id: String, userID: String, write: CipherWrite, now: Int64) async throws -> CipherRecord {
         try await transaction { session in
-            guard let current = try await Self.visibleCiphers(userID: userID, onlyID: id, session).first else {
-                throw CipherWriteError(outcome: .notFound)
-            }
-            guard current.access.edit else { throw CipherWriteError(outcome: .forbidden("You do not have permissions to edit this.")) }
-            guard current.organizationID == write.organizationID else {
-                throw CipherWriteError(outcome: .invalid("Organization mismatch. Re-sync if you recently moved this item, then try again."))
-            }
-            var condition = ""
-            var binds: [SQLValue] = [.int(Int64(write.type)), .text(write.data), .int(now), .int(now), .text(id)]
-            if let known = write.lastKnownRevisionDate {
-                condition = " AND revision_date > ? AND revision_date < ?"
-                binds += [.int(known - 1000), .int(known + 1000)]
-            }
-            let updated = try await session.query(
-                "UPDATE ciphers SET type = ?, data = ?, revision_date = \(Self.nextRevision) WHERE id = ?\(condition) RETURNING id", binds)
-            guard !updated.isEmpty else { throw CipherWriteError(outcome: .outOfDate) }
-            try await Self.setUserState(cipherID: id, userID: userID, folderID: write.folderID, favorite: write.favorite,
-                                        archivedDate: current.archivedDate, session)
-            try await Self.bumpRevision(try await Self.affectedUsers(userID: current.userID, organizationID: current.organizationID, session),
-                                        now: now, session)
-            guard let record = try await Self.visibleCiphers(userID: userID, onlyID: id, session).first else {
-                throw CipherWriteError(outcome: .notFound)
-            }
+            let (record, affected) = try await Self.update(id: id, userID: userID, write: write, now: now, session)
+            try await Self.bumpRevision(affected, now: now, session)
             return record
         }
+    }
+
+    /// Many updates in one transaction (the VaultSync bulk extension): each item is checked and
+    /// written exactly as ``updateCipher(id:userID:write:now:)`` would, and one item's refusal (not
+    /// found, out of date, forbidden) never affects the others. Account revisions are bumped once.
+    func updateCiphers(userID: String, writes: [(id: String, write: CipherWrite)], now: Int64) async throws
+        -> [Result<CipherRecord, CipherWriteError>] {
+        try await transaction { session in
+            var results: [Result<CipherRecord, CipherWriteError>] = []
+            var affected = Set<String>()
+            for (id, write) in writes {
+                do {
+                    let (record, users) = try await Self.update(id: id, userID: userID, write: write, now: now, session)
+                    affected.formUnion(users)
+                    results.append(.success(record))
+                } catch let error as CipherWriteError {
+                    results.append(.failure(error))
+                }
+            }
+            if !affected.isEmpty { try await Self.bumpRevision(affected.sorted(), now: now, session) }
+            return results
+        }
+    }
+
+    /// One update inside a transaction: the checks come before any write, so a refusal leaves nothing
+    /// behind. Returns the new record and the users whose account revision must move.
+    static func update(id: String, userID: String, write: CipherWrite, now: Int64, _ session: any SQLSession) async throws
+        -> (CipherRecord, [String]) {
+        guard let current = try await visibleCiphers(userID: userID, onlyID: id, session).first else {
+            throw CipherWriteError(outcome: .notFound)
+        }
+        guard current.access.edit else { throw CipherWriteError(outcome: .forbidden("You do not have permissions to edit this.")) }
+        guard current.organizationID == write.organizationID else {
+            throw CipherWriteError(outcome: .invalid("Organization mismatch. Re-sync if you recently moved this item, then try again."))
+        }
+        var condition = ""
+        var binds: [SQLValue] = [.int(Int64(write.type)), .text(write.data), .int(now), .int(now), .text(id)]
+        if let known = write.lastKnownRevisionDate {
+            condition = " AND revision_date > ? AND revision_date < ?"
+            binds += [.int(known - 1000), .int(known + 1000)]
+        }
+        let updated = try await session.query(
+            "UPDATE ciphers SET type = ?, data = ?, revision_date = \(nextRevision) WHERE id = ?\(condition) RETURNING id", binds)
+        guard !updated.isEmpty else { throw CipherWriteError(outcome: .outOfDate) }
+        try await setUserState(cipherID: id, userID: userID, folderID: write.folderID, favorite: write.favorite,
+                               archivedDate: current.archivedDate, session)
+        let affected = try await affectedUsers(userID: current.userID, organizationID: current.organizationID, session)
+        guard let record = try await visibleCiphers(userID: userID, onlyID: id, session).first else {
+            throw CipherWriteError(outcome: .notFound)
+        }
+        return (record, affected)
     }
 
     /// Changes only this user's folder and favorite (no cipher revision bump, spec §3.1).

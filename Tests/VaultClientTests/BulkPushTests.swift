@@ -1,0 +1,94 @@
+import Foundation
+import Testing
+import VaultClient
+import VaultModels
+import VaultServer
+import VaultTestSupport
+
+/// Plain pushes go to the VaultSync server's bulk extension; every other server gets one PUT per item.
+@Suite("Reconnect: bulk pushes", .serialized)
+struct BulkPushTests {
+    /// A edits `count` items offline; returns A unlocked behind a proxy, and the expected passwords.
+    func offlineEdits(_ devices: TwoDevices, count: Int) async throws -> (Device, FaultProxy, [String: String]) {
+        var ids: [String] = []
+        for index in 0..<count {
+            ids.append(try await devices.a.engine.addItem(loginItem("Item \(index)")).value.id!)
+        }
+        let offline = try devices.offlineA()
+        try await offline.engine.unlock(email: devices.scenario.email, password: devices.scenario.password)
+        var expected: [String: String] = [:]
+        for (index, id) in ids.enumerated() {
+            var view = try await offline.engine.item(id: id)
+            view.login?.password = "offline-\(index)"
+            _ = try await offline.engine.updateItem(view)
+            expected["Item \(index)"] = "offline-\(index)"
+        }
+        let proxy = FaultProxy(upstream: await devices.scenario.server.url)
+        try await proxy.start()
+        let device = try Device.make(url: await proxy.url, profile: devices.a.profile)
+        try await device.engine.unlock(email: devices.scenario.email, password: devices.scenario.password)
+        return (device, proxy, expected)
+    }
+
+    func serverPasswords(_ devices: TwoDevices) async throws -> [String: String] {
+        _ = try await devices.b.engine.sync()
+        return Dictionary(try await devices.b.engine.views().map { ($0.name, $0.login?.password ?? "") }, uniquingKeysWith: { first, _ in first })
+    }
+
+    @Test("30 plain updates resolve without a single per-item PUT")
+    func bulkInsteadOfPUTs() async throws {
+        let devices = try await TwoDevices.start()
+        let (a, proxy, expected) = try await offlineEdits(devices, count: 30)
+        // Any per-item PUT would be refused: the bulk request must carry them all.
+        await proxy.add(.init(method: "PUT", pathPrefix: "/api/ciphers/", action: .fail(status: 400), times: 1000))
+        let report = try await a.engine.sync()
+        #expect(report.resolved == 30 && report.needsAttention == 0 && report.backups.isEmpty)
+        #expect(try await a.engine.pendingCount() == 0)
+        #expect(await proxy.firedCount == 0)
+        #expect(try await serverPasswords(devices) == expected)
+        await devices.finish()
+    }
+
+    @Test("a bulk answer lost on the way back: the rerun recognises its own pushes (no backup, no loss)")
+    func lostBulkAnswer() async throws {
+        let devices = try await TwoDevices.start()
+        let (a, proxy, expected) = try await offlineEdits(devices, count: 12)
+        await proxy.add(.init(method: "POST", pathPrefix: "/api/vaultsync/ciphers/bulk-update", action: .forwardThenDrop))
+        let report = try await a.engine.sync()
+        #expect(await proxy.firedCount == 1)
+        #expect(report.backups.isEmpty && report.needsAttention == 0)
+        #expect(try await a.engine.pendingCount() == 0)
+        #expect(try await serverPasswords(devices) == expected)
+        #expect(try await a.engine.views().count == 12)
+        await devices.finish()
+    }
+
+    @Test("a server without the extension gets one PUT per item, with the same result")
+    func fallbackWithoutExtension() async throws {
+        let devices = try await TwoDevices.start(server: { $0.bulkUpdateEnabled = false })
+        let (a, _, expected) = try await offlineEdits(devices, count: 10)
+        let report = try await a.engine.sync()
+        #expect(report.resolved == 10 && report.needsAttention == 0 && report.backups.isEmpty)
+        #expect(try await serverPasswords(devices) == expected)
+        await devices.finish()
+    }
+
+    @Test("a conflicting item in the same run still gets its backup while the others go in bulk")
+    func conflictBesideBulk() async throws {
+        let devices = try await TwoDevices.start()
+        let (a, _, _) = try await offlineEdits(devices, count: 5)
+        // B edits item 3 after A's offline edit: B is newer, A's version becomes a backup.
+        try await Task.sleep(for: .milliseconds(20))
+        _ = try await devices.b.engine.sync()
+        var fromB = try #require(try await devices.b.engine.view(named: "Item 3"))
+        fromB.login?.password = "from-b"
+        _ = try await devices.b.engine.updateItem(fromB)
+        let report = try await a.engine.sync()
+        #expect(report.resolved == 5 && report.backups.count == 1)
+        var expected = Dictionary(uniqueKeysWithValues: (0..<5).map { ("Item \($0)", "offline-\($0)") })
+        expected["Item 3"] = "from-b"
+        expected[report.backups.first?.name ?? "?"] = "offline-3"
+        #expect(try await serverPasswords(devices) == expected)
+        await devices.finish()
+    }
+}

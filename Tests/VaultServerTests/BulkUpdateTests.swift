@@ -1,0 +1,91 @@
+import Foundation
+import Testing
+import VaultCrypto
+import VaultModels
+@testable import VaultServer
+
+/// The VaultSync bulk-update extension: each entry behaves exactly like `PUT /api/ciphers/{id}`.
+@Suite("Server: bulk update extension")
+struct BulkUpdateTests {
+    @Test("each entry is applied or refused on its own: updated, out of date, not found (another user's)", arguments: Backend.available)
+    func perEntryOutcomes(backend: Backend) async throws {
+        try await withTestServer(backend) { api in
+            let user = try await TestUser.register(api)
+            let token = try await user.token(api)
+            let other = try await TestUser.register(api)
+            let otherToken = try await other.token(api)
+            var created: [JSONObject] = []
+            for index in 0..<3 {
+                let response = try await api.request(.post, "/api/ciphers", token: token, json: .object(try user.loginItem(name: "item \(index)")))
+                created.append(response.object)
+            }
+            let foreign = try await api.request(.post, "/api/ciphers", token: otherToken, json: .object(try other.loginItem(name: "theirs"))).object
+            func entry(_ original: JSONObject, name: String, lastKnown: JSONValue?) throws -> JSONValue {
+                var body = try user.loginItem(name: name)
+                body["id"] = original["id"]
+                body["lastKnownRevisionDate"] = lastKnown ?? original["revisionDate"]
+                return .object(body)
+            }
+            let entries: [JSONValue] = [
+                try entry(created[0], name: "renamed 0", lastKnown: nil),
+                try entry(created[1], name: "stale 1", lastKnown: .string("2020-01-01T00:00:00.000Z")),
+                try entry(foreign, name: "not mine", lastKnown: nil),
+                try entry(created[2], name: "renamed 2", lastKnown: nil),
+            ]
+            let answer = try await api.request(.post, "/api/vaultsync/ciphers/bulk-update", token: token, json: .object(["ciphers": .array(entries)]))
+            #expect(answer.status == .ok)
+            let results = try #require(answer.object["data"]?.arrayValue)
+            #expect(results.map { $0.objectValue?["status"]?.intValue } == [200, 400, 404, 200])
+            #expect(results[1].objectValue?["message"]?.stringValue?.contains("out of date") == true)
+            let updated = try #require(results[0].objectValue?["cipher"]?.objectValue)
+            #expect(try CipherWire(json: updated, path: "cipher").decrypted(with: user.keys).name == "renamed 0")
+            #expect(updated["revisionDate"] != created[0]["revisionDate"])
+
+            // The server state: 0 and 2 renamed, 1 untouched, the other user's item untouched.
+            let sync = try await api.request(.get, "/api/sync", token: token).object
+            let names = try (sync["ciphers"]?.arrayValue ?? []).map { try CipherWire(json: $0.objectValue!, path: "c").decrypted(with: user.keys).name }
+            #expect(Set(names) == ["renamed 0", "item 1", "renamed 2"])
+            let theirs = try await api.request(.get, "/api/ciphers/\(foreign["id"]!.stringValue!)", token: otherToken).object
+            #expect(try CipherWire(json: theirs, path: "c").decrypted(with: other.keys).name == "theirs")
+        }
+    }
+
+    @Test("a bad entry refuses the whole request before anything is written; limits hold", arguments: Backend.available)
+    func validation(backend: Backend) async throws {
+        try await withTestServer(backend, configure: { $0.bulkUpdateLimit = 2 }) { api in
+            let user = try await TestUser.register(api)
+            let token = try await user.token(api)
+            let item = try await api.request(.post, "/api/ciphers", token: token, json: .object(try user.loginItem(name: "kept"))).object
+            var good = try user.loginItem(name: "changed")
+            good["id"] = item["id"]
+            var plaintext = try user.loginItem(name: "x")
+            plaintext["id"] = item["id"]
+            plaintext["notes"] = .string("plain secret")
+            let refused = try await api.request(.post, "/api/vaultsync/ciphers/bulk-update", token: token,
+                                                json: .object(["ciphers": .array([.object(good), .object(plaintext)])]))
+            #expect(refused.status == .badRequest)
+            #expect(refused.object["validationErrors"]?.objectValue?["ciphers[1].notes"] != nil
+                || refused.object["validationErrors"]?.objectValue?.entries.contains { $0.key.contains("notes") } == true)
+            let tooMany = try await api.request(.post, "/api/vaultsync/ciphers/bulk-update", token: token,
+                                                json: .object(["ciphers": .array([.object(good), .object(good), .object(good)])]))
+            #expect(tooMany.status == .badRequest)
+            var noID = good
+            noID["id"] = nil
+            #expect(try await api.request(.post, "/api/vaultsync/ciphers/bulk-update", token: token,
+                                          json: .object(["ciphers": .array([.object(noID)])])).status == .badRequest)
+            #expect(try await api.request(.post, "/api/vaultsync/ciphers/bulk-update", json: .object(["ciphers": .array([])])).status == .unauthorized)
+            let current = try await api.request(.get, "/api/ciphers/\(item["id"]!.stringValue!)", token: token).object
+            #expect(try CipherWire(json: current, path: "c").decrypted(with: user.keys).name == "kept")
+        }
+    }
+
+    @Test("switched off, the route does not exist (clients fall back to PUT)")
+    func switchedOff() async throws {
+        try await withTestServer(.sqlite, configure: { $0.bulkUpdateEnabled = false }) { api in
+            let user = try await TestUser.register(api)
+            let token = try await user.token(api)
+            let answer = try await api.request(.post, "/api/vaultsync/ciphers/bulk-update", token: token, json: .object(["ciphers": .array([])]))
+            #expect(answer.status == .notFound)
+        }
+    }
+}
