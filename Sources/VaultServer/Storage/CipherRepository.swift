@@ -37,8 +37,14 @@ extension VaultRepository {
     /// access), optionally only `onlyID`, with folder/favorite/archive state, access, collections and
     /// attachments filled in.
     static func visibleCiphers(userID: String, onlyID: String? = nil, _ session: any SQLSession) async throws -> [CipherRecord] {
-        let idFilter = onlyID == nil ? "" : " AND c.id = ?"
-        let idBind: [SQLValue] = onlyID.map { [.text($0)] } ?? []
+        try await visibleCiphers(userID: userID, onlyIDs: onlyID.map { [$0] }, session)
+    }
+
+    /// The same, for a list of ids (`nil`: every visible cipher).
+    static func visibleCiphers(userID: String, onlyIDs: [String]?, _ session: any SQLSession) async throws -> [CipherRecord] {
+        if let onlyIDs, onlyIDs.isEmpty { return [] }
+        let idFilter = onlyIDs.map { " AND c.id IN (\(placeholders($0.count)))" } ?? ""
+        let idBind: [SQLValue] = onlyIDs.map { $0.map(SQLValue.text) } ?? []
         let stateJoin = "LEFT JOIN cipher_user_state s ON s.cipher_id = c.id AND s.user_id = ?"
         var records = try await session.query("""
             SELECT c.*, s.folder_id, s.favorite, s.archived_date FROM ciphers c \(stateJoin)
@@ -220,21 +226,66 @@ extension VaultRepository {
     }
 
     /// Many updates in one transaction (the VaultSync bulk extension): each item is checked and
-    /// written exactly as ``updateCipher(id:userID:write:now:)`` would, and one item's refusal (not
-    /// found, out of date, forbidden) never affects the others. Account revisions are bumped once.
+    /// written as ``updateCipher(id:userID:write:now:)`` would, and one item's refusal (not found, out
+    /// of date, forbidden) never affects the others. Built for volume: the current records, the user's
+    /// folders and the organizations' members are read once for the whole batch, each item then costs
+    /// one conditional `UPDATE` (plus a state upsert only when folder or favorite change), and account
+    /// revisions are bumped once.
     func updateCiphers(userID: String, writes: [(id: String, write: CipherWrite)], now: Int64) async throws
         -> [Result<CipherRecord, CipherWriteError>] {
         try await transaction { session in
-            var results: [Result<CipherRecord, CipherWriteError>] = []
+            let current = try await Self.visibleCiphers(userID: userID, onlyIDs: Array(Set(writes.map(\.id))), session)
+            var byID = Dictionary(current.map { ($0.id, $0) }, uniquingKeysWith: { first, _ in first })
+            let folders = Set(try await session.query("SELECT id FROM folders WHERE user_id = ?", [.text(userID)]).compactMap { $0.text("id") })
+            var membersOfOrganization: [String: [String]] = [:]
             var affected = Set<String>()
+            var results: [Result<CipherRecord, CipherWriteError>] = []
             for (id, write) in writes {
-                do {
-                    let (record, users) = try await Self.update(id: id, userID: userID, write: write, now: now, session)
-                    affected.formUnion(users)
-                    results.append(.success(record))
-                } catch let error as CipherWriteError {
-                    results.append(.failure(error))
+                guard var record = byID[id] else {
+                    results.append(.failure(CipherWriteError(outcome: .notFound)))
+                    continue
                 }
+                guard record.access.edit else {
+                    results.append(.failure(CipherWriteError(outcome: .forbidden("You do not have permissions to edit this."))))
+                    continue
+                }
+                guard record.organizationID == write.organizationID else {
+                    results.append(.failure(CipherWriteError(outcome: .invalid(
+                        "Organization mismatch. Re-sync if you recently moved this item, then try again."))))
+                    continue
+                }
+                var condition = ""
+                var binds: [SQLValue] = [.int(Int64(write.type)), .text(write.data), .int(now), .int(now), .text(id)]
+                if let known = write.lastKnownRevisionDate {
+                    condition = " AND revision_date > ? AND revision_date < ?"
+                    binds += [.int(known - 1000), .int(known + 1000)]
+                }
+                let updated = try await session.query(
+                    "UPDATE ciphers SET type = ?, data = ?, revision_date = \(Self.nextRevision) WHERE id = ?\(condition) RETURNING revision_date", binds)
+                guard let revision = updated.first?.int("revision_date") else {
+                    results.append(.failure(CipherWriteError(outcome: .outOfDate)))
+                    continue
+                }
+                let folder = write.folderID.flatMap { folders.contains($0) ? $0 : nil }
+                if folder != record.folderID || write.favorite != record.favorite {
+                    try await Self.setUserState(cipherID: id, userID: userID, folderID: folder, favorite: write.favorite,
+                                                archivedDate: record.archivedDate, session)
+                }
+                record.type = write.type
+                record.data = write.data
+                record.revisionDate = revision
+                record.folderID = folder
+                record.favorite = write.favorite
+                byID[id] = record
+                if let organizationID = record.organizationID {
+                    if membersOfOrganization[organizationID] == nil {
+                        membersOfOrganization[organizationID] = try await Self.affectedUsers(userID: nil, organizationID: organizationID, session)
+                    }
+                    affected.formUnion(membersOfOrganization[organizationID] ?? [])
+                } else {
+                    affected.insert(record.userID ?? userID)
+                }
+                results.append(.success(record))
             }
             if !affected.isEmpty { try await Self.bumpRevision(affected.sorted(), now: now, session) }
             return results

@@ -269,7 +269,8 @@ struct StatusCommand: VaultCommand {
     @OptionGroup var output: OutputOptions
 
     func execute(_ context: CLIContext) async throws {
-        if context.settings.email != nil { try? await context.unlock() }
+        // Unlocks when it can without asking (password or session given); never prompts.
+        if context.settings.email != nil { try? await context.unlock(prompt: false) }
         let status = try await context.engine.status()
         let snapshot = StatusSnapshot(settings: context.settings, status: status)
         if output.json {

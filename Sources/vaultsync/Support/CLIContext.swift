@@ -61,7 +61,7 @@ struct CLIContext {
 
     /// Unlocks for this run: a given password first (scripts), else the session of `vaultsync unlock`
     /// (`VAULTSYNC_SESSION`), else a prompt on a terminal.
-    func unlock() async throws {
+    func unlock(prompt: Bool = true) async throws {
         let email = try requireEmail()
         if options.passwordFile != nil || environment["VAULTSYNC_PASSWORD"].map({ !$0.isEmpty }) == true {
             try await engine.unlock(email: email, password: try masterPassword()!)
@@ -74,7 +74,7 @@ struct CLIContext {
             try await engine.unlock(sealedSession: sealed, sessionKey: sessionKey)
             return
         }
-        guard let password = try masterPassword() else { throw CLIError.locked }
+        guard let password = try masterPassword(allowPrompt: prompt) else { throw CLIError.locked }
         try await engine.unlock(email: email, password: password)
     }
 
