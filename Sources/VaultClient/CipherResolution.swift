@@ -88,8 +88,15 @@ extension VaultEngine {
                 _ = try CipherRow.deleteOne(db, key: ["userID": userID, "id": itemID])
                 _ = try PendingChangeRow.deleteOne(db, key: recordID)
             }
-        case .dropDeleteKeepServer:
+        case .dropDeleteKeepServer, .backupLocalThenDropDelete:
             guard let server else { return try await dropRecord(change) }
+            if plan == .backupLocalThenDropDelete, let local {
+                let marker = "local:\(change.metadata.updatedDate.microsecondsSinceEpoch)"
+                if change.metadata.backupDoneFor != marker {
+                    try await backUp(local, losingDate: change.metadata.updatedDate, originalID: change.itemID, marker: marker,
+                                     change: &change, report: &report)
+                }
+            }
             let name = (try? server.decrypted(with: current.keys).name) ?? change.itemID
             report.messages.append("\"\(name)\" was edited on another device after you deleted it here: the edit was kept and the delete dropped.")
             try await settle(change, with: server)

@@ -14,35 +14,37 @@ struct Simulation {
 
     static let deviceCount = 3
 
-    /// Runs the seed; returns what went wrong (empty: every invariant held after every step and at the end).
-    func run(template: AccountTemplate, proxies: [FaultProxy]) async throws -> [String] {
+    /// Each device's base clock skew for the whole run (seeds add jumps): hours off in both directions.
+    static let baseSkews: [Int64] = [-7_980, 420, 10_800]
+
+    /// Runs the seed on `devices` (unlocked, with empty vaults, as is the server's); returns what went
+    /// wrong (empty: every invariant held after every step and at the end).
+    func run(template: AccountTemplate, devices: [SimDevice]) async throws -> [String] {
         var generator = SeededRandom(seed: seed)
-        let steps = Int.random(in: 6...16, using: &generator)
+        let started = ContinuousClock.now
+        let steps = Int.random(in: 4...12, using: &generator)
         let ledger = Ledger(tag: "s\(seed)")
         var trace: [String] = []
-        var devices: [SimDevice] = []
-        for index in 0..<Self.deviceCount {
-            let proxy = proxies[index]
+        var faultRates: [Double] = []
+        for device in devices {
             let faultRate = [0, 0.05, 0.15, 0.3][Int.random(in: 0..<4, using: &generator)]
-            await proxy.setRandomFaults([FaultProxy.RandomFault(
+            faultRates.append(faultRate)
+            await device.proxy.setRandomFaults([], seed: 0)
+            await device.proxy.setPartitioned(false)
+            device.clock.set(skewSeconds: Self.baseSkews[device.index])
+            trace.append("device \(device.index): skew \(device.clock.skewSeconds) s, fault rate \(faultRate)")
+        }
+        // A few items everyone has, so that edits on different devices meet.
+        for _ in 0..<2 { try await devices[0].perform(.add, targets: Targets(items: [], folders: []), ledger: ledger, using: &generator) }
+        for device in devices.dropFirst() { try await device.engine.pull() }
+        for (device, faultRate) in zip(devices, faultRates) {
+            await device.proxy.setRandomFaults([FaultProxy.RandomFault(
                 probability: faultRate,
                 actions: [.fail(status: 500), .fail(status: 502), .fail(status: 503), .dropBeforeForwarding, .forwardThenClose,
-                          .forwardThenDrop, .truncateBody, .delay(milliseconds: 20)])], seed: seed &* 7 &+ UInt64(index))
-            await proxy.setPartitioned(false)
-            // Up to three hours off, either way.
-            let clock = SkewedClock(skewSeconds: Int64.random(in: -10_800...10_800, using: &generator))
-            trace.append("device \(index): skew \(clock.skewSeconds) s, fault rate \(faultRate)")
-            devices.append(try await SimDevice.cloned(from: template.databasePath, index: index, proxy: proxy, clock: clock,
-                                                      email: template.email) { $0.resolutionConcurrency = 1 })
+                          .forwardThenDrop, .truncateBody, .delay(milliseconds: 20)])], seed: seed &* 7 &+ UInt64(device.index))
         }
-        do {
-            let findings = try await play(steps: steps, devices: devices, template: template, ledger: ledger, trace: &trace, using: &generator)
-            for device in devices { await device.remove() }
-            return findings
-        } catch {
-            for device in devices { await device.remove() }
-            throw error
-        }
+        if verbose { print("seed \(seed): set-up \(ContinuousClock.now - started)") }
+        return try await play(steps: steps, devices: devices, template: template, ledger: ledger, trace: &trace, using: &generator)
     }
 
     func play(steps: Int, devices: [SimDevice], template: AccountTemplate, ledger: Ledger, trace: inout [String],
@@ -68,7 +70,7 @@ struct Simulation {
                     device.locked = false
                     event = "unlock"
                 }
-            } else if roll < 5 {
+            } else if roll < 3 {
                 await device.engine.lock()
                 device.locked = true
                 device.lockedSteps = Int.random(in: 1...3, using: &generator)
@@ -100,7 +102,9 @@ struct Simulation {
             findings += ledger.lost(present: present).map { "lost after step \(step): \($0)" }
             if !findings.isEmpty { return fail(findings, trace) }
         }
+        let settling = ContinuousClock.now
         let final = try await settle(devices, email: template.email)
+        if verbose { print("seed \(seed): final rounds \(ContinuousClock.now - settling)") }
         let findings = try finalFindings(devices, snapshots: final, ledger: ledger)
         if verbose { print("seed \(seed): \(ledger.counts.sorted { $0.key < $1.key })") }
         return findings.isEmpty ? [] : fail(findings, trace)
@@ -127,18 +131,23 @@ struct SimulationTests {
         let upstream = await server.url
         let template = try await AccountTemplate.register(serverURL: upstream)
         // The janitor talks to the server directly.
+        // The janitor talks to the server directly.
         let janitor = try await SimDevice.cloned(from: template.databasePath, index: -1, proxy: FaultProxy(upstream: upstream), url: upstream,
                                                  clock: SkewedClock(skewSeconds: 0), email: template.email) { _ in }
-        var proxies: [FaultProxy] = []
-        for _ in 0..<Simulation.deviceCount {
+        // The devices live through all seeds (unlocking costs a key derivation); each seed starts them
+        // with empty vaults and their base clock skews.
+        var devices: [SimDevice] = []
+        for index in 0..<Simulation.deviceCount {
             let proxy = FaultProxy(upstream: upstream)
             try await proxy.start()
-            proxies.append(proxy)
+            devices.append(try await SimDevice.cloned(from: template.databasePath, index: index, proxy: proxy,
+                                                      clock: SkewedClock(skewSeconds: Simulation.baseSkews[index]),
+                                                      email: template.email) { $0.resolutionConcurrency = 1 })
         }
 
         var failed: [UInt64] = []
         for seed in seeds {
-            let findings = try await Simulation(seed: seed, verbose: seeds.count == 1).run(template: template, proxies: proxies)
+            let findings = try await Simulation(seed: seed, verbose: seeds.count == 1).run(template: template, devices: devices)
             if !findings.isEmpty {
                 failed.append(seed)
                 let line = "VAULTSYNC_SIM_SEED=\(seed) swift test --filter VaultReliabilityTests.SimulationTests"
@@ -146,9 +155,19 @@ struct SimulationTests {
                 if failed.count >= 5 { break }
             }
             try await emptyVault(janitor)
+            for device in devices {
+                if device.locked {
+                    try await device.engine.unlock(email: template.email, password: reliabilityPassword)
+                    device.locked = false
+                }
+                try await device.emptyLocalVault()
+            }
         }
         print("simulation: \(seeds.count) seeds (\(seeds.first ?? 0)…\(seeds.last ?? 0)), \(failed.count) failed \(failed), \(ContinuousClock.now - started)")
-        for proxy in proxies { await proxy.stop() }
+        for device in devices {
+            await device.proxy.stop()
+            await device.remove()
+        }
         await janitor.remove()
         await server.destroy()
     }

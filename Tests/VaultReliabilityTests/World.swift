@@ -1,4 +1,7 @@
 import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
 import GRDB
 import Testing
 import VaultClient
@@ -37,6 +40,10 @@ final class SkewedClock: DeviceClock, @unchecked Sendable {
 
     func jump(seconds: Int64) {
         lock.withLock { skew += seconds * 1_000_000 }
+    }
+
+    func set(skewSeconds: Int64) {
+        lock.withLock { skew = skewSeconds * 1_000_000 }
     }
 
     var skewSeconds: Int64 { lock.withLock { skew / 1_000_000 } }
@@ -146,6 +153,18 @@ final class SimDevice: @unchecked Sendable {
         engine = try Self.makeEngine(path: databasePath, url: url, clock: clock, configure: configure)
         try await engine.unlock(email: email, password: reliabilityPassword)
         locked = false
+    }
+
+    /// Empties the profile's vault (cache, queue, drafts, backups list) for the next simulation seed;
+    /// the account and the unlocked session stay.
+    func emptyLocalVault() async throws {
+        let userID = await engine.currentUserID ?? ""
+        try await engine.localStore.write { db in
+            for table in ["cipher", "folder", "pendingChange", "draft", "conflictBackup"] {
+                try db.execute(sql: "DELETE FROM \(table) WHERE userID = ?", arguments: [userID])
+            }
+        }
+        try engine.localStore.checkpoint()
     }
 
     func remove() async {
@@ -399,12 +418,32 @@ enum Invariants {
         var findings: [String] = []
         let files = try FileManager.default.contentsOfDirectory(atPath: profile)
         for file in files {
-            guard let data = FileManager.default.contents(atPath: profile + "/" + file) else { continue }
-            for secret in secrets where data.range(of: Data(secret.utf8)) != nil {
-                findings.append("\(file) contains \(secret)")
+            guard let data = FileManager.default.contents(atPath: profile + "/" + file), !data.isEmpty else { continue }
+            data.withUnsafeBytes { haystack in
+                for secret in secrets {
+                    let found = Array(secret.utf8).withUnsafeBytes { needle in Self.contains(haystack, needle) }
+                    if found { findings.append("\(file) contains \(secret)") }
+                }
             }
         }
         return findings
+    }
+
+    /// Whether `needle` occurs in `haystack` (memchr for the first byte, then memcmp).
+    static func contains(_ haystack: UnsafeRawBufferPointer, _ needle: UnsafeRawBufferPointer) -> Bool {
+        guard let base = haystack.baseAddress, let pattern = needle.baseAddress, needle.count > 0, haystack.count >= needle.count else {
+            return false
+        }
+        let first = Int32(needle[0])
+        var offset = 0
+        let last = haystack.count - needle.count
+        while offset <= last {
+            guard let hit = memchr(base + offset, first, last - offset + 1) else { return false }
+            let position = base.distance(to: UnsafeRawPointer(hit))
+            if memcmp(base + position, pattern, needle.count) == 0 { return true }
+            offset = position + 1
+        }
+        return false
     }
 
     /// Queue records are either waiting or need attention, and keep their data: every record except
@@ -470,9 +509,14 @@ func settle(_ devices: [SimDevice], email: String, rounds: Int = 3) async throws
                 throw UnexpectedFailure(description: "device \(device.index): sync with faults off failed: \(error)")
             }
         }
+        var waiting = false
+        for device in devices where try await device.engine.pendingChanges().contains(where: { $0.metadata.state == .pending }) {
+            waiting = true
+        }
+        if !waiting { break }
     }
-    // A last pull everywhere, after the last write.
-    for device in devices { try await device.engine.pull() }
+    // A last pull everywhere after the last write (the last device to sync pulled after it).
+    for device in devices.dropLast() { try await device.engine.pull() }
     var snapshots: [DeviceSnapshot] = []
     for device in devices { snapshots.append(try await DeviceSnapshot.take(device)) }
     return snapshots
