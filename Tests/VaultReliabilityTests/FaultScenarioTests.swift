@@ -12,7 +12,7 @@ struct FaultScenarioTests {
     @Test("devices under a 30% fault rate lose nothing, duplicate nothing and agree once the faults stop")
     func randomOperationsUnderFaults() async throws {
         let environment = ProcessInfo.processInfo.environment
-        let operations = RunSize.value("VAULTSYNC_FAULT_OPERATIONS", ci: 1_200, long: 10_000)
+        let operations = RunSize.value("VAULTSYNC_FAULT_OPERATIONS", ci: 800, long: 10_000)
         let deviceCount = RunSize.value("VAULTSYNC_FAULT_DEVICES", ci: 4, long: 4)
         let faultRate = 0.3
         let seed = environment["VAULTSYNC_FAULT_SEED"].flatMap { UInt64($0) } ?? UInt64.random(in: 1...999_999)
