@@ -173,6 +173,14 @@ let package = Package(
             swiftSettings: strict
         ),
         .testTarget(
+            name: "VaultReliabilityTests",
+            dependencies: [
+                "VaultClient", "VaultStore", "VaultSyncCore", "VaultModels", "VaultCrypto", "VaultTestSupport",
+                .product(name: "GRDB", package: "GRDB.swift"),
+            ],
+            swiftSettings: strict
+        ),
+        .testTarget(
             name: "VaultServerTests",
             dependencies: [
                 "VaultServer", "VaultModels", "VaultCrypto",

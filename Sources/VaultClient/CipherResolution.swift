@@ -49,7 +49,20 @@ extension VaultEngine {
     static func isOwnPush(_ change: PendingChange, local: CipherWire, server: CipherWire) -> Bool {
         guard change.metadata.kind == .update, change.metadata.contentChanged, let revision = server.revisionDate else { return false }
         let moved = !(change.metadata.originalRevisionDate.map { ConflictMatrix.isSameRevision($0, revision) } ?? false)
-        return moved && local.name.serialized == server.name.serialized
+        return moved && sameContent(local, server)
+    }
+
+    /// Whether two versions carry the same encrypted content, byte for byte (every EncString is
+    /// IV-unique, so equal ciphertexts mean the same save, never two edits that happen to agree).
+    static func sameContent(_ lhs: CipherWire, _ rhs: CipherWire) -> Bool {
+        let left = lhs.jsonObject()
+        let right = rhs.jsonObject()
+        for key in ["name", "notes", "key", "login", "card", "identity", "secureNote", "sshKey", "fields", "passwordHistory"] {
+            let a = left[key].flatMap { $0.isNull ? nil : $0 }
+            let b = right[key].flatMap { $0.isNull ? nil : $0 }
+            if a?.serialized() != b?.serialized() { return false }
+        }
+        return true
     }
 
     func execute(_ plan: ResolutionPlan, change: inout PendingChange, local: CipherWire?, server: CipherWire?,
@@ -62,6 +75,16 @@ extension VaultEngine {
         case .create, .recreateFromLocal:
             guard let local else { return try await dropRecord(change) }
             var created = try await createIdempotently(local, context: context)
+            if !Self.sameContent(local, created), let adoptedID = created.id {
+                // Adopted an earlier attempt that reached the server; the edits made here since then go on top.
+                var body = local
+                body.id = adoptedID
+                let update = body
+                let revision = created.revisionDate
+                created = try await authorized { api, token in
+                    try await api.updateCipher(update, id: adoptedID, lastKnownRevisionDate: revision, token: token)
+                }
+            }
             created = try await applyState(of: local, to: created)
             try await swapCipherID(from: change.itemID, to: created, change: change)
         case .pushLocal:
@@ -99,8 +122,15 @@ extension VaultEngine {
                 _ = try CipherRow.deleteOne(db, key: ["userID": userID, "id": itemID])
                 _ = try PendingChangeRow.deleteOne(db, key: recordID)
             }
-        case .dropDeleteKeepServer:
+        case .dropDeleteKeepServer, .backupLocalThenDropDelete:
             guard let server else { return try await dropRecord(change) }
+            if plan == .backupLocalThenDropDelete, let local {
+                let marker = "local:\(change.metadata.updatedDate.microsecondsSinceEpoch)"
+                if change.metadata.backupDoneFor != marker {
+                    try await backUp(local, losingDate: change.metadata.updatedDate, originalID: change.itemID, marker: marker,
+                                     change: &change, report: &report)
+                }
+            }
             let name = (try? server.decrypted(with: current.keys).name) ?? change.itemID
             report.messages.append("\"\(name)\" was edited on another device after you deleted it here: the edit was kept and the delete dropped.")
             try await settle(change, with: server)

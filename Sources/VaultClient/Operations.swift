@@ -56,6 +56,9 @@ extension VaultEngine {
         try validate(view)
         var encrypted = try encrypt(view, keys: current.keys)
         encrypted.revisionDate = previous.revisionDate
+        // An unchanged name keeps its ciphertext (same item key): a create whose answer was lost is
+        // found on the server by its byte-identical encrypted name, even after later offline edits.
+        if view.name == previousView.name { encrypted.name = previous.name }
         let local = encrypted
         let lastKnown = previous.revisionDate
         let result = try await save(itemID: id, operation: .edit(passwordChanged: passwordChanged), local: local, previous: previous,

@@ -31,6 +31,9 @@ public enum ResolutionPlan: Sendable, Equatable {
     /// The item changed on the server after the delete was queued: the edit wins, the delete is
     /// dropped and the user is told.
     case dropDeleteKeepServer
+    /// As ``dropDeleteKeepServer``, but the item was also edited here before it went to the trash:
+    /// the local version is backed up first, so those edits survive the dropped delete.
+    case backupLocalThenDropDelete
     /// Nothing left to do on the server; remove the local item and record.
     case removeLocally
 }
@@ -65,7 +68,10 @@ public enum ConflictMatrix {
             return .removeLocally
         case (.softDelete, .present(let revision)), (.hardDelete, .present(let revision)):
             let unchanged = metadata.originalRevisionDate.map { isSameRevision($0, revision) } ?? false
-            guard unchanged else { return .dropDeleteKeepServer }
+            guard unchanged else {
+                // Edits made here before the trash move are not dropped with the delete: they are backed up.
+                return metadata.kind == .softDelete && metadata.contentChanged ? .backupLocalThenDropDelete : .dropDeleteKeepServer
+            }
             if metadata.kind == .hardDelete { return .pushHardDelete }
             // Edits made before the trash move are pushed first so the trash holds them.
             return metadata.contentChanged ? .pushLocal : .pushSoftDelete

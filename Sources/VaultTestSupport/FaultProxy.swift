@@ -1,25 +1,45 @@
 import AsyncHTTPClient
 import Foundation
-import Hummingbird
-import Logging
 import NIOCore
 import NIOHTTP1
-import ServiceLifecycle
-import HTTPTypes
+import NIOPosix
 
 /// A fault-injecting HTTP proxy on loopback between a client and the real server.
 ///
-/// Each request is matched against the rules in order; the first matching rule with uses left fires:
-/// answer an error without forwarding, or forward and then drop the answer (the server did the work,
-/// the client never hears of it). Everything else is forwarded unchanged.
+/// Each request is matched first against the counted rules in order (the first matching rule with
+/// uses left fires), then against the random faults (the first matching one fires with its seeded
+/// probability). A partitioned proxy drops every connection. Everything else is forwarded unchanged.
+/// Faults are real on the wire: a drop closes the TCP connection, a truncated answer announces its
+/// full length and sends half, a delay holds the request past the client's timeout.
 public actor FaultProxy {
-    public enum Action: Sendable {
+    public enum Action: Sendable, Equatable {
         /// Answer with this status without forwarding.
         case fail(status: Int)
-        /// Forward, let the server do the work, then answer 502 as if the connection broke.
+        /// Forward, let the server do the work, then answer 502 as if the upstream connection broke.
         case forwardThenDrop
+        /// Close the connection without forwarding and without an answer.
+        case dropBeforeForwarding
+        /// Forward (the server does the work), then close the connection without an answer.
+        case forwardThenClose
+        /// Hold the request this long, then forward it (after a client timeout the server still does the work).
+        case delay(milliseconds: Int)
+        /// Forward, then answer with the full status line and length but only half the body, and close.
+        case truncateBody
+
+        /// A short name for statistics.
+        public var name: String {
+            switch self {
+            case .fail(let status): return "fail-\(status)"
+            case .forwardThenDrop: return "forward-then-502"
+            case .dropBeforeForwarding: return "drop-before"
+            case .forwardThenClose: return "forward-then-close"
+            case .delay: return "delay"
+            case .truncateBody: return "truncate"
+            }
+        }
     }
 
+    /// A counted rule: fires for the next `times` matching requests.
     public struct Rule: Sendable {
         public var method: String
         public var pathPrefix: String
@@ -34,12 +54,36 @@ public actor FaultProxy {
         }
     }
 
+    /// A random fault: a matching request gets one of `actions` (chosen uniformly) with `probability`.
+    public struct RandomFault: Sendable {
+        /// `nil`: any method.
+        public var method: String?
+        public var pathPrefix: String
+        public var probability: Double
+        public var actions: [Action]
+
+        public init(method: String? = nil, pathPrefix: String = "/", probability: Double, actions: [Action]) {
+            self.method = method
+            self.pathPrefix = pathPrefix
+            self.probability = probability
+            self.actions = actions
+        }
+
+        /// Every kind of fault, on every route: 500/502/503, drops before and after forwarding, a delay
+        /// of `delayMilliseconds` (set it past the client's timeout) and truncated bodies.
+        public static func everything(probability: Double, delayMilliseconds: Int?) -> RandomFault {
+            var actions: [Action] = [.fail(status: 500), .fail(status: 502), .fail(status: 503), .dropBeforeForwarding,
+                                     .forwardThenClose, .forwardThenDrop, .truncateBody]
+            if let delayMilliseconds { actions.append(.delay(milliseconds: delayMilliseconds)) }
+            return RandomFault(probability: probability, actions: actions)
+        }
+    }
+
     public let upstream: String
     public private(set) var port = 0
-    private var rules: [Rule] = []
-    private var group: ServiceGroup?
-    private var runTask: Task<Void, any Error>?
-    public private(set) var firedCount = 0
+    let plan = FaultPlan()
+    private var serverChannel: (any Channel)?
+    private var acceptTask: Task<Void, Never>?
 
     public init(upstream: String) {
         self.upstream = upstream
@@ -47,68 +91,235 @@ public actor FaultProxy {
 
     public var url: String { "http://127.0.0.1:\(port)" }
 
+    /// How many requests got a fault.
+    public var firedCount: Int { plan.firedCount }
+
+    /// Faults fired so far, by action name.
+    public var firedByAction: [String: Int] { plan.firedByAction }
+
+    /// Requests seen so far.
+    public var requestCount: Int { plan.requestCount }
+
     public func add(_ rule: Rule) {
-        rules.append(rule)
+        plan.add(rule)
     }
 
-    /// The action for a request, consuming one use of the matching rule.
+    /// Replaces the random faults (an empty list turns them off); `seed` makes the choices repeatable
+    /// for a given order of requests.
+    public func setRandomFaults(_ faults: [RandomFault], seed: UInt64) {
+        plan.setRandomFaults(faults, seed: seed)
+    }
+
+    /// A partitioned proxy closes every connection at once: the server is unreachable from behind it.
+    public func setPartitioned(_ partitioned: Bool) {
+        plan.setPartitioned(partitioned)
+    }
+
+    /// Called after the server answered a forwarded request and before the client hears anything
+    /// (method, path): crash tests kill the client there ("the server did the work, the client died").
+    public func setForwardHook(_ hook: (@Sendable (String, String) -> Void)?) {
+        plan.setForwardHook(hook)
+    }
+
+    /// The action for a request, consuming one use of a matching counted rule.
     func action(method: String, path: String) -> Action? {
-        guard let index = rules.firstIndex(where: { $0.remaining > 0 && $0.method == method && path.hasPrefix($0.pathPrefix) }) else {
-            return nil
-        }
-        rules[index].remaining -= 1
-        firedCount += 1
-        return rules[index].action
+        plan.action(method: method, path: path)
     }
 
     public func start() async throws {
-        let router = Router()
-        let proxy = self
-        let upstream = self.upstream
-        for method in [HTTPRequest.Method.get, .post, .put, .delete] {
-            router.on("**", method: method) { request, _ in
-                let path = request.uri.description
-                let action = await proxy.action(method: request.method.rawValue, path: request.uri.path)
-                if case .fail(let status)? = action {
-                    return Response(status: .init(code: status), body: .init(byteBuffer: ByteBuffer(string: "injected failure")))
+        let channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+            .bind(host: "127.0.0.1", port: 0) { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.configureHTTPServerPipeline()
+                    return try NIOAsyncChannel<HTTPServerRequestPart, HTTPServerResponsePart>(wrappingChannelSynchronously: channel)
                 }
-                var forwarded = HTTPClientRequest(url: upstream + path)
-                forwarded.method = HTTPMethod(rawValue: request.method.rawValue)
-                for field in request.headers where field.name != .contentLength {
-                    forwarded.headers.add(name: field.name.rawName, value: field.value)
-                }
-                let body = try await request.body.collect(upTo: 256 * 1024 * 1024)
-                forwarded.body = .bytes(body)
-                let response = try await HTTPClient.shared.execute(forwarded, timeout: .seconds(30))
-                let responseBody = try await response.body.collect(upTo: 256 * 1024 * 1024)
-                if case .forwardThenDrop? = action {
-                    return Response(status: .badGateway, body: .init(byteBuffer: ByteBuffer(string: "connection lost (injected)")))
-                }
-                var headers = HTTPFields()
-                for header in response.headers where header.name.lowercased() != "content-length" && header.name.lowercased() != "transfer-encoding" {
-                    if let name = HTTPField.Name(header.name) { headers.append(HTTPField(name: name, value: header.value)) }
-                }
-                return Response(status: .init(code: Int(response.status.code)), headers: headers, body: .init(byteBuffer: responseBody))
             }
-        }
-        let (stream, continuation) = AsyncStream<Int>.makeStream()
-        let app = Application(router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)),
-                              onServerRunning: { channel in
-                                  continuation.yield(channel.localAddress?.port ?? 0)
-                                  continuation.finish()
-                              }, logger: Logger(label: "fault-proxy"))
-        let group = ServiceGroup(configuration: .init(services: [app], gracefulShutdownSignals: [], logger: Logger(label: "fault-proxy")))
-        self.group = group
-        runTask = Task { try await group.run() }
-        for await bound in stream {
-            port = bound
-            break
+        port = channel.channel.localAddress?.port ?? 0
+        serverChannel = channel.channel
+        let plan = self.plan
+        let upstream = self.upstream
+        acceptTask = Task {
+            await withDiscardingTaskGroup { group in
+                do {
+                    try await channel.executeThenClose { inbound in
+                        for try await connection in inbound {
+                            group.addTask { await Self.serve(connection, plan: plan, upstream: upstream) }
+                        }
+                    }
+                } catch {}
+                group.cancelAll()
+            }
         }
     }
 
     public func stop() async {
-        await group?.triggerGracefulShutdown()
-        _ = try? await runTask?.value
-        group = nil
+        try? await serverChannel?.close()
+        acceptTask?.cancel()
+        await acceptTask?.value
+        serverChannel = nil
+        acceptTask = nil
+    }
+
+    // MARK: Serving
+
+    static func serve(_ connection: NIOAsyncChannel<HTTPServerRequestPart, HTTPServerResponsePart>, plan: FaultPlan, upstream: String) async {
+        try? await connection.executeThenClose { inbound, outbound in
+            var head: HTTPRequestHead?
+            var body = ByteBuffer()
+            for try await part in inbound {
+                switch part {
+                case .head(let received):
+                    head = received
+                    body.clear()
+                case .body(var chunk):
+                    body.writeBuffer(&chunk)
+                case .end:
+                    guard let request = head else { return }
+                    let keepOpen = try await respond(to: request, body: body, plan: plan, upstream: upstream, outbound: outbound)
+                    if !keepOpen { return }
+                }
+            }
+        }
+    }
+
+    /// Answers one request; returns whether the connection stays open.
+    static func respond(to head: HTTPRequestHead, body: ByteBuffer, plan: FaultPlan, upstream: String,
+                        outbound: NIOAsyncChannelOutboundWriter<HTTPServerResponsePart>) async throws -> Bool {
+        let path = head.uri.split(separator: "?", maxSplits: 1).first.map(String.init) ?? head.uri
+        let action = plan.action(method: head.method.rawValue, path: path)
+        switch action {
+        case .fail(let status)?:
+            try await write(status: status, headers: HTTPHeaders(), body: ByteBuffer(string: "injected failure"), to: outbound)
+            return true
+        case .dropBeforeForwarding?:
+            return false
+        case .delay(let milliseconds)?:
+            try await Task.sleep(for: .milliseconds(milliseconds))
+        default:
+            break
+        }
+        var forwarded = HTTPClientRequest(url: upstream + head.uri)
+        forwarded.method = head.method
+        for (name, value) in head.headers where !["content-length", "host", "connection"].contains(name.lowercased()) {
+            forwarded.headers.add(name: name, value: value)
+        }
+        forwarded.body = .bytes(body)
+        let status: Int
+        var headers = HTTPHeaders()
+        let responseBody: ByteBuffer
+        do {
+            let response = try await HTTPClient.shared.execute(forwarded, timeout: .seconds(60))
+            responseBody = try await response.body.collect(upTo: 256 * 1024 * 1024)
+            status = Int(response.status.code)
+            for (name, value) in response.headers where !["content-length", "transfer-encoding", "connection"].contains(name.lowercased()) {
+                headers.add(name: name, value: value)
+            }
+        } catch {
+            // The server is down: a proxy answers 502.
+            try await write(status: 502, headers: HTTPHeaders(), body: ByteBuffer(string: "upstream unreachable"), to: outbound)
+            return true
+        }
+        plan.forwarded(method: head.method.rawValue, path: path)
+        switch action {
+        case .forwardThenDrop?:
+            try await write(status: 502, headers: HTTPHeaders(), body: ByteBuffer(string: "connection lost (injected)"), to: outbound)
+            return true
+        case .forwardThenClose?:
+            return false
+        case .truncateBody?:
+            headers.replaceOrAdd(name: "content-length", value: "\(max(responseBody.readableBytes, 2))")
+            try await outbound.write(.head(HTTPResponseHead(version: .http1_1, status: .init(statusCode: status), headers: headers)))
+            let half = responseBody.getSlice(at: responseBody.readerIndex, length: responseBody.readableBytes / 2) ?? ByteBuffer()
+            if half.readableBytes > 0 { try await outbound.write(.body(.byteBuffer(half))) }
+            return false
+        default:
+            try await write(status: status, headers: headers, body: responseBody, to: outbound)
+            return true
+        }
+    }
+
+    static func write(status: Int, headers: HTTPHeaders, body: ByteBuffer,
+                      to outbound: NIOAsyncChannelOutboundWriter<HTTPServerResponsePart>) async throws {
+        var headers = headers
+        headers.replaceOrAdd(name: "content-length", value: "\(body.readableBytes)")
+        try await outbound.write(.head(HTTPResponseHead(version: .http1_1, status: .init(statusCode: status), headers: headers)))
+        if body.readableBytes > 0 { try await outbound.write(.body(.byteBuffer(body))) }
+        try await outbound.write(.end(nil))
+    }
+}
+
+/// The proxy's rules and counters, read synchronously by the connections' tasks.
+final class FaultPlan: @unchecked Sendable {
+    private let lock = NSLock()
+    private var rules: [FaultProxy.Rule] = []
+    private var randomFaults: [FaultProxy.RandomFault] = []
+    private var generator = SeededRandom(seed: 0)
+    private var partitioned = false
+    private var hook: (@Sendable (String, String) -> Void)?
+    private(set) var firedCount = 0
+    private(set) var firedByAction: [String: Int] = [:]
+    private(set) var requestCount = 0
+
+    func add(_ rule: FaultProxy.Rule) {
+        lock.withLock { rules.append(rule) }
+    }
+
+    func setRandomFaults(_ faults: [FaultProxy.RandomFault], seed: UInt64) {
+        lock.withLock {
+            randomFaults = faults
+            generator = SeededRandom(seed: seed)
+        }
+    }
+
+    func setPartitioned(_ value: Bool) {
+        lock.withLock { partitioned = value }
+    }
+
+    func setForwardHook(_ value: (@Sendable (String, String) -> Void)?) {
+        lock.withLock { hook = value }
+    }
+
+    func action(method: String, path: String) -> FaultProxy.Action? {
+        lock.withLock {
+            requestCount += 1
+            var chosen: FaultProxy.Action?
+            if partitioned {
+                chosen = .dropBeforeForwarding
+            } else if let index = rules.firstIndex(where: { $0.remaining > 0 && $0.method == method && path.hasPrefix($0.pathPrefix) }) {
+                rules[index].remaining -= 1
+                chosen = rules[index].action
+            } else if let fault = randomFaults.first(where: { ($0.method == nil || $0.method == method) && path.hasPrefix($0.pathPrefix) }),
+                      !fault.actions.isEmpty, Double.random(in: 0..<1, using: &generator) < fault.probability {
+                chosen = fault.actions[Int.random(in: 0..<fault.actions.count, using: &generator)]
+            }
+            if let chosen {
+                firedCount += 1
+                firedByAction[chosen.name, default: 0] += 1
+            }
+            return chosen
+        }
+    }
+
+    func forwarded(method: String, path: String) {
+        let hook = lock.withLock { self.hook }
+        hook?(method, path)
+    }
+}
+
+/// A small, fast, seedable random source (SplitMix64): the same seed gives the same sequence.
+public struct SeededRandom: RandomNumberGenerator, Sendable {
+    private var state: UInt64
+
+    public init(seed: UInt64) {
+        state = seed
+    }
+
+    public mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
     }
 }

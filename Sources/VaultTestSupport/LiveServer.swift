@@ -50,26 +50,3 @@ public func temporaryDirectory(_ prefix: String = "vaultsync") -> String {
 /// A dead loopback URL: nothing listens there.
 public func deadServerURL() -> String { "http://127.0.0.1:9" }
 
-/// A product built next to the running test bundle (`swift build --build-tests` builds them all).
-public func builtExecutable(_ name: String) throws -> URL {
-    let candidates = [
-        URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent(),
-        Bundle.main.bundleURL.deletingLastPathComponent(),
-        URL(fileURLWithPath: FileManager.default.currentDirectoryPath).appendingPathComponent(".build/debug"),
-    ]
-    for directory in candidates {
-        let url = directory.appendingPathComponent(name)
-        if FileManager.default.isExecutableFile(atPath: url.path) { return url }
-    }
-    throw TestSupportError.notBuilt(name)
-}
-
-public enum TestSupportError: Error, CustomStringConvertible {
-    case notBuilt(String)
-
-    public var description: String {
-        switch self {
-        case .notBuilt(let name): return "\(name) is not built; run `swift build --build-tests` first"
-        }
-    }
-}

@@ -2,21 +2,44 @@ import Foundation
 import VaultClient
 import VaultModels
 
-// Test helper: performs offline saves in a loop on an existing profile and prints "ACK n" after each
-// save returns, so a test can kill it with SIGKILL at any point and check that every acknowledged save
-// survived. Usage: vaultsync-crash-helper DATABASE EMAIL PASSWORD COUNT
+// Test helper, killed with SIGKILL by the crash tests at any point:
+//   vaultsync-crash-helper DATABASE EMAIL PASSWORD COUNT
+//     performs COUNT offline saves on an existing profile and prints "ACK n" after each save returns,
+//     so a test can check that every acknowledged save survived (names and passwords carry the
+//     environment's VAULTSYNC_CRASH_TAG, so that runs on one profile stay distinct);
+//   vaultsync-crash-helper resolve DATABASE EMAIL PASSWORD SERVER_URL
+//     unlocks the profile and syncs its queue against the server (resolution), printing "SYNCED" when
+//     done, so a test can kill it in the middle of conflict resolution.
 /// Unbuffered, so a line is out before the next save starts.
 func say(_ line: String) {
     FileHandle.standardOutput.write(Data((line + "\n").utf8))
 }
 
-let arguments = CommandLine.arguments
-guard arguments.count == 5, let count = Int(arguments[4]) else {
-    FileHandle.standardError.write(Data("usage: vaultsync-crash-helper DATABASE EMAIL PASSWORD COUNT\n".utf8))
-    exit(64)
+func fail(_ message: String, code: Int32) -> Never {
+    FileHandle.standardError.write(Data((message + "\n").utf8))
+    exit(code)
 }
+
+let arguments = CommandLine.arguments
+let usage = "usage: vaultsync-crash-helper DATABASE EMAIL PASSWORD COUNT | resolve DATABASE EMAIL PASSWORD SERVER_URL"
+if arguments.count == 6, arguments[1] == "resolve" {
+    var configuration = EngineConfiguration(serverURL: arguments[5])
+    configuration.api.requestTimeout = .seconds(20)
+    do {
+        let engine = try VaultEngine(databasePath: arguments[2], configuration: configuration)
+        try await engine.unlock(email: arguments[3], password: arguments[4])
+        say("READY")
+        let report = try await engine.sync()
+        say("SYNCED resolved=\(report.resolved) pending=\(report.stillPending) attention=\(report.needsAttention)")
+    } catch {
+        fail("crash helper failed: \(error)", code: 1)
+    }
+    exit(0)
+}
+guard arguments.count == 5, let count = Int(arguments[4]) else { fail(usage, code: 64) }
 var configuration = EngineConfiguration(serverURL: "http://127.0.0.1:9")
 configuration.api.requestTimeout = .seconds(2)
+let tag = ProcessInfo.processInfo.environment["VAULTSYNC_CRASH_TAG"] ?? ""
 do {
     let engine = try VaultEngine(databasePath: arguments[1], configuration: configuration)
     try await engine.unlock(email: arguments[2], password: arguments[3])
@@ -25,18 +48,17 @@ do {
     for index in 0..<count {
         if index % 3 == 2, let id = lastID {
             var view = try await engine.item(id: id)
-            view.notes = "crash-edit-\(index)"
-            view.login?.password = "crash-password-\(index)"
+            view.notes = "crash-edit-\(tag)\(index)"
+            view.login?.password = "crash-password-\(tag)\(index)"
             _ = try await engine.updateItem(view)
         } else {
-            var view = CipherView(type: .login, name: "crash-item-\(index)")
-            view.login = LoginView(username: "user-\(index)", password: "crash-password-\(index)")
+            var view = CipherView(type: .login, name: "crash-item-\(tag)\(index)")
+            view.login = LoginView(username: "user-\(index)", password: "crash-password-\(tag)\(index)")
             lastID = try await engine.addItem(view).value.id
         }
         say("ACK \(index)")
     }
     say("DONE")
 } catch {
-    FileHandle.standardError.write(Data("crash helper failed: \(error)\n".utf8))
-    exit(1)
+    fail("crash helper failed: \(error)", code: 1)
 }

@@ -5,7 +5,7 @@ import VaultTestSupport
 
 /// The built `vaultsync` executable.
 func vaultsyncExecutable() throws -> URL {
-    try builtExecutable("vaultsync")
+    try helperExecutable("vaultsync")
 }
 
 /// What one CLI run printed and how it ended.

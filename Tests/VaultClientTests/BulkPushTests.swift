@@ -91,4 +91,42 @@ struct BulkPushTests {
         #expect(try await serverPasswords(devices) == expected)
         await devices.finish()
     }
+
+    @Test("offline creates need one POST each and no PUT; a lost create answer plus later edits: adopted, edits pushed, no duplicate")
+    func createsAdoptedWithLaterEdits() async throws {
+        let devices = try await TwoDevices.start()
+        let offline = try devices.offlineA()
+        try await offline.engine.unlock(email: devices.scenario.email, password: devices.scenario.password)
+        _ = try await offline.engine.addItem(loginItem("Lost answer", password: "first"))
+        try await Task.sleep(for: .milliseconds(5))
+        _ = try await offline.engine.addItem(loginItem("Plain create"))
+        let proxy = FaultProxy(upstream: await devices.scenario.server.url)
+        try await proxy.start()
+        let a = try Device.make(url: await proxy.url, profile: devices.a.profile)
+        try await a.engine.unlock(email: devices.scenario.email, password: devices.scenario.password)
+        // Creates must not need a PUT; the lost-answer create reaches the server but A never hears.
+        await proxy.add(.init(method: "PUT", pathPrefix: "/api/ciphers/", action: .fail(status: 400), times: 1))
+        await proxy.add(.init(method: "POST", pathPrefix: "/api/ciphers", action: .forwardThenDrop, times: 1))
+        _ = try? await a.engine.sync()
+        #expect(await proxy.firedCount == 1, "only the dropped POST: no create needed a PUT")
+        // Edited offline again before the next sync: the adopted server copy must get this edit.
+        let offlineAgain = try devices.offlineA()
+        try await offlineAgain.engine.unlock(email: devices.scenario.email, password: devices.scenario.password)
+        var view = try #require(try await offlineAgain.engine.view(named: "Lost answer"))
+        view.login?.password = "second"
+        _ = try await offlineAgain.engine.updateItem(view)
+        let report = try await devices.a.reopen(url: await devices.scenario.server.url).engine.syncAfterUnlock(devices)
+        #expect(report.needsAttention == 0)
+        let server = try await serverPasswords(devices)
+        #expect(server == ["Plain create": "hunter2", "Lost answer": "second"], "\(server)")
+        #expect(try await devices.b.engine.views().count == 2, "no duplicate")
+        await devices.finish()
+    }
+}
+
+extension VaultEngine {
+    func syncAfterUnlock(_ devices: TwoDevices) async throws -> SyncReport {
+        try await unlock(email: devices.scenario.email, password: devices.scenario.password)
+        return try await sync()
+    }
 }

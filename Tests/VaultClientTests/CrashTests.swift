@@ -7,20 +7,6 @@ import VaultStore
 import VaultSyncCore
 import VaultTestSupport
 
-/// The built `vaultsync-crash-helper` next to the test bundle.
-func helperExecutable(_ name: String) throws -> URL {
-    let candidates = [
-        URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent(),
-        Bundle.main.bundleURL.deletingLastPathComponent(),
-        URL(fileURLWithPath: FileManager.default.currentDirectoryPath).appendingPathComponent(".build/debug"),
-    ]
-    for directory in candidates {
-        let url = directory.appendingPathComponent(name)
-        if FileManager.default.isExecutableFile(atPath: url.path) { return url }
-    }
-    throw VaultError.storage("\(name) is not built; run `swift build --build-tests` first")
-}
-
 @Suite("Crash safety", .serialized)
 struct CrashTests {
     @Test("SIGKILL in the middle of offline saves: the store opens, every acknowledged save is there and queued")
@@ -85,23 +71,5 @@ struct CrashTests {
         }
         #expect(!acknowledged.isEmpty)
         await scenario.finish([a])
-    }
-}
-
-/// Collects a child's output from the pipe's handler thread.
-final class OutputCollector: @unchecked Sendable {
-    private let lock = NSLock()
-    private var data = Data()
-
-    func append(_ more: Data) {
-        lock.lock()
-        data.append(more)
-        lock.unlock()
-    }
-
-    var text: String {
-        lock.lock()
-        defer { lock.unlock() }
-        return String(decoding: data, as: UTF8.self)
     }
 }

@@ -89,3 +89,23 @@ struct BulkUpdateTests {
         }
     }
 }
+
+@Suite("Server: idempotent creates")
+struct IdempotentCreateTests {
+    @Test("the same create body twice (a retry after a lost answer) stores one item; a new body stores another", arguments: Backend.available)
+    func retriedCreate(backend: Backend) async throws {
+        try await withTestServer(backend) { api in
+            let user = try await TestUser.register(api)
+            let token = try await user.token(api)
+            let body = try user.loginItem(name: "once")
+            let first = try await api.request(.post, "/api/ciphers", token: token, json: .object(body))
+            let second = try await api.request(.post, "/api/ciphers", token: token, json: .object(body))
+            #expect(first.status == .ok && second.status == .ok)
+            #expect(first.object["id"] == second.object["id"])
+            let other = try await api.request(.post, "/api/ciphers", token: token, json: .object(try user.loginItem(name: "once")))
+            #expect(other.object["id"] != first.object["id"])
+            let sync = try await api.request(.get, "/api/sync", token: token).object
+            #expect(sync["ciphers"]?.arrayValue?.count == 2)
+        }
+    }
+}

@@ -29,6 +29,9 @@ extension VaultRepository {
     /// SQL for a cipher's next revision date: now, but always at least 1 ms after the previous one, so
     /// that no two revisions of an item share a millisecond (what clients send back, spec §3.7). Binds
     /// `now` twice.
+    /// How long an identical create counts as a retry of an earlier one (microseconds).
+    static let retryWindow: Int64 = 3600 * 1_000_000
+
     static let nextRevision = "CASE WHEN ? > revision_date + 1000 THEN ? ELSE revision_date + 1000 END"
 
     // MARK: Reading with access
@@ -157,6 +160,16 @@ extension VaultRepository {
     /// Creates a cipher for `userID` (personal) or in an organization with `collectionIDs`.
     func createCipher(userID: String, write: CipherWrite, collectionIDs: [String], requireCollections: Bool, now: Int64) async throws -> CipherRecord {
         try await transaction { session in
+            // A create retried after its answer was lost (or delayed past the client's timeout): the
+            // payload's random IVs make it unique, so an identical payload created recently by the same
+            // owner is that earlier attempt. Answer with it instead of storing a duplicate.
+            let owner: (column: String, value: SQLValue) = write.organizationID.map { ("organization_id", .text($0)) } ?? ("user_id", .text(userID))
+            if let earlier = try await session.query(
+                "SELECT id FROM ciphers WHERE \(owner.column) = ? AND created_at > ? AND data = ? LIMIT 1",
+                [owner.value, .int(now - Self.retryWindow), .text(write.data)]).first?.text("id"),
+               let record = try await Self.visibleCiphers(userID: userID, onlyID: earlier, session).first {
+                return record
+            }
             let id = newID()
             if let orgID = write.organizationID {
                 try await Self.checkCollectionWrite(userID: userID, organizationID: orgID, collectionIDs: collectionIDs,

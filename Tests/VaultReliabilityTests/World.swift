@@ -1,0 +1,540 @@
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+import GRDB
+import Testing
+import VaultClient
+import VaultCrypto
+import VaultModels
+import VaultStore
+import VaultSyncCore
+import VaultTestSupport
+
+/// Run sizes: the CI size by default, the long mode with `VAULTSYNC_LONG=1`; each one can be set
+/// exactly with its own environment variable.
+enum RunSize {
+    static var isLong: Bool { ProcessInfo.processInfo.environment["VAULTSYNC_LONG"] == "1" }
+
+    static func value(_ variable: String, ci: Int, long: Int) -> Int {
+        if let text = ProcessInfo.processInfo.environment[variable], let value = Int(text) { return value }
+        return isLong ? long : ci
+    }
+}
+
+/// The test account's KDF: the server's minimum, so unlocking stays quick.
+let reliabilityKDF = KdfConfiguration.pbkdf2(iterations: 100_000)
+let reliabilityPassword = "correct horse battery staple"
+
+/// A device clock with a skew that can jump (NTP corrections, a user changing the time).
+final class SkewedClock: DeviceClock, @unchecked Sendable {
+    private let lock = NSLock()
+    private var skew: Int64
+
+    init(skewSeconds: Int64) { skew = skewSeconds * 1_000_000 }
+
+    func now() -> WireDate {
+        let skew = lock.withLock { self.skew }
+        return WireDate(Date()).adding(microseconds: skew)
+    }
+
+    func jump(seconds: Int64) {
+        lock.withLock { skew += seconds * 1_000_000 }
+    }
+
+    func set(skewSeconds: Int64) {
+        lock.withLock { skew = skewSeconds * 1_000_000 }
+    }
+
+    var skewSeconds: Int64 { lock.withLock { skew / 1_000_000 } }
+}
+
+/// Everything the test saved, to prove that nothing was lost: each saved password is unique, and a
+/// password never disappears (the client keeps a changed password in the item's history and backs up
+/// the losing side of a conflict). Passwords are followed by the name of the item they were saved in
+/// (names are never edited by the tests, so a name follows an item across id swaps and devices).
+final class Ledger: @unchecked Sendable {
+    private let lock = NSLock()
+    private var passwords: [String: String] = [:]
+    private var deletedForGood: Set<String> = []
+    private var plaintexts: Set<String> = []
+    private var counter = 0
+    private var tallies: [String: Int] = [:]
+    let tag: String
+
+    init(tag: String) { self.tag = tag }
+
+    /// A new unique value (also remembered as a secret that must never be stored in plaintext).
+    func fresh(_ kind: String) -> String {
+        lock.withLock {
+            counter += 1
+            let value = "\(kind)-\(tag)-\(counter)"
+            plaintexts.insert(value)
+            return value
+        }
+    }
+
+    /// A password that was saved (the operation returned) into the item named `itemName`.
+    func saved(password: String, itemName: String) {
+        lock.withLock { passwords[password] = itemName }
+    }
+
+    /// An item was deleted for good by the user: what it held may be gone, and so may its backups'.
+    func deletedForGood(itemName: String) {
+        lock.withLock { _ = deletedForGood.insert(itemName) }
+    }
+
+    func count(_ key: String) {
+        lock.withLock { tallies[key, default: 0] += 1 }
+    }
+
+    var counts: [String: Int] { lock.withLock { tallies } }
+    var secrets: Set<String> { lock.withLock { plaintexts } }
+    var savedPasswordCount: Int { lock.withLock { passwords.count } }
+
+    /// Saved passwords that are in none of `present`, except those of items the user deleted for good.
+    func lost(present: Set<String>) -> [String] {
+        lock.withLock {
+            passwords.filter { password, name in
+                !present.contains(password)
+                    && !deletedForGood.contains { $0 == name || $0.hasPrefix(name + " - offline conflict") || name.hasPrefix($0 + " - offline conflict") }
+            }.map { "\($0.key) (in \"\($0.value)\")" }.sorted()
+        }
+    }
+}
+
+/// One simulated device: a profile database, an engine behind its own fault proxy, a skewed clock.
+final class SimDevice: @unchecked Sendable {
+    let index: Int
+    let profile: String
+    let proxy: FaultProxy
+    let clock: SkewedClock
+    private(set) var engine: VaultEngine
+    var locked = false
+    var lockedSteps = 0
+
+    init(index: Int, profile: String, proxy: FaultProxy, clock: SkewedClock, engine: VaultEngine) {
+        self.index = index
+        self.profile = profile
+        self.proxy = proxy
+        self.clock = clock
+        self.engine = engine
+    }
+
+    var databasePath: String { profile + "/vault.sqlite" }
+
+    /// Opens the profile from a copy of `template` (a logged-in profile) and unlocks it.
+    static func cloned(from template: String, index: Int, proxy: FaultProxy, url: String? = nil, clock: SkewedClock, email: String,
+                       configure: (inout EngineConfiguration) -> Void) async throws -> SimDevice {
+        let profile = temporaryDirectory("vaultsync-sim-device")
+        let path = profile + "/vault.sqlite"
+        try FileManager.default.copyItem(atPath: template, toPath: path)
+        // A new device has measured nothing yet (the template's clock offset belongs to another clock).
+        let queue = try DatabaseQueue(path: path)
+        try await queue.write { db in try db.execute(sql: "UPDATE syncState SET clockOffset = NULL, lastContactDate = NULL, lastContactFailed = 0") }
+        try queue.close()
+        let proxyURL = await proxy.url
+        let engine = try makeEngine(path: path, url: url ?? proxyURL, clock: clock, configure: configure)
+        try await engine.unlock(email: email, password: reliabilityPassword)
+        return SimDevice(index: index, profile: profile, proxy: proxy, clock: clock, engine: engine)
+    }
+
+    static func makeEngine(path: String, url: String, clock: any DeviceClock, configure: (inout EngineConfiguration) -> Void) throws -> VaultEngine {
+        var configuration = EngineConfiguration(serverURL: url)
+        configuration.api.connectTimeout = .seconds(10)
+        configuration.api.requestTimeout = .seconds(20)
+        configure(&configuration)
+        return try VaultEngine(databasePath: path, configuration: configuration, clock: clock)
+    }
+
+    /// Replaces the engine by a new one on the same profile (an app restart), unlocked.
+    func restart(url: String, email: String, configure: (inout EngineConfiguration) -> Void) async throws {
+        await engine.shutdown()
+        engine = try Self.makeEngine(path: databasePath, url: url, clock: clock, configure: configure)
+        try await engine.unlock(email: email, password: reliabilityPassword)
+        locked = false
+    }
+
+    /// Empties the profile's vault (cache, queue, drafts, backups list) for the next simulation seed;
+    /// the account and the unlocked session stay.
+    func emptyLocalVault() async throws {
+        let userID = await engine.currentUserID ?? ""
+        try await engine.localStore.write { db in
+            for table in ["cipher", "folder", "pendingChange", "draft", "conflictBackup"] {
+                try db.execute(sql: "DELETE FROM \(table) WHERE userID = ?", arguments: [userID])
+            }
+        }
+        try engine.localStore.checkpoint()
+    }
+
+    func remove() async {
+        await engine.shutdown()
+        try? FileManager.default.removeItem(atPath: profile)
+    }
+}
+
+/// A registered account and a logged-in template profile that devices are cloned from.
+struct AccountTemplate {
+    let email: String
+    let databasePath: String
+
+    static func register(serverURL: String) async throws -> AccountTemplate {
+        let email = "sim-\(UUID().uuidString.prefix(8).lowercased())@example.com"
+        let profile = temporaryDirectory("vaultsync-sim-template")
+        let engine = try SimDevice.makeEngine(path: profile + "/vault.sqlite", url: serverURL, clock: SystemDeviceClock()) { _ in }
+        try await engine.register(email: email, password: reliabilityPassword, kdf: reliabilityKDF)
+        try engine.localStore.checkpoint()
+        await engine.shutdown()
+        return AccountTemplate(email: email, databasePath: profile + "/vault.sqlite")
+    }
+}
+
+// MARK: Random operations
+
+/// The operations the tests perform, all of which work offline.
+enum Operation: String, CaseIterable, Sendable {
+    case add, edit, trash, restore, deleteForGood, archive, move, favorite, createFolder, renameFolder, deleteFolder, sync
+
+    /// Relative weights: mostly edits and adds, some state changes, few permanent deletes.
+    static let weights: [(Operation, Int)] = [
+        (.add, 14), (.edit, 30), (.trash, 5), (.restore, 5), (.deleteForGood, 2), (.archive, 5), (.move, 6), (.favorite, 5),
+        (.createFolder, 3), (.renameFolder, 3), (.deleteFolder, 2), (.sync, 12),
+    ]
+
+    static func random(using generator: inout some RandomNumberGenerator) -> Operation {
+        let total = weights.reduce(0) { $0 + $1.1 }
+        var pick = Int.random(in: 0..<total, using: &generator)
+        for (operation, weight) in weights {
+            if pick < weight { return operation }
+            pick -= weight
+        }
+        return .edit
+    }
+}
+
+/// An item an operation can pick, with the state that decides which operations apply.
+struct Target: Sendable {
+    var id: String
+    var deleted: Bool
+    var archived: Bool
+    var favorite: Bool
+}
+
+struct Targets: Sendable {
+    var items: [Target]
+    var folders: [String]
+}
+
+/// An error a test operation must never see: the store or the crypto failed, or an item is damaged.
+struct UnexpectedFailure: Error, CustomStringConvertible {
+    var description: String
+}
+
+extension SimDevice {
+    /// The cached items' wire forms (no decryption).
+    func cachedWires() async throws -> [CipherWire] {
+        let userID = await engine.currentUserID ?? ""
+        return try await engine.localStore.read { db in
+            try CipherRow.filter(Column("userID") == userID).fetchAll(db).map { try $0.wire() }
+        }
+    }
+
+    func cachedFolderIDs() async throws -> [String] {
+        let userID = await engine.currentUserID ?? ""
+        return try await engine.localStore.read { db in
+            try String.fetchAll(db, sql: "SELECT id FROM folder WHERE userID = ? ORDER BY id", arguments: [userID])
+        }
+    }
+
+    /// What operations can pick from, from the cache's wire forms (no decryption; order by id).
+    func targetsFromCache() async throws -> Targets {
+        let items = try await cachedWires().compactMap { wire in
+            wire.id.map { Target(id: $0, deleted: wire.deletedDate != nil, archived: wire.archivedDate != nil, favorite: wire.favorite ?? false) }
+        }
+        return Targets(items: items.sorted { $0.id < $1.id }, folders: try await cachedFolderIDs())
+    }
+
+    /// Performs `operation` on a random target; records what was saved in `ledger`. Errors the user
+    /// would see (the server refused, an item was removed meanwhile) are counted; storage, crypto and
+    /// damaged-item errors are thrown as ``UnexpectedFailure``.
+    func perform(_ operation: Operation, targets: Targets, ledger: Ledger, using generator: inout SeededRandom) async throws {
+        let items = targets.items
+        let folders = targets.folders
+        func pick(_ candidates: [Target], using generator: inout SeededRandom) -> String? {
+            candidates.isEmpty ? nil : candidates[Int.random(in: 0..<candidates.count, using: &generator)].id
+        }
+        let randomFolder: String? = folders.isEmpty || Bool.random(using: &generator) ? nil
+            : folders[Int.random(in: 0..<folders.count, using: &generator)]
+        do {
+            switch operation {
+            case .add:
+                let name = ledger.fresh("item")
+                let password = ledger.fresh("pw")
+                var view = CipherView(type: .login, name: name)
+                view.login = LoginView(username: "user-\(index)", password: password)
+                view.notes = ledger.fresh("note")
+                view.folderId = randomFolder
+                _ = try await engine.addItem(view)
+                ledger.saved(password: password, itemName: name)
+            case .edit:
+                guard let id = pick(items, using: &generator) else { return ledger.count("skipped") }
+                var view = try await engine.item(id: id)
+                let password = ledger.fresh("pw")
+                if view.login == nil { view.login = LoginView() }
+                view.login?.password = password
+                view.notes = ledger.fresh("note")
+                _ = try await engine.updateItem(view)
+                ledger.saved(password: password, itemName: view.name)
+            case .trash:
+                guard let id = pick(items.filter { !$0.deleted }, using: &generator) else { return ledger.count("skipped") }
+                _ = try await engine.softDeleteItem(id: id)
+            case .restore:
+                guard let id = pick(items.filter(\.deleted), using: &generator) else { return ledger.count("skipped") }
+                _ = try await engine.restoreItem(id: id)
+            case .deleteForGood:
+                guard let id = pick(items, using: &generator) else { return ledger.count("skipped") }
+                let name = try await engine.item(id: id).name
+                _ = try await engine.permanentlyDeleteItem(id: id)
+                ledger.deletedForGood(itemName: name)
+            case .archive:
+                guard let item = items.isEmpty ? nil : items[Int.random(in: 0..<items.count, using: &generator)] else {
+                    return ledger.count("skipped")
+                }
+                let id = item.id
+                _ = try await engine.setArchived(id: id, !item.archived)
+            case .move:
+                guard let id = pick(items, using: &generator) else { return ledger.count("skipped") }
+                _ = try await engine.moveItem(id: id, toFolder: randomFolder)
+            case .favorite:
+                guard let item = items.isEmpty ? nil : items[Int.random(in: 0..<items.count, using: &generator)] else {
+                    return ledger.count("skipped")
+                }
+                let id = item.id
+                _ = try await engine.setFavorite(id: id, !item.favorite)
+            case .createFolder:
+                _ = try await engine.createFolder(name: ledger.fresh("folder"))
+            case .renameFolder:
+                guard let id = randomFolder else { return ledger.count("skipped") }
+                _ = try await engine.renameFolder(id: id, name: ledger.fresh("folder"))
+            case .deleteFolder:
+                guard let id = randomFolder else { return ledger.count("skipped") }
+                _ = try await engine.deleteFolder(id: id)
+            case .sync:
+                if Int.random(in: 0..<4, using: &generator) == 0 { try await engine.retryPending() }
+                _ = try await engine.sync()
+            }
+            ledger.count(operation.rawValue)
+        } catch let error as VaultError {
+            switch error {
+            case .storage, .crypto, .model:
+                throw UnexpectedFailure(description: "device \(index), \(operation.rawValue): \(error)")
+            case .serverRefused(let status, _):
+                ledger.count("\(operation.rawValue) refused \(status)")
+            default:
+                ledger.count("\(operation.rawValue) failed")
+            }
+        }
+    }
+}
+
+// MARK: Invariants
+
+/// What an item looks like to the user, to compare devices.
+struct ItemFingerprint: Equatable, CustomStringConvertible {
+    var name: String
+    var password: String?
+    var notes: String?
+    var history: [String]
+    var deleted: Bool
+    var archived: Bool
+    var folderID: String?
+    var favorite: Bool
+
+    init(_ view: CipherView) {
+        name = view.name
+        password = view.login?.password
+        notes = view.notes
+        history = view.passwordHistory.map(\.password).sorted()
+        deleted = view.deletedDate != nil
+        archived = view.archivedDate != nil
+        folderID = view.folderId
+        favorite = view.favorite
+    }
+
+    var description: String {
+        "\(name) pw=\(password ?? "-") deleted=\(deleted) archived=\(archived) folder=\(folderID ?? "-") favorite=\(favorite)"
+    }
+}
+
+/// A device's decrypted view of its vault.
+struct DeviceSnapshot {
+    var items: [String: ItemFingerprint] = [:]
+    var folders: [String: String] = [:]
+    var encryptedNames: [String] = []
+    /// Every password in the cache: current ones and password histories.
+    var passwords: Set<String> = []
+    /// Items and folders with a queue record, and those records' states.
+    var queued: [String: PendingChangeState] = [:]
+    var queuedKinds: [String: PendingChangeKind] = [:]
+    var folderNames: [(String, String)] = []
+
+    /// Targets in a repeatable order (by name, not by the random ids).
+    var targets: Targets {
+        let ordered = items.sorted { ($0.value.name, $0.key) < ($1.value.name, $1.key) }
+        return Targets(items: ordered.map { Target(id: $0.key, deleted: $0.value.deleted, archived: $0.value.archived, favorite: $0.value.favorite) },
+                       folders: folderNames.sorted { $0.1 < $1.1 }.map(\.0))
+    }
+
+    static func take(_ device: SimDevice) async throws -> DeviceSnapshot {
+        var snapshot = DeviceSnapshot()
+        for item in try await device.engine.items() {
+            let view: CipherView
+            do {
+                view = try item.result.get()
+            } catch {
+                throw UnexpectedFailure(description: "device \(device.index): item \(item.id) cannot be read: \(error)")
+            }
+            let fingerprint = ItemFingerprint(view)
+            snapshot.items[item.id] = fingerprint
+            if let password = fingerprint.password { snapshot.passwords.insert(password) }
+            snapshot.passwords.formUnion(fingerprint.history)
+        }
+        for folder in try await device.engine.folders() {
+            snapshot.folders[folder.id ?? ""] = folder.name
+            snapshot.folderNames.append((folder.id ?? "", folder.name))
+        }
+        snapshot.encryptedNames = try await device.cachedWires().map(\.name.serialized)
+        for change in try await device.engine.pendingChanges() {
+            snapshot.queued[change.itemID] = change.metadata.state
+            snapshot.queuedKinds[change.itemID] = change.metadata.kind
+        }
+        return snapshot
+    }
+}
+
+enum Invariants {
+    /// The files of a profile (database, WAL, shared memory, anything else) hold none of `secrets`.
+    static func plaintextFindings(profile: String, secrets: Set<String>) throws -> [String] {
+        var findings: [String] = []
+        let files = try FileManager.default.contentsOfDirectory(atPath: profile)
+        for file in files {
+            guard let data = FileManager.default.contents(atPath: profile + "/" + file), !data.isEmpty else { continue }
+            data.withUnsafeBytes { haystack in
+                for secret in secrets {
+                    let found = Array(secret.utf8).withUnsafeBytes { needle in Self.contains(haystack, needle) }
+                    if found { findings.append("\(file) contains \(secret)") }
+                }
+            }
+        }
+        return findings
+    }
+
+    /// Whether `needle` occurs in `haystack` (memchr for the first byte, then memcmp).
+    static func contains(_ haystack: UnsafeRawBufferPointer, _ needle: UnsafeRawBufferPointer) -> Bool {
+        guard let base = haystack.baseAddress, let pattern = needle.baseAddress, needle.count > 0, haystack.count >= needle.count else {
+            return false
+        }
+        let first = Int32(needle[0])
+        var offset = 0
+        let last = haystack.count - needle.count
+        while offset <= last {
+            guard let hit = memchr(base + offset, first, last - offset + 1) else { return false }
+            let position = base.distance(to: UnsafeRawPointer(hit))
+            if memcmp(base + position, pattern, needle.count) == 0 { return true }
+            offset = position + 1
+        }
+        return false
+    }
+
+    /// Queue records are either waiting or need attention, and keep their data: every record except
+    /// a permanent delete still has its local item or folder.
+    static func queueFindings(_ snapshot: DeviceSnapshot, device: Int) -> [String] {
+        snapshot.queued.compactMap { id, _ in
+            let kind = snapshot.queuedKinds[id]
+            if kind == .hardDelete { return nil }
+            return snapshot.items[id] != nil || snapshot.folders[id] != nil ? nil : "device \(device): queue record for \(id) lost its data"
+        }
+    }
+
+    /// Original items (not backups) appear once; no item was created twice (two items with the
+    /// byte-identical encrypted name can only come from a create sent twice).
+    static func duplicateFindings(_ snapshot: DeviceSnapshot) -> [String] {
+        var findings: [String] = []
+        let originals = snapshot.items.values.map(\.name).filter { !$0.contains(" - offline conflict ") }
+        for (name, count) in Dictionary(grouping: originals, by: { $0 }).mapValues(\.count) where count > 1 {
+            findings.append("\(count) items named \(name)")
+        }
+        for (_, count) in Dictionary(grouping: snapshot.encryptedNames, by: { $0 }).mapValues(\.count) where count > 1 {
+            findings.append("\(count) items with the same encrypted name (a create sent twice)")
+        }
+        return findings
+    }
+
+    /// All devices show the same items and folders (apart from what still has a queue record
+    /// somewhere, which keeps its local version until resolved).
+    static func convergenceFindings(_ snapshots: [DeviceSnapshot]) -> [String] {
+        guard let first = snapshots.first else { return [] }
+        let queuedAnywhere = Set(snapshots.flatMap(\.queued.keys))
+        var findings: [String] = []
+        for (index, other) in snapshots.enumerated().dropFirst() {
+            let ids = Set(first.items.keys).union(other.items.keys).subtracting(queuedAnywhere)
+            for id in ids.sorted() where first.items[id] != other.items[id] {
+                findings.append("device 0 and \(index) differ on item \(id): \(first.items[id]?.description ?? "missing") vs \(other.items[id]?.description ?? "missing")")
+            }
+            let folderIDs = Set(first.folders.keys).union(other.folders.keys).subtracting(queuedAnywhere)
+            for id in folderIDs.sorted() where first.folders[id] != other.folders[id] {
+                findings.append("device 0 and \(index) differ on folder \(id)")
+            }
+        }
+        return findings
+    }
+}
+
+/// Faults off, everyone unlocked, then sync rounds until every queue is drained or needs attention.
+func settle(_ devices: [SimDevice], email: String, rounds: Int = 3) async throws -> [DeviceSnapshot] {
+    for device in devices {
+        await device.proxy.setRandomFaults([], seed: 0)
+        await device.proxy.setPartitioned(false)
+        if device.locked {
+            try await device.engine.unlock(email: email, password: reliabilityPassword)
+            device.locked = false
+        }
+    }
+    for _ in 0..<rounds {
+        for device in devices {
+            try await device.engine.retryPending()
+            do {
+                _ = try await device.engine.sync()
+            } catch let error as VaultError {
+                throw UnexpectedFailure(description: "device \(device.index): sync with faults off failed: \(error)")
+            }
+        }
+        var waiting = false
+        for device in devices where try await device.engine.pendingChanges().contains(where: { $0.metadata.state == .pending }) {
+            waiting = true
+        }
+        if !waiting { break }
+    }
+    // A last pull everywhere after the last write (the last device to sync pulled after it).
+    for device in devices.dropLast() { try await device.engine.pull() }
+    var snapshots: [DeviceSnapshot] = []
+    for device in devices { snapshots.append(try await DeviceSnapshot.take(device)) }
+    return snapshots
+}
+
+/// Every end-of-run invariant; returns what failed (empty: all held).
+func finalFindings(_ devices: [SimDevice], snapshots: [DeviceSnapshot], ledger: Ledger) throws -> [String] {
+    var findings: [String] = []
+    for (device, snapshot) in zip(devices, snapshots) {
+        for (id, state) in snapshot.queued where state != .needsAttention {
+            findings.append("device \(device.index): record for \(id) still pending after the final rounds")
+        }
+        findings += Invariants.queueFindings(snapshot, device: device.index)
+        findings += Invariants.duplicateFindings(snapshot).map { "device \(device.index): \($0)" }
+        findings += try Invariants.plaintextFindings(profile: device.profile, secrets: ledger.secrets).map { "device \(device.index): \($0)" }
+    }
+    findings += Invariants.convergenceFindings(snapshots)
+    let present = snapshots.reduce(into: Set<String>()) { $0.formUnion($1.passwords) }
+    findings += ledger.lost(present: present).map { "lost: \($0)" }
+    return findings
+}
