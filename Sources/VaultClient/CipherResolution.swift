@@ -75,14 +75,32 @@ extension VaultEngine {
         case .create, .recreateFromLocal:
             guard let local else { return try await dropRecord(change) }
             var created = try await createIdempotently(local, context: context)
-            if !Self.sameContent(local, created), let adoptedID = created.id {
-                // Adopted an earlier attempt that reached the server; the edits made here since then go on top.
-                var body = local
-                body.id = adoptedID
-                let update = body
-                let revision = created.revisionDate
-                created = try await authorized { api, token in
-                    try await api.updateCipher(update, id: adoptedID, lastKnownRevisionDate: revision, token: token)
+            if !Self.sameContent(local, created), let adoptedID = created.id, let revision = created.revisionDate {
+                // Adopted an earlier attempt that reached the server, and the two differ. Untouched since it was
+                // created, it holds an older version of this device's own item: the later edits go on top.
+                // Edited since (another device pulled it), it is a conflict like any other: the newer one wins
+                // and the other is backed up first.
+                let untouched = created.creationDate.map { ConflictMatrix.isSameRevision($0, revision) } ?? false
+                let localUpdated = clockOffsetBox.current?.serverTime(forDeviceTime: change.metadata.updatedDate) ?? change.metadata.updatedDate
+                if untouched || localUpdated > revision {
+                    if !untouched {
+                        let marker = "server:\(revision.microsecondsSinceEpoch)"
+                        if change.metadata.backupDoneFor != marker {
+                            try await backUp(created, losingDate: revision, originalID: adoptedID, marker: marker, change: &change, report: &report)
+                        }
+                    }
+                    var body = local
+                    body.id = adoptedID
+                    let update = body
+                    created = try await authorized { api, token in
+                        try await api.updateCipher(update, id: adoptedID, lastKnownRevisionDate: revision, token: token)
+                    }
+                } else {
+                    let marker = "local:\(change.metadata.updatedDate.microsecondsSinceEpoch)"
+                    if change.metadata.backupDoneFor != marker {
+                        try await backUp(local, losingDate: change.metadata.updatedDate, originalID: adoptedID, marker: marker,
+                                         change: &change, report: &report)
+                    }
                 }
             }
             created = try await applyState(of: local, to: created)
