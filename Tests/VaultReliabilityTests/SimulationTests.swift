@@ -120,7 +120,7 @@ struct SimulationTests {
         if let one = environment["VAULTSYNC_SIM_SEED"].flatMap({ UInt64($0) }) {
             seeds = [one]
         } else {
-            let count = RunSize.value("VAULTSYNC_SIM_SEEDS", ci: 300, long: 100_000)
+            let count = RunSize.value("VAULTSYNC_SIM_SEEDS", ci: 1_000, long: 100_000)
             let first = environment["VAULTSYNC_SIM_FIRST_SEED"].flatMap { UInt64($0) } ?? 1
             seeds = (0..<UInt64(count)).map { first + $0 }
         }
