@@ -12,9 +12,14 @@ public actor LiveServer {
     private var group: ServiceGroup?
     private var runTask: Task<Void, any Error>?
     private let configure: @Sendable (inout ServerConfiguration) -> Void
+    private let logger: Logger?
 
-    public init(dataDirectory: String? = nil, configure: @escaping @Sendable (inout ServerConfiguration) -> Void = { _ in }) {
+    /// - Parameter logger: the server's logger (tests capture logs with their own handler); its level is
+    ///   the configuration's `logLevel`.
+    public init(dataDirectory: String? = nil, logger: Logger? = nil,
+                configure: @escaping @Sendable (inout ServerConfiguration) -> Void = { _ in }) {
         self.dataDirectory = dataDirectory ?? NSTemporaryDirectory() + "vaultsync-live-" + UUID().uuidString
+        self.logger = logger
         self.configure = configure
     }
 
@@ -33,7 +38,7 @@ public actor LiveServer {
         configuration.addressLoginBurst = 1000
         configure(&configuration)
         let (stream, continuation) = AsyncStream<Int>.makeStream()
-        let app = try await buildApplication(configuration: configuration, onServerRunning: { port in
+        let app = try await buildApplication(configuration: configuration, logger: logger, onServerRunning: { port in
             continuation.yield(port)
             continuation.finish()
         })
