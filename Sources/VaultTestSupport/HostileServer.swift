@@ -1,8 +1,6 @@
 import Foundation
 import Hummingbird
-import Logging
 import NIOCore
-import ServiceLifecycle
 
 /// A hostile (or broken) server for the client's bad-input tests: every request, whatever its method
 /// and path, is answered by a responder the test can replace between calls, so one server serves wrong
@@ -29,8 +27,7 @@ public actor HostileServer {
     public typealias Responder = @Sendable (_ method: String, _ path: String) -> Reply
 
     public private(set) var port = 0
-    private var group: ServiceGroup?
-    private var runTask: Task<Void, any Error>?
+    private var run: LoopbackRun?
     private let responder = ResponderBox()
 
     public init(_ responder: @escaping Responder = { _, _ in Reply(status: 404, body: []) }) {
@@ -54,25 +51,14 @@ public actor HostileServer {
                                 body: .init(byteBuffer: ByteBuffer(bytes: reply.body)))
             }
         }
-        let (stream, continuation) = AsyncStream<Int>.makeStream()
-        let app = Application(router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)),
-                              onServerRunning: { channel in
-                                  continuation.yield(channel.localAddress?.port ?? 0)
-                                  continuation.finish()
-                              }, logger: Logger(label: "hostile-server"))
-        let group = ServiceGroup(configuration: .init(services: [app], gracefulShutdownSignals: [], logger: Logger(label: "hostile-server")))
-        self.group = group
-        runTask = Task { try await group.run() }
-        for await bound in stream {
-            port = bound
-            break
-        }
+        let run = try await LoopbackRun.start(router: router, label: "hostile-server")
+        self.run = run
+        port = run.port
     }
 
     public func stop() async {
-        await group?.triggerGracefulShutdown()
-        _ = try? await runTask?.value
-        group = nil
+        await run?.stop()
+        run = nil
     }
 }
 

@@ -1,7 +1,6 @@
 import Foundation
 import Hummingbird
 import Logging
-import ServiceLifecycle
 import VaultServer
 
 /// A real `vaultsync-server` on a loopback port that tests can stop ("offline") and start again on the
@@ -9,8 +8,7 @@ import VaultServer
 public actor LiveServer {
     public let dataDirectory: String
     public private(set) var port: Int = 0
-    private var group: ServiceGroup?
-    private var runTask: Task<Void, any Error>?
+    private var run: LoopbackRun?
     private let configure: @Sendable (inout ServerConfiguration) -> Void
     private let logger: Logger?
 
@@ -28,7 +26,7 @@ public actor LiveServer {
 
     /// Starts (or restarts, on the same port) the server and waits until it listens.
     public func start() async throws {
-        guard group == nil else { return }
+        guard run == nil else { return }
         var configuration = ServerConfiguration()
         configuration.host = "127.0.0.1"
         configuration.port = port
@@ -37,27 +35,18 @@ public actor LiveServer {
         configuration.accountLoginBurst = 1000
         configuration.addressLoginBurst = 1000
         configure(&configuration)
-        let (stream, continuation) = AsyncStream<Int>.makeStream()
-        let app = try await buildApplication(configuration: configuration, logger: logger, onServerRunning: { port in
-            continuation.yield(port)
-            continuation.finish()
-        })
-        let group = ServiceGroup(configuration: .init(services: [app], gracefulShutdownSignals: [], logger: Logger(label: "live-server")))
-        self.group = group
-        runTask = Task { try await group.run() }
-        for await boundPort in stream {
-            port = boundPort
-            break
+        let final = configuration
+        let run = try await LoopbackRun.start(label: "live-server") { [logger] onRunning in
+            try await buildApplication(configuration: final, logger: logger, onServerRunning: onRunning)
         }
+        self.run = run
+        port = run.port
     }
 
     /// Stops the server (gracefully) and waits until it no longer listens.
     public func stop() async {
-        guard let group else { return }
-        await group.triggerGracefulShutdown()
-        _ = try? await runTask?.value
-        self.group = nil
-        runTask = nil
+        await run?.stop()
+        run = nil
     }
 
     /// Stops the server and removes its data.

@@ -32,7 +32,7 @@ struct LocalState: Equatable {
     }
 }
 
-@Suite("Bad input: a hostile server cannot make the client lose its local data", .serialized, .timeLimit(.minutes(3)))
+@Suite("Bad input: a hostile server cannot make the client lose its local data", .serialized, .timeLimit(.minutes(10 * FuzzSize.scale)))
 struct HostileServerEngineTests {
     @Test("wrong types, huge arrays, missing fields, HTML pages, tampered items: typed errors or reports, local data kept")
     func hostileSync() async throws {

@@ -14,6 +14,8 @@ enum LoadSize {
     static var seconds: Double { ProcessInfo.processInfo.environment["VAULTSYNC_LOAD_SECONDS"].flatMap(Double.init) ?? 60 }
     static var clients: Int { ProcessInfo.processInfo.environment["VAULTSYNC_LOAD_CLIENTS"].flatMap(Int.init) ?? 50 }
     static let items = 10
+    /// A hang guard: the run, plus generous time for setup and the check on a loaded machine.
+    static var timeLimitMinutes: Int { 5 + 2 * Int(seconds / 60) }
     static var postgresURL: String? { ProcessInfo.processInfo.environment["VAULTSYNC_TEST_POSTGRES_URL"].flatMap { $0.isEmpty ? nil : $0 } }
 }
 
@@ -53,21 +55,12 @@ struct LoadTally: Sendable {
 /// same base (a fork) or as a write missing from the chain.
 @Suite("Load: 50 concurrent clients editing shared items", .serialized)
 struct LoadTests {
-    @Test("SQLite: no lost update, no server error", .timeLimit(.minutes(5)))
+    @Test("SQLite: no lost update, no server error", .timeLimit(.minutes(LoadSize.timeLimitMinutes)))
     func sqlite() async throws {
-        let server = LiveServer()
-        try await server.start()
-        let url = await server.url
-        do {
-            try await run(backend: "SQLite", urls: [url]).expectClean()
-        } catch {
-            await server.destroy()
-            throw error
-        }
-        await server.destroy()
+        try await withLiveServer { url in try await run(backend: "SQLite", urls: [url]).expectClean() }
     }
 
-    @Test("PostgreSQL, two server instances on one database: no lost update, no server error", .timeLimit(.minutes(5)))
+    @Test("PostgreSQL, two server instances on one database: no lost update, no server error", .timeLimit(.minutes(LoadSize.timeLimitMinutes)))
     func postgres() async throws {
         guard let adminURL = LoadSize.postgresURL else {
             print("load test on PostgreSQL skipped: VAULTSYNC_TEST_POSTGRES_URL is not set")
@@ -115,20 +108,13 @@ struct LoadTests {
         }
     }
 
-    @Test("the lost-update check finds lost updates when clients skip the concurrency check", .timeLimit(.minutes(2)))
+    @Test("the lost-update check finds lost updates when clients skip the concurrency check", .timeLimit(.minutes(5)))
     func checkDetectsLostUpdates() async throws {
-        let server = LiveServer()
-        try await server.start()
-        let url = await server.url
-        do {
-            let outcome = try await run(backend: "SQLite, no lastKnownRevisionDate", urls: [url], seconds: 3, clients: 10, sendsRevision: false)
-            #expect(!outcome.chainFailures.isEmpty, "blind overwrites must show as lost updates")
-            #expect(outcome.tally.outOfDate == 0)
-        } catch {
-            await server.destroy()
-            throw error
+        let outcome = try await withLiveServer { url in
+            try await run(backend: "SQLite, no lastKnownRevisionDate", urls: [url], seconds: 3, clients: 10, sendsRevision: false)
         }
-        await server.destroy()
+        #expect(!outcome.chainFailures.isEmpty, "blind overwrites must show as lost updates")
+        #expect(outcome.tally.outOfDate == 0)
     }
 
     func run(backend: String, urls: [String], seconds: Double = LoadSize.seconds, clients: Int = LoadSize.clients,

@@ -11,7 +11,7 @@ func isTypedModelError(_ error: any Error) -> Bool {
 
 /// Fuzzing of the client's parsers with mutated valid inputs (property-based, shrinking): no crash, no
 /// hang (the time limit), a typed error, and whatever is accepted is accepted losslessly.
-@Suite("Bad input: the parsers never trap and fail with typed errors", .timeLimit(.minutes(5)))
+@Suite("Bad input: the parsers never trap and fail with typed errors", .timeLimit(.minutes(10 * FuzzSize.scale)))
 struct ParserFuzzTests {
     /// Cases for the cheap parsers (strings) and for the JSON ones (structure mutations cost more).
     static var count: Int { FuzzSize.cases(5000) }
@@ -21,6 +21,7 @@ struct ParserFuzzTests {
     func encStringText() async {
         let corpus = Corpus.encStrings.map { Array($0.utf8) }
         await propertyCheck(count: Self.count, input: mutatedInputs(corpus, structural: false)) { input in
+            await Task.yield()  // CPU-bound cases: let the other suites run in between
             do {
                 let parsed = try EncString(input.text)
                 #expect(parsed.serialized == input.text, "\(input)")
@@ -41,6 +42,7 @@ struct ParserFuzzTests {
             Data([0]) + Data(repeating: 7, count: 32),
         ].map { Array($0) }
         await propertyCheck(count: Self.count, input: mutatedInputs(corpus, structural: false)) { input in
+            await Task.yield()  // CPU-bound cases: let the other suites run in between
             do {
                 let parsed = try EncString(binary: input.bytes)
                 #expect(try parsed.binary() == Data(input.bytes), "\(input)")
@@ -54,6 +56,7 @@ struct ParserFuzzTests {
     func json() async {
         let corpus = Corpus.cipherObjects.map { $0.serialized() } + [Array(#"{"a":[1,-2.5e3,"\u00e9\ud83d\udd10",true,null,{}]}"#.utf8)]
         await propertyCheck(count: Self.jsonCount, input: mutatedInputs(corpus)) { input in
+            await Task.yield()  // CPU-bound cases: let the other suites run in between
             do {
                 let value = try JSONParser.parse(input.bytes)
                 #expect(try JSONParser.parse(value.serialized()) == value, "\(input)")
@@ -71,6 +74,7 @@ struct ParserFuzzTests {
         let corpus = Corpus.cipherObjects.map { $0.serialized() }
         let keys = Corpus.keys
         await propertyCheck(count: Self.jsonCount, input: mutatedInputs(corpus)) { input in
+            await Task.yield()  // CPU-bound cases: let the other suites run in between
             do {
                 let wire = try CipherWire(jsonBytes: input.bytes, path: "cipher")
                 #expect(try CipherWire(jsonBytes: wire.jsonBytes(), path: "cipher") == wire, "\(input)")
@@ -86,6 +90,7 @@ struct ParserFuzzTests {
     func folder() async {
         let corpus = Corpus.folderObjects.map { $0.serialized() }
         await propertyCheck(count: Self.jsonCount, input: mutatedInputs(corpus)) { input in
+            await Task.yield()  // CPU-bound cases: let the other suites run in between
             do {
                 let wire = try FolderWire(jsonBytes: input.bytes, path: "folder")
                 #expect(try FolderWire(jsonBytes: wire.jsonBytes(), path: "folder") == wire, "\(input)")
@@ -100,6 +105,7 @@ struct ParserFuzzTests {
     func wireDates() async {
         let corpus = Corpus.dates.map { Array($0.utf8) }
         await propertyCheck(count: Self.count, input: mutatedInputs(corpus, structural: false)) { input in
+            await Task.yield()  // CPU-bound cases: let the other suites run in between
             if let date = WireDate(iso8601: input.text) {
                 #expect(WireDate(iso8601: date.iso8601) == date, "\(input)")
             }
@@ -126,9 +132,10 @@ struct ParserFuzzTests {
     }
 }
 
-/// How many cases a fuzz test runs: the CI size, scaled by `VAULTSYNC_FUZZ_SCALE` for the long mode.
+/// How many cases a fuzz test runs: the CI size, scaled by `VAULTSYNC_FUZZ_SCALE` for the long mode
+/// (time limits, the hang guard, scale with it).
 enum FuzzSize {
-    static var scale: Int { ProcessInfo.processInfo.environment["VAULTSYNC_FUZZ_SCALE"].flatMap(Int.init) ?? 1 }
+    static var scale: Int { max(1, ProcessInfo.processInfo.environment["VAULTSYNC_FUZZ_SCALE"].flatMap(Int.init) ?? 1) }
 
     static func cases(_ ciSize: Int) -> Int { ciSize * max(1, scale) }
 }

@@ -62,9 +62,9 @@ enum ResponseCorpus {
 
 /// The client's API layer (VaultAPI) reading hostile answers over real HTTP: every call either returns
 /// a value or throws a ``ServerCallError`` — never traps, never throws a foreign error.
-@Suite("Bad input: hostile server answers reach the API client as typed errors", .serialized, .timeLimit(.minutes(3)))
+@Suite("Bad input: hostile server answers reach the API client as typed errors", .serialized, .timeLimit(.minutes(10 * FuzzSize.scale)))
 struct ResponseFuzzTests {
-    static var count: Int { FuzzSize.cases(400) }
+    static var count: Int { FuzzSize.cases(300) }
 
     typealias Call = @Sendable (BitwardenAPI) async throws -> Void
 

@@ -99,6 +99,18 @@ struct ScriptedSession {
         _ = try await b.sync()
     }
 
+    /// A session that has run (cleaned up if it fails).
+    static func started() async throws -> ScriptedSession {
+        var session = ScriptedSession()
+        do {
+            try await session.run()
+        } catch {
+            await session.finish()
+            throw error
+        }
+        return session
+    }
+
     func finish() async {
         for device in devices {
             await device.engine.shutdown()

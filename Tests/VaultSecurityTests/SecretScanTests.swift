@@ -76,7 +76,7 @@ struct SecretScanner {
     }
 }
 
-@Suite("Security: no secret at rest on the client, none in the logs", .serialized, .timeLimit(.minutes(3)))
+@Suite("Security: no secret at rest on the client, none in the logs", .serialized, .timeLimit(.minutes(10 * FuzzSize.scale)))
 struct SecretScanTests {
     @Test("the scanner finds a secret in plaintext and in base64 at every alignment")
     func scannerWorks() {
@@ -94,13 +94,7 @@ struct SecretScanTests {
     func clientFiles() async throws {
         let temporary = NSTemporaryDirectory()
         let before = Set((try? FileManager.default.contentsOfDirectory(atPath: temporary)) ?? [])
-        var session = ScriptedSession()
-        do {
-            try await session.run()
-        } catch {
-            await session.finish()
-            throw error
-        }
+        let session = try await ScriptedSession.started()
         let scanner = SecretScanner(session.secrets + [("master password", session.password)])
         #expect(scanner.needles.count > session.secrets.count * 4)
         let serverDirectory = (await session.server.dataDirectory as NSString).lastPathComponent
@@ -141,13 +135,7 @@ struct SecretScanTests {
 
     @Test("server and client logs at trace level hold no password, hash, token or plaintext value")
     func logs() async throws {
-        var session = ScriptedSession()
-        do {
-            try await session.run()
-        } catch {
-            await session.finish()
-            throw error
-        }
+        let session = try await ScriptedSession.started()
         // A raw API client with the captured logger: its tokens are known here, so the logs can be searched for them.
         let master = try MasterKey.derive(password: session.password, salt: session.email, kdf: securityKDF)
         let passwordHash = master.serverAuthorizationHash(password: session.password)

@@ -31,6 +31,20 @@ struct SecureDevice {
     }
 }
 
+/// Runs `body` against a started server (its URL), destroying the server afterwards whatever happens.
+func withLiveServer<T>(_ server: LiveServer = LiveServer(), _ body: (String) async throws -> T) async throws -> T {
+    try await server.start()
+    let url = await server.url
+    do {
+        let result = try await body(url)
+        await server.destroy()
+        return result
+    } catch {
+        await server.destroy()
+        throw error
+    }
+}
+
 func uniqueEmail(_ prefix: String = "user") -> String {
     "\(prefix)-\(UUID().uuidString.prefix(8).lowercased())@example.com"
 }

@@ -23,13 +23,7 @@ struct SharedOrganization {
     static func make(_ api: APIClient) async throws -> SharedOrganization {
         let owner = try await TestUser.register(api)
         let ownerToken = try await owner.token(api)
-        let orgKey = SymmetricCryptoKey.generate()
-        let org = try await api.request(.post, "/api/organizations", token: ownerToken, json: .object([
-            "name": .string("Family"), "billingEmail": .string(owner.email), "planType": .int(0),
-            "key": .string(try owner.privateKey.publicKey.wrap(orgKey).serialized),
-            "collectionName": .string(try EncString.encrypt("Default collection", key: orgKey).serialized),
-        ]))
-        let orgID = try #require(org.object["id"]?.stringValue)
+        let (orgID, orgKey) = try await owner.createOrganization(api, token: ownerToken)
         let collectionID = try #require(try await api.request(.get, "/api/organizations/\(orgID)/collections", token: ownerToken)
             .object["data"]?.arrayValue?.first?.objectValue?["id"]?.stringValue)
         let writer = try await TestUser.register(api)
@@ -76,10 +70,7 @@ struct AuthorizationMatrixTests {
             let folder = try await api.request(.post, "/api/folders", token: shared.ownerToken,
                                                json: .object(["name": .string(try EncString.encrypt("Work", key: owner.userKey).serialized)]))
             let folderID = try #require(folder.object["id"]?.stringValue)
-            let upload = try await api.request(.post, "/api/ciphers/\(cipherID)/attachment/v2", token: shared.ownerToken, json: .object([
-                "key": .string(try EncString.wrap(.generate(), with: owner.userKey).serialized),
-                "fileName": .string(try EncString.encrypt("a.txt", key: owner.userKey).serialized), "fileSize": .int(100),
-            ]))
+            let upload = try await owner.startAttachment(api, token: shared.ownerToken, cipherID: cipherID)
             let attachmentID = try #require(upload.object["attachmentId"]?.stringValue)
             let collectionUsers = try await api.request(.get, "/api/organizations/\(shared.orgID)/users", token: shared.ownerToken)
             let membershipID = try #require(collectionUsers.object["data"]?.arrayValue?.first?.objectValue?["id"]?.stringValue)
@@ -239,10 +230,7 @@ struct AuthorizationMatrixTests {
             // An attachment download link's token is signed by the same key but is not an access token.
             let created = try await api.request(.post, "/api/ciphers", token: token, json: .object(try user.loginItem(name: "with file")))
             let cipherID = try #require(created.object["id"]?.stringValue)
-            let upload = try await api.request(.post, "/api/ciphers/\(cipherID)/attachment/v2", token: token, json: .object([
-                "key": .string(try EncString.wrap(.generate(), with: user.userKey).serialized),
-                "fileName": .string(try EncString.encrypt("a.txt", key: user.userKey).serialized), "fileSize": .int(100),
-            ]))
+            let upload = try await user.startAttachment(api, token: token, cipherID: cipherID)
             let attachmentID = try #require(upload.object["attachmentId"]?.stringValue)
             let body = try EncString.encrypt(Array(repeating: 1, count: 100), key: .generate()).binary()
             #expect(try await api.request(.post, "/api/ciphers/\(cipherID)/attachment/\(attachmentID)", token: token, body: Array(body),

@@ -17,10 +17,7 @@ struct ServerRulesTests {
             let folderID = try #require(folder.object["id"]?.stringValue)
             let cipher = try await api.request(.post, "/api/ciphers", token: ownerToken, json: .object(try owner.loginItem(name: "Mine")))
             let cipherID = try #require(cipher.object["id"]?.stringValue)
-            let upload = try await api.request(.post, "/api/ciphers/\(cipherID)/attachment/v2", token: ownerToken, json: .object([
-                "key": .string(try EncString.wrap(.generate(), with: owner.userKey).serialized),
-                "fileName": .string(try EncString.encrypt("a.txt", key: owner.userKey).serialized), "fileSize": .int(100),
-            ]))
+            let upload = try await owner.startAttachment(api, token: ownerToken, cipherID: cipherID)
             let attachmentID = try #require(upload.object["attachmentId"]?.stringValue)
 
             let intruder = try await TestUser.register(api)
