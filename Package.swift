@@ -190,6 +190,17 @@ let package = Package(
             swiftSettings: strict
         ),
         .testTarget(
+            name: "VaultSecurityTests",
+            dependencies: [
+                "VaultClient", "VaultAPI", "VaultStore", "VaultModels", "VaultCrypto", "VaultServer", "VaultTestSupport",
+                .product(name: "PropertyBased", package: "swift-property-based"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strict
+        ),
+        .testTarget(
             name: "VaultModelsTests",
             dependencies: [
                 "VaultModels", "VaultCrypto",

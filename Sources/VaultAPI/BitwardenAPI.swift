@@ -258,7 +258,11 @@ public final class BitwardenAPI: Sendable {
         func objects(_ key: String) throws -> [JSONObject] {
             guard let value = object[key], !value.isNull else { return [] }
             guard let array = value.arrayValue else { throw ServerCallError.invalidResponse("sync.\(key) is not an array") }
-            return array.compactMap(\.objectValue)
+            // An entry that is not an object makes the snapshot unusable (its absence would read as a deletion).
+            return try array.enumerated().map { index, element in
+                guard let object = element.objectValue else { throw ServerCallError.invalidResponse("sync.\(key)[\(index)] is not an object") }
+                return object
+            }
         }
         guard let profile = object["profile"]?.objectValue else { throw ServerCallError.invalidResponse("sync without profile") }
         return SyncResponse(profile: profile, folders: try objects("folders"), ciphers: try objects("ciphers"),

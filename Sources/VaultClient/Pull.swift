@@ -10,7 +10,12 @@ extension VaultEngine {
     /// Fetches the server's full snapshot and applies it to the cache, except to items that still have
     /// a queue record: those keep their local version until resolved, and are never removed (go beyond
     /// seed 001 A1's early abort: one stuck item blocks nothing else).
-    public func pull() async throws {
+    ///
+    /// A damaged snapshot never costs local data: when an entry cannot be read, nothing is removed in this
+    /// pull (the snapshot is incomplete); a changed item whose encryption does not verify (MAC failure)
+    /// does not replace a local copy that does. Returns what the user should be told about that.
+    @discardableResult
+    public func pull() async throws -> [String] {
         let current = try requireSession()
         let snapshot = try await fetchSnapshot()
         let userID = current.userID
@@ -18,32 +23,52 @@ extension VaultEngine {
         let organizations = (snapshot.profile["organizations"]?.arrayValue ?? []).compactMap(\.objectValue)
         // Parse what can be parsed; a damaged item from the server is skipped and reported, never stored.
         var ciphers: [CipherWire] = []
+        var unreadableCiphers = 0
         for object in snapshot.ciphers {
             do {
                 let wire = try CipherWire(json: object, path: "cipher")
-                if wire.id != nil { ciphers.append(wire) }
+                if wire.id != nil { ciphers.append(wire) } else { unreadableCiphers += 1 }
             } catch {
-                logger.warning("server item skipped", metadata: ["id": "\(object["id"]?.stringValue ?? "?")", "reason": "\(error)"])
+                unreadableCiphers += 1
+                // A few examples are enough; the count goes into the returned messages.
+                if unreadableCiphers <= 5 {
+                    logger.warning("server item skipped", metadata: ["id": "\(object["id"]?.stringValue ?? "?")", "reason": "\(error)"])
+                }
             }
         }
         var folders: [FolderWire] = []
+        var unreadableFolders = 0
         for object in snapshot.folders {
-            if let wire = try? FolderWire(json: object, path: "folder"), wire.id != nil { folders.append(wire) }
+            if let wire = try? FolderWire(json: object, path: "folder"), wire.id != nil { folders.append(wire) } else { unreadableFolders += 1 }
         }
         let collections = snapshot.collections
         let privateKey = snapshot.profile["privateKey"]?.stringValue
         let finalCiphers = ciphers
         let finalFolders = folders
-        try await write { db in
+        let keys = current.keys
+        let (ciphersComplete, foldersComplete) = (unreadableCiphers == 0, unreadableFolders == 0)
+        let kept = try await write { db -> [String] in
             let pending = try Self.pendingItemIDs(userID: userID, db)
             // Ciphers.
             let serverIDs = Set(finalCiphers.compactMap(\.id))
+            let localRows = Dictionary(try CipherRow.filter(Column("userID") == userID).fetchAll(db).map { ($0.id, $0) },
+                                       uniquingKeysWith: { first, _ in first })
+            var kept: [String] = []
             for wire in finalCiphers where !pending.contains(PendingKey(kind: .cipher, id: wire.id!)) {
-                try CipherRow(userID: userID, wire: wire).save(db)
+                let row = CipherRow(userID: userID, wire: wire)
+                if let local = localRows[row.id] {
+                    if local.json == row.json { continue }
+                    if Self.failsVerification(wire, keys: keys), let localWire = try? local.wire(), !Self.failsVerification(localWire, keys: keys) {
+                        kept.append(row.id)
+                        continue
+                    }
+                }
+                try row.save(db)
             }
-            let localIDs = try String.fetchAll(db, sql: "SELECT id FROM cipher WHERE userID = ?", arguments: [userID])
-            for id in localIDs where !serverIDs.contains(id) && !pending.contains(PendingKey(kind: .cipher, id: id)) {
-                _ = try CipherRow.deleteOne(db, key: ["userID": userID, "id": id])
+            if ciphersComplete {
+                for id in localRows.keys where !serverIDs.contains(id) && !pending.contains(PendingKey(kind: .cipher, id: id)) {
+                    _ = try CipherRow.deleteOne(db, key: ["userID": userID, "id": id])
+                }
             }
             // Folders.
             let serverFolderIDs = Set(finalFolders.compactMap(\.id))
@@ -51,7 +76,7 @@ extension VaultEngine {
                 try FolderRow(userID: userID, wire: wire).save(db)
             }
             let localFolders = try String.fetchAll(db, sql: "SELECT id FROM folder WHERE userID = ?", arguments: [userID])
-            for id in localFolders where !serverFolderIDs.contains(id) && !pending.contains(PendingKey(kind: .folder, id: id)) {
+            for id in localFolders where foldersComplete && !serverFolderIDs.contains(id) && !pending.contains(PendingKey(kind: .folder, id: id)) {
                 _ = try FolderRow.deleteOne(db, key: ["userID": userID, "id": id])
             }
             // Organizations and collections: replaced wholesale (read-only offline).
@@ -71,6 +96,7 @@ extension VaultEngine {
             var state = try SyncStateRow.fetchOne(db, key: userID) ?? SyncStateRow(userID: userID)
             state.lastSyncDate = now
             try state.save(db)
+            return kept
         }
         // Organization keys may have changed (new membership, confirmation).
         if let account = try await read({ db in try AccountRecord.fetchOne(db, key: userID) }) {
@@ -78,6 +104,28 @@ extension VaultEngine {
             session?.keys.organizationKeys = orgKeys
         }
         try await purgeDrafts()
+        var messages: [String] = []
+        if !kept.isEmpty {
+            logger.warning("server items failed verification; local copies kept", metadata: ["items": "\(kept)"])
+            messages.append("\(kept.count) item(s) from the server could not be read (their encryption does not verify); the copies on this device were kept.")
+        }
+        if unreadableCiphers + unreadableFolders > 0 {
+            messages.append("\(unreadableCiphers + unreadableFolders) item(s) or folder(s) from the server could not be read and were skipped; nothing was removed from this device.")
+        }
+        return messages
+    }
+
+    /// Whether an item's encryption fails to verify (a MAC mismatch or bad padding): damaged or tampered.
+    /// A missing organization key is not a failure (the key arrives with the membership).
+    static func failsVerification(_ wire: CipherWire, keys: VaultKeys) -> Bool {
+        do {
+            _ = try wire.decrypted(with: keys)
+            return false
+        } catch ModelError.decryptionFailed {
+            return true
+        } catch {
+            return false
+        }
     }
 
     /// One `/api/sync`, noting whether the server answered.

@@ -51,7 +51,7 @@ extension VaultEngine {
         if configuration.resolutionEnabled, try await pendingCount() > 0 {
             report = try await resolve(against: try await fetchSnapshot())
         }
-        try await pull()
+        report.messages += try await pull()
         report.stillPending = try await read { [userID = session?.userID ?? ""] db in
             try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM pendingChange WHERE userID = ?", arguments: [userID]) ?? 0
         } - report.needsAttention

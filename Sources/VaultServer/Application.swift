@@ -85,7 +85,8 @@ public func buildApplication(
         signer: AccessTokenSigner(keyBytes: try loadTokenKey(configuration), issuer: "vaultsync"),
         limiter: LoginRateLimiter(
             account: .init(burst: configuration.accountLoginBurst, refillPerSecond: 1 / configuration.accountRefillSeconds),
-            address: .init(burst: configuration.addressLoginBurst, refillPerSecond: 1 / configuration.addressRefillSeconds)),
+            address: .init(burst: configuration.addressLoginBurst, refillPerSecond: 1 / configuration.addressRefillSeconds),
+            now: { [now = configuration.now] in Double(now()) / 1_000_000 }),
         configuration: configuration,
         logger: logger)
 

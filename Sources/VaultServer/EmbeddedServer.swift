@@ -10,10 +10,13 @@ public actor EmbeddedServer {
     public private(set) var configuration: ServerConfiguration
     private var group: ServiceGroup?
     private var runTask: Task<Void, any Error>?
+    private let logger: Logger?
 
-    /// `configuration.port` 0 picks a free port on the first start; restarts reuse it.
-    public init(configuration: ServerConfiguration) {
+    /// `configuration.port` 0 picks a free port on the first start; restarts reuse it. `logger`: the
+    /// server's logger (its level is the configuration's `logLevel`).
+    public init(configuration: ServerConfiguration, logger: Logger? = nil) {
         self.configuration = configuration
+        self.logger = logger
     }
 
     /// The port the server listens on (after the first start).
@@ -28,7 +31,7 @@ public actor EmbeddedServer {
     public func start() async throws {
         guard group == nil else { return }
         let (stream, continuation) = AsyncStream<Int>.makeStream()
-        let app = try await buildApplication(configuration: configuration, onServerRunning: { port in
+        let app = try await buildApplication(configuration: configuration, logger: logger, onServerRunning: { port in
             continuation.yield(port)
             continuation.finish()
         })

@@ -1,8 +1,6 @@
 import Foundation
 import Hummingbird
-import Logging
 import NIOCore
-import ServiceLifecycle
 
 /// A fake server for injecting faults: every request gets the configured failure. (Only for faults;
 /// real behaviour is always tested against the real server.)
@@ -17,8 +15,7 @@ public actor FaultServer {
     }
 
     public private(set) var port = 0
-    private var group: ServiceGroup?
-    private var runTask: Task<Void, any Error>?
+    private var run: LoopbackRun?
     private let fault: Fault
 
     public init(_ fault: Fault) {
@@ -34,19 +31,9 @@ public actor FaultServer {
         for method in [HTTPRequest.Method.post, .put, .delete] {
             router.on("**", method: method) { _, _ in try await Self.respond(fault) }
         }
-        let (stream, continuation) = AsyncStream<Int>.makeStream()
-        let app = Application(router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)),
-                              onServerRunning: { channel in
-                                  continuation.yield(channel.localAddress?.port ?? 0)
-                                  continuation.finish()
-                              }, logger: Logger(label: "fault-server"))
-        let group = ServiceGroup(configuration: .init(services: [app], gracefulShutdownSignals: [], logger: Logger(label: "fault-server")))
-        self.group = group
-        runTask = Task { try await group.run() }
-        for await bound in stream {
-            port = bound
-            break
-        }
+        let run = try await LoopbackRun.start(router: router, label: "fault-server")
+        self.run = run
+        port = run.port
     }
 
     static func respond(_ fault: Fault) async throws -> Response {
@@ -63,8 +50,7 @@ public actor FaultServer {
     }
 
     public func stop() async {
-        await group?.triggerGracefulShutdown()
-        _ = try? await runTask?.value
-        group = nil
+        await run?.stop()
+        run = nil
     }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 import VaultServer
 
 /// A real `vaultsync-server` on a loopback port that tests can stop ("offline") and start again on the
@@ -8,7 +9,10 @@ public actor LiveServer {
     public let dataDirectory: String
     private let server: EmbeddedServer
 
-    public init(dataDirectory: String? = nil, configure: @escaping @Sendable (inout ServerConfiguration) -> Void = { _ in }) {
+    /// - Parameter logger: the server's logger (tests capture logs with their own handler); its level is
+    ///   the configuration's `logLevel`.
+    public init(dataDirectory: String? = nil, logger: Logger? = nil,
+                configure: @escaping @Sendable (inout ServerConfiguration) -> Void = { _ in }) {
         let directory = dataDirectory ?? NSTemporaryDirectory() + "vaultsync-live-" + UUID().uuidString
         self.dataDirectory = directory
         var configuration = ServerConfiguration()
@@ -19,7 +23,7 @@ public actor LiveServer {
         configuration.accountLoginBurst = 1000
         configuration.addressLoginBurst = 1000
         configure(&configuration)
-        server = EmbeddedServer(configuration: configuration)
+        server = EmbeddedServer(configuration: configuration, logger: logger)
     }
 
     public var port: Int { get async { await server.port } }
@@ -49,4 +53,3 @@ public func temporaryDirectory(_ prefix: String = "vaultsync") -> String {
 
 /// A dead loopback URL: nothing listens there.
 public func deadServerURL() -> String { "http://127.0.0.1:9" }
-

@@ -14,14 +14,7 @@ struct OrganizationTests {
         try await withTestServer(backend) { api in
             let owner = try await TestUser.register(api)
             let ownerToken = try await owner.token(api)
-            let orgKey = SymmetricCryptoKey.generate()
-            let org = try await api.request(.post, "/api/organizations", token: ownerToken, json: .object([
-                "name": .string("Family"), "billingEmail": .string(owner.email), "planType": .int(0),
-                "key": .string(try owner.privateKey.publicKey.wrap(orgKey).serialized),
-                "collectionName": .string(try EncString.encrypt("Default collection", key: orgKey).serialized),
-            ]))
-            #expect(org.status == .ok)
-            let orgID = try #require(org.object["id"]?.stringValue)
+            let (orgID, orgKey) = try await owner.createOrganization(api, token: ownerToken)
 
             // The owner's sync carries the org key wrapped for them and the default collection.
             let ownerSync = try await api.request(.get, "/api/sync", token: ownerToken).object
@@ -119,13 +112,7 @@ extension OrganizationTests {
         try await withTestServer(backend) { api in
             let owner = try await TestUser.register(api)
             let token = try await owner.token(api)
-            let orgKey = SymmetricCryptoKey.generate()
-            let org = try await api.request(.post, "/api/organizations", token: token, json: .object([
-                "name": .string("Team"), "billingEmail": .string(owner.email), "planType": .int(0),
-                "key": .string(try owner.privateKey.publicKey.wrap(orgKey).serialized),
-                "collectionName": .string(try EncString.encrypt("One", key: orgKey).serialized),
-            ]))
-            let orgID = try #require(org.object["id"]?.stringValue)
+            let (orgID, orgKey) = try await owner.createOrganization(api, token: token, name: "Team", collectionName: "One")
             let second = try await api.request(.post, "/api/organizations/\(orgID)/collections", token: token, json: .object([
                 "name": .string(try EncString.encrypt("Two", key: orgKey).serialized), "users": .array([]), "groups": .array([]),
             ]))

@@ -17,10 +17,7 @@ struct ServerRulesTests {
             let folderID = try #require(folder.object["id"]?.stringValue)
             let cipher = try await api.request(.post, "/api/ciphers", token: ownerToken, json: .object(try owner.loginItem(name: "Mine")))
             let cipherID = try #require(cipher.object["id"]?.stringValue)
-            let upload = try await api.request(.post, "/api/ciphers/\(cipherID)/attachment/v2", token: ownerToken, json: .object([
-                "key": .string(try EncString.wrap(.generate(), with: owner.userKey).serialized),
-                "fileName": .string(try EncString.encrypt("a.txt", key: owner.userKey).serialized), "fileSize": .int(100),
-            ]))
+            let upload = try await owner.startAttachment(api, token: ownerToken, cipherID: cipherID)
             let attachmentID = try #require(upload.object["attachmentId"]?.stringValue)
 
             let intruder = try await TestUser.register(api)
@@ -269,7 +266,7 @@ struct ServerRulesTests {
             let attachment = try #require(item["attachments"]?.arrayValue?.first?.objectValue)
             #expect(attachment["size"] == .string(String(body.count)))
             let url = try #require(attachment["url"]?.stringValue)
-            let path = String(url[try #require(url.range(of: "/api/attachments/"))!.lowerBound...])
+            let path = String(url[try #require(url.range(of: "/api/attachments/")).lowerBound...])
             let download = try await api.request(.get, path)
             #expect(download.status == .ok)
             let decrypted = try EncString(binary: download.bytes).decrypt(key: attachmentKey)

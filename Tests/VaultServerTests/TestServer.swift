@@ -181,6 +181,27 @@ struct TestUser: Sendable {
         return try #require(response.object["access_token"]?.stringValue, "login failed: \(response.message ?? "")")
     }
 
+    /// Creates an organization owned by this user, with a default collection; returns its id and key.
+    func createOrganization(_ api: APIClient, token: String, name: String = "Family",
+                            collectionName: String = "Default collection") async throws -> (id: String, key: SymmetricCryptoKey) {
+        let orgKey = SymmetricCryptoKey.generate()
+        let org = try await api.request(.post, "/api/organizations", token: token, json: .object([
+            "name": .string(name), "billingEmail": .string(email), "planType": .int(0),
+            "key": .string(try privateKey.publicKey.wrap(orgKey).serialized),
+            "collectionName": .string(try EncString.encrypt(collectionName, key: orgKey).serialized),
+        ]))
+        #expect(org.status == .ok, "organization: \(org.message ?? "")")
+        return (try #require(org.object["id"]?.stringValue), orgKey)
+    }
+
+    /// Starts a 100-byte attachment (v2 flow) on one of this user's items; the answer has `attachmentId`.
+    func startAttachment(_ api: APIClient, token: String, cipherID: String) async throws -> APIResponse {
+        try await api.request(.post, "/api/ciphers/\(cipherID)/attachment/v2", token: token, json: .object([
+            "key": .string(try EncString.wrap(.generate(), with: userKey).serialized),
+            "fileName": .string(try EncString.encrypt("a.txt", key: userKey).serialized), "fileSize": .int(100),
+        ]))
+    }
+
     /// An encrypted login item as a request body.
     func loginItem(name: String, username: String = "alice", password: String = "hunter2", folderId: String? = nil) throws -> JSONObject {
         var view = try keys.newItem(type: .login, name: name)

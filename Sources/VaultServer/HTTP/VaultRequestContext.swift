@@ -58,7 +58,9 @@ struct AuthMiddleware: RouterMiddleware {
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         guard let header = request.headers[.authorization], header.lowercased().hasPrefix("bearer "),
-              let claims = signer.verify(String(header.dropFirst(7)), nowSeconds: now() / 1_000_000) else {
+              let claims = signer.verify(String(header.dropFirst(7)), nowSeconds: now() / 1_000_000),
+              // Download links are signed with the same key; only a user's token (a user id subject) is an access token.
+              UUID(uuidString: claims.subject) != nil else {
             throw APIError.unauthorized
         }
         var context = context

@@ -1,0 +1,82 @@
+import Foundation
+import Hummingbird
+import NIOCore
+
+/// A hostile (or broken) server for the client's bad-input tests: every request, whatever its method
+/// and path, is answered by a responder the test can replace between calls, so one server serves wrong
+/// JSON types, huge arrays, HTML pages or tampered items. (Only for bad input; real behaviour is always
+/// tested against the real server.)
+public actor HostileServer {
+    /// One answer.
+    public struct Reply: Sendable {
+        public var status: Int
+        public var contentType: String
+        public var body: [UInt8]
+
+        public init(status: Int = 200, contentType: String = "application/json; charset=utf-8", body: [UInt8]) {
+            self.status = status
+            self.contentType = contentType
+            self.body = body
+        }
+
+        /// A JSON answer.
+        public static func json(_ text: String, status: Int = 200) -> Reply { Reply(status: status, body: Array(text.utf8)) }
+    }
+
+    /// What the server answers to `method` and `path` (the path includes the query).
+    public typealias Responder = @Sendable (_ method: String, _ path: String) -> Reply
+
+    public private(set) var port = 0
+    private var run: LoopbackRun?
+    private let responder = ResponderBox()
+
+    public init(_ responder: @escaping Responder = { _, _ in Reply(status: 404, body: []) }) {
+        self.responder.set(responder)
+    }
+
+    public var url: String { "http://127.0.0.1:\(port)" }
+
+    /// Replaces the responder; the next request gets the new answers.
+    public nonisolated func respond(_ responder: @escaping Responder) {
+        self.responder.set(responder)
+    }
+
+    public func start() async throws {
+        let box = responder
+        let router = Router()
+        for method in [HTTPRequest.Method.get, .post, .put, .delete] {
+            router.on("**", method: method) { request, _ in
+                let reply = box.current(method.rawValue, request.uri.description)
+                return Response(status: .init(code: reply.status), headers: [.contentType: reply.contentType],
+                                body: .init(byteBuffer: ByteBuffer(bytes: reply.body)))
+            }
+        }
+        let run = try await LoopbackRun.start(router: router, label: "hostile-server")
+        self.run = run
+        port = run.port
+    }
+
+    public func stop() async {
+        await run?.stop()
+        run = nil
+    }
+}
+
+/// The current responder, read synchronously from the server's request handlers.
+private final class ResponderBox: @unchecked Sendable {
+    private let lock = NSLock()
+    private var responder: HostileServer.Responder = { _, _ in HostileServer.Reply(status: 404, body: []) }
+
+    func set(_ responder: @escaping HostileServer.Responder) {
+        lock.lock()
+        self.responder = responder
+        lock.unlock()
+    }
+
+    func current(_ method: String, _ path: String) -> HostileServer.Reply {
+        lock.lock()
+        let responder = self.responder
+        lock.unlock()
+        return responder(method, path)
+    }
+}
