@@ -182,7 +182,7 @@ extension VaultRepository {
     }
 
     func storeAttachmentBody(id: String, body: Data, size: Int64) async throws {
-        try await transaction { session in
+        _ = try await transaction { session in
             try await session.query("UPDATE attachments SET body = ?, file_size = ? WHERE id = ?", [.blob(body), .int(size), .text(id)])
         }
     }
