@@ -12,16 +12,21 @@ extension VaultEngine {
     /// seed 001 A1's early abort: one stuck item blocks nothing else).
     public func pull() async throws {
         let current = try requireSession()
-        let snapshot = try await fetchSnapshot()
+        var snapshot = try await fetchSnapshot()
         let userID = current.userID
         let now = clock.now().microsecondsSinceEpoch
         let organizations = (snapshot.profile["organizations"]?.arrayValue ?? []).compactMap(\.objectValue)
         // Parse what can be parsed; a damaged item from the server is skipped and reported, never stored.
-        var ciphers: [CipherWire] = []
-        for object in snapshot.ciphers {
+        // Each parsed object is dropped as soon as its row exists: a large vault is never held twice.
+        var objects = snapshot.ciphers
+        snapshot.ciphers = []
+        var cipherRows: [CipherRow] = []
+        cipherRows.reserveCapacity(objects.count)
+        objects.reverse()
+        while let object = objects.popLast() {
             do {
                 let wire = try CipherWire(json: object, path: "cipher")
-                if wire.id != nil { ciphers.append(wire) }
+                if wire.id != nil { cipherRows.append(CipherRow(userID: userID, wire: wire)) }
             } catch {
                 logger.warning("server item skipped", metadata: ["id": "\(object["id"]?.stringValue ?? "?")", "reason": "\(error)"])
             }
@@ -32,14 +37,15 @@ extension VaultEngine {
         }
         let collections = snapshot.collections
         let privateKey = snapshot.profile["privateKey"]?.stringValue
-        let finalCiphers = ciphers
+        let finalCiphers = cipherRows
+        cipherRows = []
         let finalFolders = folders
         try await write { db in
             let pending = try Self.pendingItemIDs(userID: userID, db)
-            // Ciphers.
-            let serverIDs = Set(finalCiphers.compactMap(\.id))
-            for wire in finalCiphers where !pending.contains(PendingKey(kind: .cipher, id: wire.id!)) {
-                try CipherRow(userID: userID, wire: wire).save(db)
+            // Ciphers (one statement per row: upsert, not save's update-then-insert).
+            let serverIDs = Set(finalCiphers.map(\.id))
+            for row in finalCiphers where !pending.contains(PendingKey(kind: .cipher, id: row.id)) {
+                try row.upsert(db)
             }
             let localIDs = try String.fetchAll(db, sql: "SELECT id FROM cipher WHERE userID = ?", arguments: [userID])
             for id in localIDs where !serverIDs.contains(id) && !pending.contains(PendingKey(kind: .cipher, id: id)) {
