@@ -97,7 +97,8 @@ enum FullSyncBenchmark {
     /// Runs `scripts/bench_p3_reference.py` with the account's token and user key on stdin.
     static func runReference(url: String, account: BenchAccount, count: Int) async throws -> ReferenceOutput {
         guard let script = referenceScript() else { throw ReferenceUnavailable(reason: "scripts/bench_p3_reference.py not found") }
-        guard let python = ["/usr/bin/python3", "/usr/local/bin/python3"].first(where: FileManager.default.isExecutableFile(atPath:)) else {
+        let path = ProcessInfo.processInfo.environment["PATH"] ?? "/usr/local/bin:/usr/bin"
+        guard let python = path.split(separator: ":").map({ $0 + "/python3" }).first(where: FileManager.default.isExecutableFile(atPath:)) else {
             throw ReferenceUnavailable(reason: "python3 not installed")
         }
         let input = ReferenceInput(url: url, token: account.accessToken, userKey: Data(account.keys.userKey.rawBytes).base64EncodedString())

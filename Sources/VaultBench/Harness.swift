@@ -141,11 +141,12 @@ func runChild<Input: Encodable, Output: Decodable>(_ name: String, executable: S
     try process.run()
     try stdin.fileHandleForWriting.write(contentsOf: JSONEncoder().encode(input))
     try stdin.fileHandleForWriting.close()
-    // Read both pipes while the child runs (a full pipe would block it).
-    async let outData = Task.detached { stdout.fileHandleForReading.readDataToEndOfFile() }.value
-    async let errData = Task.detached { stderr.fileHandleForReading.readDataToEndOfFile() }.value
+    // Read both pipes while the child runs (a full pipe would block it), on threads outside Swift's
+    // cooperative pool: blocking those would starve the in-process server the child talks to.
+    async let outData = offPool { stdout.fileHandleForReading.readDataToEndOfFile() }
+    async let errData = offPool { stderr.fileHandleForReading.readDataToEndOfFile() }
     let (out, err) = await (outData, errData)
-    process.waitUntilExit()
+    await offPool { process.waitUntilExit() }
     let text = String(decoding: out, as: UTF8.self)
     guard process.terminationStatus == 0 else {
         throw ChildProcessError.failed(name, status: process.terminationStatus, stderr: String(decoding: err, as: UTF8.self))
@@ -164,4 +165,11 @@ func readChildInput<Input: Decodable>(_ type: Input.Type) throws -> Input {
 /// In a child: prints its result as the last line of stdout.
 func writeChildOutput<Output: Encodable>(_ value: Output) throws {
     print(String(decoding: try JSONEncoder().encode(value), as: UTF8.self))
+}
+
+/// Runs blocking work on a Dispatch thread, never on one of Swift's few cooperative threads.
+func offPool<T: Sendable>(_ body: @escaping @Sendable () -> T) async -> T {
+    await withCheckedContinuation { continuation in
+        DispatchQueue.global().async { continuation.resume(returning: body()) }
+    }
 }
