@@ -104,8 +104,15 @@ func percentile(_ samples: [Double], _ fraction: Double) -> Double {
     return sorted[min(max(rank, 0), sorted.count - 1)]
 }
 
-/// This process's peak resident set size in MiB (Linux reports `ru_maxrss` in KiB).
+/// This process's peak resident set size in MiB: `VmHWM` of /proc/self/status on Linux. Not
+/// `ru_maxrss`: Linux carries it across `execve`, so a child spawned by a large parent would report
+/// the parent's peak.
 func peakRSSMiB() -> Double {
+    if let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8),
+       let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmHWM:") }),
+       let kib = Double(line.split(separator: " ").dropFirst().first ?? "") {
+        return kib / 1024
+    }
     var usage = rusage()
     getrusage(RUSAGE_SELF.rawValue, &usage)
     return Double(usage.ru_maxrss) / 1024

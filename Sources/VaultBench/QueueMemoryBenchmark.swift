@@ -22,7 +22,7 @@ enum QueueMemoryBenchmark {
     }
 
     static func run(options: BenchOptions) async throws -> [BenchResult] {
-        let (small, large) = options.quick ? (500, 5_000) : (1_000, 100_000)
+        let (small, large) = options.quick ? (200, 2_000) : (1_000, 100_000)
         if options.quick { print("P5: quick run resolves \(small) vs \(large) queued changes (full run: 1k vs 100k)") }
         let server = benchServer()
         try await server.start()

@@ -15,7 +15,7 @@ enum ServerThroughputBenchmark {
     static let vaultSize = 1_000
 
     static func run(options: BenchOptions) async throws -> [BenchResult] {
-        let seconds: Double = options.quick ? 3 : 10
+        let seconds: Double = options.quick ? 2 : 10
         var results: [BenchResult] = []
         results += try await measure(backend: "SQLite", postgresURL: nil, seconds: seconds, goals: true)
         if let adminURL = options.postgresURL {
