@@ -86,3 +86,12 @@ func quietLogger() -> Logger {
     logger.logLevel = .warning
     return logger
 }
+
+/// What a child process needs to open an account's profile against a server.
+struct AccountProfile: Codable {
+    var url: String
+    var email: String
+    var password: String
+    /// The profile database path.
+    var profile: String
+}

@@ -7,13 +7,6 @@ import VaultTestSupport
 /// for a list, in a child process (its own peak RSS), next to a Python script (`requests` +
 /// `cryptography`) doing the same fetch and decryption against the same server in the same run.
 enum FullSyncBenchmark {
-    struct ChildInput: Codable {
-        var url: String
-        var email: String
-        var password: String
-        var profile: String
-    }
-
     struct ChildOutput: Codable {
         var syncSeconds: Double
         var decryptSeconds: Double
@@ -46,7 +39,7 @@ enum FullSyncBenchmark {
         let profile = temporaryDirectory("vaultsync-bench-p3")
         defer { try? FileManager.default.removeItem(atPath: profile) }
 
-        let ours = try await runChild("p3", input: ChildInput(url: url, email: account.email, password: account.password,
+        let ours = try await runChild("p3", input: AccountProfile(url: url, email: account.email, password: account.password,
                                                                profile: profile + "/vault.sqlite"), as: ChildOutput.self)
         precondition(ours.items == count, "the child listed \(ours.items) of \(count) items")
         var reference: ReferenceOutput?
@@ -79,7 +72,7 @@ enum FullSyncBenchmark {
 
     /// The child: a fresh profile logs in (full sync), then lists every item decrypted.
     static func child() async throws {
-        let input = try readChildInput(ChildInput.self)
+        let input = try readChildInput(AccountProfile.self)
         let engine = try VaultEngine(databasePath: input.profile, configuration: EngineConfiguration(serverURL: input.url))
         let syncSeconds = try await measureAsync { try await engine.login(email: input.email, password: input.password) }
         var listed = 0

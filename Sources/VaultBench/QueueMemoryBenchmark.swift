@@ -7,13 +7,6 @@ import VaultTestSupport
 /// own child process, so each peak is its own), against the same local server. The queues are made
 /// through the real offline path (new items saved while the server is unreachable).
 enum QueueMemoryBenchmark {
-    struct ChildInput: Codable {
-        var url: String
-        var email: String
-        var password: String
-        var profile: String
-    }
-
     struct ChildOutput: Codable {
         var resolved: Int
         var seconds: Double
@@ -36,7 +29,7 @@ enum QueueMemoryBenchmark {
             defer { try? FileManager.default.removeItem(atPath: profile) }
             let path = profile + "/vault.sqlite"
             try await queueOfflineCreates(size, account: account, path: path)
-            let output = try await runChild("p5", input: ChildInput(url: url, email: account.email, password: account.password, profile: path),
+            let output = try await runChild("p5", input: AccountProfile(url: url, email: account.email, password: account.password, profile: path),
                                             as: ChildOutput.self)
             precondition(output.resolved == size, "resolved \(output.resolved) of \(size)")
             print(String(format: "P5: %d queued changes resolved in %.1f s, peak RSS %.0f MiB (%.0f MiB after unlock)",
@@ -70,7 +63,7 @@ enum QueueMemoryBenchmark {
 
     /// The child: unlock offline, then one sync resolves the whole queue.
     static func child() async throws {
-        let input = try readChildInput(ChildInput.self)
+        let input = try readChildInput(AccountProfile.self)
         var configuration = EngineConfiguration(serverURL: input.url)
         configuration.resolutionConcurrency = 8
         let engine = try VaultEngine(databasePath: input.profile, configuration: configuration, logger: quietLogger())
