@@ -141,8 +141,10 @@ let package = Package(
         .executableTarget(
             name: "VaultBench",
             dependencies: [
-                "VaultCrypto", "VaultModels", "VaultClient", "VaultAPI", "VaultTestSupport",
+                "VaultCrypto", "VaultModels", "VaultClient", "VaultAPI", "VaultStore", "VaultServer", "VaultTestSupport",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "Logging", package: "swift-log"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "_CryptoExtras", package: "swift-crypto"),
             ],

@@ -24,7 +24,7 @@ enum CryptoBenchmarks {
         // Encrypt: EncString (random IV, MAC, base64 string) vs raw (random IV, CBC, HMAC, bytes only).
         var encrypted: [EncString] = []
         encrypted.reserveCapacity(count)
-        var rawOutputs: [(Data, Data, Data)] = []
+        var rawOutputs: [(iv: Data, ciphertext: Data, mac: Data)] = []
         rawOutputs.reserveCapacity(count)
         let (ours, reference) = try compare(rounds: 5, ours: {
             encrypted.removeAll(keepingCapacity: true)
@@ -32,12 +32,7 @@ enum CryptoBenchmarks {
         }, reference: {
             rawOutputs.removeAll(keepingCapacity: true)
             for plaintext in plaintexts {
-                let iv = random.bytes(count: 16)
-                let ciphertext = try AES._CBC.encrypt(plaintext, using: encKey, iv: AES._CBC.IV(ivBytes: iv))
-                var hmac = HMAC<SHA256>(key: macKey)
-                hmac.update(data: iv)
-                hmac.update(data: ciphertext)
-                rawOutputs.append((Data(iv), ciphertext, Data(hmac.finalize())))
+                rawOutputs.append(try RawCrypto.encrypt(plaintext, encKey: encKey, macKey: macKey, random: random))
             }
         })
         results.append(throughput("P4-enc", "EncString encrypt (\(count) fields, \(bytes / count) B avg)", ours, reference, count))
@@ -49,11 +44,7 @@ enum CryptoBenchmarks {
             for text in strings { checksum &+= try EncString(text).decryptString(key: key).utf8.count }
         }, reference: {
             for (iv, ciphertext, mac) in rawOutputs {
-                var hmac = HMAC<SHA256>(key: macKey)
-                hmac.update(data: iv)
-                hmac.update(data: ciphertext)
-                guard hmac.finalize() == mac else { fatalError("MAC mismatch in reference") }
-                checksum &+= try AES._CBC.decrypt(ciphertext, using: encKey, iv: AES._CBC.IV(ivBytes: iv)).count
+                checksum &+= try RawCrypto.decrypt(iv: iv, ciphertext: ciphertext, mac: mac, encKey: encKey, macKey: macKey).count
             }
         })
         precondition(checksum > 0)

@@ -19,6 +19,8 @@ struct BenchOptions {
     var quick = false
     var only: Set<String>? = nil
     var jsonPath = "bench-results.json"
+    /// PostgreSQL admin URL for P6's second backend (a throwaway database is created in it).
+    var postgresURL = ProcessInfo.processInfo.environment["VAULTSYNC_TEST_POSTGRES_URL"].flatMap { $0.isEmpty ? nil : $0 }
 
     static func parse(_ arguments: [String]) -> BenchOptions {
         var options = BenchOptions()
@@ -28,10 +30,13 @@ struct BenchOptions {
             case "--quick": options.quick = true
             case "--only": options.only = Set((iterator.next() ?? "").split(separator: ",").map { String($0).uppercased() })
             case "--json": options.jsonPath = iterator.next() ?? options.jsonPath
+            case "--postgres": options.postgresURL = iterator.next()
             case "-h", "--help":
                 print("""
-                usage: VaultBench [--quick] [--only P2,P4,UNLOCK] [--json FILE]
+                usage: VaultBench [--quick] [--only P1,P2,P3,P4,P5,P6,UNLOCK] [--json FILE] [--postgres URL]
                 Runs VaultSync's benchmarks, each next to its reference in the same run, prints a table and writes JSON.
+                --postgres URL (or VAULTSYNC_TEST_POSTGRES_URL): also measure P6 on PostgreSQL, in a throwaway database.
+                P3's reference needs python3 with requests and cryptography (Debian: python3-requests python3-cryptography).
                 Build with -c release for meaningful figures.
                 """)
                 exit(0)
@@ -88,5 +93,90 @@ func printTable(_ results: [BenchResult]) {
         let met = result.met.map { $0 ? "yes" : "NO" } ?? "-"
         print(pad(result.id, 8) + pad(result.what, 46) + pad(format(result.value) + " " + result.unit, 16)
             + pad(reference, 16) + pad(ratio, 8) + pad(result.goal, 18) + met)
+    }
+}
+
+/// The `fraction` percentile (0…1) of `samples` (nearest rank).
+func percentile(_ samples: [Double], _ fraction: Double) -> Double {
+    guard !samples.isEmpty else { return .nan }
+    let sorted = samples.sorted()
+    let rank = Int((fraction * Double(sorted.count)).rounded(.up)) - 1
+    return sorted[min(max(rank, 0), sorted.count - 1)]
+}
+
+/// This process's peak resident set size in MiB: `VmHWM` of /proc/self/status on Linux. Not
+/// `ru_maxrss`: Linux carries it across `execve`, so a child spawned by a large parent would report
+/// the parent's peak.
+func peakRSSMiB() -> Double {
+    if let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8),
+       let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmHWM:") }),
+       let kib = Double(line.split(separator: " ").dropFirst().first ?? "") {
+        return kib / 1024
+    }
+    var usage = rusage()
+    getrusage(RUSAGE_SELF.rawValue, &usage)
+    return Double(usage.ru_maxrss) / 1024
+}
+
+enum ChildProcessError: Error, CustomStringConvertible {
+    case failed(String, status: Int32, stderr: String)
+    case unreadable(String, output: String)
+
+    var description: String {
+        switch self {
+        case .failed(let name, let status, let stderr): return "child \(name) exited with \(status): \(stderr)"
+        case .unreadable(let name, let output): return "child \(name) printed no result: \(output.prefix(500))"
+        }
+    }
+}
+
+/// Runs `executable arguments` with `input` as JSON on stdin and decodes the last line of its stdout as
+/// `Output`. The benchmark re-executes itself (`--child NAME`) so that a figure's peak RSS is that
+/// process's alone, without the server or the load generator of the parent.
+func runChild<Input: Encodable, Output: Decodable>(_ name: String, executable: String = "/proc/self/exe",
+                                                   arguments: [String]? = nil, input: Input,
+                                                   as output: Output.Type) async throws -> Output {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: executable)
+    process.arguments = arguments ?? ["--child", name]
+    let stdin = Pipe()
+    let stdout = Pipe()
+    let stderr = Pipe()
+    process.standardInput = stdin
+    process.standardOutput = stdout
+    process.standardError = stderr
+    try process.run()
+    try stdin.fileHandleForWriting.write(contentsOf: JSONEncoder().encode(input))
+    try stdin.fileHandleForWriting.close()
+    // Read both pipes while the child runs (a full pipe would block it), on threads outside Swift's
+    // cooperative pool: blocking those would starve the in-process server the child talks to.
+    async let outData = offPool { stdout.fileHandleForReading.readDataToEndOfFile() }
+    async let errData = offPool { stderr.fileHandleForReading.readDataToEndOfFile() }
+    let (out, err) = await (outData, errData)
+    await offPool { process.waitUntilExit() }
+    let text = String(decoding: out, as: UTF8.self)
+    guard process.terminationStatus == 0 else {
+        throw ChildProcessError.failed(name, status: process.terminationStatus, stderr: String(decoding: err, as: UTF8.self))
+    }
+    guard let line = text.split(separator: "\n").last, let value = try? JSONDecoder().decode(Output.self, from: Data(line.utf8)) else {
+        throw ChildProcessError.unreadable(name, output: text + String(decoding: err, as: UTF8.self))
+    }
+    return value
+}
+
+/// In a child: reads its input from stdin.
+func readChildInput<Input: Decodable>(_ type: Input.Type) throws -> Input {
+    try JSONDecoder().decode(Input.self, from: FileHandle.standardInput.readDataToEndOfFile())
+}
+
+/// In a child: prints its result as the last line of stdout.
+func writeChildOutput<Output: Encodable>(_ value: Output) throws {
+    print(String(decoding: try JSONEncoder().encode(value), as: UTF8.self))
+}
+
+/// Runs blocking work on a Dispatch thread, never on one of Swift's few cooperative threads.
+func offPool<T: Sendable>(_ body: @escaping @Sendable () -> T) async -> T {
+    await withCheckedContinuation { continuation in
+        DispatchQueue.global().async { continuation.resume(returning: body()) }
     }
 }

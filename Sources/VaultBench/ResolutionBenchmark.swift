@@ -11,40 +11,25 @@ import VaultTestSupport
 enum ResolutionBenchmark {
     static func run(options: BenchOptions) async throws -> [BenchResult] {
         let count = options.quick ? 1_000 : 10_000
-        let server = LiveServer(configure: { $0.maxImportBytes = 256 * 1024 * 1024 })
+        let server = benchServer()
         try await server.start()
         defer { Task { await server.destroy() } }
         let url = await server.url
-        let email = "bench@example.com"
-        let password = "benchmark password"
-        let kdf = KdfConfiguration.pbkdf2(iterations: 100_000)
+        let account = try await BenchAccount.register(url: url)
+        try await account.importItems(count)
+        let (email, password, api, keys) = (account.email, account.password, account.api, account.keys)
 
-        // Account and N items, imported in one request.
         let profile = temporaryDirectory("vaultsync-bench")
         defer { try? FileManager.default.removeItem(atPath: profile) }
         var configuration = EngineConfiguration(serverURL: url)
         configuration.resolutionConcurrency = 8
         let online = try VaultEngine(databasePath: profile + "/vault.sqlite", configuration: configuration)
-        try await online.register(email: email, password: password, kdf: kdf)
-        let api = BitwardenAPI(baseURL: url, httpClient: HTTPClient.shared)
-        let master = try MasterKey.derive(password: password, salt: email, kdf: kdf)
-        let tokens = try await api.login(email: email, passwordHash: master.serverAuthorizationHash(password: password),
-                                         deviceIdentifier: UUID().uuidString, deviceName: "bench")
-        let keys = VaultKeys(userKey: try master.decryptUserKey(EncString(tokens.key!)))
-        var ciphers: [JSONValue] = []
-        for index in 0..<count {
-            var view = try keys.newItem(type: .login, name: "Item \(index)")
-            view.login = LoginView(uris: [LoginURIView(uri: "https://site\(index).example")], username: "user\(index)", password: "password-\(index)")
-            ciphers.append(.object(try view.encrypted(with: keys).requestObject()))
-        }
-        _ = try await api.rawJSON(.POST, "/api/ciphers/import", token: tokens.accessToken,
-                                  body: .object(["ciphers": .array(ciphers), "folders": .array([]), "folderRelationships": .array([])]))
-        try await online.pull()
+        try await online.login(email: email, password: password)
 
         // N offline updates (the real offline path: a dead server, encrypt, store, queue).
         var offlineConfiguration = EngineConfiguration(serverURL: deadServerURL())
         offlineConfiguration.api.requestTimeout = .seconds(2)
-        let offline = try VaultEngine(databasePath: profile + "/vault.sqlite", configuration: offlineConfiguration)
+        let offline = try VaultEngine(databasePath: profile + "/vault.sqlite", configuration: offlineConfiguration, logger: quietLogger())
         try await offline.unlock(email: email, password: password)
         let views = try await offline.items().compactMap { try? $0.result.get() }
         for var view in views {
@@ -62,14 +47,14 @@ enum ResolutionBenchmark {
         precondition(report.resolved == count && report.backups.isEmpty, "resolution incomplete: \(report)")
 
         // The seeds' way, same server, same items: GET then PUT, one item at a time.
-        let sync = try await api.sync(token: tokens.accessToken)
+        let sync = try await api.sync(token: account.accessToken)
         let wires = sync.ciphers.compactMap { try? CipherWire(json: $0, path: "cipher") }
         let reference = try await measureAsync {
             for wire in wires {
-                let fresh = try await api.getCipher(id: wire.id!, token: tokens.accessToken)
+                let fresh = try await api.getCipher(id: wire.id!, token: account.accessToken)
                 var body = fresh
                 body.notes = try EncString.encrypt("reference", key: keys.userKey)
-                _ = try await api.updateCipher(body, id: wire.id!, lastKnownRevisionDate: fresh.revisionDate, token: tokens.accessToken)
+                _ = try await api.updateCipher(body, id: wire.id!, lastKnownRevisionDate: fresh.revisionDate, token: account.accessToken)
             }
         }
         await online.shutdown()

@@ -224,7 +224,7 @@ extension VaultEngine {
                                         itemState: previousState)
         let key = current.keys.userKey
         let recordID = existing?.id ?? UUID().uuidString.lowercased()
-        return try await write { db -> Int in
+        return try writeNow { db -> Int in
             switch decision {
             case .forget:
                 try removeLocal(db)
@@ -328,7 +328,7 @@ extension VaultEngine {
     }
 
     func cachedCipher(id: String, userID: String) async throws -> CipherWire {
-        guard let row = try await read({ db in try CipherRow.fetchOne(db, key: ["userID": userID, "id": id]) }) else {
+        guard let row = try readNow({ db in try CipherRow.fetchOne(db, key: ["userID": userID, "id": id]) }) else {
             throw VaultError.itemNotFound(id)
         }
         do {
@@ -339,7 +339,7 @@ extension VaultEngine {
     }
 
     func cachedFolder(id: String, userID: String) async throws -> FolderWire {
-        guard let row = try await read({ db in try FolderRow.fetchOne(db, key: ["userID": userID, "id": id]) }) else {
+        guard let row = try readNow({ db in try FolderRow.fetchOne(db, key: ["userID": userID, "id": id]) }) else {
             throw VaultError.folderNotFound(id)
         }
         do {
@@ -351,7 +351,7 @@ extension VaultEngine {
 
     func pendingChange(itemKind: PendingItemKind, itemID: String, userID: String) async throws -> PendingChange? {
         let key = try requireSession().keys.userKey
-        guard let row = try await read({ db in
+        guard let row = try readNow({ db in
             try PendingChangeRow.filter(Column("userID") == userID && Column("itemKind") == itemKind.rawValue && Column("itemID") == itemID).fetchOne(db)
         }) else { return nil }
         do {

@@ -17,17 +17,22 @@ extension VaultEngine {
     @discardableResult
     public func pull() async throws -> [String] {
         let current = try requireSession()
-        let snapshot = try await fetchSnapshot()
+        var snapshot = try await fetchSnapshot()
         let userID = current.userID
         let now = clock.now().microsecondsSinceEpoch
         let organizations = (snapshot.profile["organizations"]?.arrayValue ?? []).compactMap(\.objectValue)
         // Parse what can be parsed; a damaged item from the server is skipped and reported, never stored.
-        var ciphers: [CipherWire] = []
+        // Each parsed object is dropped as soon as its row exists: a large vault is never held twice.
+        var objects = snapshot.ciphers
+        snapshot.ciphers = []
+        var cipherRows: [CipherRow] = []
+        cipherRows.reserveCapacity(objects.count)
+        objects.reverse()
         var unreadableCiphers = 0
-        for object in snapshot.ciphers {
+        while let object = objects.popLast() {
             do {
                 let wire = try CipherWire(json: object, path: "cipher")
-                if wire.id != nil { ciphers.append(wire) } else { unreadableCiphers += 1 }
+                if wire.id != nil { cipherRows.append(CipherRow(userID: userID, wire: wire)) } else { unreadableCiphers += 1 }
             } catch {
                 unreadableCiphers += 1
                 // A few examples are enough; the count goes into the returned messages.
@@ -43,27 +48,28 @@ extension VaultEngine {
         }
         let collections = snapshot.collections
         let privateKey = snapshot.profile["privateKey"]?.stringValue
-        let finalCiphers = ciphers
+        let finalCiphers = cipherRows
+        cipherRows = []
         let finalFolders = folders
         let keys = current.keys
         let (ciphersComplete, foldersComplete) = (unreadableCiphers == 0, unreadableFolders == 0)
         let kept = try await write { db -> [String] in
             let pending = try Self.pendingItemIDs(userID: userID, db)
-            // Ciphers.
-            let serverIDs = Set(finalCiphers.compactMap(\.id))
+            // Ciphers (unchanged rows skipped; one upsert statement per changed row).
+            let serverIDs = Set(finalCiphers.map(\.id))
             let localRows = Dictionary(try CipherRow.filter(Column("userID") == userID).fetchAll(db).map { ($0.id, $0) },
                                        uniquingKeysWith: { first, _ in first })
             var kept: [String] = []
-            for wire in finalCiphers where !pending.contains(PendingKey(kind: .cipher, id: wire.id!)) {
-                let row = CipherRow(userID: userID, wire: wire)
+            for row in finalCiphers where !pending.contains(PendingKey(kind: .cipher, id: row.id)) {
                 if let local = localRows[row.id] {
                     if local.json == row.json { continue }
-                    if Self.failsVerification(wire, keys: keys), let localWire = try? local.wire(), !Self.failsVerification(localWire, keys: keys) {
+                    if let serverWire = try? row.wire(), Self.failsVerification(serverWire, keys: keys),
+                       let localWire = try? local.wire(), !Self.failsVerification(localWire, keys: keys) {
                         kept.append(row.id)
                         continue
                     }
                 }
-                try row.save(db)
+                try row.upsert(db)
             }
             if ciphersComplete {
                 for id in localRows.keys where !serverIDs.contains(id) && !pending.contains(PendingKey(kind: .cipher, id: id)) {

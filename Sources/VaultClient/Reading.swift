@@ -23,6 +23,7 @@ public struct PendingChangeSummary: Sendable, Equatable {
 
 extension VaultEngine {
     /// Every item, decrypted one by one: a damaged item is reported and never hides the others.
+    /// Large vaults are decrypted on every core (in order-preserving slices).
     public func items() async throws -> [VaultItem] {
         let current = try requireSession()
         let userID = current.userID
@@ -32,17 +33,32 @@ extension VaultEngine {
         }
         let pending = Dictionary(pendingRows.compactMap { row in (try? row.open(key: current.keys.userKey)).map { (row.itemID, $0) } },
                                  uniquingKeysWith: { first, _ in first })
-        return rows.map { row in
-            let result: Result<CipherView, ModelError>
-            do {
-                result = .success(try row.wire().decrypted(with: current.keys))
-            } catch let error as ModelError {
-                result = .failure(error)
-            } catch {
-                result = .failure(.invalidValue(path: "cipher", reason: String(describing: error)))
+        let keys = current.keys
+        let slices = min(ProcessInfo.processInfo.activeProcessorCount, rows.count / 500)
+        guard slices > 1 else { return rows.map { Self.listed($0, keys: keys, pending: pending[$0.id]) } }
+        let size = (rows.count + slices - 1) / slices
+        return await withTaskGroup(of: (Int, [VaultItem]).self) { group in
+            for start in stride(from: 0, to: rows.count, by: size) {
+                let slice = rows[start..<min(start + size, rows.count)]
+                group.addTask { (start, slice.map { Self.listed($0, keys: keys, pending: pending[$0.id]) }) }
             }
-            return VaultItem(id: row.id, result: result, pending: pending[row.id])
+            var parts: [(Int, [VaultItem])] = []
+            for await part in group { parts.append(part) }
+            return parts.sorted { $0.0 < $1.0 }.flatMap(\.1)
         }
+    }
+
+    /// One cached item decrypted, or why it could not be.
+    nonisolated static func listed(_ row: CipherRow, keys: VaultKeys, pending: PendingChange?) -> VaultItem {
+        let result: Result<CipherView, ModelError>
+        do {
+            result = .success(try row.wire().decrypted(with: keys))
+        } catch let error as ModelError {
+            result = .failure(error)
+        } catch {
+            result = .failure(.invalidValue(path: "cipher", reason: String(describing: error)))
+        }
+        return VaultItem(id: row.id, result: result, pending: pending)
     }
 
     /// One item, decrypted.

@@ -91,6 +91,28 @@ public actor VaultEngine {
         }
     }
 
+    /// Synchronous point reads and small writes of the save path (see ``VaultStore/writeNow(_:)``):
+    /// microseconds of SQLite, without two thread hops.
+    func readNow<T>(_ body: (Database) throws -> T) throws -> T {
+        do {
+            return try store.readNow(body)
+        } catch let error as VaultError {
+            throw error
+        } catch {
+            throw VaultError.storage(String(describing: error))
+        }
+    }
+
+    func writeNow<T>(_ body: (Database) throws -> T) throws -> T {
+        do {
+            return try store.writeNow(body)
+        } catch let error as VaultError {
+            throw error
+        } catch {
+            throw VaultError.storage(String(describing: error))
+        }
+    }
+
     func read<T: Sendable>(_ body: @Sendable @escaping (Database) throws -> T) async throws -> T {
         do {
             return try await store.read(body)
@@ -137,7 +159,7 @@ public actor VaultEngine {
         guard let userID = session?.userID else { return }
         let now = clock.now().microsecondsSinceEpoch
         let offset = clockOffsetBox.current.flatMap { try? JSONEncoder().encode($0) }.map { String(decoding: $0, as: UTF8.self) }
-        _ = try? await store.write { db in
+        _ = try? store.writeNow { db in
             var state = try SyncStateRow.fetchOne(db, key: userID) ?? SyncStateRow(userID: userID)
             state.lastContactDate = now
             state.lastContactFailed = !success
@@ -148,7 +170,7 @@ public actor VaultEngine {
 
     /// Whether the last contact failed recently enough to treat the server as unreachable.
     func knownOffline(userID: String) async -> Bool {
-        guard let state = try? await store.read({ db in try SyncStateRow.fetchOne(db, key: userID) }),
+        guard let state = try? store.readNow({ db in try SyncStateRow.fetchOne(db, key: userID) }),
               state.lastContactFailed, let last = state.lastContactDate else { return false }
         return Double(clock.now().microsecondsSinceEpoch - last) / 1_000_000 < configuration.knownOfflineWindow
     }

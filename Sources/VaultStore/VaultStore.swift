@@ -46,6 +46,12 @@ public final class VaultStore: Sendable {
         try pool.read(body)
     }
 
+    /// Synchronous write in one transaction, for the small writes of a single save: on a busy machine
+    /// every hop to GRDB's writer queue and back costs a thread wake-up, more than the write itself.
+    public func writeNow<T>(_ body: (Database) throws -> T) throws -> T {
+        try pool.write(body)
+    }
+
     /// Checkpoints the WAL into the main file (used before file scans and backups).
     public func checkpoint() throws {
         try pool.writeWithoutTransaction { db in _ = try db.checkpoint(.truncate) }

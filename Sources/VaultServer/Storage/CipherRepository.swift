@@ -101,26 +101,45 @@ extension VaultRepository {
             }
         }
         if !records.isEmpty {
-            let ids = records.map(\.id)
-            var attachmentsOfCipher: [String: [AttachmentRecord]] = [:]
-            // Chunked to stay under SQLite's bound-parameter limit on large vaults.
-            for chunk in stride(from: 0, to: ids.count, by: 500).map({ Array(ids[$0..<min($0 + 500, ids.count)]) }) {
-                let rows = try await session.query("""
-                    SELECT id, cipher_id, file_name, akey, file_size FROM attachments
-                    WHERE body IS NOT NULL AND cipher_id IN (\(placeholders(chunk.count))) ORDER BY created_at
-                    """, chunk.map(SQLValue.text))
-                for row in rows {
-                    let attachment = AttachmentRecord(id: row.text("id") ?? "", cipherID: row.text("cipher_id") ?? "",
-                                                      fileName: row.text("file_name") ?? "", key: row.text("akey"),
-                                                      fileSize: row.int("file_size") ?? 0)
-                    attachmentsOfCipher[attachment.cipherID, default: []].append(attachment)
-                }
-            }
+            let attachmentsOfCipher = try await attachments(of: records.map(\.id), session)
             for index in records.indices {
                 records[index].attachments = attachmentsOfCipher[records[index].id] ?? []
             }
         }
         return records
+    }
+
+    /// The uploaded attachments of `ids`, by cipher, oldest first.
+    static func attachments(of ids: [String], _ session: any SQLSession) async throws -> [String: [AttachmentRecord]] {
+        var attachmentsOfCipher: [String: [AttachmentRecord]] = [:]
+        // Chunked to stay under SQLite's bound-parameter limit on large vaults.
+        for chunk in stride(from: 0, to: ids.count, by: 500).map({ Array(ids[$0..<min($0 + 500, ids.count)]) }) {
+            let rows = try await session.query("""
+                SELECT id, cipher_id, file_name, akey, file_size FROM attachments
+                WHERE body IS NOT NULL AND cipher_id IN (\(placeholders(chunk.count))) ORDER BY created_at
+                """, chunk.map(SQLValue.text))
+            for row in rows {
+                let attachment = AttachmentRecord(id: row.text("id") ?? "", cipherID: row.text("cipher_id") ?? "",
+                                                  fileName: row.text("file_name") ?? "", key: row.text("akey"),
+                                                  fileSize: row.int("file_size") ?? 0)
+                attachmentsOfCipher[attachment.cipherID, default: []].append(attachment)
+            }
+        }
+        return attachmentsOfCipher
+    }
+
+    /// The cipher `id` as `userID` sees it, for a write: the user's own cipher in one query (owners have
+    /// every right), anything else through the full visibility rules of ``visibleCiphers(userID:onlyID:_:)``.
+    /// Attachments are not loaded (a write does not change them; ``finishWrite`` adds them).
+    static func cipherForWrite(id: String, userID: String, _ session: any SQLSession) async throws -> CipherRecord? {
+        if let row = try await session.query("""
+            SELECT c.*, s.folder_id, s.favorite, s.archived_date FROM ciphers c
+            LEFT JOIN cipher_user_state s ON s.cipher_id = c.id AND s.user_id = ?
+            WHERE c.id = ? AND c.user_id = ?
+            """, [.text(userID), .text(id), .text(userID)]).first {
+            return CipherRecord(row: row, access: .owner)
+        }
+        return try await visibleCiphers(userID: userID, onlyID: id, session).first
     }
 
     func visibleCiphers(userID: String) async throws -> [CipherRecord] {
@@ -141,18 +160,20 @@ extension VaultRepository {
         return userID.map { [$0] } ?? []
     }
 
+    /// Stores `userID`'s folder, favorite and archive state of a cipher; a folder that is not the user's
+    /// is dropped (the item lands in no folder). Returns the folder stored.
+    @discardableResult
     static func setUserState(cipherID: String, userID: String, folderID: String?, favorite: Bool, archivedDate: Int64?,
-                             _ session: any SQLSession) async throws {
-        var folder = folderID
-        if let candidate = folderID {
-            let owned = try await session.query("SELECT id FROM folders WHERE id = ? AND user_id = ?", [.text(candidate), .text(userID)])
-            if owned.isEmpty { folder = nil }
-        }
+                             _ session: any SQLSession) async throws -> String? {
+        // One statement: the ownership check is a subquery of the upsert.
         try await session.query("""
-            INSERT INTO cipher_user_state (cipher_id, user_id, folder_id, favorite, archived_date) VALUES (?, ?, ?, ?, ?)
+            INSERT INTO cipher_user_state (cipher_id, user_id, folder_id, favorite, archived_date)
+            VALUES (?, ?, (SELECT id FROM folders WHERE id = ? AND user_id = ?), ?, ?)
             ON CONFLICT (cipher_id, user_id) DO UPDATE SET folder_id = excluded.folder_id, favorite = excluded.favorite,
                 archived_date = excluded.archived_date
-            """, [.text(cipherID), .text(userID), .optionalText(folder), .bool(favorite), .optionalInt(archivedDate)])
+            RETURNING folder_id
+            """, [.text(cipherID), .text(userID), .optionalText(folderID), .text(userID), .bool(favorite), .optionalInt(archivedDate)])
+            .first?.text("folder_id")
     }
 
     // MARK: Writing
@@ -232,8 +253,32 @@ extension VaultRepository {
     /// never the next one.
     func updateCipher(id: String, userID: String, write: CipherWrite, now: Int64) async throws -> CipherRecord {
         try await transaction { session in
-            let (record, affected) = try await Self.update(id: id, userID: userID, write: write, now: now, session)
-            try await Self.bumpRevision(affected, now: now, session)
+            guard var record = try await Self.cipherForWrite(id: id, userID: userID, session) else {
+                throw CipherWriteError(outcome: .notFound)
+            }
+            guard record.access.edit else { throw CipherWriteError(outcome: .forbidden("You do not have permissions to edit this.")) }
+            guard record.organizationID == write.organizationID else {
+                throw CipherWriteError(outcome: .invalid("Organization mismatch. Re-sync if you recently moved this item, then try again."))
+            }
+            var condition = ""
+            var binds: [SQLValue] = [.int(Int64(write.type)), .text(write.data), .int(now), .int(now), .text(id)]
+            if let known = write.lastKnownRevisionDate {
+                condition = " AND revision_date > ? AND revision_date < ?"
+                binds += [.int(known - 1000), .int(known + 1000)]
+            }
+            guard let updated = try await session.query(
+                "UPDATE ciphers SET type = ?, data = ?, revision_date = \(Self.nextRevision) WHERE id = ?\(condition) RETURNING revision_date",
+                binds).first, let revision = updated.int("revision_date") else { throw CipherWriteError(outcome: .outOfDate) }
+            record.folderID = try await Self.setUserState(cipherID: id, userID: userID, folderID: write.folderID, favorite: write.favorite,
+                                                          archivedDate: record.archivedDate, session)
+            try await Self.bumpRevision(try await Self.affectedUsers(userID: record.userID, organizationID: record.organizationID, session),
+                                        now: now, session)
+            // The answer is the record read above with what this write changed: no second visibility query.
+            record.type = write.type
+            record.data = write.data
+            record.revisionDate = revision
+            record.favorite = write.favorite
+            record.attachments = try await Self.attachments(of: [id], session)[id] ?? []
             return record
         }
     }
@@ -281,8 +326,8 @@ extension VaultRepository {
                 }
                 let folder = write.folderID.flatMap { folders.contains($0) ? $0 : nil }
                 if folder != record.folderID || write.favorite != record.favorite {
-                    try await Self.setUserState(cipherID: id, userID: userID, folderID: folder, favorite: write.favorite,
-                                                archivedDate: record.archivedDate, session)
+                    _ = try await Self.setUserState(cipherID: id, userID: userID, folderID: folder, favorite: write.favorite,
+                                                    archivedDate: record.archivedDate, session)
                 }
                 record.type = write.type
                 record.data = write.data
@@ -303,35 +348,6 @@ extension VaultRepository {
             if !affected.isEmpty { try await Self.bumpRevision(affected.sorted(), now: now, session) }
             return results
         }
-    }
-
-    /// One update inside a transaction: the checks come before any write, so a refusal leaves nothing
-    /// behind. Returns the new record and the users whose account revision must move.
-    static func update(id: String, userID: String, write: CipherWrite, now: Int64, _ session: any SQLSession) async throws
-        -> (CipherRecord, [String]) {
-        guard let current = try await visibleCiphers(userID: userID, onlyID: id, session).first else {
-            throw CipherWriteError(outcome: .notFound)
-        }
-        guard current.access.edit else { throw CipherWriteError(outcome: .forbidden("You do not have permissions to edit this.")) }
-        guard current.organizationID == write.organizationID else {
-            throw CipherWriteError(outcome: .invalid("Organization mismatch. Re-sync if you recently moved this item, then try again."))
-        }
-        var condition = ""
-        var binds: [SQLValue] = [.int(Int64(write.type)), .text(write.data), .int(now), .int(now), .text(id)]
-        if let known = write.lastKnownRevisionDate {
-            condition = " AND revision_date > ? AND revision_date < ?"
-            binds += [.int(known - 1000), .int(known + 1000)]
-        }
-        let updated = try await session.query(
-            "UPDATE ciphers SET type = ?, data = ?, revision_date = \(nextRevision) WHERE id = ?\(condition) RETURNING id", binds)
-        guard !updated.isEmpty else { throw CipherWriteError(outcome: .outOfDate) }
-        try await setUserState(cipherID: id, userID: userID, folderID: write.folderID, favorite: write.favorite,
-                               archivedDate: current.archivedDate, session)
-        let affected = try await affectedUsers(userID: current.userID, organizationID: current.organizationID, session)
-        guard let record = try await visibleCiphers(userID: userID, onlyID: id, session).first else {
-            throw CipherWriteError(outcome: .notFound)
-        }
-        return (record, affected)
     }
 
     /// Changes only this user's folder and favorite (no cipher revision bump, spec §3.1).

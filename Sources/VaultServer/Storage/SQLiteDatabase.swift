@@ -75,8 +75,9 @@ struct SQLiteSession: SQLSession {
         do {
             // Synchronous on purpose: the caller holds the transaction mutex, statements take
             // microseconds, and an async hop per statement cost more than the statements themselves.
+            // Prepared statements are cached per SQL text: the same few statements run on every request.
             return try queue.inDatabase { db in
-                let rows = try Row.fetchAll(db, sql: sql, arguments: arguments)
+                let rows = try Row.fetchAll(try db.cachedStatement(sql: sql), arguments: arguments)
                 return rows.map { row in
                     SQLRow(columns: Array(row.columnNames), values: row.databaseValues.map { value in
                         switch value.storage {

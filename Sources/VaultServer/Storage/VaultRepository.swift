@@ -39,7 +39,7 @@ public final class VaultRepository: Sendable {
     /// Inserts a new account; `false` if the email is taken.
     func insert(user: UserRecord) async throws -> Bool {
         do {
-            try await transaction { session in
+            _ = try await transaction { session in
                 try await session.query("""
                     INSERT INTO users (id, email, name, password_hash, password_salt, password_iterations, password_hint, akey,
                         private_key, public_key, kdf_type, kdf_iterations, kdf_memory, kdf_parallelism, security_stamp,
