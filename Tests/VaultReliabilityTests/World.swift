@@ -429,21 +429,8 @@ enum Invariants {
         return findings
     }
 
-    /// Whether `needle` occurs in `haystack` (memchr for the first byte, then memcmp).
     static func contains(_ haystack: UnsafeRawBufferPointer, _ needle: UnsafeRawBufferPointer) -> Bool {
-        guard let base = haystack.baseAddress, let pattern = needle.baseAddress, needle.count > 0, haystack.count >= needle.count else {
-            return false
-        }
-        let first = Int32(needle[0])
-        var offset = 0
-        let last = haystack.count - needle.count
-        while offset <= last {
-            guard let hit = memchr(base + offset, first, last - offset + 1) else { return false }
-            let position = base.distance(to: UnsafeRawPointer(hit))
-            if memcmp(base + position, pattern, needle.count) == 0 { return true }
-            offset = position + 1
-        }
-        return false
+        byteSearch(haystack, contains: needle)
     }
 
     /// Queue records are either waiting or need attention, and keep their data: every record except
