@@ -20,6 +20,16 @@ struct BenchAccount: Sendable {
     let keys: VaultKeys
 
     /// Registers a fresh account (unique email) on `url` and logs in.
+    /// A running bench server with a registered account holding `count` imported items.
+    static func serverWithVault(items count: Int) async throws -> (server: LiveServer, url: String, account: BenchAccount) {
+        let server = benchServer()
+        try await server.start()
+        let url = await server.url
+        let account = try await BenchAccount.register(url: url)
+        try await account.importItems(count)
+        return (server, url, account)
+    }
+
     static func register(url: String, password: String = "benchmark password") async throws -> BenchAccount {
         let email = "bench-\(UUID().uuidString.lowercased().prefix(8))@example.com"
         let api = BitwardenAPI(baseURL: url, httpClient: HTTPClient.shared)

@@ -30,12 +30,8 @@ enum FullSyncBenchmark {
 
     static func run(options: BenchOptions) async throws -> [BenchResult] {
         let count = options.quick ? 10_000 : 50_000
-        let server = benchServer()
-        try await server.start()
+        let (server, url, account) = try await BenchAccount.serverWithVault(items: count)
         defer { Task { await server.destroy() } }
-        let url = await server.url
-        let account = try await BenchAccount.register(url: url)
-        try await account.importItems(count)
         let profile = temporaryDirectory("vaultsync-bench-p3")
         defer { try? FileManager.default.removeItem(atPath: profile) }
 

@@ -11,12 +11,8 @@ import VaultTestSupport
 enum ResolutionBenchmark {
     static func run(options: BenchOptions) async throws -> [BenchResult] {
         let count = options.quick ? 1_000 : 10_000
-        let server = benchServer()
-        try await server.start()
+        let (server, url, account) = try await BenchAccount.serverWithVault(items: count)
         defer { Task { await server.destroy() } }
-        let url = await server.url
-        let account = try await BenchAccount.register(url: url)
-        try await account.importItems(count)
         let (email, password, api, keys) = (account.email, account.password, account.api, account.keys)
 
         let profile = temporaryDirectory("vaultsync-bench")
