@@ -9,7 +9,11 @@ import VaultModels
 //     environment's VAULTSYNC_CRASH_TAG, so that runs on one profile stay distinct);
 //   vaultsync-crash-helper resolve DATABASE EMAIL PASSWORD SERVER_URL
 //     unlocks the profile and syncs its queue against the server (resolution), printing "SYNCED" when
-//     done, so a test can kill it in the middle of conflict resolution.
+//     done, so a test can kill it in the middle of conflict resolution;
+//   vaultsync-crash-helper probe-shm-lock SHM_PATH
+//     prints "LOCKED" if some other process holds a lock on the SQLite shared-memory file's dead-man
+//     byte (every process with the database open does), "FREE" otherwise: what a newly opening
+//     process would conclude about being alone with the database.
 /// Unbuffered, so a line is out before the next save starts.
 func say(_ line: String) {
     FileHandle.standardOutput.write(Data((line + "\n").utf8))
@@ -21,6 +25,19 @@ func fail(_ message: String, code: Int32) -> Never {
 }
 
 let arguments = CommandLine.arguments
+if arguments.count == 3, arguments[1] == "probe-shm-lock" {
+    let descriptor = open(arguments[2], O_RDWR)
+    guard descriptor >= 0 else { fail("cannot open \(arguments[2])", code: 1) }
+    // SQLite's unix VFS: lock bytes start at 120 of the -shm file; 128 is the dead-man switch.
+    var probe = flock()
+    probe.l_type = Int16(F_WRLCK)
+    probe.l_whence = Int16(SEEK_SET)
+    probe.l_start = 128
+    probe.l_len = 1
+    guard fcntl(descriptor, F_GETLK, &probe) == 0 else { fail("F_GETLK failed: \(errno)", code: 1) }
+    say(probe.l_type == Int16(F_UNLCK) ? "FREE" : "LOCKED")
+    exit(0)
+}
 let usage = "usage: vaultsync-crash-helper DATABASE EMAIL PASSWORD COUNT | resolve DATABASE EMAIL PASSWORD SERVER_URL"
 if arguments.count == 6, arguments[1] == "resolve" {
     var configuration = EngineConfiguration(serverURL: arguments[5])

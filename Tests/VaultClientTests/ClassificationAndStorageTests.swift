@@ -186,7 +186,7 @@ struct ClassificationAndStorageTests {
         let needles = secrets + [scenario.password, "passwordChangeCount", "originalRevisionDate", "softDelete", "\"kind\"", "contentChanged",
                                  "access_token", "refreshToken"]
         for file in files {
-            let bytes = try Data(contentsOf: URL(fileURLWithPath: a.profile + "/" + file))
+            let bytes = try #require(readFileKeepingLocks(a.profile + "/" + file))
             for needle in needles {
                 #expect(bytes.range(of: Data(needle.utf8)) == nil, "\(needle) found in plaintext in \(file)")
             }

@@ -72,8 +72,7 @@ struct CrashReliabilityTests {
         var namedPoints = 0
     }
 
-    @Test("SIGKILL during offline saves and during resolution: the store opens, nothing acknowledged is lost, nothing doubles",
-          .enabled(if: RunSize.crashKillsEnabled, "on demand until the malformed-database finding in docs/RELIABILITY.md is explained"))
+    @Test("SIGKILL during offline saves and during resolution: the store opens, nothing acknowledged is lost, nothing doubles")
     func killsDuringSavesAndResolution() async throws {
         let environment = ProcessInfo.processInfo.environment
         let target = RunSize.value("VAULTSYNC_CRASH_KILLS", ci: 50, long: 1_000)
@@ -178,8 +177,7 @@ struct CrashWorld {
 
     func killDuringOfflineSaves(tag: String, helper: URL, figures: inout CrashReliabilityTests.Figures,
                                 using generator: inout SeededRandom) async throws {
-        // A profile of its own (see docs/RELIABILITY.md, "open": offline-save kills on a profile that
-        // an in-process engine also has open lost the child's saves once a resolution round had run).
+        // A profile of its own per round, so that one round's kill cannot hide behind another's data.
         let a = try await SimDevice.cloned(from: template.databasePath, index: 2, proxy: proxy, url: deadServerURL(),
                                            clock: SkewedClock(skewSeconds: 0), email: template.email) { $0.api.requestTimeout = .seconds(2) }
         defer { Task { await a.remove() } }

@@ -102,7 +102,7 @@ struct SecretScanTests {
                 files += isDirectory.boolValue ? SecretScanner.files(under: path) : [path]
             }
             for file in files {
-                guard let data = FileManager.default.contents(atPath: file) else { continue }
+                guard let data = readFileKeepingLocks(file) else { continue }
                 scanned[(file as NSString).lastPathComponent, default: 0] += data.count
                 let found = scanner.findings(in: Array(data))
                 #expect(found.isEmpty, "\(moment): \(file) holds \(found)")
@@ -113,7 +113,7 @@ struct SecretScanTests {
         for device in session.devices { try device.engine.localStore.checkpoint() }
         scanAll("after a checkpoint")
         // Positive control: the account's email is stored in plaintext (it names the account), and the scan sees it.
-        let database = try #require(FileManager.default.contents(atPath: session.devices[0].databasePath))
+        let database = try #require(readFileKeepingLocks(session.devices[0].databasePath))
         #expect(SecretScanner([("email", session.email)]).findings(in: Array(database)).contains("email (plaintext)"))
         // The items really are there (the scan looked at a real vault, not an empty one).
         let items = try await session.devices[0].engine.items().compactMap { try? $0.result.get() }

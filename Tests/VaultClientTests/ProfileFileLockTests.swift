@@ -1,0 +1,46 @@
+import Foundation
+import Testing
+import VaultClient
+import VaultModels
+import VaultTestSupport
+
+/// The crash tests once found a malformed database after a SIGKILL (docs/RELIABILITY.md): the test
+/// process had scanned the profile's files for plaintext secrets with plain reads while its own engine
+/// had the database open. Closing those descriptors dropped the process's SQLite locks, so the next
+/// process to open the profile believed it was alone and reset the WAL index under live readers.
+@Suite("Profile files and SQLite locks")
+struct ProfileFileLockTests {
+    func probe(_ helper: URL, _ path: String) throws -> String {
+        let process = Process()
+        process.executableURL = helper
+        process.arguments = ["probe-shm-lock", path]
+        let output = Pipe()
+        process.standardOutput = output
+        try process.run()
+        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        return text.trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+
+    @Test("Scanning a profile's files through a child process keeps this process's SQLite locks; plain reads drop them")
+    func scansKeepLocks() async throws {
+        let scenario = try await Scenario.start()
+        let a = try await scenario.device(register: true)
+        _ = try await a.engine.addItem(loginItem("lock probe"))
+        let helper = try helperExecutable("vaultsync-crash-helper")
+        let database = a.profile + "/vault.sqlite"
+        let shm = database + "-shm"
+        #expect(try probe(helper, shm) == "LOCKED", "an open engine holds the shared-memory lock")
+
+        for suffix in ["", "-wal", "-shm"] {
+            let bytes = try #require(readFileKeepingLocks(database + suffix))
+            #expect(!bytes.isEmpty)
+        }
+        #expect(try probe(helper, shm) == "LOCKED", "reading through a child process left the lock in place")
+
+        // The hazard the helper avoids is real: one plain read and close of the file drops the lock.
+        _ = FileManager.default.contents(atPath: shm)
+        #expect(try probe(helper, shm) == "FREE", "a plain read released this process's lock")
+        await scenario.finish([a])
+    }
+}
