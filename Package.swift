@@ -179,6 +179,7 @@ let package = Package(
             dependencies: [
                 "VaultClient", "VaultStore", "VaultSyncCore", "VaultModels", "VaultCrypto", "VaultTestSupport",
                 .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strict
         ),

@@ -3,6 +3,7 @@ import Foundation
 import Glibc
 #endif
 import GRDB
+import Logging
 import Testing
 import VaultClient
 import VaultCrypto
@@ -10,6 +11,18 @@ import VaultModels
 import VaultStore
 import VaultSyncCore
 import VaultTestSupport
+
+/// `VAULTSYNC_TRACE=1`: the engines log their decisions (debug level, labelled with the end of the
+/// profile's directory name) and every test save prints one line, to follow an item through a failing seed.
+enum Trace {
+    static let enabled = ProcessInfo.processInfo.environment["VAULTSYNC_TRACE"] == "1"
+
+    static func save(_ device: SimDevice, _ what: String, id: String?, name: String?, password: String? = nil, outcome: SaveOutcome? = nil) {
+        guard enabled else { return }
+        print("TRACE device \(device.index) (\(device.profile.suffix(8))) \(what) id=\(id ?? "-") name=\(name ?? "-") pw=\(password ?? "-") "
+              + "\(outcome.map { $0.isOffline ? "offline" : "synced" } ?? "")")
+    }
+}
 
 /// Run sizes: the CI size by default, the long mode with `VAULTSYNC_LONG=1`; each one can be set
 /// exactly with its own environment variable.
@@ -151,7 +164,9 @@ final class SimDevice: @unchecked Sendable {
         configuration.api.connectTimeout = .seconds(10)
         configuration.api.requestTimeout = .seconds(20)
         configure(&configuration)
-        return try VaultEngine(databasePath: path, configuration: configuration, clock: clock)
+        var logger = Logger(label: "vaultsync.engine " + (path as NSString).deletingLastPathComponent.suffix(8))
+        logger.logLevel = Trace.enabled ? .debug : .info
+        return try VaultEngine(databasePath: path, configuration: configuration, clock: clock, logger: logger)
     }
 
     /// Replaces the engine by a new one on the same profile (an app restart), unlocked.
@@ -281,8 +296,9 @@ extension SimDevice {
                 view.login = LoginView(username: "user-\(index)", password: password)
                 view.notes = ledger.fresh("note")
                 view.folderId = randomFolder
-                _ = try await engine.addItem(view)
+                let result = try await engine.addItem(view)
                 ledger.saved(password: password, itemName: name)
+                Trace.save(self, "add", id: result.value.id, name: name, password: password, outcome: result.outcome)
             case .edit:
                 guard let id = pick(items, using: &generator) else { return ledger.count("skipped") }
                 var view = try await engine.item(id: id)
@@ -290,19 +306,21 @@ extension SimDevice {
                 if view.login == nil { view.login = LoginView() }
                 view.login?.password = password
                 view.notes = ledger.fresh("note")
-                _ = try await engine.updateItem(view)
+                let result = try await engine.updateItem(view)
                 ledger.saved(password: password, itemName: view.name)
+                Trace.save(self, "edit", id: id, name: view.name, password: password, outcome: result.outcome)
             case .trash:
                 guard let id = pick(items.filter { !$0.deleted }, using: &generator) else { return ledger.count("skipped") }
-                _ = try await engine.softDeleteItem(id: id)
+                Trace.save(self, "trash", id: id, name: nil, outcome: try await engine.softDeleteItem(id: id))
             case .restore:
                 guard let id = pick(items.filter(\.deleted), using: &generator) else { return ledger.count("skipped") }
-                _ = try await engine.restoreItem(id: id)
+                Trace.save(self, "restore", id: id, name: nil, outcome: try await engine.restoreItem(id: id))
             case .deleteForGood:
                 guard let id = pick(items, using: &generator) else { return ledger.count("skipped") }
                 let name = try await engine.item(id: id).name
-                _ = try await engine.permanentlyDeleteItem(id: id)
+                let outcome = try await engine.permanentlyDeleteItem(id: id)
                 ledger.deletedForGood(itemName: name)
+                Trace.save(self, "deleteForGood", id: id, name: name, outcome: outcome)
             case .archive:
                 guard let item = items.isEmpty ? nil : items[Int.random(in: 0..<items.count, using: &generator)] else {
                     return ledger.count("skipped")

@@ -108,4 +108,33 @@ struct IdempotentCreateTests {
             #expect(sync["ciphers"]?.arrayValue?.count == 2)
         }
     }
+
+    @Test("a retry carrying later offline edits (same encrypted name) gets the earlier item, in either arrival order",
+          arguments: Backend.available)
+    func retryWithLaterEdits(backend: Backend) async throws {
+        try await withTestServer(backend) { api in
+            let user = try await TestUser.register(api)
+            let token = try await user.token(api)
+            // The first attempt, and the retry: the same encrypted name, a newer password encrypted afresh.
+            let first = try user.loginItem(name: "delayed", password: "one")
+            var retry = try user.loginItem(name: "delayed", password: "two")
+            retry["name"] = first["name"]
+            retry["key"] = first["key"]
+            // Retry first (the first attempt was delayed past the client's timeout), then the first one lands.
+            let created = try await api.request(.post, "/api/ciphers", token: token, json: .object(retry))
+            let late = try await api.request(.post, "/api/ciphers", token: token, json: .object(first))
+            #expect(created.status == .ok && late.status == .ok)
+            #expect(late.object["id"] == created.object["id"])
+            // The late attempt changed nothing: the item holds the retry's (newer) content.
+            #expect(late.object["login"]?.objectValue?["password"] == retry["login"]?.objectValue?["password"])
+            let sync = try await api.request(.get, "/api/sync", token: token).object
+            #expect(sync["ciphers"]?.arrayValue?.count == 1)
+            // Another user's item with a copied encrypted name is not taken for a retry of this one.
+            let other = try await TestUser.register(api)
+            var copy = try other.loginItem(name: "x")
+            copy["name"] = first["name"]
+            let theirs = try await api.request(.post, "/api/ciphers", token: try await other.token(api), json: .object(copy))
+            #expect(theirs.status == .ok && theirs.object["id"] != created.object["id"])
+        }
+    }
 }

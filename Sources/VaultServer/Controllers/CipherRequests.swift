@@ -39,7 +39,8 @@ enum CipherRequests {
             type: wire.type.rawValue, data: String(decoding: data.serialized(), as: UTF8.self),
             organizationID: wire.organizationId, folderID: wire.folderId, favorite: wire.favorite ?? false,
             archivedDate: wire.archivedDate?.microsecondsSinceEpoch,
-            lastKnownRevisionDate: wire.lastKnownRevisionDate?.microsecondsSinceEpoch)
+            lastKnownRevisionDate: wire.lastKnownRevisionDate?.microsecondsSinceEpoch,
+            encryptedName: wire.name.serialized)
     }
 
     /// `{"ids": [...]}` (lowercased, at least one).

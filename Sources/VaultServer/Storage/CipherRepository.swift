@@ -11,6 +11,8 @@ struct CipherWrite: Sendable {
     var archivedDate: Int64?
     /// From `lastKnownRevisionDate`; `nil` skips the stale-edit check.
     var lastKnownRevisionDate: Int64?
+    /// The encrypted name as sent (IV-unique: it identifies one client-side create across its retries).
+    var encryptedName: String?
 }
 
 /// Why a cipher write was refused.
@@ -29,7 +31,7 @@ extension VaultRepository {
     /// SQL for a cipher's next revision date: now, but always at least 1 ms after the previous one, so
     /// that no two revisions of an item share a millisecond (what clients send back, spec §3.7). Binds
     /// `now` twice.
-    /// How long an identical create counts as a retry of an earlier one (microseconds).
+    /// How long a create with the same encrypted name counts as a retry of an earlier one (microseconds).
     static let retryWindow: Int64 = 3600 * 1_000_000
 
     static let nextRevision = "CASE WHEN ? > revision_date + 1000 THEN ? ELSE revision_date + 1000 END"
@@ -181,13 +183,16 @@ extension VaultRepository {
     /// Creates a cipher for `userID` (personal) or in an organization with `collectionIDs`.
     func createCipher(userID: String, write: CipherWrite, collectionIDs: [String], requireCollections: Bool, now: Int64) async throws -> CipherRecord {
         try await transaction { session in
-            // A create retried after its answer was lost (or delayed past the client's timeout): the
-            // payload's random IVs make it unique, so an identical payload created recently by the same
-            // owner is that earlier attempt. Answer with it instead of storing a duplicate.
+            // A create retried after its answer was lost, or delayed past the client's timeout and overtaken
+            // by the retry: every attempt carries the same encrypted name, whose random IV makes it unique
+            // (the retry may carry later offline edits, so the rest of the payload can differ). A recent
+            // item of the same owner created with that name is that earlier attempt: answer with it
+            // (whatever it holds now) instead of storing a duplicate. Clients adopt by the same rule.
             let owner: (column: String, value: SQLValue) = write.organizationID.map { ("organization_id", .text($0)) } ?? ("user_id", .text(userID))
-            if let earlier = try await session.query(
-                "SELECT id FROM ciphers WHERE \(owner.column) = ? AND created_at > ? AND data = ? LIMIT 1",
-                [owner.value, .int(now - Self.retryWindow), .text(write.data)]).first?.text("id"),
+            if let name = write.encryptedName,
+               let earlier = try await session.query(
+                "SELECT id FROM ciphers WHERE \(owner.column) = ? AND create_name = ? AND created_at > ? LIMIT 1",
+                [owner.value, .text(name), .int(now - Self.retryWindow)]).first?.text("id"),
                let record = try await Self.visibleCiphers(userID: userID, onlyID: earlier, session).first {
                 return record
             }
@@ -197,10 +202,10 @@ extension VaultRepository {
                                                     requireCollections: requireCollections, session)
             }
             try await session.query("""
-                INSERT INTO ciphers (id, user_id, organization_id, type, data, created_at, revision_date, deleted_date)
-                VALUES (?, ?, ?, ?, ?, ?, ?, NULL)
+                INSERT INTO ciphers (id, user_id, organization_id, type, data, created_at, revision_date, deleted_date, create_name)
+                VALUES (?, ?, ?, ?, ?, ?, ?, NULL, ?)
                 """, [.text(id), write.organizationID == nil ? .text(userID) : .null, .optionalText(write.organizationID),
-                      .int(Int64(write.type)), .text(write.data), .int(now), .int(now)])
+                      .int(Int64(write.type)), .text(write.data), .int(now), .int(now), .optionalText(write.encryptedName)])
             for collectionID in Set(collectionIDs) {
                 try await session.query("INSERT INTO collection_ciphers (collection_id, cipher_id) VALUES (?, ?)", [.text(collectionID), .text(id)])
             }

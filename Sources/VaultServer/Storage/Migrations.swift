@@ -146,6 +146,15 @@ enum Migrations {
                 "CREATE INDEX attachments_cipher ON attachments(cipher_id)",
             ]
         },
+        Migration(version: 2, name: "ciphers remember the encrypted name they were created with") { _ in
+            [
+                // A create retried after its answer was lost, or delayed past the client's timeout and
+                // overtaken by the retry, carries the same IV-unique encrypted name as the first attempt.
+                "ALTER TABLE ciphers ADD COLUMN create_name TEXT",
+                "CREATE INDEX ciphers_user_create_name ON ciphers(user_id, create_name)",
+                "CREATE INDEX ciphers_org_create_name ON ciphers(organization_id, create_name)",
+            ]
+        },
     ]
 
     /// Applies every migration not applied yet, in one transaction per migration. On PostgreSQL an
