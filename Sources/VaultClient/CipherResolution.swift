@@ -115,8 +115,9 @@ extension VaultEngine {
                 try await backUp(server, losingDate: server.revisionDate ?? clock.now(), originalID: change.itemID, marker: marker,
                                  change: &change, report: &report)
             }
-            let refreshed = try await authorized { api, token in try await api.getCipher(id: itemID, token: token) }
-            try await pushLocal(local, over: refreshed, change: change)
+            // Over the version just backed up, never a fresher read: if someone wrote since, the server
+            // answers "out of date" and the loop decides again (and backs that version up as well).
+            try await pushLocal(local, over: server, change: change)
         case .backupLocalThenTakeServer:
             guard let local, let server else { return try await dropRecord(change) }
             let marker = "local:\(change.metadata.updatedDate.microsecondsSinceEpoch)"

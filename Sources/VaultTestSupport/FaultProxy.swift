@@ -116,8 +116,9 @@ public actor FaultProxy {
     }
 
     /// Called after the server answered a forwarded request and before the client hears anything
-    /// (method, path): crash tests kill the client there ("the server did the work, the client died").
-    public func setForwardHook(_ hook: (@Sendable (String, String) -> Void)?) {
+    /// (method, path): crash tests kill the client there ("the server did the work, the client died");
+    /// resolution tests let another device write there (the answer waits for the hook).
+    public func setForwardHook(_ hook: (@Sendable (String, String) async -> Void)?) {
         plan.setForwardHook(hook)
     }
 
@@ -220,7 +221,7 @@ public actor FaultProxy {
             try await write(status: 502, headers: HTTPHeaders(), body: ByteBuffer(string: "upstream unreachable"), to: outbound)
             return true
         }
-        plan.forwarded(method: head.method.rawValue, path: path)
+        await plan.forwarded(method: head.method.rawValue, path: path)
         switch action {
         case .forwardThenDrop?:
             try await write(status: 502, headers: HTTPHeaders(), body: ByteBuffer(string: "connection lost (injected)"), to: outbound)
@@ -256,7 +257,7 @@ final class FaultPlan: @unchecked Sendable {
     private var randomFaults: [FaultProxy.RandomFault] = []
     private var generator = SeededRandom(seed: 0)
     private var partitioned = false
-    private var hook: (@Sendable (String, String) -> Void)?
+    private var hook: (@Sendable (String, String) async -> Void)?
     private(set) var firedCount = 0
     private(set) var firedByAction: [String: Int] = [:]
     private(set) var requestCount = 0
@@ -276,7 +277,7 @@ final class FaultPlan: @unchecked Sendable {
         lock.withLock { partitioned = value }
     }
 
-    func setForwardHook(_ value: (@Sendable (String, String) -> Void)?) {
+    func setForwardHook(_ value: (@Sendable (String, String) async -> Void)?) {
         lock.withLock { hook = value }
     }
 
@@ -301,9 +302,9 @@ final class FaultPlan: @unchecked Sendable {
         }
     }
 
-    func forwarded(method: String, path: String) {
+    func forwarded(method: String, path: String) async {
         let hook = lock.withLock { self.hook }
-        hook?(method, path)
+        await hook?(method, path)
     }
 }
 

@@ -58,6 +58,45 @@ struct ResolutionFaultTests {
         await devices.finish()
     }
 
+    @Test("another device writes between A's backup and A's push: that version is backed up too, never overwritten")
+    func writeBetweenBackupAndPush() async throws {
+        let devices = try await TwoDevices.start()
+        let item = try await devices.a.engine.addItem(loginItem("Busy")).value
+        try await devices.b.engine.pull()
+        var fromB = try await devices.b.engine.item(id: item.id!)
+        fromB.login?.password = "b-first"
+        _ = try await devices.b.engine.updateItem(fromB)
+        try await Task.sleep(for: .milliseconds(50))
+        let a = try await offline(devices)
+        var fromA = item
+        fromA.login?.password = "a-offline-newer"
+        _ = try await a.engine.updateItem(fromA)
+
+        // Right after A's backup of "b-first" reaches the server, B saves again, before A pushes.
+        let (viaProxy, proxy) = try await throughProxy(devices)
+        let b = devices.b
+        let once = Once()
+        await proxy.setForwardHook { method, path in
+            guard method == "POST", path == "/api/ciphers", once.first() else { return }
+            guard var again = try? await b.engine.item(id: item.id!) else { return }
+            again.login?.password = "b-second"
+            _ = try? await b.engine.updateItem(again)
+        }
+        _ = try await viaProxy.engine.sync()
+        await proxy.setForwardHook(nil)
+        #expect(once.fired, "B wrote in between")
+        #expect(try await viaProxy.engine.pendingCount() == 0)
+        try await devices.b.engine.pull()
+        let views = try await devices.b.engine.views()
+        let passwords = Set(views.compactMap { $0.login?.password } + views.flatMap { $0.passwordHistory.map(\.password) })
+        for password in ["b-first", "b-second", "a-offline-newer"] {
+            #expect(passwords.contains(password), "\(password) survives in an item or a history")
+        }
+        #expect(try await viaProxy.engine.views() .map(\.name).sorted() == views.map(\.name).sorted())
+        await proxy.stop()
+        await devices.finish()
+    }
+
     @Test("a create whose answer is lost on the wire is adopted at the rerun: no duplicate")
     func lostCreateAnswer() async throws {
         let devices = try await TwoDevices.start()
@@ -201,4 +240,19 @@ struct AutomaticSyncTests {
         #expect(try await b.engine.view(named: "Queued while down") != nil)
         await scenario.finish([a, b])
     }
+}
+
+/// True the first time only (a hook that must act once).
+final class Once: @unchecked Sendable {
+    private let lock = NSLock()
+    private var done = false
+
+    func first() -> Bool {
+        lock.withLock {
+            defer { done = true }
+            return !done
+        }
+    }
+
+    var fired: Bool { lock.withLock { done } }
 }
