@@ -36,11 +36,12 @@ enum ResolutionBenchmark {
         let queued = try await offline.pendingCount()
         precondition(queued == count, "expected \(count) queued changes, found \(queued)")
 
-        // Ours: one sync resolves them all.
+        // Ours: one sync resolves them all (resolution, then the full sync that follows it, timed apart).
         try await online.unlock(email: email, password: password)
         var report = SyncReport()
-        let ours = try await measureAsync { report = try await online.sync() }
+        let ours = try await measureAsync { report = try await online.resolveQueue() }
         precondition(report.resolved == count && report.backups.isEmpty, "resolution incomplete: \(report)")
+        let oursFullSync = try await measureAsync { _ = try await online.pull() }
 
         // The seeds' way, same server, same items: GET then PUT, one item at a time.
         let sync = try await api.sync(token: account.accessToken)
@@ -53,13 +54,19 @@ enum ResolutionBenchmark {
                 _ = try await api.updateCipher(body, id: wire.id!, lastKnownRevisionDate: fresh.revisionDate, token: account.accessToken)
             }
         }
+        // The seeds' flow also ends with a full sync (seed 001 Flow 2): the same engine's, after their pushes.
+        let referenceFullSync = try await measureAsync { _ = try await online.pull() }
         await online.shutdown()
         await offline.shutdown()
         let ratio = reference / ours
+        let withSync = (ours: ours + oursFullSync, reference: reference + referenceFullSync)
         return [BenchResult(id: "P2", what: "resolve \(count) queued updates (local server, SQLite)", value: ours, unit: "s",
                             reference: reference, referenceWhat: "seeds' per-item GET + PUT, sequential", ratio: ratio,
                             goal: count == 10_000 ? "≤ 10 s; ≥ 10× faster" : "≥ 10× faster (quick: 1k)",
-                            met: ratio >= 10 && (count < 10_000 || ours <= 10))]
+                            met: ratio >= 10 && (count < 10_000 || ours <= 10)),
+                BenchResult(id: "P2-sync", what: "the same plus the full sync that follows (`sync()`)", value: withSync.ours, unit: "s",
+                            reference: withSync.reference, referenceWhat: "seeds' pushes + the same full sync",
+                            ratio: withSync.reference / withSync.ours, goal: "report", met: nil)]
     }
 }
 

@@ -75,6 +75,23 @@ extension VaultEngine {
         case .create, .recreateFromLocal:
             guard let local else { return try await dropRecord(change) }
             var created = try await createIdempotently(local, context: context)
+            if let adoptedID = created.id, adoptedID != itemID, try await hasQueueRecord(itemID: adoptedID) {
+                // The earlier attempt reached the server, a pull brought it here as a second item, and it was
+                // changed here too (its own record): two local copies of one item. Neither may overwrite the
+                // other. The server's id stays the live item (its record resolves on its own); this copy's
+                // version becomes a conflict backup of it, written before the temporary item goes.
+                let marker = "local:\(change.metadata.updatedDate.microsecondsSinceEpoch)"
+                if change.metadata.backupDoneFor != marker {
+                    try await backUp(local, losingDate: change.metadata.updatedDate, originalID: adoptedID, marker: marker,
+                                     change: &change, report: &report)
+                }
+                try await write { db in
+                    _ = try CipherRow.deleteOne(db, key: ["userID": userID, "id": itemID])
+                    _ = try PendingChangeRow.deleteOne(db, key: recordID)
+                    try db.execute(sql: "UPDATE draft SET itemID = ? WHERE userID = ? AND itemID = ?", arguments: [adoptedID, userID, itemID])
+                }
+                return
+            }
             if !Self.sameContent(local, created), let adoptedID = created.id, let revision = created.revisionDate {
                 // Adopted an earlier attempt that reached the server, and the two differ. Untouched since it was
                 // created, it holds an older version of this device's own item: the later edits go on top.
@@ -230,13 +247,30 @@ extension VaultEngine {
 
     /// Creates on the server unless an item with the byte-identical encrypted name is already there
     /// (an earlier attempt whose answer was lost: the random IV makes the name unique, seed 001 RES-1).
+    ///
+    /// An item adopted from the snapshot is read again first: this run may have changed it since (a bulk
+    /// push of its own record), and deciding on a stale revision would fail or overwrite.
     func createIdempotently(_ wire: CipherWire, context: ResolutionContext) async throws -> CipherWire {
-        if let adopted = context.serverNamesOfCiphers[wire.name.serialized] { return adopted }
+        if let adopted = context.serverNamesOfCiphers[wire.name.serialized], let adoptedID = adopted.id {
+            do {
+                return try await authorized { api, token in try await api.getCipher(id: adoptedID, token: token) }
+            } catch let error as ServerCallError where error.isGone {
+                // Deleted since the snapshot: this create is still wanted.
+            }
+        }
         var draftBody = wire
         draftBody.id = nil
         let body = draftBody
         let collections = wire.collectionIds ?? []
         return try await authorized { api, token in try await api.createCipher(body, collectionIDs: collections, token: token) }
+    }
+
+    /// Whether an item has a queue record of its own on this device.
+    func hasQueueRecord(itemID: String) async throws -> Bool {
+        let userID = try requireSession().userID
+        return try await read { db in
+            try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM pendingChange WHERE userID = ? AND itemID = ?", arguments: [userID, itemID]) ?? 0 > 0
+        }
     }
 
     /// Swaps a temporary id for the server's in the cache, the queue and drafts, in one transaction.

@@ -47,11 +47,22 @@ extension VaultEngine {
     /// without a queue record (seed 000 §4–§7, seed 001 Flow 2). Locked: skipped.
     public func sync() async throws -> SyncReport {
         guard session != nil else { return SyncReport(skippedLocked: true) }
+        var report = try await resolveQueue()
+        report.messages += try await pull()
+        report.stillPending = try await read { [userID = session?.userID ?? ""] db in
+            try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM pendingChange WHERE userID = ?", arguments: [userID]) ?? 0
+        } - report.needsAttention
+        return report
+    }
+
+    /// Resolution only: the queue against one server snapshot, without the full sync that `sync()`
+    /// runs afterwards (for a caller that pushes now and refreshes later, and to measure the two apart).
+    public func resolveQueue() async throws -> SyncReport {
+        guard session != nil else { return SyncReport(skippedLocked: true) }
         var report = SyncReport()
         if configuration.resolutionEnabled, try await pendingCount() > 0 {
             report = try await resolve(against: try await fetchSnapshot())
         }
-        report.messages += try await pull()
         report.stillPending = try await read { [userID = session?.userID ?? ""] db in
             try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM pendingChange WHERE userID = ?", arguments: [userID]) ?? 0
         } - report.needsAttention

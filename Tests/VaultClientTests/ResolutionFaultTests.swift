@@ -97,6 +97,45 @@ struct ResolutionFaultTests {
         await devices.finish()
     }
 
+    @Test("a lost create answer, the server's copy pulled and edited here too: adoption keeps both edits, no duplicate",
+          arguments: [true, false])
+    func adoptedCreateAlsoEditedHere(bulk: Bool) async throws {
+        let devices = try await TwoDevices.start()
+        // With bulk pushes the server copy's edit goes first; without, the create (older record) does.
+        let (a, proxy) = try await throughProxy(devices) { if !bulk { $0.bulkPushSize = 0 } }
+        // The create reaches the server, its answer does not: queued under a temporary id.
+        await proxy.add(.init(method: "POST", pathPrefix: "/api/ciphers", action: .forwardThenDrop))
+        let temporary = try await a.engine.addItem(loginItem("Twice seen", password: "first")).value
+        // A pull brings the server's copy in as a second local item; the user edits each copy offline.
+        _ = try await a.engine.pull()
+        let copies = try await a.engine.views().filter { $0.name == "Twice seen" }
+        #expect(copies.count == 2)
+        let serverCopy = try #require(copies.first { $0.id != temporary.id })
+        await proxy.setPartitioned(true)
+        var editedServerCopy = serverCopy
+        editedServerCopy.login?.password = "edit-of-server-copy"
+        #expect(try await a.engine.updateItem(editedServerCopy).outcome.isOffline)
+        var editedTemporary = temporary
+        editedTemporary.login?.password = "edit-of-temporary"
+        #expect(try await a.engine.updateItem(editedTemporary).outcome.isOffline)
+        await proxy.setPartitioned(false)
+
+        try await a.engine.retryPending()
+        _ = try await a.engine.sync()
+        _ = try await a.engine.sync()
+        #expect(try await a.engine.pendingCount() == 0)
+        try await devices.b.engine.pull()
+        let views = try await devices.b.engine.views()
+        let passwords = Set(views.compactMap { $0.login?.password } + views.flatMap { $0.passwordHistory.map(\.password) })
+        for password in ["first", "edit-of-server-copy", "edit-of-temporary"] {
+            #expect(passwords.contains(password), "\(password) survives in an item or a history")
+        }
+        #expect(views.filter { $0.name == "Twice seen" }.count == 1, "one live item: \(views.map(\.name))")
+        #expect(try await a.engine.views().map(\.name).sorted() == views.map(\.name).sorted())
+        await proxy.stop()
+        await devices.finish()
+    }
+
     @Test("a create whose answer is lost on the wire is adopted at the rerun: no duplicate")
     func lostCreateAnswer() async throws {
         let devices = try await TwoDevices.start()
