@@ -305,7 +305,9 @@ public final class BitwardenAPI: Sendable {
     /// (thrown as `.http(404, …)`): the caller falls back to one PUT per item.
     public func bulkUpdateCiphers(_ entries: [(id: String, cipher: CipherWire, lastKnownRevisionDate: WireDate?)],
                                   token: String) async throws -> [Result<CipherWire, ServerCallError>] {
-        let body: JSONObject = ["ciphers": .array(entries.map { entry in
+        // "answer": "revision": the server answers each stored entry with its new revision date, folder
+        // and favorite only; the cipher is what was sent (no rendering and parsing of every item again).
+        let body: JSONObject = ["answer": .string("revision"), "ciphers": .array(entries.map { entry in
             var object = entry.cipher.requestObject(lastKnownRevisionDate: entry.lastKnownRevisionDate)
             object["id"] = .string(entry.id)
             return .object(object)
@@ -323,8 +325,17 @@ public final class BitwardenAPI: Sendable {
                 return .failure(.http(status: status, message: result["message"]?.stringValue ?? "HTTP \(status)"))
             }
             do {
-                guard let cipher = result["cipher"]?.objectValue else { throw ServerCallError.invalidResponse("a bulk update result has no cipher") }
-                return .success(try CipherWire(json: cipher, path: "cipher"))
+                if let cipher = result["cipher"]?.objectValue { return .success(try CipherWire(json: cipher, path: "cipher")) }
+                guard let text = result["revisionDate"]?.stringValue, let revision = WireDate(iso8601: text) else {
+                    throw ServerCallError.invalidResponse("a bulk update result has neither the cipher nor its revision date")
+                }
+                var stored = entry.cipher
+                stored.id = entry.id
+                stored.revisionDate = revision
+                stored.folderId = result["folderId"]?.stringValue
+                stored.favorite = result["favorite"]?.boolValue ?? stored.favorite
+                stored.lastKnownRevisionDate = nil
+                return .success(stored)
             } catch let error as ModelError {
                 return .failure(.invalidResponse(error.description))
             } catch {

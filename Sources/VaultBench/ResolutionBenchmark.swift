@@ -1,5 +1,6 @@
 import AsyncHTTPClient
 import Foundation
+import Logging
 import VaultAPI
 import VaultClient
 import VaultCrypto
@@ -19,7 +20,11 @@ enum ResolutionBenchmark {
         defer { try? FileManager.default.removeItem(atPath: profile) }
         var configuration = EngineConfiguration(serverURL: url)
         configuration.resolutionConcurrency = 8
-        let online = try VaultEngine(databasePath: profile + "/vault.sqlite", configuration: configuration)
+        if let size = ProcessInfo.processInfo.environment["VAULTSYNC_BULK_SIZE"].flatMap(Int.init) { configuration.bulkPushSize = size }
+        // VAULTSYNC_LOG=debug shows the resolution's phase timings.
+        var engineLogger = Logger(label: "vaultsync.engine")
+        engineLogger.logLevel = ProcessInfo.processInfo.environment["VAULTSYNC_LOG"].flatMap(Logger.Level.init(rawValue:)) ?? .info
+        let online = try VaultEngine(databasePath: profile + "/vault.sqlite", configuration: configuration, logger: engineLogger)
         try await online.login(email: email, password: password)
 
         // N offline updates (the real offline path: a dead server, encrypt, store, queue).
@@ -46,12 +51,18 @@ enum ResolutionBenchmark {
         // The seeds' way, same server, same items: GET then PUT, one item at a time.
         let sync = try await api.sync(token: account.accessToken)
         let wires = sync.ciphers.compactMap { try? CipherWire(json: $0, path: "cipher") }
+        // Their queue holds encrypted bodies too (encrypted at save time, with each item's own key), so
+        // encryption is not timed: one GET, then one PUT of the queued body, per item.
+        let bodies = try wires.map { wire in
+            let fieldKey = try keys.fieldKey(itemKey: wire.key, organizationId: wire.organizationId, itemID: wire.id)
+            var body = wire
+            body.notes = try EncString.encrypt("reference", key: fieldKey)
+            return body
+        }
         let reference = try await measureAsync {
-            for wire in wires {
-                let fresh = try await api.getCipher(id: wire.id!, token: account.accessToken)
-                var body = fresh
-                body.notes = try EncString.encrypt("reference", key: keys.userKey)
-                _ = try await api.updateCipher(body, id: wire.id!, lastKnownRevisionDate: fresh.revisionDate, token: account.accessToken)
+            for body in bodies {
+                let fresh = try await api.getCipher(id: body.id!, token: account.accessToken)
+                _ = try await api.updateCipher(body, id: body.id!, lastKnownRevisionDate: fresh.revisionDate, token: account.accessToken)
             }
         }
         // The seeds' flow also ends with a full sync (seed 001 Flow 2): the same engine's, after their pushes.

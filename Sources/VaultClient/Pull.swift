@@ -69,7 +69,7 @@ extension VaultEngine {
                         continue
                     }
                 }
-                try row.upsert(db)
+                try row.store(db)
             }
             if ciphersComplete {
                 for id in localRows.keys where !serverIDs.contains(id) && !pending.contains(PendingKey(kind: .cipher, id: id)) {
@@ -112,7 +112,8 @@ extension VaultEngine {
         try await purgeDrafts()
         var messages: [String] = []
         if !kept.isEmpty {
-            logger.warning("server items failed verification; local copies kept", metadata: ["items": "\(kept)"])
+            logger.warning("server items failed verification; local copies kept",
+                           metadata: ["count": "\(kept.count)", "examples": "\(kept.prefix(5))"])
             messages.append("\(kept.count) item(s) from the server could not be read (their encryption does not verify); the copies on this device were kept.")
         }
         if unreadableCiphers + unreadableFolders > 0 {

@@ -61,7 +61,10 @@ extension VaultEngine {
         guard session != nil else { return SyncReport(skippedLocked: true) }
         var report = SyncReport()
         if configuration.resolutionEnabled, try await pendingCount() > 0 {
-            report = try await resolve(against: try await fetchSnapshot())
+            let started = ContinuousClock.now
+            let snapshot = try await fetchSnapshot()
+            logger.debug("resolution snapshot", metadata: ["items": "\(snapshot.ciphers.count)", "took": "\(ContinuousClock.now - started)"])
+            report = try await resolve(against: snapshot)
         }
         report.stillPending = try await read { [userID = session?.userID ?? ""] db in
             try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM pendingChange WHERE userID = ?", arguments: [userID]) ?? 0
@@ -73,21 +76,24 @@ extension VaultEngine {
     /// Every record is settled, retried later, or marked as needing attention; one failure never stops
     /// the others (seed 001 §7.1).
     func resolve(against snapshot: SyncResponse) async throws -> SyncReport {
+        var phases = PhaseTimer()
         let current = try requireSession()
         var report = SyncReport()
         let now = clock.now()
         let rows = try await read { [userID = current.userID] db in try PendingChangeRow.filter(Column("userID") == userID).fetchAll(db) }
         var changes: [PendingChange] = []
-        for row in rows {
-            guard let change = try? row.open(key: current.keys.userKey) else { continue }
+        let userKey = current.keys.userKey
+        for change in await concurrentCompactMap(rows, { try? $0.open(key: userKey) }) {
             if change.metadata.state == .needsAttention { report.needsAttention += 1; continue }
             if let next = change.metadata.nextAttemptDate, next > now { continue }
             changes.append(change)
         }
+        phases.mark("queue read")
         var serverCiphers: [String: CipherWire] = [:]
         var serverNames: [String: CipherWire] = [:]
-        for object in snapshot.ciphers {
-            guard let wire = try? CipherWire(json: object, path: "cipher"), let id = wire.id else { continue }
+        serverCiphers.reserveCapacity(snapshot.ciphers.count)
+        for wire in await concurrentCompactMap(snapshot.ciphers, { try? CipherWire(json: $0, path: "cipher") }) {
+            guard let id = wire.id else { continue }
             serverCiphers[id] = wire
             serverNames[wire.name.serialized] = wire
         }
@@ -100,6 +106,7 @@ extension VaultEngine {
         }
         let context = ResolutionContext(serverCiphers: serverCiphers, serverNamesOfCiphers: serverNames,
                                         serverFolders: serverFolders, serverNamesOfFolders: folderNames)
+        phases.mark("snapshot read")
         // Folders first, one by one (items may reference their new ids); then items, several at once.
         let folders = changes.filter { $0.itemKind == .folder }.sorted { $0.metadata.createdDate < $1.metadata.createdDate }
         var items = changes.filter { $0.itemKind == .cipher }.sorted { $0.metadata.createdDate < $1.metadata.createdDate }
@@ -111,19 +118,39 @@ extension VaultEngine {
             done += 1
         }
         // Plain pushes (unchanged on the server, nothing to back up) go in bulk where the server offers it.
+        // Two chunks in flight, each read, decided and pushed on its own: this device prepares and settles
+        // one while the server applies the other.
         if configuration.bulkPushSize > 0, bulkUpdateSupported != false {
-            let (batchable, rest) = try await splitBatchable(items, context: context)
-            items = rest
-            var start = 0
-            while start < batchable.count {
-                let chunk = Array(batchable[start..<min(start + configuration.bulkPushSize, batchable.count)])
-                start += chunk.count
-                let (partial, fallback) = try await pushBatch(chunk)
-                report.merge(partial)
-                items += fallback
-                done += chunk.count - fallback.count
-                publishStatus(progress: (done, total))
+            let isCandidate = { (change: PendingChange) in change.metadata.kind == .update && change.metadata.pendingBackup == nil }
+            let candidates = items.filter(isCandidate)
+            items = items.filter { !isCandidate($0) }
+            phases.mark("split")
+            let chunks = stride(from: 0, to: candidates.count, by: configuration.bulkPushSize).map {
+                Array(candidates[$0..<min($0 + configuration.bulkPushSize, candidates.count)])
             }
+            try await withThrowingTaskGroup(of: (Int, SyncReport, [PendingChange]).self) { group in
+                var next = 0
+                func startNext() {
+                    let chunk = chunks[next]
+                    group.addTask {
+                        guard await self.bulkUpdateSupported != false else { return (0, SyncReport(), chunk) }
+                        let (batch, rest) = try await self.splitBatchable(chunk, context: context)
+                        guard !batch.isEmpty else { return (0, SyncReport(), rest) }
+                        let (partial, fallback) = try await self.pushBatch(batch)
+                        return (batch.count - fallback.count, partial, rest + fallback)
+                    }
+                    next += 1
+                }
+                while next < chunks.count && next < 2 { startNext() }
+                while let (pushed, partial, remaining) = try await group.next() {
+                    report.merge(partial)
+                    items += remaining
+                    done += pushed
+                    publishStatus(progress: (done, total))
+                    if next < chunks.count { startNext() }
+                }
+            }
+            phases.mark("bulk pushes")
         }
         let width = max(1, configuration.resolutionConcurrency)
         try await withThrowingTaskGroup(of: SyncReport.self) { group in
@@ -144,6 +171,8 @@ extension VaultEngine {
                 }
             }
         }
+        phases.mark("one by one")
+        logger.debug("resolution phases", metadata: ["changes": "\(total)", "took": "\(phases.summary)"])
         publishStatus(progress: nil, backups: report.backups.map(\.backupID))
         return report
     }
@@ -228,8 +257,10 @@ extension VaultEngine {
             return (id: entry.change.itemID, cipher: body, lastKnownRevisionDate: entry.server.revisionDate)
         }
         let results: [Result<CipherWire, ServerCallError>]
+        var phases = PhaseTimer()
         do {
             results = try await authorized { api, token in try await api.bulkUpdateCiphers(entries, token: token) }
+            phases.mark("request")
         } catch let error as ServerCallError {
             if case .http(let status, _) = error, status == 404 || status == 405 {
                 bulkUpdateSupported = false
@@ -257,14 +288,17 @@ extension VaultEngine {
         }
         let userID = try requireSession().userID
         let final = settled
+        let rows = final.map { (CipherRow(userID: userID, wire: $0.1), $0.0.id) }
         try await write { db in
-            for (change, wire) in final {
-                try CipherRow(userID: userID, wire: wire).save(db)
-                _ = try PendingChangeRow.deleteOne(db, key: change.id)
+            let deleteRecord = try db.cachedStatement(sql: "DELETE FROM pendingChange WHERE id = ?")
+            for (row, recordID) in rows {
+                try row.store(db)
+                try deleteRecord.execute(arguments: [recordID])
             }
         }
         report.resolved += final.count
-        logger.debug("bulk push", metadata: ["pushed": "\(final.count)", "retry": "\(fallback.count)"])
+        phases.mark("settle")
+        logger.debug("bulk push", metadata: ["pushed": "\(final.count)", "retry": "\(fallback.count)", "took": "\(phases.summary)"])
         return (report, fallback)
     }
 
@@ -383,5 +417,39 @@ extension VaultEngine {
                 try? await Task.sleep(for: wait)
             }
         }
+    }
+}
+
+/// Durations of consecutive phases, for debug logs.
+struct PhaseTimer {
+    private var last = ContinuousClock.now
+    private var phases: [(String, Duration)] = []
+
+    mutating func mark(_ name: String) {
+        let now = ContinuousClock.now
+        phases.append((name, now - last))
+        last = now
+    }
+
+    var summary: String {
+        phases.map { "\($0.0) \($0.1.formatted(.units(allowed: [.milliseconds], width: .narrow)))" }.joined(separator: ", ")
+    }
+}
+
+/// `compactMap` on all cores, order kept: for CPU-bound work over thousands of elements (parsing a
+/// snapshot, opening queue records); small inputs stay on the calling task.
+func concurrentCompactMap<Element: Sendable, Result: Sendable>(_ elements: [Element],
+                                                             _ transform: @escaping @Sendable (Element) -> Result?) async -> [Result] {
+    let parts = max(1, min(ProcessInfo.processInfo.activeProcessorCount, elements.count / 500))
+    guard parts > 1 else { return elements.compactMap(transform) }
+    let size = (elements.count + parts - 1) / parts
+    return await withTaskGroup(of: (Int, [Result]).self) { group in
+        for part in 0..<parts {
+            let slice = elements[min(part * size, elements.count)..<min((part + 1) * size, elements.count)]
+            group.addTask { (part, slice.compactMap(transform)) }
+        }
+        var results = Array(repeating: [Result](), count: parts)
+        for await (part, values) in group { results[part] = values }
+        return results.flatMap { $0 }
     }
 }

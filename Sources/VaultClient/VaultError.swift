@@ -99,7 +99,7 @@ public struct EngineConfiguration: Sendable {
     /// Queued changes resolved at once (bounded concurrency).
     public var resolutionConcurrency = 4
     /// Plain pushes per bulk request, where the server offers the VaultSync bulk extension (0: never).
-    public var bulkPushSize = 250
+    public var bulkPushSize = 500
 
     public init(serverURL: String) {
         self.serverURL = serverURL

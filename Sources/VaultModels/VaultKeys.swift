@@ -43,7 +43,7 @@ public struct VaultKeys: Sendable {
     }
 
     /// The key that encrypts an item's fields: the unwrapped item key, or the owner key.
-    func fieldKey(itemKey: EncString?, organizationId: String?, itemID: String?) throws -> SymmetricCryptoKey {
+    public func fieldKey(itemKey: EncString?, organizationId: String?, itemID: String?) throws -> SymmetricCryptoKey {
         let owner = try ownerKey(organizationId: organizationId)
         guard let itemKey else { return owner }
         do {

@@ -60,6 +60,17 @@ public struct CipherRow: Codable, Sendable, Equatable, FetchableRecord, Persista
         json = String(decoding: wire.jsonBytes(), as: UTF8.self)
     }
 
+    /// Inserts or replaces this row with one cached statement (no Codable encoding, one statement
+    /// instead of GRDB's update-then-insert): the hot path of bulk settles and full syncs.
+    public func store(_ db: Database) throws {
+        let statement = try db.cachedStatement(sql: """
+            INSERT INTO cipher (userID, id, organizationID, revisionDate, json) VALUES (?, ?, ?, ?, ?)
+            ON CONFLICT (userID, id) DO UPDATE SET organizationID = excluded.organizationID,
+                revisionDate = excluded.revisionDate, json = excluded.json
+            """)
+        try statement.execute(arguments: [userID, id, organizationID, revisionDate, json])
+    }
+
     public func wire() throws -> CipherWire {
         do {
             return try CipherWire(jsonBytes: Array(json.utf8), path: "cipher")

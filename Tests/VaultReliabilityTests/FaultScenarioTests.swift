@@ -9,8 +9,7 @@ struct FaultScenarioTests {
     /// 502 or 503, a connection dropped before or after forwarding, a delay past the client's timeout
     /// or a truncated body), do random offline-capable operations concurrently. Then the faults stop,
     /// everyone syncs, and every saved password must still exist, nothing twice, all devices alike.
-    @Test("devices under a 30% fault rate lose nothing, duplicate nothing and agree once the faults stop",
-          .enabled(if: RunSize.faultScenarioEnabled, "on demand until the open finding in docs/RELIABILITY.md is fixed"))
+    @Test("devices under a 30% fault rate lose nothing, duplicate nothing and agree once the faults stop")
     func randomOperationsUnderFaults() async throws {
         let environment = ProcessInfo.processInfo.environment
         let operations = RunSize.value("VAULTSYNC_FAULT_OPERATIONS", ci: 800, long: 10_000)

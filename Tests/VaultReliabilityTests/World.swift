@@ -29,13 +29,6 @@ enum Trace {
 enum RunSize {
     static var isLong: Bool { ProcessInfo.processInfo.environment["VAULTSYNC_LONG"] == "1" }
 
-    /// The fault scenario still finds a rare lost edit (docs/RELIABILITY.md, Open): until that is fixed
-    /// it runs on demand (`VAULTSYNC_FAULT_SCENARIO=1`, a given seed, or the long mode), not in every CI run.
-    static var faultScenarioEnabled: Bool {
-        let environment = ProcessInfo.processInfo.environment
-        return isLong || environment["VAULTSYNC_FAULT_SCENARIO"] == "1" || environment["VAULTSYNC_FAULT_SEED"] != nil
-    }
-
     static func value(_ variable: String, ci: Int, long: Int) -> Int {
         if let text = ProcessInfo.processInfo.environment[variable], let value = Int(text) { return value }
         return isLong ? long : ci

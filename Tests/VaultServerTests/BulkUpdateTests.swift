@@ -50,6 +50,35 @@ struct BulkUpdateTests {
         }
     }
 
+    @Test("answer \"revision\": each stored entry gets its new revision date, folder and favorite, not the cipher",
+          arguments: Backend.available)
+    func leanAnswer(backend: Backend) async throws {
+        try await withTestServer(backend) { api in
+            let user = try await TestUser.register(api)
+            let token = try await user.token(api)
+            let created = try await api.request(.post, "/api/ciphers", token: token, json: .object(try user.loginItem(name: "lean"))).object
+            var body = try user.loginItem(name: "lean, renamed")
+            body["id"] = created["id"]
+            body["favorite"] = .bool(true)
+            body["folderId"] = .string(UUID().uuidString.lowercased())
+            body["lastKnownRevisionDate"] = created["revisionDate"]
+            var stale = body
+            stale["lastKnownRevisionDate"] = .string("2020-01-01T00:00:00.000Z")
+            let answer = try await api.request(.post, "/api/vaultsync/ciphers/bulk-update", token: token,
+                                               json: .object(["answer": .string("revision"), "ciphers": .array([.object(body)])]))
+            let result = try #require(answer.object["data"]?.arrayValue?.first?.objectValue)
+            #expect(result["status"]?.intValue == 200 && result["cipher"] == nil)
+            let stored = try await api.request(.get, "/api/ciphers/\(created["id"]!.stringValue!)", token: token).object
+            #expect(result["revisionDate"] == stored["revisionDate"] && result["revisionDate"] != created["revisionDate"])
+            #expect(result["favorite"] == .bool(true))
+            // A folder that is not the user's is dropped, and the answer says so.
+            #expect(result["folderId"] == .null && stored["folderId"] == .null)
+            let refused = try await api.request(.post, "/api/vaultsync/ciphers/bulk-update", token: token,
+                                                json: .object(["answer": .string("revision"), "ciphers": .array([.object(stale)])]))
+            #expect(refused.object["data"]?.arrayValue?.first?.objectValue?["status"]?.intValue == 400)
+        }
+    }
+
     @Test("a bad entry refuses the whole request before anything is written; limits hold", arguments: Backend.available)
     func validation(backend: Backend) async throws {
         try await withTestServer(backend, configure: { $0.bulkUpdateLimit = 2 }) { api in

@@ -158,10 +158,17 @@ struct CiphersController {
         }
         let results = try await services.repository.updateCiphers(userID: userID, writes: writes, now: services.now())
         let renderer = services.renderer(for: request)
+        // `"answer": "revision"`: a client that keeps what it sent needs only the new revision date and
+        // the folder and favorite the server stored (a folder not the user's is dropped), not the cipher.
+        let lean = body["answer"]?.stringValue == "revision"
         var bytes = Array(#"{"object":"list","data":["#.utf8)
         for (index, (entry, result)) in zip(writes, results).enumerated() {
             if index > 0 { bytes.append(UInt8(ascii: ",")) }
             switch result {
+            case .success(let record) where lean:
+                bytes += JSONValue.object(["id": .string(entry.id), "status": .int(200), "revisionDate": Renderer.date(record.revisionDate),
+                                           "folderId": record.folderID.map(JSONValue.string) ?? .null,
+                                           "favorite": .bool(record.favorite)]).serialized()
             case .success(let record):
                 bytes += #"{"id":"#.utf8 + JSONValue.string(entry.id).serialized() + #","status":200,"cipher":"#.utf8
                 bytes += renderer.cipher(record) + Array("}".utf8)
