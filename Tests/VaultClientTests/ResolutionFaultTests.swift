@@ -26,19 +26,25 @@ struct ResolutionFaultTests {
         return device
     }
 
-    @Test("a failure between the backup and the push: the rerun converges with one backup and no loss")
-    func failureBetweenBackupAndPush() async throws {
-        let devices = try await TwoDevices.start()
-        let item = try await devices.a.engine.addItem(loginItem("Fragile")).value
+    /// A creates an item; B changes its password online; then A, offline, changes it too (newer).
+    func bEditsThenAEditsOffline(_ devices: TwoDevices, name: String, bPassword: String, aPassword: String) async throws -> CipherView {
+        let item = try await devices.a.engine.addItem(loginItem(name)).value
         try await devices.b.engine.pull()
         var fromB = try await devices.b.engine.item(id: item.id!)
-        fromB.login?.password = "b-online"
+        fromB.login?.password = bPassword
         _ = try await devices.b.engine.updateItem(fromB)
         try await Task.sleep(for: .milliseconds(50))
         let a = try await offline(devices)
         var fromA = item
-        fromA.login?.password = "a-offline-newer"
+        fromA.login?.password = aPassword
         _ = try await a.engine.updateItem(fromA)
+        return item
+    }
+
+    @Test("a failure between the backup and the push: the rerun converges with one backup and no loss")
+    func failureBetweenBackupAndPush() async throws {
+        let devices = try await TwoDevices.start()
+        let item = try await bEditsThenAEditsOffline(devices, name: "Fragile", bPassword: "b-online", aPassword: "a-offline-newer")
 
         let (viaProxy, proxy) = try await throughProxy(devices)
         await proxy.add(.init(method: "PUT", pathPrefix: "/api/ciphers/\(item.id!)", action: .fail(status: 503)))
@@ -61,16 +67,7 @@ struct ResolutionFaultTests {
     @Test("another device writes between A's backup and A's push: that version is backed up too, never overwritten")
     func writeBetweenBackupAndPush() async throws {
         let devices = try await TwoDevices.start()
-        let item = try await devices.a.engine.addItem(loginItem("Busy")).value
-        try await devices.b.engine.pull()
-        var fromB = try await devices.b.engine.item(id: item.id!)
-        fromB.login?.password = "b-first"
-        _ = try await devices.b.engine.updateItem(fromB)
-        try await Task.sleep(for: .milliseconds(50))
-        let a = try await offline(devices)
-        var fromA = item
-        fromA.login?.password = "a-offline-newer"
-        _ = try await a.engine.updateItem(fromA)
+        let item = try await bEditsThenAEditsOffline(devices, name: "Busy", bPassword: "b-first", aPassword: "a-offline-newer")
 
         // Right after A's backup of "b-first" reaches the server, B saves again, before A pushes.
         let (viaProxy, proxy) = try await throughProxy(devices)
