@@ -146,6 +146,12 @@ public final class VaultStore: Sendable {
                 t.add(column: "reviewedAt", .integer)
             }
         }
+        migrator.registerMigration("v4: lookups of an item's queue record and drafts") { db in
+            // Every save looks up the item's queue record; without these a queue of n records made n saves
+            // cost n² row visits (100,000 offline saves in the P5 benchmark).
+            try db.create(index: "pendingChange_item", on: "pendingChange", columns: ["userID", "itemID"])
+            try db.create(index: "draft_item", on: "draft", columns: ["userID", "itemID"])
+        }
         return migrator
     }
 }
