@@ -97,22 +97,25 @@ struct BulkPushTests {
         let devices = try await TwoDevices.start()
         let offline = try devices.offlineA()
         try await offline.engine.unlock(email: devices.scenario.email, password: devices.scenario.password)
-        _ = try await offline.engine.addItem(loginItem("Lost answer", password: "first"))
+        let lostAnswer = try await offline.engine.addItem(loginItem("Lost answer", password: "first")).value
         try await Task.sleep(for: .milliseconds(5))
         _ = try await offline.engine.addItem(loginItem("Plain create"))
         let proxy = FaultProxy(upstream: await devices.scenario.server.url)
         try await proxy.start()
-        let a = try Device.make(url: await proxy.url, profile: devices.a.profile)
+        // One record at a time: the first POST (the one whose answer is dropped) is "Lost answer".
+        let a = try Device.make(url: await proxy.url, profile: devices.a.profile) { $0.resolutionConcurrency = 1 }
         try await a.engine.unlock(email: devices.scenario.email, password: devices.scenario.password)
         // Creates must not need a PUT; the lost-answer create reaches the server but A never hears.
         await proxy.add(.init(method: "PUT", pathPrefix: "/api/ciphers/", action: .fail(status: 400), times: 1))
         await proxy.add(.init(method: "POST", pathPrefix: "/api/ciphers", action: .forwardThenDrop, times: 1))
         _ = try? await a.engine.sync()
         #expect(await proxy.firedCount == 1, "only the dropped POST: no create needed a PUT")
-        // Edited offline again before the next sync: the adopted server copy must get this edit.
+        // Edited offline again before the next sync: the adopted server copy must get this edit. (The pull
+        // after the lost answer also brought the server's copy in under its own id; this edits the
+        // device's own copy, the queued create. Editing the other copy is `adoptedCreateAlsoEditedHere`.)
         let offlineAgain = try devices.offlineA()
         try await offlineAgain.engine.unlock(email: devices.scenario.email, password: devices.scenario.password)
-        var view = try #require(try await offlineAgain.engine.view(named: "Lost answer"))
+        var view = try await offlineAgain.engine.item(id: try #require(lostAnswer.id))
         view.login?.password = "second"
         _ = try await offlineAgain.engine.updateItem(view)
         let report = try await devices.a.reopen(url: await devices.scenario.server.url).engine.syncAfterUnlock(devices)
