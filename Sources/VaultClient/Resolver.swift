@@ -49,9 +49,7 @@ extension VaultEngine {
         guard session != nil else { return SyncReport(skippedLocked: true) }
         var report = try await resolveQueue()
         report.messages += try await pull()
-        report.stillPending = try await read { [userID = session?.userID ?? ""] db in
-            try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM pendingChange WHERE userID = ?", arguments: [userID]) ?? 0
-        } - report.needsAttention
+        report.stillPending = try await pendingCount() - report.needsAttention
         return report
     }
 
@@ -66,9 +64,7 @@ extension VaultEngine {
             logger.debug("resolution snapshot", metadata: ["items": "\(snapshot.ciphers.count)", "took": "\(ContinuousClock.now - started)"])
             report = try await resolve(against: snapshot)
         }
-        report.stillPending = try await read { [userID = session?.userID ?? ""] db in
-            try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM pendingChange WHERE userID = ?", arguments: [userID]) ?? 0
-        } - report.needsAttention
+        report.stillPending = try await pendingCount() - report.needsAttention
         return report
     }
 
