@@ -44,7 +44,10 @@ enum ResolutionBenchmark {
         // Ours: one sync resolves them all (resolution, then the full sync that follows it, timed apart).
         try await online.unlock(email: email, password: password)
         var report = SyncReport()
+        let perf = PerfControl.fromEnvironment()
+        perf?.send("enable")
         let ours = try await measureAsync { report = try await online.resolveQueue() }
+        perf?.send("disable")
         precondition(report.resolved == count && report.backups.isEmpty, "resolution incomplete: \(report)")
         let oursFullSync = try await measureAsync { _ = try await online.pull() }
 
@@ -79,6 +82,20 @@ enum ResolutionBenchmark {
                             reference: withSync.reference, referenceWhat: "seeds' pushes + the same full sync",
                             ratio: withSync.reference / withSync.ours, goal: "report", met: nil)]
     }
+}
+
+/// `VAULTSYNC_PERF_CTL=FIFO`: the control fifo of `perf record --control=fifo:FIFO -D -1`, so a profile
+/// covers only the timed resolution (not the vault's setup or the reference).
+struct PerfControl {
+    let handle: FileHandle
+
+    static func fromEnvironment() -> PerfControl? {
+        guard let path = ProcessInfo.processInfo.environment["VAULTSYNC_PERF_CTL"],
+              let handle = FileHandle(forWritingAtPath: path) else { return nil }
+        return PerfControl(handle: handle)
+    }
+
+    func send(_ command: String) { handle.write(Data((command + "\n").utf8)) }
 }
 
 /// Seconds taken by an async body.

@@ -20,38 +20,63 @@ public enum Base64 {
     /// Decodes padded standard base64; `nil` if the text is not exactly that (wrong length, bad
     /// characters, misplaced padding, or non-zero trailing bits).
     public static func decode(_ input: UnsafeBufferPointer<UInt8>) -> Data? {
+        guard let outputCount = decodedLength(input) else { return nil }
+        if outputCount == 0 { return Data() }
+        var output = Data(count: outputCount)
+        let ok = output.withUnsafeMutableBytes { raw in walk(input, into: raw.bindMemory(to: UInt8.self)) }
+        return ok ? output : nil
+    }
+
+    /// The length `input` decodes to, after checking it is valid padded base64 without decoding it
+    /// (EncStrings are validated far more often than decrypted).
+    public static func validatedLength(_ input: UnsafeBufferPointer<UInt8>) -> Int? {
+        guard let length = decodedLength(input), walk(input, into: nil) else { return nil }
+        return length
+    }
+
+    /// The decoded length implied by the text's length and padding, `nil` if the length is not a multiple of 4.
+    private static func decodedLength(_ input: UnsafeBufferPointer<UInt8>) -> Int? {
         let count = input.count
         guard count % 4 == 0 else { return nil }
-        if count == 0 { return Data() }
+        if count == 0 { return 0 }
         var padding = 0
         if input[count - 1] == UInt8(ascii: "=") { padding += 1 }
         if input[count - 2] == UInt8(ascii: "=") { padding += 1 }
-        let outputCount = count / 4 * 3 - padding
-        var output = Data(count: outputCount)
-        let ok: Bool = decodeTable.withUnsafeBufferPointer { table in
-            output.withUnsafeMutableBytes { raw in
-                let out = raw.bindMemory(to: UInt8.self)
-                var o = 0
-                var i = 0
-                while i < count {
-                    let last = i + 4 == count
-                    let c0 = table[Int(input[i])], c1 = table[Int(input[i + 1])]
-                    let p2 = last && padding == 2
-                    let p3 = last && padding >= 1
-                    let c2 = p2 ? 0 : table[Int(input[i + 2])]
-                    let c3 = p3 ? 0 : table[Int(input[i + 3])]
-                    if (c0 | c1 | c2 | c3) & 0xC0 != 0 { return false }
+        return count / 4 * 3 - padding
+    }
+
+    /// Checks every quantum and, given `out`, writes the decoded bytes; `false` on any invalid character,
+    /// misplaced padding or non-zero trailing bits.
+    private static func walk(_ input: UnsafeBufferPointer<UInt8>, into out: UnsafeMutableBufferPointer<UInt8>?) -> Bool {
+        let count = input.count
+        guard count > 0 else { return true }
+        var padding = 0
+        if input[count - 1] == UInt8(ascii: "=") { padding += 1 }
+        if input[count - 2] == UInt8(ascii: "=") { padding += 1 }
+        return decodeTable.withUnsafeBufferPointer { table in
+            var o = 0
+            var i = 0
+            while i < count {
+                let last = i + 4 == count
+                let c0 = table[Int(input[i])], c1 = table[Int(input[i + 1])]
+                let p2 = last && padding == 2
+                let p3 = last && padding >= 1
+                let c2 = p2 ? 0 : table[Int(input[i + 2])]
+                let c3 = p3 ? 0 : table[Int(input[i + 3])]
+                if (c0 | c1 | c2 | c3) & 0xC0 != 0 { return false }
+                if p2, c1 & 0x0F != 0 { return false }
+                if p3, !p2, c2 & 0x03 != 0 { return false }
+                if let out {
                     let triple = UInt32(c0) << 18 | UInt32(c1) << 12 | UInt32(c2) << 6 | UInt32(c3)
                     out[o] = UInt8(truncatingIfNeeded: triple >> 16)
-                    if !p2 { out[o + 1] = UInt8(truncatingIfNeeded: triple >> 8) } else if c1 & 0x0F != 0 { return false }
-                    if !p3 { out[o + 2] = UInt8(truncatingIfNeeded: triple) } else if !p2, c2 & 0x03 != 0 { return false }
-                    o += 3
-                    i += 4
+                    if !p2 { out[o + 1] = UInt8(truncatingIfNeeded: triple >> 8) }
+                    if !p3 { out[o + 2] = UInt8(truncatingIfNeeded: triple) }
                 }
-                return true
+                o += 3
+                i += 4
             }
+            return true
         }
-        return ok ? output : nil
     }
 
     /// Decodes the UTF-8 bytes of a string.

@@ -51,18 +51,103 @@ public enum EncryptionType: Int, Sendable, CaseIterable {
 /// An `EncString` is always well formed: ``init(_:)`` validates the header, the part count, the base64 of
 /// every part and the IV and MAC lengths, and throws ``CryptoError`` naming the bad part otherwise.
 /// ``serialized`` is the exact text it was parsed from, so a value read from the server is sent back
-/// byte for byte.
+/// byte for byte. A parsed value keeps only its text and where its parts are: the parts are decoded
+/// when read (validation is far more frequent than decryption: every cipher the server accepts, every
+/// cached item read).
 public struct EncString: Sendable, Hashable {
     /// The encryption type.
     public let type: EncryptionType
-    /// The IV (16 bytes) for symmetric types, else `nil`.
-    public let iv: Data?
-    /// The ciphertext.
-    public let ciphertext: Data
-    /// The MAC (32 bytes for types 1 and 2; whatever was given for the ignored MAC of types 5 and 6).
-    public let mac: Data?
     /// The exact string form.
     public let serialized: String
+    /// The decoded parts when they were at hand (an EncString assembled from bytes), else `nil`. A
+    /// reference keeps the value small: cipher models hold dozens of EncStrings.
+    private let assembled: Decoded?
+
+    /// Where the base64 parts are in the UTF-8 text, in the type's part order.
+    private struct PartRanges {
+        var first: Range<Int> = 0..<0
+        var second: Range<Int> = 0..<0
+        var third: Range<Int> = 0..<0
+
+        subscript(index: Int) -> Range<Int> { index == 0 ? first : index == 1 ? second : third }
+    }
+
+    /// Decoded byte counts of up to three parts (no array: this runs for every EncString parsed).
+    private struct PartLengths {
+        var values: (Int, Int, Int) = (0, 0, 0)
+
+        subscript(index: Int) -> Int {
+            get { index == 0 ? values.0 : index == 1 ? values.1 : values.2 }
+            set {
+                switch index {
+                case 0: values.0 = newValue
+                case 1: values.1 = newValue
+                default: values.2 = newValue
+                }
+            }
+        }
+    }
+
+    /// The parts, decoded: `iv` for symmetric types, `mac` for types 1, 2, 5 and 6.
+    final class Decoded: Sendable {
+        let iv: Data?
+        let ciphertext: Data
+        let mac: Data?
+
+        init(iv: Data?, ciphertext: Data, mac: Data?) {
+            self.iv = iv
+            self.ciphertext = ciphertext
+            self.mac = mac
+        }
+    }
+
+    /// The IV (16 bytes) for symmetric types, else `nil`.
+    public var iv: Data? { decoded().iv }
+    /// The ciphertext.
+    public var ciphertext: Data { decoded().ciphertext }
+    /// The MAC (32 bytes for types 1 and 2; whatever was given for the ignored MAC of types 5 and 6).
+    public var mac: Data? { decoded().mac }
+
+    /// All parts, decoded once (what decryption reads).
+    func decoded() -> Decoded {
+        if let assembled { return assembled }
+        var text = serialized
+        return text.withUTF8 { bytes in
+            // Validated at parse time, so splitting and decoding cannot fail.
+            let parts = EncString.split(bytes).parts
+            func part(_ index: Int) -> Data { Base64.decode(UnsafeBufferPointer(rebasing: bytes[parts[index]]))! }
+            switch type {
+            case .aesCbc256B64: return Decoded(iv: part(0), ciphertext: part(1), mac: nil)
+            case .aesCbc128HmacSha256B64, .aesCbc256HmacSha256B64: return Decoded(iv: part(0), ciphertext: part(1), mac: part(2))
+            case .rsa2048OaepSha256B64, .rsa2048OaepSha1B64: return Decoded(iv: nil, ciphertext: part(0), mac: nil)
+            case .rsa2048OaepSha256HmacSha256B64, .rsa2048OaepSha1HmacSha256B64: return Decoded(iv: nil, ciphertext: part(0), mac: part(1))
+            }
+        }
+    }
+
+    /// The header's dot (if any), the parts' ranges and how many parts there are (may exceed three).
+    private static func split(_ bytes: UnsafeBufferPointer<UInt8>) -> (dot: Int?, parts: PartRanges, count: Int) {
+        let dot = bytes.firstIndex(of: UInt8(ascii: "."))
+        let bodyStart = dot.map { $0 + 1 } ?? 0
+        var ranges = PartRanges()
+        var partCount = 0
+        var partStart = bodyStart
+        for index in bodyStart...bytes.count where index == bytes.count || bytes[index] == UInt8(ascii: "|") {
+            switch partCount {
+            case 0: ranges.first = partStart..<index
+            case 1: ranges.second = partStart..<index
+            case 2: ranges.third = partStart..<index
+            default: break
+            }
+            partCount += 1
+            partStart = index + 1
+        }
+        return (dot, ranges, partCount)
+    }
+
+    public static func == (lhs: EncString, rhs: EncString) -> Bool { lhs.serialized == rhs.serialized }
+
+    public func hash(into hasher: inout Hasher) { hasher.combine(serialized) }
 
     /// Parses an EncString.
     ///
@@ -72,31 +157,16 @@ public struct EncString: Sendable, Hashable {
     public init(_ string: String) throws {
         var text = string
         let parsed = try text.withUTF8 { try EncString.parse($0) }
-        self.init(checkedType: parsed.type, iv: parsed.iv, ciphertext: parsed.ciphertext, mac: parsed.mac, serialized: string)
-        try validateLengths()
+        self.type = parsed.type
+        self.assembled = nil
+        self.serialized = string
+        try EncString.validateLengths(type: parsed.type, lengths: parsed.lengths)
     }
 
-    /// Parses the UTF-8 bytes of an EncString (byte-level: no grapheme or `String` work on the hot path).
-    private static func parse(_ bytes: UnsafeBufferPointer<UInt8>) throws
-        -> (type: EncryptionType, iv: Data?, ciphertext: Data, mac: Data?)
-    {
-        let dot = bytes.firstIndex(of: UInt8(ascii: "."))
-        let bodyStart = dot.map { $0 + 1 } ?? 0
-        // Part boundaries in the body; no type has more than three parts, so three ranges suffice.
-        var ranges: (Range<Int>, Range<Int>, Range<Int>) = (0..<0, 0..<0, 0..<0)
-        var partCount = 0
-        var partStart = bodyStart
-        for index in bodyStart...bytes.count where index == bytes.count || bytes[index] == UInt8(ascii: "|") {
-            switch partCount {
-            case 0: ranges.0 = partStart..<index
-            case 1: ranges.1 = partStart..<index
-            case 2: ranges.2 = partStart..<index
-            default: break
-            }
-            partCount += 1
-            partStart = index + 1
-        }
-
+    /// Parses the UTF-8 bytes of an EncString (byte-level: no grapheme or `String` work on the hot path)
+    /// into its type and its parts' decoded lengths, validating every part's base64.
+    private static func parse(_ bytes: UnsafeBufferPointer<UInt8>) throws -> (type: EncryptionType, lengths: PartLengths) {
+        let (dot, ranges, partCount) = split(bytes)
         let type: EncryptionType
         if let dot {
             let header = String(decoding: UnsafeBufferPointer(rebasing: bytes[0..<dot]), as: UTF8.self)
@@ -117,35 +187,18 @@ public struct EncString: Sendable, Hashable {
                 part: "body",
                 reason: "type \(type.rawValue) needs \(names.count) parts (\(names.joined(separator: ", "))), got \(partCount)")
         }
-        func part(_ index: Int) throws -> Data {
-            let range = index == 0 ? ranges.0 : index == 1 ? ranges.1 : ranges.2
+        var lengths = PartLengths()
+        for index in 0..<partCount {
+            let range = ranges[index]
             guard !range.isEmpty else {
                 throw CryptoError.malformedEncString(part: names[index], reason: "empty")
             }
-            guard let data = Base64.decode(UnsafeBufferPointer(rebasing: bytes[range])) else {
+            guard let length = Base64.validatedLength(UnsafeBufferPointer(rebasing: bytes[range])) else {
                 throw CryptoError.malformedEncString(part: names[index], reason: "not valid base64")
             }
-            return data
+            lengths[index] = length
         }
-        let decoded = (try part(0), partCount > 1 ? try part(1) : Data(), partCount > 2 ? try part(2) : Data())
-        switch type {
-        case .aesCbc256B64:
-            return (type, decoded.0, decoded.1, nil)
-        case .aesCbc128HmacSha256B64, .aesCbc256HmacSha256B64:
-            return (type, decoded.0, decoded.1, decoded.2)
-        case .rsa2048OaepSha256B64, .rsa2048OaepSha1B64:
-            return (type, nil, decoded.0, nil)
-        case .rsa2048OaepSha256HmacSha256B64, .rsa2048OaepSha1HmacSha256B64:
-            return (type, nil, decoded.0, decoded.1)
-        }
-    }
-
-    private init(checkedType: EncryptionType, iv: Data?, ciphertext: Data, mac: Data?, serialized: String) {
-        self.type = checkedType
-        self.iv = iv
-        self.ciphertext = ciphertext
-        self.mac = mac
-        self.serialized = serialized
+        return (type, lengths)
     }
 
     /// Assembles an EncString from its parts and formats it.
@@ -156,25 +209,31 @@ public struct EncString: Sendable, Hashable {
             parts.append(iv)
         }
         parts.append(ciphertext)
-        if type.partNames.last == "mac" {
+        let hasMAC = type.partNames.last == "mac"
+        if hasMAC {
             guard let mac else { throw CryptoError.malformedEncString(part: "mac", reason: "missing") }
             parts.append(mac)
         }
-        let text = Base64.join(prefix: type.header, parts: parts, separator: UInt8(ascii: "|"))
-        self.init(checkedType: type, iv: type.isSymmetric ? iv : nil, ciphertext: ciphertext,
-                  mac: type.partNames.last == "mac" ? mac : nil, serialized: text)
-        try validateLengths()
+        var lengths = PartLengths()
+        for (index, part) in parts.enumerated() { lengths[index] = part.count }
+        try EncString.validateLengths(type: type, lengths: lengths)
+        self.type = type
+        self.serialized = Base64.join(prefix: type.header, parts: parts, separator: UInt8(ascii: "|"))
+        self.assembled = Decoded(iv: type.isSymmetric ? iv : nil, ciphertext: ciphertext, mac: hasMAC ? mac : nil)
     }
 
-    private func validateLengths() throws {
-        if let iv, iv.count != 16 {
-            throw CryptoError.malformedEncString(part: "iv", reason: "must be 16 bytes, got \(iv.count)")
+    /// Checks IV, MAC and ciphertext lengths; `lengths` are the decoded parts' byte counts in the type's part order.
+    private static func validateLengths(type: EncryptionType, lengths: PartLengths) throws {
+        guard type.isSymmetric else { return }
+        let (iv, ciphertext) = (lengths[0], lengths[1])
+        if iv != 16 {
+            throw CryptoError.malformedEncString(part: "iv", reason: "must be 16 bytes, got \(iv)")
         }
-        if type == .aesCbc128HmacSha256B64 || type == .aesCbc256HmacSha256B64, let mac, mac.count != 32 {
-            throw CryptoError.malformedEncString(part: "mac", reason: "must be 32 bytes, got \(mac.count)")
+        if type != .aesCbc256B64, lengths[2] != 32 {
+            throw CryptoError.malformedEncString(part: "mac", reason: "must be 32 bytes, got \(lengths[2])")
         }
-        if type.isSymmetric, ciphertext.isEmpty || ciphertext.count % 16 != 0 {
-            throw CryptoError.malformedEncString(part: "ciphertext", reason: "must be a non-empty multiple of 16 bytes, got \(ciphertext.count)")
+        if ciphertext == 0 || ciphertext % 16 != 0 {
+            throw CryptoError.malformedEncString(part: "ciphertext", reason: "must be a non-empty multiple of 16 bytes, got \(ciphertext)")
         }
     }
 

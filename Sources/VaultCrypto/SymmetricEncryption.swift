@@ -55,7 +55,9 @@ extension EncString {
     /// decryption. Type 0 (no MAC) is accepted only with a 32-byte key: offering a 64-byte key is the
     /// downgrade the SDK refuses (``CryptoError/wrongKeyType(encryptionType:keyBytes:)``).
     public func decrypt(key: SymmetricCryptoKey) throws -> Data {
-        guard let iv else { throw CryptoError.unsupportedEncryptionType(type.rawValue) }
+        let parts = decoded()
+        guard let iv = parts.iv else { throw CryptoError.unsupportedEncryptionType(type.rawValue) }
+        let (ciphertext, mac) = (parts.ciphertext, parts.mac)
         let aesKey: SymmetricKey
         switch type {
         case .aesCbc256B64:

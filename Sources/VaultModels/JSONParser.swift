@@ -314,20 +314,33 @@ extension JSONValue {
 
     static func writeString(_ text: String, to out: inout [UInt8]) {
         out.append(UInt8(ascii: "\""))
-        for byte in text.utf8 {
-            switch byte {
-            case 0x22: out.append(contentsOf: [0x5C, 0x22])
-            case 0x5C: out.append(contentsOf: [0x5C, 0x5C])
-            case 0x0A: out.append(contentsOf: [0x5C, UInt8(ascii: "n")])
-            case 0x0D: out.append(contentsOf: [0x5C, UInt8(ascii: "r")])
-            case 0x09: out.append(contentsOf: [0x5C, UInt8(ascii: "t")])
-            case 0x00..<0x20:
-                let hex: [UInt8] = Array("0123456789abcdef".utf8)
-                out.append(contentsOf: [0x5C, UInt8(ascii: "u"), 0x30, 0x30, hex[Int(byte >> 4)], hex[Int(byte & 0xF)]])
-            default: out.append(byte)
+        var text = text
+        text.withUTF8 { bytes in
+            // Copy runs that need no escaping in one go (EncStrings and ids never do).
+            var runStart = 0
+            for index in bytes.indices {
+                let byte = bytes[index]
+                guard byte < 0x20 || byte == 0x22 || byte == 0x5C else { continue }
+                out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[runStart..<index]))
+                appendEscaped(byte, to: &out)
+                runStart = index + 1
             }
+            out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[runStart...]))
         }
         out.append(UInt8(ascii: "\""))
+    }
+
+    private static func appendEscaped(_ byte: UInt8, to out: inout [UInt8]) {
+        switch byte {
+        case 0x22: out.append(contentsOf: [0x5C, 0x22])
+        case 0x5C: out.append(contentsOf: [0x5C, 0x5C])
+        case 0x0A: out.append(contentsOf: [0x5C, UInt8(ascii: "n")])
+        case 0x0D: out.append(contentsOf: [0x5C, UInt8(ascii: "r")])
+        case 0x09: out.append(contentsOf: [0x5C, UInt8(ascii: "t")])
+        default:
+            let hex: [UInt8] = Array("0123456789abcdef".utf8)
+            out.append(contentsOf: [0x5C, UInt8(ascii: "u"), 0x30, 0x30, hex[Int(byte >> 4)], hex[Int(byte & 0xF)]])
+        }
     }
 }
 

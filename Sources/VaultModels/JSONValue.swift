@@ -65,9 +65,17 @@ public struct JSONObject: Sendable, Hashable, Sequence, ExpressibleByDictionaryL
     /// The index of `key`, matched exactly or with the first letter's case flipped.
     public func index(of key: String) -> Int? {
         if let exact = entries.firstIndex(where: { $0.key == key }) { return exact }
-        let flipped = JSONObject.flipFirstLetter(key)
-        guard flipped != key else { return nil }
-        return entries.firstIndex(where: { $0.key == flipped })
+        // A miss is the common case for optional fields: compare in place instead of building the
+        // flipped spelling (an allocation per lookup).
+        return entries.firstIndex(where: { JSONObject.equalWithFirstLetterFlipped($0.key, key) })
+    }
+
+    /// Whether `a` is `b` with its first letter's ASCII case flipped ("Key" and "key").
+    static func equalWithFirstLetterFlipped(_ a: String, _ b: String) -> Bool {
+        let (left, right) = (a.utf8, b.utf8)
+        guard left.count == right.count, let first = left.first, let other = right.first,
+              first ^ 0x20 == other, (0x61...0x7A).contains(first | 0x20) else { return false }
+        return left.dropFirst().elementsEqual(right.dropFirst())
     }
 
     /// The value for `key` (first-letter case-insensitive), `nil` when absent.

@@ -116,6 +116,28 @@ public struct WireDate: Sendable, Hashable, Comparable, CustomStringConvertible 
             days -= 1
         }
         let (year, month, day) = Self.civilFromDays(Int(days))
+        if (0...9999).contains(year) {
+            // Fixed width: write the 27 bytes directly (this runs for every date of every cipher written).
+            return String(unsafeUninitializedCapacity: 27) { out in
+                func put(_ value: Int, width: Int, at offset: Int) {
+                    var rest = value
+                    for index in stride(from: offset + width - 1, through: offset, by: -1) {
+                        out[index] = UInt8(ascii: "0") + UInt8(rest % 10)
+                        rest /= 10
+                    }
+                }
+                put(year, width: 4, at: 0)
+                put(month, width: 2, at: 5)
+                put(day, width: 2, at: 8)
+                put(Int(secondOfDay / 3600), width: 2, at: 11)
+                put(Int(secondOfDay % 3600 / 60), width: 2, at: 14)
+                put(Int(secondOfDay % 60), width: 2, at: 17)
+                put(Int(micros), width: 6, at: 20)
+                (out[4], out[7], out[10]) = (UInt8(ascii: "-"), UInt8(ascii: "-"), UInt8(ascii: "T"))
+                (out[13], out[16], out[19], out[26]) = (UInt8(ascii: ":"), UInt8(ascii: ":"), UInt8(ascii: "."), UInt8(ascii: "Z"))
+                return 27
+            }
+        }
         func pad(_ value: Int, _ width: Int) -> String {
             let text = String(value)
             return text.count >= width ? text : String(repeating: "0", count: width - text.count) + text

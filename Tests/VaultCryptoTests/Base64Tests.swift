@@ -12,6 +12,8 @@ struct Base64Tests {
             let encoded = Base64.encode(bytes)
             #expect(encoded == Data(bytes).base64EncodedString())
             #expect(Base64.decode(encoded) == Data(bytes))
+            var text = encoded
+            #expect(text.withUTF8 { Base64.validatedLength($0) } == length)
         }
     }
 
@@ -20,6 +22,8 @@ struct Base64Tests {
     ])
     func refuses(text: String) {
         #expect(Base64.decode(text) == nil)
+        var copy = text
+        #expect(copy.withUTF8 { Base64.validatedLength($0) } == nil)
     }
 
     @Test("accepts canonical padding")

@@ -56,6 +56,11 @@ struct KnownAnswerTests {
         #expect(encrypted.ciphertext.hex == "ea4d100fbd5224bcb6584043915e1eb224eb8243ffcfb7a849e7527ac18b1981")
         #expect(encrypted.mac?.hex == "3c4e2c6f48e9030656fad9f23ee5b8dde796bd2c63bddc37c4c2653c66c39582")
         #expect(try EncString(expected).decryptString(key: key) == "Bitwarden SDK test vector")
+        // A parsed value decodes its parts on demand; they match the assembled ones.
+        let parsed = try EncString(expected)
+        #expect(parsed.iv?.hex == "d8da2400c4ba965531936ea8b9e32aac")
+        #expect(parsed.ciphertext == encrypted.ciphertext && parsed.mac == encrypted.mac && parsed == encrypted)
+        #expect(try EncString(type: .aesCbc256HmacSha256B64, iv: parsed.iv, ciphertext: parsed.ciphertext, mac: parsed.mac) == parsed)
     }
 
     static let tv7UserKey = "w2LO+nwV4oxwswVYCxlOfRUseXfvU03VzvKQHrqeklPgiMZrspUe6sOBToCnDn9Ay0tuCBn8ykVVRb7PWhub2Q=="

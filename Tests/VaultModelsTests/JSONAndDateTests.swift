@@ -26,6 +26,10 @@ struct JSONParserTests {
     func escapes() throws {
         #expect(try JSONParser.parse(#""a\u00e9\ud83d\udd10\n""#) == .string("aé🔐\n"))
         #expect(JSONValue.string("q\"\\\u{1}").jsonText == #""q\"\\\u0001""#)
+        // Runs between escapes, multi-byte text and an escape at either end are copied intact.
+        let text = "\nab\"cd\te\u{1f}é🔐 2.x|\\"
+        #expect(JSONValue.string(text).jsonText == #""\nab\"cd\te\u001fé🔐 2.x|\\""#)
+        #expect(try JSONParser.parse(JSONValue.string(text).jsonText) == .string(text))
     }
 
     @Test("invalid documents are refused with an offset", arguments: [
@@ -72,6 +76,12 @@ struct JSONParserTests {
         #expect(object.entries.map(\.key) == ["key", "other"])
         #expect(JSONObject.flipFirstLetter("ErrorModel") == "errorModel")
         #expect(JSONObject.flipFirstLetter("1x") == "1x")
+        let mixed: JSONObject = ["Name": .string("1"), "x": .null, "[ame": .string("2"), "éa": .string("3")]
+        #expect(mixed["name"] == .string("1"))
+        #expect(mixed["{ame"] == nil)  // '[' ^ 0x20 is '{', not a letter
+        #expect(mixed["X"] == .null)
+        #expect(mixed["Éa"] == nil)  // ASCII letters only
+        #expect(mixed["nam"] == nil && mixed["names"] == nil)
     }
 }
 
@@ -90,6 +100,8 @@ struct WireDateTests {
         ("0001-01-01T00:00:00", "0001-01-01T00:00:00.000000Z"),
         ("2024-02-29T00:00:00Z", "2024-02-29T00:00:00.000000Z"),
         ("1969-12-31T23:59:59.999999Z", "1969-12-31T23:59:59.999999Z"),
+        ("9999-12-31T23:59:59.000001Z", "9999-12-31T23:59:59.000001Z"),
+        ("2038-01-19T03:14:08.010203Z", "2038-01-19T03:14:08.010203Z"),
     ])
     func parse(text: String, expected: String) throws {
         let date = try #require(WireDate(iso8601: text))
