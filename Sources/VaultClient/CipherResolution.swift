@@ -251,7 +251,7 @@ extension VaultEngine {
     /// An item adopted from the snapshot is read again first: this run may have changed it since (a bulk
     /// push of its own record), and deciding on a stale revision would fail or overwrite.
     func createIdempotently(_ wire: CipherWire, context: ResolutionContext) async throws -> CipherWire {
-        if let adopted = context.serverNamesOfCiphers[wire.name.serialized], let adoptedID = adopted.id {
+        if let adoptedID = context.serverNamesOfCiphers[wire.name.serialized] {
             do {
                 return try await authorized { api, token in try await api.getCipher(id: adoptedID, token: token) }
             } catch let error as ServerCallError where error.isGone {

@@ -60,38 +60,62 @@ extension VaultEngine {
         var report = SyncReport()
         if configuration.resolutionEnabled, try await pendingCount() > 0 {
             let started = ContinuousClock.now
+            // The queue is read and opened on this device while the server prepares its snapshot.
+            async let queue = readQueue()
             let snapshot = try await fetchSnapshot()
             logger.debug("resolution snapshot", metadata: ["items": "\(snapshot.ciphers.count)", "took": "\(ContinuousClock.now - started)"])
-            report = try await resolve(against: snapshot)
+            report = try await resolve(queue: try await queue, against: snapshot)
         }
         report.stillPending = try await pendingCount() - report.needsAttention
         return report
     }
 
+    /// The queue records due now (opened), and how many wait for the user (needs attention).
+    struct DueQueue: Sendable {
+        var changes: [PendingChange]
+        var needsAttention: Int
+    }
+
+    func readQueue() async throws -> DueQueue {
+        let current = try requireSession()
+        let now = clock.now()
+        let rows = try await read { [userID = current.userID] db in try PendingChangeRow.filter(Column("userID") == userID).fetchAll(db) }
+        var due = DueQueue(changes: [], needsAttention: 0)
+        let userKey = current.keys.userKey
+        for change in await concurrentCompactMap(rows, { try? $0.open(key: userKey) }) {
+            if change.metadata.state == .needsAttention { due.needsAttention += 1; continue }
+            if let next = change.metadata.nextAttemptDate, next > now { continue }
+            due.changes.append(change)
+        }
+        return due
+    }
+
     /// One pass over the queue: folders first (their new ids are referenced by items), then items.
     /// Every record is settled, retried later, or marked as needing attention; one failure never stops
     /// the others (seed 001 §7.1).
-    func resolve(against snapshot: SyncResponse) async throws -> SyncReport {
+    func resolve(queue: DueQueue, against snapshot: SyncResponse) async throws -> SyncReport {
         var phases = PhaseTimer()
-        let current = try requireSession()
         var report = SyncReport()
-        let now = clock.now()
-        let rows = try await read { [userID = current.userID] db in try PendingChangeRow.filter(Column("userID") == userID).fetchAll(db) }
-        var changes: [PendingChange] = []
-        let userKey = current.keys.userKey
-        for change in await concurrentCompactMap(rows, { try? $0.open(key: userKey) }) {
-            if change.metadata.state == .needsAttention { report.needsAttention += 1; continue }
-            if let next = change.metadata.nextAttemptDate, next > now { continue }
-            changes.append(change)
+        report.needsAttention = queue.needsAttention
+        let changes = queue.changes
+        phases.mark("queue read (overlapped)")
+        // Only the queued items' server versions are parsed (a large vault with a few queued changes
+        // pays for a few); adoption by encrypted name needs only each item's name text and id.
+        let queuedIDs = Set(changes.lazy.filter { $0.itemKind == .cipher }.map(\.itemID))
+        let wanted = snapshot.ciphers.filter { object in
+            object["id"]?.stringValue.map { queuedIDs.contains($0.lowercased()) } ?? false
         }
-        phases.mark("queue read")
         var serverCiphers: [String: CipherWire] = [:]
-        var serverNames: [String: CipherWire] = [:]
-        serverCiphers.reserveCapacity(snapshot.ciphers.count)
-        for wire in await concurrentCompactMap(snapshot.ciphers, { try? CipherWire(json: $0, path: "cipher") }) {
+        serverCiphers.reserveCapacity(wanted.count)
+        for wire in await concurrentCompactMap(wanted, { try? CipherWire(json: $0, path: "cipher") }) {
             guard let id = wire.id else { continue }
             serverCiphers[id] = wire
-            serverNames[wire.name.serialized] = wire
+        }
+        var serverNames: [String: String] = [:]
+        serverNames.reserveCapacity(snapshot.ciphers.count)
+        for object in snapshot.ciphers {
+            guard let name = object["name"]?.stringValue, let id = object["id"]?.stringValue else { continue }
+            serverNames[name] = id.lowercased()
         }
         var serverFolders: [String: FolderWire] = [:]
         var folderNames: [String: FolderWire] = [:]
@@ -300,7 +324,8 @@ extension VaultEngine {
 
     struct ResolutionContext: Sendable {
         var serverCiphers: [String: CipherWire]
-        var serverNamesOfCiphers: [String: CipherWire]
+        /// Encrypted name (its exact text) → item id, for adopting creates and backups whose answer was lost.
+        var serverNamesOfCiphers: [String: String]
         var serverFolders: [String: FolderWire]
         var serverNamesOfFolders: [String: FolderWire]
     }
