@@ -103,6 +103,20 @@ public struct JSONReader {
         return flag
     }
 
+    public mutating func requiredBool(_ key: String) throws -> Bool {
+        guard let flag = try bool(key) else { throw ModelError.missingField(path: fieldPath(key)) }
+        return flag
+    }
+
+    /// A string-backed enum's case; an unknown raw value is an invalid value.
+    public mutating func requiredRaw<T: RawRepresentable>(_ key: String, as type: T.Type = T.self) throws -> T where T.RawValue == String {
+        guard let text = try string(key) else { throw ModelError.missingField(path: fieldPath(key)) }
+        guard let value = T(rawValue: text) else {
+            throw ModelError.invalidValue(path: fieldPath(key), reason: "unknown value '\(text.prefix(40))'")
+        }
+        return value
+    }
+
     public mutating func encString(_ key: String) throws -> EncString? {
         guard let text = try string(key) else { return nil }
         do {

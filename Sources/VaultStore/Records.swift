@@ -144,13 +144,13 @@ public struct PendingChangeRow: Codable, Sendable, Equatable, FetchableRecord, P
         userID = change.userID
         itemKind = change.itemKind.rawValue
         itemID = change.itemID
-        sealed = try Sealed.seal(change.metadata, key: key)
+        sealed = try EncString.encrypt(change.metadata.jsonBytes(), key: key).serialized
     }
 
     public func open(key: SymmetricCryptoKey) throws -> PendingChange {
         let metadata: PendingChangeMetadata
         do {
-            metadata = try Sealed.open(PendingChangeMetadata.self, from: sealed, key: key)
+            metadata = try PendingChangeMetadata(jsonBytes: EncString(sealed).decrypt(key: key))
         } catch {
             throw StoreError.sealedRecordUnreadable(table: "pendingChange", id: id)
         }

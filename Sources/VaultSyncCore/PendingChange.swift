@@ -104,3 +104,63 @@ public struct PendingChange: Sendable, Equatable {
         self.metadata = metadata
     }
 }
+
+// Hand-written JSON (the same document `Codable` writes: property names as keys, nil left out, dates as
+// ISO-8601 text): a queue record's metadata is sealed on every offline save and opened for every record
+// a sync reads, and Foundation's coders were a visible part of both.
+
+extension ItemState: JSONObjectConvertible {
+    public init(json: JSONObject, path: String) throws {
+        var reader = JSONReader(json, path: path)
+        deleted = try reader.requiredBool("deleted")
+        archived = try reader.requiredBool("archived")
+        folderID = try reader.string("folderID")
+        favorite = try reader.requiredBool("favorite")
+    }
+
+    public func jsonObject() -> JSONObject {
+        var writer = JSONWriter()
+        writer.put("deleted", deleted)
+        writer.put("archived", archived)
+        writer.putIfPresent("folderID", folderID.map(JSONValue.string))
+        writer.put("favorite", favorite)
+        return writer.object
+    }
+}
+
+extension PendingChangeMetadata: JSONObjectConvertible {
+    public init(json: JSONObject, path: String) throws {
+        var reader = JSONReader(json, path: path)
+        kind = try reader.requiredRaw("kind", as: PendingChangeKind.self)
+        originalRevisionDate = try reader.date("originalRevisionDate")
+        passwordChangeCount = try reader.requiredInt("passwordChangeCount")
+        contentChanged = try reader.requiredBool("contentChanged")
+        createdDate = try reader.requiredDate("createdDate")
+        updatedDate = try reader.requiredDate("updatedDate")
+        attempts = try reader.requiredInt("attempts")
+        lastError = try reader.string("lastError")
+        nextAttemptDate = try reader.date("nextAttemptDate")
+        state = try reader.requiredRaw("state", as: PendingChangeState.self)
+        originalState = try reader.object("originalState")
+        pendingBackup = try reader.string("pendingBackup")
+        backupDoneFor = try reader.string("backupDoneFor")
+    }
+
+    public func jsonObject() -> JSONObject {
+        var writer = JSONWriter()
+        writer.put("kind", kind.rawValue)
+        writer.putIfPresent("originalRevisionDate", originalRevisionDate.map { .string($0.iso8601) })
+        writer.put("passwordChangeCount", passwordChangeCount)
+        writer.put("contentChanged", contentChanged)
+        writer.put("createdDate", createdDate)
+        writer.put("updatedDate", updatedDate)
+        writer.put("attempts", attempts)
+        writer.putIfPresent("lastError", lastError.map(JSONValue.string))
+        writer.putIfPresent("nextAttemptDate", nextAttemptDate.map { .string($0.iso8601) })
+        writer.put("state", state.rawValue)
+        writer.putIfPresent("originalState", originalState.map { .object($0.jsonObject()) })
+        writer.putIfPresent("pendingBackup", pendingBackup.map(JSONValue.string))
+        writer.putIfPresent("backupDoneFor", backupDoneFor.map(JSONValue.string))
+        return writer.object
+    }
+}

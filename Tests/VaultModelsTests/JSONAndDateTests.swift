@@ -32,6 +32,23 @@ struct JSONParserTests {
         #expect(try JSONParser.parse(JSONValue.string(text).jsonText) == .string(text))
     }
 
+    @Test("escapes and control characters are found at every offset (the parser scans 8 bytes at a time)")
+    func everyOffset() throws {
+        for length in 0..<24 {
+            let plain = String(repeating: "a", count: length)
+            #expect(try JSONParser.parse("\"\(plain)\"") == .string(plain))
+            for offset in 0...length {
+                let (head, tail) = (String(plain.prefix(offset)), String(plain.dropFirst(offset)))
+                #expect(try JSONParser.parse("\"\(head)\\\"\(tail)\"") == .string(head + "\"" + tail))
+                #expect(try JSONParser.parse("\"\(head)\\\\\(tail)\"") == .string(head + "\\" + tail))
+                #expect(try JSONParser.parse("\"\(head)é🔐\(tail)\"") == .string(head + "é🔐" + tail))
+                #expect(throws: ModelError.self) { try JSONParser.parse("\"\(head)\u{1F}\(tail)\"") }
+                #expect(throws: ModelError.self) { try JSONParser.parse("\"\(head)\u{0}\(tail)\"") }
+                #expect(throws: ModelError.self) { try JSONParser.parse("\"\(head)\(tail)") }
+            }
+        }
+    }
+
     @Test("invalid documents are refused with an offset", arguments: [
         "", "{", "[1,]", #"{"a":1,}"#, #"{"a" 1}"#, "01", "1.", "-", "tru", "nul", #""abc"#, "[1 2]",
         #"{"a":1,"a":2}"#, #""\ud83d""#, #""\x""#, "\"\u{1}\"", "{} {}", "// comment", "NaN", "[1e]",

@@ -1,0 +1,49 @@
+import Foundation
+import Testing
+import VaultModels
+@testable import VaultSyncCore
+
+@Suite("Queue metadata JSON (hand-written, readable by and from Codable)")
+struct MetadataCodingTests {
+    static let full: PendingChangeMetadata = {
+        var metadata = PendingChangeMetadata(
+            kind: .softDelete, originalRevisionDate: WireDate(microsecondsSinceEpoch: 1_690_000_000_123_456), passwordChangeCount: 4,
+            contentChanged: true, createdDate: WireDate(microsecondsSinceEpoch: 1_700_000_000_000_001),
+            updatedDate: WireDate(microsecondsSinceEpoch: 1_700_000_100_000_000), attempts: 3, lastError: "the server \"said\" no\n",
+            nextAttemptDate: WireDate(microsecondsSinceEpoch: 1_700_000_200_000_000), state: .needsAttention)
+        metadata.originalState = ItemState(deleted: false, archived: true, folderID: "0f2b1c3d-aaaa-bbbb-cccc-000000000001", favorite: true)
+        metadata.pendingBackup = #"{"name":"2.x|y|z"}"#
+        metadata.backupDoneFor = "server:1690000000123456"
+        return metadata
+    }()
+
+    static let sparse = PendingChangeMetadata(
+        kind: .create, originalRevisionDate: nil, createdDate: WireDate(microsecondsSinceEpoch: 0), updatedDate: WireDate(microsecondsSinceEpoch: 1))
+
+    @Test("records written by Codable (every record before this format) read back the same", arguments: [full, sparse])
+    func readsCodable(metadata: PendingChangeMetadata) throws {
+        let old = try JSONEncoder().encode(metadata)
+        #expect(try PendingChangeMetadata(jsonBytes: old) == metadata)
+    }
+
+    @Test("what it writes, Codable reads (a downgrade still opens the queue), and nil is left out", arguments: [full, sparse])
+    func writesCodable(metadata: PendingChangeMetadata) throws {
+        let bytes = metadata.jsonBytes()
+        #expect(try JSONDecoder().decode(PendingChangeMetadata.self, from: Data(bytes)) == metadata)
+        #expect(try PendingChangeMetadata(jsonBytes: bytes) == metadata)
+        #expect(!String(decoding: bytes, as: UTF8.self).contains("null"))
+    }
+
+    @Test("a missing field or an unknown kind is an error, not a guess")
+    func refusesDamage() throws {
+        var object = Self.full.jsonObject()
+        object["attempts"] = nil
+        #expect(throws: ModelError.missingField(path: "$.attempts")) { try PendingChangeMetadata(json: object, path: "$") }
+        object = Self.full.jsonObject()
+        object["kind"] = .string("rename")
+        #expect(throws: ModelError.self) { try PendingChangeMetadata(json: object, path: "$") }
+        object = Self.full.jsonObject()
+        object["originalState"] = .object(["deleted": .bool(true)])
+        #expect(throws: ModelError.self) { try PendingChangeMetadata(json: object, path: "$") }
+    }
+}
