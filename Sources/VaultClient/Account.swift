@@ -159,7 +159,7 @@ extension VaultEngine {
         let normalised = MasterKey.normaliseSalt(email)
         return try await read { db in
             try Int.fetchOne(db, sql: """
-                SELECT COUNT(*) FROM pendingChange WHERE userID IN (SELECT userID FROM account WHERE email = ?)
+                SELECT COALESCE(SUM(n), 0) FROM pendingChangeCount WHERE userID IN (SELECT userID FROM account WHERE email = ?)
                 """, arguments: [normalised]) ?? 0
         }
     }

@@ -236,7 +236,7 @@ extension VaultEngine {
                 try PendingChangeRow(change, key: key).save(db)
             }
             try db.execute(sql: "DELETE FROM draft WHERE userID = ? AND itemID = ?", arguments: [userID, itemID])
-            return try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM pendingChange WHERE userID = ?", arguments: [userID]) ?? 0
+            return try PendingChangeRow.count(db, userID: userID)
         }
     }
 

@@ -102,7 +102,7 @@ extension VaultEngine {
     /// How many changes wait for the server.
     public func pendingCount() async throws -> Int {
         let userID = try requireSession().userID
-        return try await read { db in try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM pendingChange WHERE userID = ?", arguments: [userID]) ?? 0 }
+        return try await read { db in try PendingChangeRow.count(db, userID: userID) }
     }
 
     /// The last known contact with the server.

@@ -152,7 +152,39 @@ public final class VaultStore: Sendable {
             try db.create(index: "pendingChange_item", on: "pendingChange", columns: ["userID", "itemID"])
             try db.create(index: "draft_item", on: "draft", columns: ["userID", "itemID"])
         }
+        migrator.registerMigration("v5: the queue's size kept by triggers") { db in
+            // Every save answers with the queue's size; `COUNT(*)` visits every record, so n offline saves
+            // cost n²/2 visits (100,000 saves in the P5 benchmark). Triggers keep the count on every path
+            // that adds or removes a record, account deletion's cascade included.
+            try db.execute(sql: """
+                CREATE TABLE pendingChangeCount (
+                    userID TEXT PRIMARY KEY NOT NULL REFERENCES account(userID) ON DELETE CASCADE,
+                    n INTEGER NOT NULL
+                ) WITHOUT ROWID;
+                INSERT INTO pendingChangeCount (userID, n) SELECT userID, COUNT(*) FROM pendingChange GROUP BY userID;
+                CREATE TRIGGER pendingChange_counted_insert AFTER INSERT ON pendingChange BEGIN
+                    INSERT INTO pendingChangeCount (userID, n) VALUES (NEW.userID, 1)
+                        ON CONFLICT (userID) DO UPDATE SET n = n + 1;
+                END;
+                CREATE TRIGGER pendingChange_counted_delete AFTER DELETE ON pendingChange BEGIN
+                    UPDATE pendingChangeCount SET n = n - 1 WHERE userID = OLD.userID;
+                END;
+                CREATE TRIGGER pendingChange_counted_move AFTER UPDATE OF userID ON pendingChange
+                    WHEN OLD.userID IS NOT NEW.userID BEGIN
+                    UPDATE pendingChangeCount SET n = n - 1 WHERE userID = OLD.userID;
+                    INSERT INTO pendingChangeCount (userID, n) VALUES (NEW.userID, 1)
+                        ON CONFLICT (userID) DO UPDATE SET n = n + 1;
+                END;
+                """)
+        }
         return migrator
+    }
+}
+
+extension PendingChangeRow {
+    /// The number of a user's queue records (kept by migration v5's triggers: no scan).
+    public static func count(_ db: Database, userID: String) throws -> Int {
+        try Int.fetchOne(db, sql: "SELECT n FROM pendingChangeCount WHERE userID = ?", arguments: [userID]) ?? 0
     }
 }
 

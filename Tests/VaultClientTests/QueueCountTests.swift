@@ -1,0 +1,66 @@
+import Foundation
+import GRDB
+import Testing
+import VaultCrypto
+import VaultModels
+import VaultStore
+import VaultSyncCore
+import VaultTestSupport
+
+/// The queue's size is kept by triggers (store migration v5) instead of a `COUNT(*)` per save.
+@Suite("Queue size kept by the store")
+struct QueueCountTests {
+    func account(_ userID: String) -> AccountRecord {
+        AccountRecord(userID: userID, email: "\(userID)@example.com", deviceIdentifier: "device", kdf: .defaultPBKDF2,
+                      protectedUserKey: "x", localAuthorizationHash: "y", encryptedPrivateKey: nil, publicKey: nil,
+                      sealedTokens: nil, createdAt: 0)
+    }
+
+    func record(_ id: String, user: String, item: String, key: SymmetricCryptoKey) throws -> PendingChangeRow {
+        let metadata = PendingChangeMetadata(kind: .update, originalRevisionDate: WireDate(microsecondsSinceEpoch: 1),
+                                             createdDate: WireDate(microsecondsSinceEpoch: 2), updatedDate: WireDate(microsecondsSinceEpoch: 3))
+        return try PendingChangeRow(PendingChange(id: id, userID: user, itemID: item, itemKind: .cipher, metadata: metadata), key: key)
+    }
+
+    @Test("inserts, updates, deletes and an account's removal keep the count equal to the rows, per user")
+    func countFollowsRows() async throws {
+        let directory = temporaryDirectory("vaultsync-count")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let store = try VaultStore(path: directory + "/vault.sqlite")
+        let key = try SymmetricCryptoKey(bytes: Array(repeating: 7, count: 64))
+        let rows = try (0..<30).map { try record("r\($0)", user: $0 % 3 == 0 ? "b" : "a", item: "i\($0)", key: key) }
+        // (kept count, rows counted) per user
+        let counts: @Sendable (Database) throws -> [String: [Int]] = { db in
+            var result: [String: [Int]] = [:]
+            for user in ["a", "b", "c"] {
+                let counted = try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM pendingChange WHERE userID = ?", arguments: [user]) ?? 0
+                result[user] = [try PendingChangeRow.count(db, userID: user), counted]
+            }
+            return result
+        }
+        try await store.write { db in
+            for user in ["a", "b", "c"] { try account(user).insert(db) }
+            for row in rows { try row.save(db) }
+        }
+        #expect(try await store.read(counts) == ["a": [20, 20], "b": [10, 10], "c": [0, 0]])
+        let afterChanges = try await store.write { db in
+            // Saving an existing record again is an update: no change in count.
+            for row in rows.prefix(10) { try row.save(db) }
+            _ = try PendingChangeRow.deleteOne(db, key: "r1")
+            try db.execute(sql: "DELETE FROM pendingChange WHERE userID = 'b' AND itemID IN ('i0', 'i3')")
+            try db.execute(sql: "UPDATE pendingChange SET userID = 'c' WHERE id = 'r2'")
+            return try counts(db)
+        }
+        #expect(afterChanges == ["a": [18, 18], "b": [8, 8], "c": [1, 1]])
+        // A failed transaction leaves the count with its rows.
+        await #expect(throws: (any Error).self) {
+            try await store.write { db in try rows[4].insert(db) }  // r4 is there already: the primary key refuses it
+        }
+        #expect(try await store.read(counts) == afterChanges)
+        let afterRemoval = try await store.write { db in
+            _ = try AccountRecord.deleteOne(db, key: "a")  // cascades to its records
+            return try counts(db)
+        }
+        #expect(afterRemoval == ["a": [0, 0], "b": [8, 8], "c": [1, 1]])
+    }
+}
