@@ -51,7 +51,7 @@ public enum EncryptionType: Int, Sendable, CaseIterable {
 /// An `EncString` is always well formed: ``init(_:)`` validates the header, the part count, the base64 of
 /// every part and the IV and MAC lengths, and throws ``CryptoError`` naming the bad part otherwise.
 /// ``serialized`` is the exact text it was parsed from, so a value read from the server is sent back
-/// byte for byte. A parsed value keeps only its text and where its parts are: the parts are decoded
+/// byte for byte. A parsed value keeps only its text (and its type): the parts are found and decoded
 /// when read (validation is far more frequent than decryption: every cipher the server accepts, every
 /// cached item read).
 public struct EncString: Sendable, Hashable {

@@ -63,4 +63,22 @@ struct QueueCountTests {
         }
         #expect(afterRemoval == ["a": [0, 0], "b": [8, 8], "c": [1, 1]])
     }
+
+    @Test("a save's lookups use indexes, not scans (each scan made n saves cost n² row visits)")
+    func lookupsUseIndexes() async throws {
+        let directory = temporaryDirectory("vaultsync-plan")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let store = try VaultStore(path: directory + "/vault.sqlite")
+        let plans = try await store.read { db in
+            try [
+                "SELECT * FROM pendingChange WHERE userID = 'a' AND itemID = 'i'",
+                "SELECT * FROM draft WHERE userID = 'a' AND itemID = 'i'",
+                "SELECT n FROM pendingChangeCount WHERE userID = 'a'",
+            ].map { sql in try Row.fetchAll(db, sql: "EXPLAIN QUERY PLAN " + sql).map { $0["detail"] as String }.joined(separator: "; ") }
+        }
+        #expect(plans[0].contains("USING INDEX pendingChange_item"), "\(plans[0])")
+        #expect(plans[1].contains("USING INDEX draft_item"), "\(plans[1])")
+        #expect(plans[2].contains("USING PRIMARY KEY"), "\(plans[2])")
+        #expect(!plans.joined().contains("SCAN"), "\(plans)")
+    }
 }
