@@ -23,14 +23,14 @@ public enum Base64 {
         guard let outputCount = decodedLength(input) else { return nil }
         if outputCount == 0 { return Data() }
         var output = Data(count: outputCount)
-        let ok = output.withUnsafeMutableBytes { raw in walk(input, into: raw.bindMemory(to: UInt8.self)) }
+        let ok = output.withUnsafeMutableBytes { raw in walk(input, decodedLength: outputCount, into: raw.bindMemory(to: UInt8.self)) }
         return ok ? output : nil
     }
 
     /// The length `input` decodes to, after checking it is valid padded base64 without decoding it
     /// (EncStrings are validated far more often than decrypted).
     public static func validatedLength(_ input: UnsafeBufferPointer<UInt8>) -> Int? {
-        guard let length = decodedLength(input), walk(input, into: nil) else { return nil }
+        guard let length = decodedLength(input), walk(input, decodedLength: length, into: nil) else { return nil }
         return length
     }
 
@@ -47,12 +47,9 @@ public enum Base64 {
 
     /// Checks every quantum and, given `out`, writes the decoded bytes; `false` on any invalid character,
     /// misplaced padding or non-zero trailing bits.
-    private static func walk(_ input: UnsafeBufferPointer<UInt8>, into out: UnsafeMutableBufferPointer<UInt8>?) -> Bool {
+    private static func walk(_ input: UnsafeBufferPointer<UInt8>, decodedLength: Int, into out: UnsafeMutableBufferPointer<UInt8>?) -> Bool {
         let count = input.count
-        guard count > 0 else { return true }
-        var padding = 0
-        if input[count - 1] == UInt8(ascii: "=") { padding += 1 }
-        if input[count - 2] == UInt8(ascii: "=") { padding += 1 }
+        let padding = count / 4 * 3 - decodedLength
         return decodeTable.withUnsafeBufferPointer { table in
             var o = 0
             var i = 0

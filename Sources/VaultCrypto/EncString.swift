@@ -259,11 +259,12 @@ public struct EncString: Sendable, Hashable {
     /// The binary form of a symmetric EncString (MAC before ciphertext).
     /// - Throws: ``CryptoError/unsupportedEncryptionType(_:)`` for RSA types, which have no binary form.
     public func binary() throws -> Data {
-        guard type.isSymmetric, let iv else { throw CryptoError.unsupportedEncryptionType(type.rawValue) }
+        let parts = decoded()  // once: a parsed value decodes its parts on every read
+        guard type.isSymmetric, let iv = parts.iv else { throw CryptoError.unsupportedEncryptionType(type.rawValue) }
         var out = Data([UInt8(type.rawValue)])
         out.append(iv)
-        if let mac { out.append(mac) }
-        out.append(ciphertext)
+        if let mac = parts.mac { out.append(mac) }
+        out.append(parts.ciphertext)
         return out
     }
 }

@@ -204,6 +204,10 @@ public struct JSONWriter {
         if let value { object.appendNew(key, value) }
     }
 
+    public mutating func putIfPresent(_ key: String, _ value: String?) { putIfPresent(key, value.map(JSONValue.string)) }
+    public mutating func putIfPresent(_ key: String, _ value: WireDate?) { putIfPresent(key, value.map { JSONValue.string($0.iso8601) }) }
+    public mutating func putIfPresent<T: JSONObjectConvertible>(_ key: String, _ value: T?) { putIfPresent(key, value.map(\.jsonValue)) }
+
     /// Appends the unknown keys a model was read with (modelled keys win).
     public mutating func append(unknown: JSONObject) {
         object.merge(missingFrom: unknown)

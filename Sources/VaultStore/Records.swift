@@ -144,13 +144,13 @@ public struct PendingChangeRow: Codable, Sendable, Equatable, FetchableRecord, P
         userID = change.userID
         itemKind = change.itemKind.rawValue
         itemID = change.itemID
-        sealed = try EncString.encrypt(change.metadata.jsonBytes(), key: key).serialized
+        sealed = try Sealed.seal(json: change.metadata, key: key)
     }
 
     public func open(key: SymmetricCryptoKey) throws -> PendingChange {
         let metadata: PendingChangeMetadata
         do {
-            metadata = try PendingChangeMetadata(jsonBytes: EncString(sealed).decrypt(key: key))
+            metadata = try Sealed.open(json: PendingChangeMetadata.self, from: sealed, key: key)
         } catch {
             throw StoreError.sealedRecordUnreadable(table: "pendingChange", id: id)
         }

@@ -203,8 +203,17 @@ public enum StoreError: Error, Sendable, Equatable, CustomStringConvertible {
     }
 }
 
-/// Seals small Codable values with the user key: JSON, then one type-2 EncString.
+/// Seals small values with the user key: JSON, then one type-2 EncString. Models with hand-written JSON
+/// (`JSONObjectConvertible`) use the `json:` pair; other Codable values Foundation's coders.
 public enum Sealed {
+    public static func seal<T: JSONObjectConvertible>(json value: T, key: SymmetricCryptoKey) throws -> String {
+        try EncString.encrypt(value.jsonBytes(), key: key).serialized
+    }
+
+    public static func open<T: JSONObjectConvertible>(json type: T.Type, from text: String, key: SymmetricCryptoKey) throws -> T {
+        try T(jsonBytes: EncString(text).decrypt(key: key))
+    }
+
     public static func seal<T: Encodable>(_ value: T, key: SymmetricCryptoKey) throws -> String {
         let data = try JSONEncoder().encode(value)
         return try EncString.encrypt(data, key: key).serialized

@@ -122,7 +122,7 @@ extension ItemState: JSONObjectConvertible {
         var writer = JSONWriter()
         writer.put("deleted", deleted)
         writer.put("archived", archived)
-        writer.putIfPresent("folderID", folderID.map(JSONValue.string))
+        writer.putIfPresent("folderID", folderID)
         writer.put("favorite", favorite)
         return writer.object
     }
@@ -149,18 +149,18 @@ extension PendingChangeMetadata: JSONObjectConvertible {
     public func jsonObject() -> JSONObject {
         var writer = JSONWriter()
         writer.put("kind", kind.rawValue)
-        writer.putIfPresent("originalRevisionDate", originalRevisionDate.map { .string($0.iso8601) })
+        writer.putIfPresent("originalRevisionDate", originalRevisionDate)
         writer.put("passwordChangeCount", passwordChangeCount)
         writer.put("contentChanged", contentChanged)
         writer.put("createdDate", createdDate)
         writer.put("updatedDate", updatedDate)
         writer.put("attempts", attempts)
-        writer.putIfPresent("lastError", lastError.map(JSONValue.string))
-        writer.putIfPresent("nextAttemptDate", nextAttemptDate.map { .string($0.iso8601) })
+        writer.putIfPresent("lastError", lastError)
+        writer.putIfPresent("nextAttemptDate", nextAttemptDate)
         writer.put("state", state.rawValue)
-        writer.putIfPresent("originalState", originalState.map { .object($0.jsonObject()) })
-        writer.putIfPresent("pendingBackup", pendingBackup.map(JSONValue.string))
-        writer.putIfPresent("backupDoneFor", backupDoneFor.map(JSONValue.string))
+        writer.putIfPresent("originalState", originalState)
+        writer.putIfPresent("pendingBackup", pendingBackup)
+        writer.putIfPresent("backupDoneFor", backupDoneFor)
         return writer.object
     }
 }

@@ -3,7 +3,7 @@ import GRDB
 import Testing
 import VaultCrypto
 import VaultModels
-import VaultStore
+@testable import VaultStore
 import VaultSyncCore
 import VaultTestSupport
 
@@ -62,6 +62,27 @@ struct QueueCountTests {
             return try counts(db)
         }
         #expect(afterRemoval == ["a": [0, 0], "b": [8, 8], "c": [1, 1]])
+    }
+
+    @Test("a profile written before the count existed gets its count from its rows")
+    func migrationCountsExistingRows() throws {
+        let directory = temporaryDirectory("vaultsync-count-migration")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let path = directory + "/vault.sqlite"
+        let key = try SymmetricCryptoKey(bytes: Array(repeating: 7, count: 64))
+        do {
+            let queue = try DatabaseQueue(path: path)
+            try VaultStore.migrator.migrate(queue, upTo: "v4: lookups of an item's queue record and drafts")
+            try queue.write { db in
+                for user in ["a", "b"] { try account(user).insert(db) }
+                for index in 0..<7 { try record("r\(index)", user: index < 5 ? "a" : "b", item: "i\(index)", key: key).insert(db) }
+            }
+        }
+        let store = try VaultStore(path: path)  // runs v5
+        let counts = try store.readNow { db in
+            [try PendingChangeRow.count(db, userID: "a"), try PendingChangeRow.count(db, userID: "b"), try PendingChangeRow.count(db, userID: "c")]
+        }
+        #expect(counts == [5, 2, 0])
     }
 
     @Test("a save's lookups use indexes, not scans (each scan made n saves cost n² row visits)")
