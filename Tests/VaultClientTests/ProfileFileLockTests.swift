@@ -22,7 +22,7 @@ struct ProfileFileLockTests {
         return text.trimmingCharacters(in: .whitespacesAndNewlines)
     }
 
-    @Test("Scanning a profile's files through a child process keeps this process's SQLite locks; plain reads drop them")
+    @Test("Scanning a profile's files through a child process or kept descriptors keeps this process's SQLite locks; plain reads drop them")
     func scansKeepLocks() async throws {
         let scenario = try await Scenario.start()
         let a = try await scenario.device(register: true)
@@ -38,9 +38,21 @@ struct ProfileFileLockTests {
         }
         #expect(try probe(helper, shm) == "LOCKED", "reading through a child process left the lock in place")
 
+        // The reader that keeps its descriptors open reads the same bytes and leaves the lock too,
+        // also after SQLite wrote more (it reads the current contents, not a cached copy).
+        let reader = LockKeepingReader()
+        #expect(reader.read(database) == readFileKeepingLocks(database))
+        _ = try await a.engine.addItem(loginItem("lock probe 2"))
+        for suffix in ["", "-wal", "-shm"] {
+            #expect(reader.read(database + suffix) == readFileKeepingLocks(database + suffix), "\(suffix) read as it is now")
+        }
+        #expect(reader.read(a.profile + "/no such file") == nil)
+        #expect(try probe(helper, shm) == "LOCKED", "reading through kept descriptors left the lock in place")
+
         // The hazard the helper avoids is real: one plain read and close of the file drops the lock.
         _ = FileManager.default.contents(atPath: shm)
         #expect(try probe(helper, shm) == "FREE", "a plain read released this process's lock")
         await scenario.finish([a])
+        reader.closeAll()
     }
 }

@@ -11,6 +11,7 @@ import VaultTestSupport
 struct Simulation {
     let seed: UInt64
     let verbose: Bool
+    var phases = PhaseTotals()
 
     static let deviceCount = 3
 
@@ -43,6 +44,7 @@ struct Simulation {
                 actions: [.fail(status: 500), .fail(status: 502), .fail(status: 503), .dropBeforeForwarding, .forwardThenClose,
                           .forwardThenDrop, .truncateBody, .delay(milliseconds: 20)])], seed: seed &* 7 &+ UInt64(device.index))
         }
+        phases.add("set-up", ContinuousClock.now - started)
         if verbose { print("seed \(seed): set-up \(ContinuousClock.now - started)") }
         return try await play(steps: steps, devices: devices, template: template, ledger: ledger, trace: &trace, using: &generator)
     }
@@ -56,6 +58,7 @@ struct Simulation {
             findings + ["trace:"] + trace.suffix(40)
         }
         for step in 0..<steps {
+            let stepStarted = ContinuousClock.now
             let device = devices[Int.random(in: 0..<devices.count, using: &generator)]
             let roll = Int.random(in: 0..<100, using: &generator)
             var event: String
@@ -91,8 +94,12 @@ struct Simulation {
             trace.append("step \(step): device \(device.index) \(event)")
             if verbose { print("seed \(seed) step \(step): device \(device.index) \(event)") }
 
+            let checking = ContinuousClock.now
+            phases.add("steps", checking - stepStarted)
             // Invariants after every step.
-            var findings = try Invariants.plaintextFindings(profile: device.profile, secrets: ledger.secrets)
+            var findings = try Invariants.plaintextFindings(device, secrets: ledger.secrets)
+            phases.add("scans after steps", ContinuousClock.now - checking)
+            let snapshotting = ContinuousClock.now
             if !device.locked {
                 snapshots[device.index] = try await DeviceSnapshot.take(device)
                 findings += Invariants.queueFindings(snapshots[device.index], device: device.index)
@@ -100,12 +107,16 @@ struct Simulation {
             // A locked device's files did not change since its last snapshot: the union is current.
             let present = snapshots.reduce(into: Set<String>()) { $0.formUnion($1.passwords) }
             findings += ledger.lost(present: present).map { "lost after step \(step): \($0)" }
+            phases.add("snapshots after steps", ContinuousClock.now - snapshotting)
             if !findings.isEmpty { return fail(findings, trace) }
         }
         let settling = ContinuousClock.now
         let final = try await settle(devices, email: template.email)
-        if verbose { print("seed \(seed): final rounds \(ContinuousClock.now - settling)") }
+        let checking = ContinuousClock.now
+        phases.add("final rounds", checking - settling)
+        if verbose { print("seed \(seed): final rounds \(checking - settling)") }
         let findings = try finalFindings(devices, snapshots: final, ledger: ledger)
+        phases.add("final checks", ContinuousClock.now - checking)
         if verbose { print("seed \(seed): \(ledger.counts.sorted { $0.key < $1.key })") }
         return findings.isEmpty ? [] : fail(findings, trace)
     }
@@ -124,18 +135,119 @@ struct SimulationTests {
             let first = environment["VAULTSYNC_SIM_FIRST_SEED"].flatMap { UInt64($0) } ?? 1
             seeds = (0..<UInt64(count)).map { first + $0 }
         }
+        // Lanes run seeds side by side, each with its own account and devices, on the one server.
+        // A seed's sequence depends on its seed only, whichever lane runs it.
+        let lanes = max(1, min(RunSize.value("VAULTSYNC_SIM_LANES", ci: 1, long: 2), seeds.count))
         let started = ContinuousClock.now
-        // One server for all seeds; each seed starts from an empty vault on fresh devices.
         let server = LiveServer()
         try await server.start()
         let upstream = await server.url
+        let dispenser = SeedDispenser(seeds: seeds, stopAfterFailures: 5)
+        let phases = PhaseTotals()
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for _ in 0..<lanes {
+                group.addTask {
+                    let lane = try await SimulationLane.open(upstream: upstream)
+                    do {
+                        try await lane.run(dispenser: dispenser, phases: phases, verbose: seeds.count == 1)
+                    } catch {
+                        await lane.close()
+                        throw error
+                    }
+                    await lane.close()
+                }
+            }
+            try await group.waitForAll()
+        }
+        for (seed, findings) in await dispenser.failures {
+            let line = "VAULTSYNC_SIM_SEED=\(seed) swift test --filter VaultReliabilityTests.SimulationTests"
+            Issue.record("simulation seed \(seed) failed; reproduce with: \(line)\n\(findings.prefix(60).joined(separator: "\n"))")
+        }
+        let failed = await dispenser.failures.map(\.seed)
+        let ran = await dispenser.handedOut
+        print("simulation: \(ran) seeds (\(seeds.first ?? 0)…\(seeds.last ?? 0)), \(failed.count) failed \(failed), "
+              + "\(lanes) lane(s), \(ContinuousClock.now - started); time per phase summed over lanes: \(phases.summary)")
+        await server.destroy()
+    }
+}
+
+/// Hands out seeds to lanes in order and collects failures; stops handing out after enough failures.
+actor SeedDispenser {
+    private let seeds: [UInt64]
+    private let stopAfterFailures: Int
+    private(set) var handedOut = 0
+    private(set) var failures: [(seed: UInt64, findings: [String])] = []
+
+    init(seeds: [UInt64], stopAfterFailures: Int) {
+        self.seeds = seeds
+        self.stopAfterFailures = stopAfterFailures
+    }
+
+    func next() -> UInt64? {
+        guard failures.count < stopAfterFailures, handedOut < seeds.count else { return nil }
+        defer { handedOut += 1 }
+        return seeds[handedOut]
+    }
+
+    private(set) var finished = 0
+    private let started = ContinuousClock.now
+
+    /// Records a finished seed; a failure and every 1,000th seed are printed at once, so that a long
+    /// run stopped midway still shows how far it got and what failed.
+    func finished(_ seed: UInt64, findings: [String]) {
+        finished += 1
+        if !findings.isEmpty {
+            failures.append((seed, findings))
+            print("simulation seed \(seed) FAILED; reproduce with: VAULTSYNC_SIM_SEED=\(seed) swift test --filter VaultReliabilityTests.SimulationTests")
+        }
+        if finished % 1_000 == 0 {
+            print("simulation progress: \(finished) seeds finished (last \(seed)), \(failures.count) failed, \(ContinuousClock.now - started)")
+        }
+    }
+}
+
+/// Wall time spent per phase, summed over lanes (where a seed's time goes).
+final class PhaseTotals: @unchecked Sendable {
+    private let lock = NSLock()
+    private var totals: [String: Duration] = [:]
+    private var order: [String] = []
+
+    func add(_ phase: String, _ duration: Duration) {
+        lock.withLock {
+            if totals[phase] == nil { order.append(phase) }
+            totals[phase, default: .zero] += duration
+        }
+    }
+
+    /// Runs `body`, adding its wall time to `phase`.
+    func measure<T>(_ phase: String, _ body: () async throws -> T) async rethrows -> T {
+        let started = ContinuousClock.now
+        defer { add(phase, ContinuousClock.now - started) }
+        return try await body()
+    }
+
+    var summary: String {
+        lock.withLock {
+            order.map { phase in
+                let seconds = Double(totals[phase]!.components.seconds) + Double(totals[phase]!.components.attoseconds) / 1e18
+                return "\(phase) \(String(format: "%.1f", seconds)) s"
+            }.joined(separator: ", ")
+        }
+    }
+}
+
+/// One lane of the simulation: an account with a janitor (talking to the server directly) and the
+/// simulated devices (each behind its own fault proxy). The devices live through all of the lane's
+/// seeds (unlocking costs a key derivation); each seed starts them with empty vaults.
+struct SimulationLane: Sendable {
+    let template: AccountTemplate
+    let janitor: SimDevice
+    let devices: [SimDevice]
+
+    static func open(upstream: String) async throws -> SimulationLane {
         let template = try await AccountTemplate.register(serverURL: upstream)
-        // The janitor talks to the server directly.
-        // The janitor talks to the server directly.
         let janitor = try await SimDevice.cloned(from: template.databasePath, index: -1, proxy: FaultProxy(upstream: upstream), url: upstream,
                                                  clock: SkewedClock(skewSeconds: 0), email: template.email) { _ in }
-        // The devices live through all seeds (unlocking costs a key derivation); each seed starts them
-        // with empty vaults and their base clock skews.
         var devices: [SimDevice] = []
         for index in 0..<Simulation.deviceCount {
             let proxy = FaultProxy(upstream: upstream)
@@ -144,36 +256,28 @@ struct SimulationTests {
                                                       clock: SkewedClock(skewSeconds: Simulation.baseSkews[index]),
                                                       email: template.email) { $0.resolutionConcurrency = 1 })
         }
+        return SimulationLane(template: template, janitor: janitor, devices: devices)
+    }
 
-        var failed: [UInt64] = []
-        for seed in seeds {
-            let findings = try await Simulation(seed: seed, verbose: seeds.count == 1).run(template: template, devices: devices)
-            if !findings.isEmpty {
-                failed.append(seed)
-                let line = "VAULTSYNC_SIM_SEED=\(seed) swift test --filter VaultReliabilityTests.SimulationTests"
-                Issue.record("simulation seed \(seed) failed; reproduce with: \(line)\n\(findings.prefix(60).joined(separator: "\n"))")
-                if failed.count >= 5 { break }
-            }
-            try await emptyVault(janitor)
-            for device in devices {
-                if device.locked {
-                    try await device.engine.unlock(email: template.email, password: reliabilityPassword)
-                    device.locked = false
+    func run(dispenser: SeedDispenser, phases: PhaseTotals, verbose: Bool) async throws {
+        while let seed = await dispenser.next() {
+            let findings = try await Simulation(seed: seed, verbose: verbose, phases: phases).run(template: template, devices: devices)
+            await dispenser.finished(seed, findings: findings)
+            try await phases.measure("emptying") {
+                try await emptyVault()
+                for device in devices {
+                    if device.locked {
+                        try await device.engine.unlock(email: template.email, password: reliabilityPassword)
+                        device.locked = false
+                    }
+                    try await device.emptyLocalVault()
                 }
-                try await device.emptyLocalVault()
             }
         }
-        print("simulation: \(seeds.count) seeds (\(seeds.first ?? 0)…\(seeds.last ?? 0)), \(failed.count) failed \(failed), \(ContinuousClock.now - started)")
-        for device in devices {
-            await device.proxy.stop()
-            await device.remove()
-        }
-        await janitor.remove()
-        await server.destroy()
     }
 
     /// Deletes everything on the server so the next seed starts from an empty vault.
-    func emptyVault(_ janitor: SimDevice) async throws {
+    func emptyVault() async throws {
         try await janitor.engine.pull()
         for item in try await janitor.engine.items() {
             _ = try await janitor.engine.permanentlyDeleteItem(id: item.id)
@@ -184,5 +288,13 @@ struct SimulationTests {
         try await janitor.engine.pull()
         let left = try await janitor.engine.items().count + janitor.engine.folders().count
         try #require(left == 0, "the vault could not be emptied between seeds")
+    }
+
+    func close() async {
+        for device in devices {
+            await device.proxy.stop()
+            await device.remove()
+        }
+        await janitor.remove()
     }
 }

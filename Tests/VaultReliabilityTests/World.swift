@@ -122,6 +122,8 @@ final class SimDevice: @unchecked Sendable {
     let profile: String
     let proxy: FaultProxy
     let clock: SkewedClock
+    /// Reads the profile's files for the plaintext checks, keeping the engine's locks.
+    let files = LockKeepingReader()
     private(set) var engine: VaultEngine
     var locked = false
     var lockedSteps = 0
@@ -184,6 +186,7 @@ final class SimDevice: @unchecked Sendable {
 
     func remove() async {
         await engine.shutdown()
+        files.closeAll()
         try? FileManager.default.removeItem(atPath: profile)
     }
 }
@@ -431,12 +434,12 @@ struct DeviceSnapshot {
 }
 
 enum Invariants {
-    /// The files of a profile (database, WAL, shared memory, anything else) hold none of `secrets`.
-    static func plaintextFindings(profile: String, secrets: Set<String>) throws -> [String] {
+    /// The files of a device's profile (database, WAL, shared memory, anything else) hold none of `secrets`.
+    static func plaintextFindings(_ device: SimDevice, secrets: Set<String>) throws -> [String] {
         var findings: [String] = []
-        let files = try FileManager.default.contentsOfDirectory(atPath: profile)
+        let files = try FileManager.default.contentsOfDirectory(atPath: device.profile)
         for file in files {
-            guard let data = readFileKeepingLocks(profile + "/" + file), !data.isEmpty else { continue }
+            guard let data = device.files.read(device.profile + "/" + file), !data.isEmpty else { continue }
             data.withUnsafeBytes { haystack in
                 for secret in secrets {
                     let found = Array(secret.utf8).withUnsafeBytes { needle in Self.contains(haystack, needle) }
@@ -536,7 +539,7 @@ func finalFindings(_ devices: [SimDevice], snapshots: [DeviceSnapshot], ledger: 
         }
         findings += Invariants.queueFindings(snapshot, device: device.index)
         findings += Invariants.duplicateFindings(snapshot).map { "device \(device.index): \($0)" }
-        findings += try Invariants.plaintextFindings(profile: device.profile, secrets: ledger.secrets).map { "device \(device.index): \($0)" }
+        findings += try Invariants.plaintextFindings(device, secrets: ledger.secrets).map { "device \(device.index): \($0)" }
     }
     findings += Invariants.convergenceFindings(snapshots)
     let present = snapshots.reduce(into: Set<String>()) { $0.formUnion($1.passwords) }
