@@ -204,7 +204,7 @@ extension VaultEngine {
         case .http(let status, let message): return .serverRefused(status: status, message: message)
         case .authenticationExpired: return .sessionExpired
         case .transport(_, let detail): return .serverUnreachable(detail)
-        case .invalidResponse(let reason): return .serverUnreachable(reason)
+        case .invalidResponse(let reason): return .serverAnswerInvalid(reason)
         }
     }
 

@@ -20,6 +20,9 @@ public enum VaultError: Error, Sendable, Equatable {
     case serverRefused(status: Int, message: String)
     /// The server could not be reached (for something that needs it: login, register, sync).
     case serverUnreachable(String)
+    /// The server answered something that is not the protocol's answer (an HTML page from a captive
+    /// portal or proxy, cut-off or malformed JSON): nothing of it was used.
+    case serverAnswerInvalid(String)
     /// The server could not be reached and offline edits are turned off.
     case offlineEditsDisabled(String)
     /// The refresh token was refused: log in again. Local data is kept.
@@ -46,6 +49,8 @@ extension VaultError: LocalizedError {
             return "Organization items cannot be edited while offline. Reconnect to save changes to this item."
         case .serverRefused(let status, let message): return "The server refused the change (\(status)): \(message)"
         case .serverUnreachable(let detail): return "The server could not be reached: \(detail)."
+        case .serverAnswerInvalid(let reason):
+            return "The server's answer could not be understood (\(reason)). Nothing was changed on this device; queued changes stay queued."
         case .offlineEditsDisabled(let detail): return "The server could not be reached (\(detail)), and offline edits are turned off."
         case .sessionExpired: return "Your session has expired. Log in again; your local data and pending changes are kept."
         case .invalidItem(let reason): return "The item cannot be saved: \(reason)."

@@ -106,6 +106,9 @@ struct HostileServerEngineTests {
             ("a truncated snapshot", HostileServer.Reply(body: Array(fullSync.prefix(fullSync.count / 2)))),
         ]
 
+        // Answers that are not a sync response at all: the engine must say so.
+        let notProtocolAnswers: Set<String> = ["an HTML login page", "an empty answer", "wrong types everywhere", "ciphers as an object",
+                                               "no profile", "a huge array of non-objects", "deep nesting", "a truncated snapshot"]
         let hostile = HostileServer()
         try await hostile.start()
         let reopened = try device.reopen(url: await hostile.url)
@@ -120,12 +123,19 @@ struct HostileServerEngineTests {
             do {
                 let report = try await reopened.engine.sync()
                 outcomes.append("\(label): sync finished, messages \(report.messages)")
+                #expect(!notProtocolAnswers.contains(label), "\(label): a sync on an answer that is not a sync response cannot finish")
                 if label == "an item whose MAC fails" {
                     #expect(report.messages.contains { $0.contains("could not be read") }, "the damaged item is reported: \(report.messages)")
                 }
             } catch let error as VaultError {
                 outcomes.append("\(label): \(error.description)")
                 #expect(!error.description.isEmpty)
+                if notProtocolAnswers.contains(label) {
+                    // Said as what it is: the server answered, but not in the protocol (not "could not be reached").
+                    if case .serverAnswerInvalid = error {} else {
+                        Issue.record("\(label): reported as \(error), not as an answer that could not be understood")
+                    }
+                }
             } catch {
                 Issue.record("\(label): untyped error \(type(of: error)) \(error)")
             }

@@ -76,7 +76,7 @@ func describe(_ error: any Error) -> (message: String, status: ExitStatus) {
         case .notLoggedIn, .wrongPassword, .sessionExpired, .accountNotFound: status = .authenticationFailed
         case .itemNotFound, .folderNotFound, .draftNotFound: status = .notFound
         case .serverRefused: status = .serverRefused
-        case .serverUnreachable, .offlineEditsDisabled, .organizationItemOffline: status = .serverUnreachable
+        case .serverUnreachable, .serverAnswerInvalid, .offlineEditsDisabled, .organizationItemOffline: status = .serverUnreachable
         case .invalidItem: status = .usage
         case .crypto, .model, .storage: status = .failure
         }
@@ -87,7 +87,7 @@ func describe(_ error: any Error) -> (message: String, status: ExitStatus) {
         case .authenticationExpired: return (VaultError.sessionExpired.description, .authenticationFailed)
         case .transport(_, let detail):
             return ("The server could not be reached (\(detail)). Changes stay queued on this device.", .serverUnreachable)
-        case .invalidResponse(let reason): return ("The server's answer was not usable: \(reason)", .serverUnreachable)
+        case .invalidResponse(let reason): return (VaultError.serverAnswerInvalid(reason).description, .serverUnreachable)
         }
     default:
         return (String(describing: error), .failure)
