@@ -1,6 +1,7 @@
 import Foundation
 import Hummingbird
 import Testing
+import VaultCrypto
 @testable import VaultServer
 
 @Suite("Security: login rate limits and lockout recovery", .serialized)
@@ -69,6 +70,36 @@ struct LoginRateLimitTests {
             #expect(wait >= 1 && wait <= 10)
             clock.advance(seconds: Int64(wait))
             #expect(try await user.login(api).status == .ok)
+        }
+    }
+
+    /// CPU seconds of this process (every thread), or of the calling thread only.
+    static func cpuSeconds(thread: Bool = false) -> Double {
+        var time = timespec()
+        clock_gettime(thread ? CLOCK_THREAD_CPUTIME_ID : CLOCK_PROCESS_CPUTIME_ID, &time)
+        return Double(time.tv_sec) + Double(time.tv_nsec) / 1e9
+    }
+
+    @Test("a login to an account that does not exist costs the slow hash a wrong password costs: timing does not reveal accounts")
+    func unknownAccountCostsTheHash() async throws {
+        try await withTestServer(.sqlite) { api in
+            // One stored-hash derivation at the server's iteration count, on this thread alone (other
+            // tests running alongside cannot inflate it).
+            let started = Self.cpuSeconds(thread: true)
+            _ = try StoredPasswordHash.derive(clientHash: "aGFzaA==", salt: [UInt8](repeating: 1, count: 32),
+                                              iterations: StoredPasswordHash.minimumIterations)
+            let hash = Self.cpuSeconds(thread: true) - started
+            // The whole process's CPU over an unknown account's login: at least that hash (other tests
+            // alongside can only add to it). Without the decoy hash it is a few milliseconds.
+            let before = Self.cpuSeconds()
+            let response = try await api.form("/identity/connect/token", [
+                ("grant_type", "password"), ("username", "nobody-timing@example.com"), ("password", "aGFzaA=="),
+                ("scope", "api offline_access"), ("client_id", "cli"), ("deviceType", "25"), ("deviceIdentifier", "d"), ("deviceName", "n"),
+            ])
+            let login = Self.cpuSeconds() - before
+            #expect(response.status == .badRequest)
+            #expect(response.object["error"] == .string("invalid_grant"))
+            #expect(login >= hash * 0.8, "an unknown account's login took \(login) s of CPU; one password hash takes \(hash) s")
         }
     }
 }

@@ -157,6 +157,9 @@ struct IdentityController {
         }
     }
 
+    /// The salt of the hash computed for logins to accounts that do not exist (its value does not matter).
+    private static let decoySalt = [UInt8](repeating: 0x5A, count: 32)
+
     private func passwordGrant(_ field: (String) -> String?, address: String) async throws -> Response {
         for name in ["client_id", "password", "scope", "username", "deviceIdentifier", "deviceName", "deviceType"] {
             guard let value = field(name), !value.isEmpty else {
@@ -169,10 +172,20 @@ struct IdentityController {
             error.retryAfter = wait
             throw error
         }
-        guard let user = try await services.repository.user(email: email),
-              let salt = Data(base64Encoded: user.passwordSalt), let expected = Data(base64Encoded: user.passwordHash),
-              StoredPasswordHash.verify(clientHash: field("password")!, salt: Array(salt), iterations: user.passwordIterations,
-                                        expected: Array(expected)) else {
+        let found = try await services.repository.user(email: email)
+        let verified: UserRecord?
+        if let user = found, let salt = Data(base64Encoded: user.passwordSalt), let expected = Data(base64Encoded: user.passwordHash) {
+            let matches = StoredPasswordHash.verify(clientHash: field("password")!, salt: Array(salt), iterations: user.passwordIterations,
+                                                    expected: Array(expected))
+            verified = matches ? user : nil
+        } else {
+            // An unknown account costs the same slow hash as a wrong password, so the answer's timing
+            // does not tell whether the account exists (as prelogin's default KDF does not).
+            let iterations = max(services.configuration.passwordIterations, StoredPasswordHash.minimumIterations)
+            _ = StoredPasswordHash.verify(clientHash: field("password")!, salt: Self.decoySalt, iterations: iterations, expected: [])
+            verified = nil
+        }
+        guard let user = verified else {
             services.logger.info("login failed", metadata: ["address": "\(address)"])
             throw Self.grantError("invalid_username_or_password", message: "Username or password is incorrect. Try again.")
         }
