@@ -172,9 +172,11 @@ extension VaultEngine {
     /// Unwraps the organization keys of the profile's confirmed memberships; one bad key only costs
     /// that organization (organizations.md §1.4).
     func organizationKeys(userID: String, account: AccountRecord, userKey: SymmetricCryptoKey) async throws -> [String: SymmetricCryptoKey] {
+        let rows = try await read { db in try OrganizationRow.filter(Column("userID") == userID).fetchAll(db) }
+        // No memberships (most vaults): the private key is not opened (RSA key parsing on every pull).
+        guard !rows.isEmpty else { return [:] }
         guard let encryptedPrivate = account.encryptedPrivateKey,
               let privateKey = try? RSAPrivateKey.decrypt(EncString(encryptedPrivate), userKey: userKey) else { return [:] }
-        let rows = try await read { db in try OrganizationRow.filter(Column("userID") == userID).fetchAll(db) }
         var keys: [String: SymmetricCryptoKey] = [:]
         for row in rows {
             guard let object = try? JSONParser.parseObject(Array(row.json.utf8)), object["status"]?.intValue == 2,
