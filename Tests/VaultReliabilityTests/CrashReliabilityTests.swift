@@ -102,6 +102,8 @@ struct CrashReliabilityTests {
                 round += 1
             }
             await world.finish()
+            // Printed as it goes, so that a long run stopped midway still shows how far it got.
+            print("crash progress: \(offline.kills + resolution.kills) kills in \(round) rounds, \(ContinuousClock.now - started)")
         }
         print("crash figures: \(offline.kills) kills in \(offline.runs) offline-save runs; \(resolution.kills) kills in \(resolution.runs) resolution runs "
               + "(\(resolution.namedPoints) at named wire points); \(ContinuousClock.now - started)")

@@ -137,7 +137,7 @@ struct SimulationTests {
         }
         // Lanes run seeds side by side, each with its own account and devices, on the one server.
         // A seed's sequence depends on its seed only, whichever lane runs it.
-        let lanes = max(1, min(RunSize.value("VAULTSYNC_SIM_LANES", ci: 1, long: 2), seeds.count))
+        let lanes = max(1, min(RunSize.value("VAULTSYNC_SIM_LANES", ci: 2, long: 2), seeds.count))
         let started = ContinuousClock.now
         let server = LiveServer()
         try await server.start()
