@@ -46,8 +46,11 @@ if arguments.count == 6, arguments[1] == "resolve" {
         let engine = try VaultEngine(databasePath: arguments[2], configuration: configuration)
         try await engine.unlock(email: arguments[3], password: arguments[4])
         say("READY")
+        let started = ContinuousClock.now
         let report = try await engine.sync()
-        say("SYNCED resolved=\(report.resolved) pending=\(report.stillPending) attention=\(report.needsAttention)")
+        let elapsed = (ContinuousClock.now - started).components
+        let milliseconds = elapsed.seconds * 1_000 + elapsed.attoseconds / 1_000_000_000_000_000
+        say("SYNCED resolved=\(report.resolved) pending=\(report.stillPending) attention=\(report.needsAttention) milliseconds=\(milliseconds)")
     } catch {
         fail("crash helper failed: \(error)", code: 1)
     }

@@ -70,6 +70,9 @@ struct CrashReliabilityTests {
         var kills = 0
         var runs = 0
         var namedPoints = 0
+        /// How long the last resolution that was not killed took from READY to SYNCED: random kills
+        /// are drawn within it, so that they land during resolution in debug and optimized builds alike.
+        var resolutionMilliseconds = 400
     }
 
     @Test("SIGKILL during offline saves and during resolution: the store opens, nothing acknowledged is lost, nothing doubles")
@@ -262,13 +265,18 @@ struct CrashWorld {
             context = "resolution \(tag), killed at \(point)"
         } else {
             try await child.wait(for: "READY")
-            let delay = Int.random(in: 0...400, using: &generator)
+            let delay = Int.random(in: 0...max(10, figures.resolutionMilliseconds), using: &generator)
             try await Task.sleep(for: .milliseconds(delay))
             context = "resolution \(tag), killed \(delay) ms after READY"
         }
         let errors = child.killAndCollect()
         await proxy.setForwardHook(nil)
         figures.runs += 1
+        if !child.wasKilled, let line = child.output.text.split(separator: "\n").first(where: { $0.hasPrefix("SYNCED") }),
+           let field = line.split(separator: " ").first(where: { $0.hasPrefix("milliseconds=") }),
+           let milliseconds = Int(field.dropFirst("milliseconds=".count)) {
+            figures.resolutionMilliseconds = milliseconds
+        }
         #expect(child.wasKilled || child.output.text.contains("SYNCED"), "\(context): the helper failed: \(errors)")
         if child.wasKilled {
             figures.kills += 1

@@ -177,6 +177,8 @@ actor SeedDispenser {
     private let stopAfterFailures: Int
     private(set) var handedOut = 0
     private(set) var failures: [(seed: UInt64, findings: [String])] = []
+    private(set) var finished = 0
+    private let started = ContinuousClock.now
 
     init(seeds: [UInt64], stopAfterFailures: Int) {
         self.seeds = seeds
@@ -188,9 +190,6 @@ actor SeedDispenser {
         defer { handedOut += 1 }
         return seeds[handedOut]
     }
-
-    private(set) var finished = 0
-    private let started = ContinuousClock.now
 
     /// Records a finished seed; a failure and every 1,000th seed are printed at once, so that a long
     /// run stopped midway still shows how far it got and what failed.
