@@ -37,6 +37,9 @@ public actor VaultEngine {
     nonisolated let clockOffsetBox = ClockOffsetBox()
     var api: BitwardenAPI
     var session: UnlockedSession?
+    /// The token refresh in flight, shared by every call refused with 401 meanwhile: the server
+    /// rotates refresh tokens, so a second refresh with the same token would be refused and end the session.
+    var refreshing: Task<SessionTokens, any Error>?
     var statusContinuations: [UUID: AsyncStream<SyncStatus>.Continuation] = [:]
     var statusProgress: (done: Int, total: Int)?
     var statusBackups: [String] = []
@@ -132,15 +135,30 @@ public actor VaultEngine {
         do {
             return try await call(api, tokens.accessToken)
         } catch let error as ServerCallError where error.failure == .status(401) {
+            let renewed = try await renewedTokens(after: tokens)
+            return try await call(api, renewed.accessToken)
+        }
+    }
+
+    /// Tokens to use after `refused` got 401: those another call already obtained, the refresh in
+    /// flight, or a new refresh (one at a time: concurrent calls share it).
+    func renewedTokens(after refused: SessionTokens) async throws -> SessionTokens {
+        if let current = session?.tokens, current.accessToken != refused.accessToken { return current }
+        if let refreshing { return try await refreshing.value }
+        let task = Task<SessionTokens, any Error> {
             let renewed: TokenResponse
             do {
-                renewed = try await api.refresh(refreshToken: tokens.refreshToken)
+                renewed = try await self.api.refresh(refreshToken: refused.refreshToken)
             } catch ServerCallError.authenticationExpired {
                 throw VaultError.sessionExpired
             }
-            try await storeTokens(SessionTokens(accessToken: renewed.accessToken, refreshToken: renewed.refreshToken))
-            return try await call(api, renewed.accessToken)
+            let tokens = SessionTokens(accessToken: renewed.accessToken, refreshToken: renewed.refreshToken)
+            try await self.storeTokens(tokens)
+            return tokens
         }
+        refreshing = task
+        defer { refreshing = nil }
+        return try await task.value
     }
 
     func storeTokens(_ tokens: SessionTokens) async throws {

@@ -26,6 +26,37 @@ struct AccountTests {
         await scenario.finish([a])
     }
 
+    @Test("calls refused together after expiry share one refresh: the rotated refresh token is never sent twice")
+    func concurrentRefresh() async throws {
+        let serverClock = TestClock()
+        let server = LiveServer(configure: { $0.now = { serverClock.now().microsecondsSinceEpoch } })
+        try await server.start()
+        let scenario = Scenario(server: server, email: "refresh-\(UUID().uuidString.prefix(6).lowercased())@example.com")
+        let a = try await scenario.device(register: true)
+        var ids: [String] = []
+        for index in 0..<8 { ids.append(try await a.engine.addItem(loginItem("Shared refresh \(index)")).value.id ?? "") }
+        serverClock.advance(seconds: 3700)
+        // Eight saves at once, all refused with 401: one refresh, then each one goes through. Before
+        // the shared refresh, every save after the first refresh sent the old refresh token, which the
+        // server had rotated: "session expired", log in again.
+        let outcomes = try await withThrowingTaskGroup(of: SaveOutcome.self) { group in
+            for id in ids {
+                group.addTask {
+                    var view = try await a.engine.item(id: id)
+                    view.notes = "edited after expiry"
+                    return try await a.engine.updateItem(view).outcome
+                }
+            }
+            return try await group.reduce(into: [SaveOutcome]()) { $0.append($1) }
+        }
+        #expect(outcomes.count == 8 && outcomes.allSatisfy { $0 == .synced }, "\(outcomes)")
+        // The session still works afterwards (its refresh token is the current one).
+        serverClock.advance(seconds: 3700)
+        try await a.engine.pull()
+        #expect(try await a.engine.items().filter { (try? $0.result.get().notes) == "edited after expiry" }.count == 8)
+        await scenario.finish([a])
+    }
+
     @Test("wrong password: offline unlock refuses it, online login refuses it")
     func wrongPassword() async throws {
         let scenario = try await Scenario.start()
