@@ -33,10 +33,11 @@ struct FaultScenarioTests {
         for index in 0..<deviceCount {
             let proxy = FaultProxy(upstream: upstream)
             try await proxy.start()
-            await proxy.setRandomFaults([.everything(probability: faultRate, delayMilliseconds: 2_500)], seed: seed &+ UInt64(index))
             let clock = SkewedClock(skewSeconds: index == 0 ? 0 : Int64(index * 1_234 - 2_000))
+            // Each device logs in on its own (a long-mode run can outlast the access token's hour).
             devices.append(try await SimDevice.cloned(from: template.databasePath, index: index, proxy: proxy, clock: clock,
-                                                      email: template.email, configure: impatient))
+                                                      email: template.email, ownLogin: true, configure: impatient))
+            await proxy.setRandomFaults([.everything(probability: faultRate, delayMilliseconds: 2_500)], seed: seed &+ UInt64(index))
         }
         let ledger = Ledger(tag: "f\(seed)")
 

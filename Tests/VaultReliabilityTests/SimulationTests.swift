@@ -246,14 +246,14 @@ struct SimulationLane: Sendable {
     static func open(upstream: String) async throws -> SimulationLane {
         let template = try await AccountTemplate.register(serverURL: upstream)
         let janitor = try await SimDevice.cloned(from: template.databasePath, index: -1, proxy: FaultProxy(upstream: upstream), url: upstream,
-                                                 clock: SkewedClock(skewSeconds: 0), email: template.email) { _ in }
+                                                 clock: SkewedClock(skewSeconds: 0), email: template.email, ownLogin: true) { _ in }
         var devices: [SimDevice] = []
         for index in 0..<Simulation.deviceCount {
             let proxy = FaultProxy(upstream: upstream)
             try await proxy.start()
             devices.append(try await SimDevice.cloned(from: template.databasePath, index: index, proxy: proxy,
                                                       clock: SkewedClock(skewSeconds: Simulation.baseSkews[index]),
-                                                      email: template.email) { $0.resolutionConcurrency = 1 })
+                                                      email: template.email, ownLogin: true) { $0.resolutionConcurrency = 1 })
         }
         return SimulationLane(template: template, janitor: janitor, devices: devices)
     }

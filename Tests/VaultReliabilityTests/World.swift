@@ -138,19 +138,30 @@ final class SimDevice: @unchecked Sendable {
 
     var databasePath: String { profile + "/vault.sqlite" }
 
-    /// Opens the profile from a copy of `template` (a logged-in profile) and unlocks it.
+    /// Opens the profile from a copy of `template` (a logged-in profile) and unlocks it. A copy shares
+    /// the template's login (device identifier and refresh token) unless `ownLogin`: then it logs in as
+    /// a device of its own, as a real one does. Shared logins end after the first access token's
+    /// lifetime (an hour): the server rotates refresh tokens, so only the first device to refresh keeps
+    /// its session; runs that may last longer need `ownLogin`.
     static func cloned(from template: String, index: Int, proxy: FaultProxy, url: String? = nil, clock: SkewedClock, email: String,
-                       configure: (inout EngineConfiguration) -> Void) async throws -> SimDevice {
+                       ownLogin: Bool = false, configure: (inout EngineConfiguration) -> Void) async throws -> SimDevice {
         let profile = temporaryDirectory("vaultsync-sim-device")
         let path = profile + "/vault.sqlite"
         try FileManager.default.copyItem(atPath: template, toPath: path)
         // A new device has measured nothing yet (the template's clock offset belongs to another clock).
         let queue = try DatabaseQueue(path: path)
-        try await queue.write { db in try db.execute(sql: "UPDATE syncState SET clockOffset = NULL, lastContactDate = NULL, lastContactFailed = 0") }
+        try await queue.write { db in
+            try db.execute(sql: "UPDATE syncState SET clockOffset = NULL, lastContactDate = NULL, lastContactFailed = 0")
+            if ownLogin { try db.execute(sql: "UPDATE account SET deviceIdentifier = ?", arguments: [UUID().uuidString.lowercased()]) }
+        }
         try queue.close()
         let proxyURL = await proxy.url
         let engine = try makeEngine(path: path, url: url ?? proxyURL, clock: clock, configure: configure)
-        try await engine.unlock(email: email, password: reliabilityPassword)
+        if ownLogin {
+            try await engine.login(email: email, password: reliabilityPassword)
+        } else {
+            try await engine.unlock(email: email, password: reliabilityPassword)
+        }
         return SimDevice(index: index, profile: profile, proxy: proxy, clock: clock, engine: engine)
     }
 
