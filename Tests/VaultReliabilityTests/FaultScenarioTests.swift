@@ -34,9 +34,13 @@ struct FaultScenarioTests {
             let proxy = FaultProxy(upstream: upstream)
             try await proxy.start()
             let clock = SkewedClock(skewSeconds: index == 0 ? 0 : Int64(index * 1_234 - 2_000))
-            // Each device logs in on its own (a long-mode run can outlast the access token's hour).
-            devices.append(try await SimDevice.cloned(from: template.databasePath, index: index, proxy: proxy, clock: clock,
-                                                      email: template.email, ownLogin: true, configure: impatient))
+            // Each device logs in on its own (a long-mode run can outlast the access token's hour), with
+            // the normal timeouts (the server's password hash can take seconds on a busy machine), then
+            // restarts impatient.
+            let device = try await SimDevice.cloned(from: template.databasePath, index: index, proxy: proxy, clock: clock,
+                                                    email: template.email, ownLogin: true) { _ in }
+            try await device.restart(url: await proxy.url, email: template.email, configure: impatient)
+            devices.append(device)
             await proxy.setRandomFaults([.everything(probability: faultRate, delayMilliseconds: 2_500)], seed: seed &+ UInt64(index))
         }
         let ledger = Ledger(tag: "f\(seed)")
