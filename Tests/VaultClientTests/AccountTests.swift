@@ -9,13 +9,17 @@ import VaultTestSupport
 
 @Suite("Accounts, tokens and the server clock", .serialized)
 struct AccountTests {
-    @Test("an expired access token is refreshed once, transparently")
-    func tokenRefresh() async throws {
-        // The server's clock is moved past the token's lifetime (no sleeping, no timing races).
+    /// A server whose clock the test moves past the tokens' lifetime (no sleeping, no timing races).
+    static func scenarioWithServerClock() async throws -> (Scenario, TestClock) {
         let serverClock = TestClock()
         let server = LiveServer(configure: { $0.now = { serverClock.now().microsecondsSinceEpoch } })
         try await server.start()
-        let scenario = Scenario(server: server, email: "refresh-\(UUID().uuidString.prefix(6).lowercased())@example.com")
+        return (Scenario(server: server, email: "refresh-\(UUID().uuidString.prefix(6).lowercased())@example.com"), serverClock)
+    }
+
+    @Test("an expired access token is refreshed once, transparently")
+    func tokenRefresh() async throws {
+        let (scenario, serverClock) = try await Self.scenarioWithServerClock()
         let a = try await scenario.device(register: true)
         serverClock.advance(seconds: 3700)
         let saved = try await a.engine.addItem(loginItem("After expiry"))
@@ -28,10 +32,7 @@ struct AccountTests {
 
     @Test("calls refused together after expiry share one refresh: the rotated refresh token is never sent twice")
     func concurrentRefresh() async throws {
-        let serverClock = TestClock()
-        let server = LiveServer(configure: { $0.now = { serverClock.now().microsecondsSinceEpoch } })
-        try await server.start()
-        let scenario = Scenario(server: server, email: "refresh-\(UUID().uuidString.prefix(6).lowercased())@example.com")
+        let (scenario, serverClock) = try await Self.scenarioWithServerClock()
         let a = try await scenario.device(register: true)
         var ids: [String] = []
         for index in 0..<8 { ids.append(try await a.engine.addItem(loginItem("Shared refresh \(index)")).value.id ?? "") }
