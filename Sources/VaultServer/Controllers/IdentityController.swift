@@ -110,7 +110,7 @@ struct IdentityController {
             throw APIError.invalidModel(["keys.publicKey": ["PublicKey is not a valid public key."]])
         }
         let salt = SystemRandomSource().bytes(count: 32)
-        let iterationsServer = max(services.configuration.passwordIterations, StoredPasswordHash.minimumIterations)
+        let iterationsServer = storedHashIterations
         let stored = try StoredPasswordHash.derive(clientHash: hash, salt: salt, iterations: iterationsServer)
         let now = services.now()
         let user = UserRecord(
@@ -157,6 +157,11 @@ struct IdentityController {
         }
     }
 
+    /// The iterations of the server's stored password hash for new accounts (and of the decoy hash).
+    private var storedHashIterations: Int {
+        max(services.configuration.passwordIterations, StoredPasswordHash.minimumIterations)
+    }
+
     /// The salt of the hash computed for logins to accounts that do not exist (its value does not matter).
     private static let decoySalt = [UInt8](repeating: 0x5A, count: 32)
 
@@ -181,8 +186,7 @@ struct IdentityController {
         } else {
             // An unknown account costs the same slow hash as a wrong password, so the answer's timing
             // does not tell whether the account exists (as prelogin's default KDF does not).
-            let iterations = max(services.configuration.passwordIterations, StoredPasswordHash.minimumIterations)
-            _ = StoredPasswordHash.verify(clientHash: field("password")!, salt: Self.decoySalt, iterations: iterations, expected: [])
+            _ = StoredPasswordHash.verify(clientHash: field("password")!, salt: Self.decoySalt, iterations: storedHashIterations, expected: [])
             verified = nil
         }
         guard let user = verified else {
