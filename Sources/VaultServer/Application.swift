@@ -9,6 +9,7 @@ import VaultModels
 struct ServerServices: Sendable {
     let repository: VaultRepository
     let signer: AccessTokenSigner
+    let refreshTokens: RefreshTokens
     let limiter: LoginRateLimiter
     let configuration: ServerConfiguration
     let logger: Logger
@@ -80,9 +81,11 @@ public func buildApplication(
     let database = try providedDatabase ?? openDatabase(configuration, logger: logger)
     let repository = VaultRepository(database: database)
     try await repository.migrate()
+    let tokenKey = try loadTokenKey(configuration)
     let services = ServerServices(
         repository: repository,
-        signer: AccessTokenSigner(keyBytes: try loadTokenKey(configuration), issuer: "vaultsync"),
+        signer: AccessTokenSigner(keyBytes: tokenKey, issuer: "vaultsync"),
+        refreshTokens: RefreshTokens(tokenKey: tokenKey),
         limiter: LoginRateLimiter(
             account: .init(burst: configuration.accountLoginBurst, refillPerSecond: 1 / configuration.accountRefillSeconds),
             address: .init(burst: configuration.addressLoginBurst, refillPerSecond: 1 / configuration.addressRefillSeconds),

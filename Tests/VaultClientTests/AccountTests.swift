@@ -58,6 +58,67 @@ struct AccountTests {
         await scenario.finish([a])
     }
 
+    @Test("a refresh whose answer is lost (the server rotated, the device never heard) does not end the session")
+    func lostRefreshAnswer() async throws {
+        let (scenario, serverClock) = try await Self.scenarioWithServerClock()
+        let direct = try await scenario.device(register: true)
+        let id = try #require(try await direct.engine.addItem(loginItem("Before the lost refresh")).value.id)
+        await direct.engine.shutdown()
+        let proxy = FaultProxy(upstream: await scenario.server.url)
+        try await proxy.start()
+        let a = try direct.reopen(url: await proxy.url)
+        try await a.engine.unlock(email: scenario.email, password: scenario.password)
+        serverClock.advance(seconds: 3700)
+        // The refresh reaches the server, which rotates the token; the answer never arrives.
+        await proxy.add(.init(method: "POST", pathPrefix: "/identity/connect/token", action: .forwardThenClose))
+        var view = try await a.engine.item(id: id)
+        view.login?.password = "saved while the refresh answer was lost"
+        #expect(try await a.engine.updateItem(view).outcome.isOffline)
+        #expect(await proxy.firedCount == 1)
+        // The next contact refreshes with the token the device still holds. Before the server kept
+        // the previous token, this was "session expired, log in again".
+        let report = try await a.engine.sync()
+        #expect(report.resolved == 1 && report.stillPending == 0 && report.needsAttention == 0, "\(report)")
+        // The session goes on: the token from that refresh works for the next one.
+        serverClock.advance(seconds: 3700)
+        try await a.engine.pull()
+        let b = try await scenario.device()
+        #expect(try await b.engine.view(named: "Before the lost refresh")?.login?.password == "saved while the refresh answer was lost")
+        await proxy.stop()
+        await scenario.finish([a, b])
+    }
+
+    @Test("a refresh delayed past the client's timeout and arriving after the retry does not void the retry's token")
+    func delayedRefreshArrivesLate() async throws {
+        let (scenario, serverClock) = try await Self.scenarioWithServerClock()
+        let direct = try await scenario.device(register: true)
+        await direct.engine.shutdown()
+        let proxy = FaultProxy(upstream: await scenario.server.url)
+        try await proxy.start()
+        let refreshesAnswered = Counter()
+        await proxy.setForwardHook { _, path in
+            if path.hasPrefix("/identity/connect/token") { await refreshesAnswered.increment() }
+        }
+        let a = try direct.reopen(url: await proxy.url) { $0.api.requestTimeout = .seconds(1) }
+        try await a.engine.unlock(email: scenario.email, password: scenario.password)
+        serverClock.advance(seconds: 3700)
+        // The first refresh waits 2.5 s in the network; the client gives up after 1 s and saves offline.
+        await proxy.add(.init(method: "POST", pathPrefix: "/identity/connect/token", action: .delay(milliseconds: 2_500)))
+        #expect(try await a.engine.addItem(loginItem("Saved while the refresh was stuck")).outcome.isOffline)
+        // The next sync refreshes again with the same token, gets through and stores the new token.
+        let report = try await a.engine.sync()
+        #expect(report.resolved == 1 && report.stillPending == 0, "\(report)")
+        // Then the stuck refresh reaches the server. Before successors were derived from the token
+        // presented, it rotated to a token nobody holds and the client's was void: "log in again".
+        for _ in 0..<100 where await refreshesAnswered.value < 2 { try await Task.sleep(for: .milliseconds(50)) }
+        #expect(await refreshesAnswered.value == 2)
+        serverClock.advance(seconds: 3700)
+        #expect(try await a.engine.addItem(loginItem("Saved after the stuck refresh arrived")).outcome == .synced)
+        #expect(try await a.engine.pendingCount() == 0)
+        await proxy.stop()
+        await scenario.finish([a])
+    }
+
     @Test("wrong password: offline unlock refuses it, online login refuses it")
     func wrongPassword() async throws {
         let scenario = try await Scenario.start()
@@ -104,4 +165,10 @@ struct AccountTests {
         #expect(offset.uncertaintyMicroseconds < 2_500_000)
         await scenario.finish([a])
     }
+}
+
+/// Counts events from other tasks (a proxy's hook).
+actor Counter {
+    private(set) var value = 0
+    func increment() { value += 1 }
 }

@@ -85,8 +85,27 @@ struct AccessTokenSigner: Sendable {
     }
 }
 
-/// Opaque refresh tokens: 32 random bytes, stored only as their SHA-256.
-enum RefreshTokens {
+/// Opaque refresh tokens, stored only as their SHA-256.
+///
+/// A login's token is 32 random bytes. A refresh's token is the *successor* of the one presented:
+/// HMAC-SHA256 of it under a key derived from the token key (HKDF), so presenting one token twice
+/// gets the same successor. That makes a refresh repeatable: a client whose answer was lost, or whose
+/// request was delayed past its timeout and then sent again, gets the token it missed, and a late
+/// duplicate cannot replace the token the client already holds. Instances sharing the token key
+/// derive the same successors.
+struct RefreshTokens: Sendable {
+    private let rotationKey: SymmetricKey
+
+    init(tokenKey: [UInt8]) {
+        rotationKey = HKDF<SHA256>.deriveKey(inputKeyMaterial: SymmetricKey(data: tokenKey),
+                                             info: Data("vaultsync refresh-token rotation".utf8), outputByteCount: 32)
+    }
+
+    /// The token a refresh with `token` answers with.
+    func successor(of token: String) -> String {
+        AccessTokenSigner.base64URL(Data(HMAC<SHA256>.authenticationCode(for: Data(token.utf8), using: rotationKey)))
+    }
+
     static func make() -> String {
         AccessTokenSigner.base64URL(Data(SystemRandomSource().bytes(count: 32)))
     }

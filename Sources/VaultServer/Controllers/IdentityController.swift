@@ -143,7 +143,7 @@ struct IdentityController {
             guard let refresh = field("refresh_token"), !refresh.isEmpty else {
                 throw Self.grantError("invalid_grant", message: "refresh_token cannot be blank")
             }
-            let newRefresh = RefreshTokens.make()
+            let newRefresh = services.refreshTokens.successor(of: refresh)
             let now = services.now()
             guard let (user, device, type) = try await services.repository.rotateRefreshToken(
                 oldHash: RefreshTokens.hash(refresh), newHash: RefreshTokens.hash(newRefresh), now: now) else {

@@ -155,6 +155,14 @@ enum Migrations {
                 "CREATE INDEX ciphers_org_create_name ON ciphers(organization_id, create_name)",
             ]
         },
+        Migration(version: 3, name: "devices keep their previous refresh token until the new one is used") { _ in
+            [
+                // A refresh whose answer was lost left the device holding the token before it; that
+                // token stays valid until the device shows it received a newer one.
+                "ALTER TABLE devices ADD COLUMN previous_refresh_token_hash TEXT",
+                "CREATE INDEX devices_previous_refresh ON devices(previous_refresh_token_hash)",
+            ]
+        },
     ]
 
     /// Applies every migration not applied yet, in one transaction per migration. On PostgreSQL an

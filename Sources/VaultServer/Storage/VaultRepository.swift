@@ -75,7 +75,10 @@ public final class VaultRepository: Sendable {
         try await transaction { session in
             if let existing = try await session.query(
                 "SELECT id FROM devices WHERE user_id = ? AND identifier = ?", [.text(userID), .text(identifier)]).first?.text("id") {
-                try await session.query("UPDATE devices SET refresh_token_hash = ?, name = ?, type = ?, updated_at = ? WHERE id = ?",
+                try await session.query("""
+                    UPDATE devices SET refresh_token_hash = ?, previous_refresh_token_hash = NULL, name = ?, type = ?, updated_at = ?
+                    WHERE id = ?
+                    """,
                                         [.text(refreshTokenHash), .text(name), .int(Int64(type)), .int(now), .text(existing)])
                 return existing
             }
@@ -88,13 +91,23 @@ public final class VaultRepository: Sendable {
         }
     }
 
-    /// Swaps a refresh token for a new one (rotation): the old one stops working at once. Returns the
-    /// user and device, or `nil` if the token is unknown.
+    /// Swaps a refresh token for its successor (rotation). Returns the user and device, or `nil` if
+    /// the token is neither the device's current one nor its previous one.
+    ///
+    /// The previous token stays valid until the current one is used: a refresh whose answer was lost
+    /// (the server rotated, the device never heard) leaves the device holding the previous token, and
+    /// sending it again gets the same successor (``RefreshTokens``) instead of ending the session.
+    /// Presenting the current token proves the device received it, so it becomes the previous one.
+    /// One statement, so concurrent refreshes of one device cannot interleave between check and swap.
     func rotateRefreshToken(oldHash: String, newHash: String, now: Int64) async throws -> (user: UserRecord, identifier: String, type: Int)? {
         try await transaction { session in
-            guard let device = try await session.query(
-                "UPDATE devices SET refresh_token_hash = ?, updated_at = ? WHERE refresh_token_hash = ? RETURNING user_id, identifier, type",
-                [.text(newHash), .int(now), .text(oldHash)]).first,
+            guard let device = try await session.query("""
+                UPDATE devices SET
+                    previous_refresh_token_hash = CASE WHEN refresh_token_hash = ? THEN refresh_token_hash ELSE previous_refresh_token_hash END,
+                    refresh_token_hash = ?, updated_at = ?
+                WHERE refresh_token_hash = ? OR previous_refresh_token_hash = ?
+                RETURNING user_id, identifier, type
+                """, [.text(oldHash), .text(newHash), .int(now), .text(oldHash), .text(oldHash)]).first,
                 let userID = device.text("user_id"), let user = try await Self.user(id: userID, session) else { return nil }
             return (user, device.text("identifier") ?? "", Int(device.int("type") ?? 0))
         }
