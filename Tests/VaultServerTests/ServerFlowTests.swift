@@ -125,7 +125,8 @@ struct ServerFlowTests {
     @Test("refresh tokens rotate; the previous one works until the new one is used (a lost answer does not end the session)",
           arguments: Backend.available)
     func refreshRotation(backend: Backend) async throws {
-        try await withTestServer(backend) { api in
+        let key = SystemRandomSource().bytes(count: 64)
+        try await withTestServer(backend, configure: { $0.tokenKey = key }) { api in
             let user = try await TestUser.register(api)
             let device = UUID().uuidString
             let login = try await user.login(api, device: device)
@@ -143,6 +144,10 @@ struct ServerFlowTests {
             // The device never heard that answer and sends its token again: it gets the token it missed.
             let retried = try await refresh(first)
             #expect(retried.ok && retried.refresh == lost.refresh)
+            // Derived from the token presented under the signing key: every instance sharing the key
+            // answers a repeated refresh alike; another key gives another token.
+            #expect(lost.refresh == RefreshTokens(tokenKey: key).successor(of: first))
+            #expect(lost.refresh != RefreshTokens(tokenKey: SystemRandomSource().bytes(count: 64)).successor(of: first))
             let second = try #require(retried.refresh)
             let access = try #require(retried.access)
             #expect(try await api.request(.get, "/api/sync", token: access).status == .ok)
