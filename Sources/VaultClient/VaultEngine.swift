@@ -161,6 +161,12 @@ public actor VaultEngine {
         return try await task.value
     }
 
+    /// Tests (the simulation): the access token stops working, as when it expires on the server, so
+    /// the next call gets 401 and refreshes. Memory only; the stored tokens are left as they are.
+    func invalidateAccessToken() {
+        session?.tokens?.accessToken = "invalidated"
+    }
+
     func storeTokens(_ tokens: SessionTokens) async throws {
         guard var current = session else { throw VaultError.locked }
         current.tokens = tokens

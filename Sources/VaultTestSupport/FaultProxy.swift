@@ -100,6 +100,12 @@ public actor FaultProxy {
     /// Requests seen so far.
     public var requestCount: Int { plan.requestCount }
 
+    /// Requests whose path starts with `pathPrefix` and what they got, by action name ("requests":
+    /// all of them); every prefix is counted from the first call on, so call it before the traffic.
+    public func tally(pathPrefix: String) -> [String: Int] {
+        plan.tally(pathPrefix)
+    }
+
     public func add(_ rule: Rule) {
         plan.add(rule)
     }
@@ -261,6 +267,14 @@ final class FaultPlan: @unchecked Sendable {
     private(set) var firedCount = 0
     private(set) var firedByAction: [String: Int] = [:]
     private(set) var requestCount = 0
+    private var tallies: [String: [String: Int]] = [:]
+
+    func tally(_ prefix: String) -> [String: Int] {
+        lock.withLock {
+            if tallies[prefix] == nil { tallies[prefix] = ["requests": 0] }
+            return tallies[prefix]!
+        }
+    }
 
     func add(_ rule: FaultProxy.Rule) {
         lock.withLock { rules.append(rule) }
@@ -297,6 +311,10 @@ final class FaultPlan: @unchecked Sendable {
             if let chosen {
                 firedCount += 1
                 firedByAction[chosen.name, default: 0] += 1
+            }
+            for prefix in tallies.keys where path.hasPrefix(prefix) {
+                tallies[prefix]!["requests", default: 0] += 1
+                if let chosen { tallies[prefix]![chosen.name, default: 0] += 1 }
             }
             return chosen
         }

@@ -1,6 +1,6 @@
 import Foundation
 import Testing
-import VaultClient
+@testable import VaultClient
 import VaultModels
 import VaultTestSupport
 
@@ -18,10 +18,16 @@ struct Simulation {
     /// Each device's base clock skew for the whole run (seeds add jumps): hours off in both directions.
     static let baseSkews: [Int64] = [-7_980, 420, 10_800]
 
+    /// Access tokens expire at steps drawn from their own sequence (`seed ^ expirySeedMask`), so adding
+    /// them left every seed's steps as they were. The acting device's token stops working before its
+    /// step (in one step of five): its next call gets 401 and refreshes, under the device's faults.
+    static let expirySeedMask: UInt64 = 0x7E57_0CE5_5A11_7E57
+
     /// Runs the seed on `devices` (unlocked, with empty vaults, as is the server's); returns what went
     /// wrong (empty: every invariant held after every step and at the end).
     func run(template: AccountTemplate, devices: [SimDevice]) async throws -> [String] {
         var generator = SeededRandom(seed: seed)
+        var expiries = SeededRandom(seed: seed ^ Self.expirySeedMask)
         let started = ContinuousClock.now
         let steps = Int.random(in: 4...12, using: &generator)
         let ledger = Ledger(tag: "s\(seed)")
@@ -46,11 +52,12 @@ struct Simulation {
         }
         phases.add("set-up", ContinuousClock.now - started)
         if verbose { print("seed \(seed): set-up \(ContinuousClock.now - started)") }
-        return try await play(steps: steps, devices: devices, template: template, ledger: ledger, trace: &trace, using: &generator)
+        return try await play(steps: steps, devices: devices, template: template, ledger: ledger, trace: &trace,
+                              using: &generator, expiries: &expiries)
     }
 
     func play(steps: Int, devices: [SimDevice], template: AccountTemplate, ledger: Ledger, trace: inout [String],
-              using generator: inout SeededRandom) async throws -> [String] {
+              using generator: inout SeededRandom, expiries: inout SeededRandom) async throws -> [String] {
         var snapshots: [DeviceSnapshot] = []
         for device in devices { snapshots.append(try await DeviceSnapshot.take(device)) }
 
@@ -62,6 +69,8 @@ struct Simulation {
             let device = devices[Int.random(in: 0..<devices.count, using: &generator)]
             let roll = Int.random(in: 0..<100, using: &generator)
             var event: String
+            let expired = Int.random(in: 0..<5, using: &expiries) == 0
+            if expired { await device.engine.invalidateAccessToken() }
             if device.locked {
                 device.lockedSteps -= 1
                 if device.lockedSteps > 0 {
@@ -91,6 +100,7 @@ struct Simulation {
                 try await device.perform(operation, targets: snapshots[device.index].targets, ledger: ledger, using: &generator)
                 event = operation.rawValue
             }
+            if expired { event = "access token expired, then " + event }
             trace.append("step \(step): device \(device.index) \(event)")
             if verbose { print("seed \(seed) step \(step): device \(device.index) \(event)") }
 
@@ -144,7 +154,7 @@ struct SimulationTests {
         let upstream = await server.url
         let dispenser = SeedDispenser(seeds: seeds, stopAfterFailures: 5)
         let phases = PhaseTotals()
-        try await withThrowingTaskGroup(of: Void.self) { group in
+        let refreshes = try await withThrowingTaskGroup(of: [String: Int].self) { group in
             for _ in 0..<lanes {
                 group.addTask {
                     let lane = try await SimulationLane.open(upstream: upstream)
@@ -154,10 +164,13 @@ struct SimulationTests {
                         await lane.close()
                         throw error
                     }
+                    var refreshes: [String: Int] = [:]
+                    for device in lane.devices { refreshes.merge(await device.proxy.tally(pathPrefix: tokenPath)) { $0 + $1 } }
                     await lane.close()
+                    return refreshes
                 }
             }
-            try await group.waitForAll()
+            return try await group.reduce(into: [String: Int]()) { $0.merge($1) { $0 + $1 } }
         }
         for (seed, findings) in await dispenser.failures {
             let line = "VAULTSYNC_SIM_SEED=\(seed) swift test --filter VaultReliabilityTests.SimulationTests"
@@ -167,6 +180,7 @@ struct SimulationTests {
         let ran = await dispenser.handedOut
         print("simulation: \(ran) seeds (\(seeds.first ?? 0)…\(seeds.last ?? 0)), \(failed.count) failed \(failed), "
               + "\(lanes) lane(s), \(ContinuousClock.now - started); time per phase summed over lanes: \(phases.summary)")
+        print("simulation token refreshes: \(describeRefreshes(refreshes))")
         await server.destroy()
     }
 }
@@ -254,13 +268,22 @@ struct SimulationLane: Sendable {
             devices.append(try await SimDevice.cloned(from: template.databasePath, index: index, proxy: proxy,
                                                       clock: SkewedClock(skewSeconds: Simulation.baseSkews[index]),
                                                       email: template.email, ownLogin: true) { $0.resolutionConcurrency = 1 })
+            _ = await proxy.tally(pathPrefix: tokenPath)
         }
         return SimulationLane(template: template, janitor: janitor, devices: devices)
     }
 
     func run(dispenser: SeedDispenser, phases: PhaseTotals, verbose: Bool) async throws {
         while let seed = await dispenser.next() {
-            let findings = try await Simulation(seed: seed, verbose: verbose, phases: phases).run(template: template, devices: devices)
+            let findings: [String]
+            do {
+                findings = try await Simulation(seed: seed, verbose: verbose, phases: phases).run(template: template, devices: devices)
+            } catch {
+                // An error out of a seed (a device's session ended, storage failed) fails the seed: it is
+                // printed with its reproduction line before the lane stops.
+                await dispenser.finished(seed, findings: ["error: \(error)"])
+                throw error
+            }
             await dispenser.finished(seed, findings: findings)
             try await phases.measure("emptying") {
                 try await emptyVault()

@@ -35,6 +35,16 @@ enum RunSize {
     }
 }
 
+/// The token endpoint: after a device's login, each of its requests there is a token refresh.
+let tokenPath = "/identity/connect/token"
+
+/// A proxy tally of the token endpoint in words: how many refreshes, how many got which fault (those
+/// forwarded before the fault are refreshes the server did and the device never heard of).
+func describeRefreshes(_ tally: [String: Int]) -> String {
+    let faults = tally.filter { $0.key != "requests" }
+    return "\(tally["requests"] ?? 0) refreshes, \(faults.values.reduce(0, +)) with a fault \(faults.sorted { $0.key < $1.key })"
+}
+
 /// The test account's KDF: the server's minimum, so unlocking stays quick.
 let reliabilityKDF = KdfConfiguration.pbkdf2(iterations: 100_000)
 let reliabilityPassword = "correct horse battery staple"
