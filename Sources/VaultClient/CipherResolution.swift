@@ -236,13 +236,47 @@ extension VaultEngine {
         return result
     }
 
-    /// Writes the server's version to the cache and removes the record, in one transaction.
+    /// Writes the server's version to the cache and removes the record, in one transaction; unless the
+    /// item was saved again on this device while it was being resolved (see ``rebaseIfSavedMeanwhile``).
     func settle(_ change: PendingChange, with server: CipherWire) async throws {
-        let userID = try requireSession().userID
+        let current = try requireSession()
+        let userID = current.userID
+        let key = current.keys.userKey
         try await write { db in
+            if try Self.rebaseIfSavedMeanwhile(change, onto: server, key: key, db) { return }
             try CipherRow(userID: userID, wire: server).save(db)
             _ = try PendingChangeRow.deleteOne(db, key: change.id)
         }
+    }
+
+    /// Inside a settling transaction: whether the user saved the item again on this device while its
+    /// record was being resolved (the engine serves other calls while the sync waits for the server;
+    /// every save moves the record's `updatedDate`). Then the local copy holds that newer save and
+    /// stays; the record stays too, rebased on the version just settled (its new baseline: the next
+    /// run pushes the newer save on top of it, with no conflict and no backup of our own push).
+    static func rebaseIfSavedMeanwhile(_ change: PendingChange, onto server: CipherWire, key: SymmetricCryptoKey,
+                                       _ db: Database) throws -> Bool {
+        guard var stored = try PendingChangeRow.fetchOne(db, key: change.id)?.open(key: key),
+              stored.metadata.updatedDate != change.metadata.updatedDate else { return false }
+        stored.metadata.originalRevisionDate = server.revisionDate
+        stored.metadata.originalState = state(of: server)
+        stored.metadata.pendingBackup = nil
+        stored.metadata.backupDoneFor = nil
+        stored.metadata.attempts = 0
+        stored.metadata.lastError = nil
+        stored.metadata.nextAttemptDate = nil
+        stored.metadata.state = .pending
+        try PendingChangeRow(stored, key: key).save(db)
+        return true
+    }
+
+    /// Writes the resolution's own fields into the stored record (read in the same transaction), so
+    /// that a save made on this device meanwhile keeps its own (its date, kind and baseline).
+    static func updateStoredRecord(_ change: PendingChange, _ db: Database, key: SymmetricCryptoKey,
+                            _ modify: (inout PendingChangeMetadata) -> Void) throws {
+        guard var stored = try PendingChangeRow.fetchOne(db, key: change.id)?.open(key: key) else { return }
+        modify(&stored.metadata)
+        try PendingChangeRow(stored, key: key).save(db)
     }
 
     /// Creates on the server unless an item with the byte-identical encrypted name is already there
@@ -274,13 +308,39 @@ extension VaultEngine {
     }
 
     /// Swaps a temporary id for the server's in the cache, the queue and drafts, in one transaction.
+    ///
+    /// If the user saved the item again while it was being created (see ``rebaseIfSavedMeanwhile``),
+    /// that newer local copy moves to the server's id and its record becomes an update of the item
+    /// just created, pushed at the next run.
     func swapCipherID(from temporaryID: String, to created: CipherWire, change: PendingChange) async throws {
-        let userID = try requireSession().userID
+        let current = try requireSession()
+        let userID = current.userID
+        let key = current.keys.userKey
         guard let newID = created.id else { throw ServerCallError.invalidResponse("created item has no id") }
         try await write { db in
+            let stored = try PendingChangeRow.fetchOne(db, key: change.id)?.open(key: key)
+            let savedMeanwhile = stored.flatMap { $0.metadata.updatedDate != change.metadata.updatedDate ? $0 : nil }
+            let newerLocal = try CipherRow.fetchOne(db, key: ["userID": userID, "id": temporaryID]).flatMap { try? $0.wire() }
             _ = try CipherRow.deleteOne(db, key: ["userID": userID, "id": temporaryID])
-            try CipherRow(userID: userID, wire: created).save(db)
-            _ = try PendingChangeRow.deleteOne(db, key: change.id)
+            if var record = savedMeanwhile, var local = newerLocal {
+                local.id = newID
+                local.revisionDate = created.revisionDate
+                local.creationDate = created.creationDate
+                try CipherRow(userID: userID, wire: local).save(db)
+                record.itemID = newID
+                if record.metadata.kind == .create {
+                    record.metadata.kind = .update
+                    record.metadata.contentChanged = true
+                }
+                record.metadata.originalRevisionDate = created.revisionDate
+                record.metadata.originalState = Self.state(of: created)
+                record.metadata.pendingBackup = nil
+                record.metadata.backupDoneFor = nil
+                try PendingChangeRow(record, key: key).save(db)
+            } else {
+                try CipherRow(userID: userID, wire: created).save(db)
+                _ = try PendingChangeRow.deleteOne(db, key: change.id)
+            }
             try db.execute(sql: "UPDATE draft SET itemID = ? WHERE userID = ? AND itemID = ?", arguments: [newID, userID, temporaryID])
         }
     }
@@ -309,10 +369,17 @@ extension VaultEngine {
         }
         let backup = try modelCall { try view.encrypted(with: current.keys, random: random) }
         // Persist the exact backup before posting it, so a lost answer cannot lead to a second copy.
-        change.metadata.pendingBackup = String(decoding: backup.jsonBytes(), as: UTF8.self)
+        let pendingBackup = String(decoding: backup.jsonBytes(), as: UTF8.self)
+        change.metadata.pendingBackup = pendingBackup
         change.metadata.backupDoneFor = marker
-        let row = try PendingChangeRow(change, key: current.keys.userKey)
-        try await write { db in try row.save(db) }
+        let noted = change
+        let key = current.keys.userKey
+        try await write { db in
+            try Self.updateStoredRecord(noted, db, key: key) {
+                $0.pendingBackup = pendingBackup
+                $0.backupDoneFor = marker
+            }
+        }
         var created = try await authorized { api, token in try await api.createCipher(backup, token: token) }
         created = try await applyState(of: backup, to: created)
         try await storeBackup(created, originalID: originalID, change: &change, report: &report)
@@ -321,15 +388,25 @@ extension VaultEngine {
     func storeBackup(_ created: CipherWire, originalID: String, change: inout PendingChange, report: inout SyncReport) async throws {
         let current = try requireSession()
         change.metadata.pendingBackup = nil
-        let row = try PendingChangeRow(change, key: current.keys.userKey)
+        let noted = change
+        let doneFor = change.metadata.backupDoneFor
+        let key = current.keys.userKey
         let userID = current.userID
         let backupID = created.id ?? ""
         let now = clock.now().microsecondsSinceEpoch
         // The marker says whose version lost: "server:…" or "local:…".
         let side = change.metadata.backupDoneFor?.split(separator: ":").first.map(String.init) ?? "unknown"
         try await write { db in
-            try CipherRow(userID: userID, wire: created).save(db)
-            try row.save(db)
+            // A backup finished by adoption (its first answer was lost) may have been pulled and
+            // edited here meanwhile: that edit's record resolves it against the server later, and the
+            // server's copy must not replace it in the cache (as a pull would not).
+            let editedHere = try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM pendingChange WHERE userID = ? AND itemKind = ? AND itemID = ?",
+                                              arguments: [userID, PendingItemKind.cipher.rawValue, backupID]) ?? 0 > 0
+            if !editedHere { try CipherRow(userID: userID, wire: created).save(db) }
+            try Self.updateStoredRecord(noted, db, key: key) {
+                $0.pendingBackup = nil
+                $0.backupDoneFor = doneFor
+            }
             try db.execute(sql: """
                 INSERT OR REPLACE INTO conflictBackup (userID, backupID, originalID, createdAt, losingSide) VALUES (?, ?, ?, ?, ?)
                 """, arguments: [userID, backupID, originalID, now, side])

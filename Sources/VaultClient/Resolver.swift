@@ -306,14 +306,17 @@ extension VaultEngine {
                 report.merge(try await failureReport(error, change: entry.change))
             }
         }
-        let userID = try requireSession().userID
+        let session = try requireSession()
+        let userID = session.userID
+        let key = session.keys.userKey
         let final = settled
-        let rows = final.map { (CipherRow(userID: userID, wire: $0.1), $0.0.id) }
+        let rows = final.map { (CipherRow(userID: userID, wire: $0.1), $0.0, $0.1) }
         try await write { db in
             let deleteRecord = try db.cachedStatement(sql: "DELETE FROM pendingChange WHERE id = ?")
-            for (row, recordID) in rows {
+            for (row, change, pushed) in rows {
+                if try Self.rebaseIfSavedMeanwhile(change, onto: pushed, key: key, db) { continue }
                 try row.store(db)
-                try deleteRecord.execute(arguments: [recordID])
+                try deleteRecord.execute(arguments: [change.id])
             }
         }
         report.resolved += final.count
@@ -334,23 +337,30 @@ extension VaultEngine {
     /// a refusal → needs attention at once. The data stays.
     func recordFailure(_ change: PendingChange, error: ServerCallError, permanent: Bool = false) async throws -> PendingChangeState {
         let current = try requireSession()
-        // The stored record may have moved on during this attempt (a backup noted): start from it.
-        let stored = try await read { db in try PendingChangeRow.fetchOne(db, key: change.id) }
-        guard var updated = try stored.map({ try $0.open(key: current.keys.userKey) }) else { return .pending }
-        updated.metadata.attempts += 1
-        updated.metadata.lastError = error.description
+        let key = current.keys.userKey
         let backoff = Backoff()
         let refused = permanent || FailureClassification.classify(error.failure) == .refused
-        if refused || backoff.isExhausted(afterAttempts: updated.metadata.attempts) {
-            updated.metadata.state = .needsAttention
-            updated.metadata.nextAttemptDate = nil
-        } else {
-            var generator = SystemRandomNumberGenerator()
-            let delay = backoff.delay(afterAttempts: updated.metadata.attempts, unit: Double.random(in: 0..<1, using: &generator))
-            updated.metadata.nextAttemptDate = clock.now().adding(microseconds: Int64(delay * 1_000_000))
+        var generator = SystemRandomNumberGenerator()
+        let unit = Double.random(in: 0..<1, using: &generator)
+        let now = clock.now()
+        let description = error.description
+        // Read and written in one transaction: the stored record may have moved on during this attempt
+        // (a backup noted, or the user saved the item again), and keeps what it has.
+        let updated = try await write { db -> PendingChange? in
+            guard var updated = try PendingChangeRow.fetchOne(db, key: change.id)?.open(key: key) else { return nil }
+            updated.metadata.attempts += 1
+            updated.metadata.lastError = description
+            if refused || backoff.isExhausted(afterAttempts: updated.metadata.attempts) {
+                updated.metadata.state = .needsAttention
+                updated.metadata.nextAttemptDate = nil
+            } else {
+                let delay = backoff.delay(afterAttempts: updated.metadata.attempts, unit: unit)
+                updated.metadata.nextAttemptDate = now.adding(microseconds: Int64(delay * 1_000_000))
+            }
+            try PendingChangeRow(updated, key: key).save(db)
+            return updated
         }
-        let row = try PendingChangeRow(updated, key: current.keys.userKey)
-        try await write { db in try row.save(db) }
+        guard let updated else { return .pending }
         publishStatus(lastError: error.description)
         logger.warning("queued change not resolved", metadata: ["item": "\(change.itemID)", "state": "\(updated.metadata.state.rawValue)",
                                                                   "attempts": "\(updated.metadata.attempts)"])
@@ -399,13 +409,14 @@ extension VaultEngine {
     func swapFolderID(from temporaryID: String, to created: FolderWire, change: PendingChange) async throws {
         let userID = try requireSession().userID
         guard let newID = created.id else { throw ServerCallError.invalidResponse("created folder has no id") }
-        let items = try await read { db in try CipherRow.filter(Column("userID") == userID).fetchAll(db) }
-        let moved: [CipherRow] = items.compactMap { row in
-            guard var wire = try? row.wire(), wire.folderId == temporaryID else { return nil }
-            wire.folderId = newID
-            return CipherRow(userID: userID, wire: wire)
-        }
         try await write { db in
+            // Read in the same transaction: an item saved between a separate read and this write
+            // would be replaced by its older copy.
+            let moved: [CipherRow] = try CipherRow.filter(Column("userID") == userID).fetchAll(db).compactMap { row in
+                guard var wire = try? row.wire(), wire.folderId == temporaryID else { return nil }
+                wire.folderId = newID
+                return CipherRow(userID: userID, wire: wire)
+            }
             _ = try FolderRow.deleteOne(db, key: ["userID": userID, "id": temporaryID])
             try FolderRow(userID: userID, wire: created).save(db)
             for row in moved { try row.save(db) }

@@ -133,6 +133,119 @@ struct ResolutionFaultTests {
         await devices.finish()
     }
 
+    @Test("a backup whose create answer was lost, pulled and edited here offline: finishing the backup keeps the edit")
+    func lostBackupAnswerThenBackupEditedHere() async throws {
+        let devices = try await TwoDevices.start()
+        _ = try await bEditsThenAEditsOffline(devices, name: "Contested", bPassword: "b-online", aPassword: "a-offline-newer")
+        // One item at a time, so the backup's POST is the first POST of the run.
+        let (a, proxy) = try await throughProxy(devices) { $0.bulkPushSize = 0 }
+        // The backup of B's version reaches the server; its answer does not. The record keeps the
+        // half-done backup and stays queued.
+        await proxy.add(.init(method: "POST", pathPrefix: "/api/ciphers", action: .forwardThenClose))
+        let first = try await a.engine.sync()
+        #expect(first.stillPending == 1 && first.backups.isEmpty, "\(first)")
+        // A pull brings the backup in as an item; the user edits it offline.
+        _ = try await a.engine.pull()
+        var backup = try #require(try await a.engine.views().first { $0.name.hasPrefix("Contested - offline conflict") })
+        #expect(backup.login?.password == "b-online")
+        await proxy.setPartitioned(true)
+        backup.login?.password = "edit-of-the-backup"
+        #expect(try await a.engine.updateItem(backup).outcome.isOffline)
+        await proxy.setPartitioned(false)
+        // The rerun finishes the backup (adopting the server's copy); the push of the edit fails this
+        // time and goes through at the next run. Before the fix, finishing the backup wrote the
+        // server's copy over the edited local one, and the edit's record then pushed that: the edit
+        // was gone.
+        let backupID = try #require(backup.id)
+        await proxy.add(.init(method: "PUT", pathPrefix: "/api/ciphers/\(backupID)", action: .fail(status: 503)))
+        try await a.engine.retryPending()
+        let rerun = try await a.engine.sync()
+        #expect(rerun.backups.count == 1 && rerun.stillPending == 1, "\(rerun)")
+        try await a.engine.retryPending()
+        _ = try await a.engine.sync()
+        #expect(try await a.engine.pendingCount() == 0)
+        try await devices.b.engine.pull()
+        let views = try await devices.b.engine.views()
+        let passwords = Set(views.compactMap { $0.login?.password } + views.flatMap { $0.passwordHistory.map(\.password) })
+        for password in ["b-online", "a-offline-newer", "edit-of-the-backup"] {
+            #expect(passwords.contains(password), "\(password) survives in an item or a history: \(views.map { "\($0.name)=\($0.login?.password ?? "-")" })")
+        }
+        #expect(try await devices.b.engine.view(named: "Contested")?.login?.password == "a-offline-newer")
+        #expect(views.filter { $0.name.hasPrefix("Contested - offline conflict") }.count == 1, "one backup")
+        #expect(try await a.engine.views().map(\.name).sorted() == views.map(\.name).sorted())
+        await proxy.stop()
+        await devices.finish()
+    }
+
+    @Test("an edit saved while the sync pushes the same item's earlier edit is kept (automatic sync and the user at once)",
+          arguments: [true, false])
+    func editDuringResolution(bulk: Bool) async throws {
+        let devices = try await TwoDevices.start()
+        let item = try await devices.a.engine.addItem(loginItem("Busy here")).value
+        let id = try #require(item.id)
+        let offlineA = try await offline(devices)
+        var first = item
+        first.login?.password = "first-offline"
+        #expect(try await offlineA.engine.updateItem(first).outcome.isOffline)
+        await offlineA.engine.shutdown()
+        let (a, proxy) = try await throughProxy(devices) { if !bulk { $0.bulkPushSize = 0 } }
+        // The push of the first edit reaches the server; before its answer arrives, the user saves
+        // the item again on this device (the engine serves other calls while the sync waits).
+        let once = Once()
+        let engine = a.engine
+        await proxy.setForwardHook { method, _ in
+            guard ["PUT", "POST"].contains(method), once.first() else { return }
+            guard var second = try? await engine.item(id: id) else { return }
+            second.login?.password = "second-during-sync"
+            _ = try? await engine.updateItem(second)
+        }
+        _ = try await a.engine.sync()
+        await proxy.setForwardHook(nil)
+        #expect(once.fired)
+        #expect(try await a.engine.item(id: id).login?.password == "second-during-sync", "the local copy keeps the later edit")
+        _ = try await a.engine.sync()
+        #expect(try await a.engine.pendingCount() == 0)
+        try await devices.b.engine.pull()
+        let onServer = try #require(try await devices.b.engine.view(named: "Busy here"))
+        #expect(onServer.login?.password == "second-during-sync")
+        #expect(onServer.passwordHistory.map(\.password).contains("first-offline"))
+        await proxy.stop()
+        await devices.finish()
+    }
+
+    @Test("an item created offline and edited again while its create is on the wire: the edit moves to the server's id")
+    func editDuringCreate() async throws {
+        let devices = try await TwoDevices.start()
+        let offlineA = try await offline(devices)
+        let temporary = try await offlineA.engine.addItem(loginItem("New and busy", password: "as-created")).value
+        await offlineA.engine.shutdown()
+        let (a, proxy) = try await throughProxy(devices)
+        let once = Once()
+        let engine = a.engine
+        let temporaryID = try #require(temporary.id)
+        await proxy.setForwardHook { method, path in
+            guard method == "POST", path == "/api/ciphers", once.first() else { return }
+            guard var again = try? await engine.item(id: temporaryID) else { return }
+            again.login?.password = "edited-during-create"
+            _ = try? await engine.updateItem(again)
+        }
+        _ = try await a.engine.sync()
+        await proxy.setForwardHook(nil)
+        #expect(once.fired)
+        let local = try await a.engine.views().filter { $0.name == "New and busy" }
+        #expect(local.count == 1 && local.first?.id != temporaryID, "one item, under the server's id")
+        #expect(local.first?.login?.password == "edited-during-create")
+        _ = try await a.engine.sync()
+        #expect(try await a.engine.pendingCount() == 0)
+        try await devices.b.engine.pull()
+        let onServer = try await devices.b.engine.views().filter { $0.name == "New and busy" }
+        #expect(onServer.count == 1)
+        #expect(onServer.first?.login?.password == "edited-during-create")
+        #expect(onServer.first?.passwordHistory.map(\.password).contains("as-created") == true)
+        await proxy.stop()
+        await devices.finish()
+    }
+
     @Test("a create whose answer is lost on the wire is adopted at the rerun: no duplicate")
     func lostCreateAnswer() async throws {
         let devices = try await TwoDevices.start()
