@@ -20,7 +20,10 @@ struct FaultScenarioTests {
         print("fault scenario: \(operations) operations on \(deviceCount) devices at \(Int(faultRate * 100))% faults; reproduce: \(reproduce)")
         let started = ContinuousClock.now
 
-        let server = LiveServer()
+        // Short-lived access tokens: every device refreshes many times, under the same faults (a refresh
+        // whose answer is lost after the server rotated the token must not end the session).
+        let tokenSeconds = RunSize.value("VAULTSYNC_FAULT_TOKEN_SECONDS", ci: 10, long: 10)
+        let server = LiveServer(configure: { $0.accessTokenLifetime = Int64(tokenSeconds) })
         try await server.start()
         let upstream = await server.url
         let template = try await AccountTemplate.register(serverURL: upstream)
@@ -40,6 +43,7 @@ struct FaultScenarioTests {
             let device = try await SimDevice.cloned(from: template.databasePath, index: index, proxy: proxy, clock: clock,
                                                     email: template.email, ownLogin: true) { _ in }
             try await device.restart(url: await proxy.url, email: template.email, configure: impatient)
+            _ = await proxy.tally(pathPrefix: tokenPath)
             devices.append(device)
             await proxy.setRandomFaults([.everything(probability: faultRate, delayMilliseconds: 2_500)], seed: seed &+ UInt64(index))
         }
@@ -62,9 +66,11 @@ struct FaultScenarioTests {
 
         var fired: [String: Int] = [:]
         var requests = 0
+        var refreshes: [String: Int] = [:]
         for device in devices {
             fired.merge(await device.proxy.firedByAction) { $0 + $1 }
             requests += await device.proxy.requestCount
+            refreshes.merge(await device.proxy.tally(pathPrefix: tokenPath)) { $0 + $1 }
         }
         // Faults off; an app restart with normal timeouts; sync rounds.
         for device in devices {
@@ -79,6 +85,7 @@ struct FaultScenarioTests {
               + "\(requests) requests, \(fired.values.reduce(0, +)) faults \(fired.sorted { $0.key < $1.key }), "
               + "\(ledger.savedPasswordCount) passwords saved, \(snapshots[0].items.count) items on the server (\(backups) conflict backups), "
               + "\(attention) records needing attention, chaos \(chaos), total \(ContinuousClock.now - started)")
+        print("fault scenario token refreshes (access tokens live \(tokenSeconds) s): \(describeRefreshes(refreshes))")
         print("fault scenario outcomes: \(ledger.counts.sorted { $0.key < $1.key })")
         #expect(findings.isEmpty, "fault scenario seed \(seed) (\(reproduce)):\n\(findings.prefix(30).joined(separator: "\n"))")
 
