@@ -20,6 +20,15 @@ struct ResolutionFaultTests {
         return (device, proxy)
     }
 
+    /// Each of `passwords` is in some item of `views`, as its password or in its history.
+    func expectSurvive(_ passwords: [String], in views: [CipherView], sourceLocation: SourceLocation = #_sourceLocation) {
+        let present = Set(views.compactMap { $0.login?.password } + views.flatMap { $0.passwordHistory.map(\.password) })
+        for password in passwords {
+            #expect(present.contains(password), "\(password) survives in an item or a history: \(views.map { "\($0.name)=\($0.login?.password ?? "-")" })",
+                    sourceLocation: sourceLocation)
+        }
+    }
+
     func offline(_ devices: TwoDevices) async throws -> Device {
         let device = try devices.offlineA()
         try await device.engine.unlock(email: devices.scenario.email, password: devices.scenario.password)
@@ -85,10 +94,7 @@ struct ResolutionFaultTests {
         #expect(try await viaProxy.engine.pendingCount() == 0)
         try await devices.b.engine.pull()
         let views = try await devices.b.engine.views()
-        let passwords = Set(views.compactMap { $0.login?.password } + views.flatMap { $0.passwordHistory.map(\.password) })
-        for password in ["b-first", "b-second", "a-offline-newer"] {
-            #expect(passwords.contains(password), "\(password) survives in an item or a history")
-        }
+        expectSurvive(["b-first", "b-second", "a-offline-newer"], in: views)
         #expect(try await viaProxy.engine.views() .map(\.name).sorted() == views.map(\.name).sorted())
         await proxy.stop()
         await devices.finish()
@@ -123,10 +129,7 @@ struct ResolutionFaultTests {
         #expect(try await a.engine.pendingCount() == 0)
         try await devices.b.engine.pull()
         let views = try await devices.b.engine.views()
-        let passwords = Set(views.compactMap { $0.login?.password } + views.flatMap { $0.passwordHistory.map(\.password) })
-        for password in ["first", "edit-of-server-copy", "edit-of-temporary"] {
-            #expect(passwords.contains(password), "\(password) survives in an item or a history")
-        }
+        expectSurvive(["first", "edit-of-server-copy", "edit-of-temporary"], in: views)
         #expect(views.filter { $0.name == "Twice seen" }.count == 1, "one live item: \(views.map(\.name))")
         #expect(try await a.engine.views().map(\.name).sorted() == views.map(\.name).sorted())
         await proxy.stop()
@@ -166,10 +169,7 @@ struct ResolutionFaultTests {
         #expect(try await a.engine.pendingCount() == 0)
         try await devices.b.engine.pull()
         let views = try await devices.b.engine.views()
-        let passwords = Set(views.compactMap { $0.login?.password } + views.flatMap { $0.passwordHistory.map(\.password) })
-        for password in ["b-online", "a-offline-newer", "edit-of-the-backup"] {
-            #expect(passwords.contains(password), "\(password) survives in an item or a history: \(views.map { "\($0.name)=\($0.login?.password ?? "-")" })")
-        }
+        expectSurvive(["b-online", "a-offline-newer", "edit-of-the-backup"], in: views)
         #expect(try await devices.b.engine.view(named: "Contested")?.login?.password == "a-offline-newer")
         #expect(views.filter { $0.name.hasPrefix("Contested - offline conflict") }.count == 1, "one backup")
         #expect(try await a.engine.views().map(\.name).sorted() == views.map(\.name).sorted())
