@@ -232,21 +232,26 @@ extension VaultEngine {
     public func retryPending(itemID: String? = nil) async throws -> Int {
         let current = try requireSession()
         let userID = current.userID
-        let rows = try await read { db in try PendingChangeRow.filter(Column("userID") == userID).fetchAll(db) }
-        var updated: [PendingChangeRow] = []
-        for row in rows where itemID == nil || row.itemID == itemID {
-            guard var change = try? row.open(key: current.keys.userKey) else { continue }
-            guard change.metadata.state == .needsAttention || change.metadata.nextAttemptDate != nil else { continue }
-            change.metadata.state = .pending
-            change.metadata.nextAttemptDate = nil
-            change.metadata.attempts = 0
-            updated.append(try PendingChangeRow(change, key: current.keys.userKey))
+        let key = current.keys.userKey
+        // Read and written in one transaction, so that a save or a resolution step in between keeps
+        // what it wrote into a record.
+        let (count, itemKnown) = try await write { db -> (Int, Bool) in
+            let rows = try PendingChangeRow.filter(Column("userID") == userID).fetchAll(db)
+            var count = 0
+            for row in rows where itemID == nil || row.itemID == itemID {
+                guard var change = try? row.open(key: key) else { continue }
+                guard change.metadata.state == .needsAttention || change.metadata.nextAttemptDate != nil else { continue }
+                change.metadata.state = .pending
+                change.metadata.nextAttemptDate = nil
+                change.metadata.attempts = 0
+                try PendingChangeRow(change, key: key).save(db)
+                count += 1
+            }
+            return (count, itemID.map { id in rows.contains { $0.itemID == id } } ?? true)
         }
-        if let itemID, updated.isEmpty, !rows.contains(where: { $0.itemID == itemID }) { throw VaultError.itemNotFound(itemID) }
-        let final = updated
-        try await write { db in for row in final { try row.save(db) } }
+        if count == 0, !itemKnown, let itemID { throw VaultError.itemNotFound(itemID) }
         publishStatus()
-        return final.count
+        return count
     }
 
     /// Describes what discarding an item's queued change would lose (for a confirmation prompt).
