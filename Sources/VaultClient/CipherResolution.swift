@@ -30,7 +30,7 @@ extension VaultEngine {
             // Our own earlier push whose answer was lost: the server holds the local ciphertext byte for byte
             // (a content edit re-encrypts every field with fresh IVs, so nobody else can have it).
             if let local, let current = server, Self.isOwnPush(change, local: local, server: current) {
-                return try await settle(change, with: try await applyState(of: local, to: current))
+                return try await settle(change, with: try await applyState(of: local, to: current), pushedLocal: true)
             }
             let side: ServerSide = server.flatMap(\.revisionDate).map { .present(revisionDate: $0) } ?? .gone
             let plan = ConflictMatrix.decide(change.metadata, server: side, localUpdatedOnServerClock: localUpdated)
@@ -92,6 +92,9 @@ extension VaultEngine {
                 }
                 return
             }
+            // Whether `created` ends up carrying this local version (posted or pushed over an adopted
+            // copy), or an adopted copy edited elsewhere won.
+            var pushedLocal = true
             if !Self.sameContent(local, created), let adoptedID = created.id, let revision = created.revisionDate {
                 // Adopted an earlier attempt that reached the server, and the two differ. Untouched since it was
                 // created, it holds an older version of this device's own item: the later edits go on top.
@@ -113,6 +116,7 @@ extension VaultEngine {
                         try await api.updateCipher(update, id: adoptedID, lastKnownRevisionDate: revision, token: token)
                     }
                 } else {
+                    pushedLocal = false
                     let marker = "local:\(change.metadata.updatedDate.microsecondsSinceEpoch)"
                     if change.metadata.backupDoneFor != marker {
                         try await backUp(local, losingDate: change.metadata.updatedDate, originalID: adoptedID, marker: marker,
@@ -121,7 +125,7 @@ extension VaultEngine {
                 }
             }
             created = try await applyState(of: local, to: created)
-            try await swapCipherID(from: change.itemID, to: created, change: change)
+            try await swapCipherID(from: change.itemID, to: created, change: change, pushedLocal: pushedLocal)
         case .pushLocal:
             guard let local, let server else { return try await dropRecord(change) }
             try await pushLocal(local, over: server, change: change)
@@ -149,7 +153,7 @@ extension VaultEngine {
         case .pushSoftDelete:
             try await authorized { api, token in try await api.softDeleteCipher(id: itemID, token: token) }
             let trashed = try await authorized { api, token in try await api.getCipher(id: itemID, token: token) }
-            try await settle(change, with: trashed)
+            try await settle(change, with: trashed, pushedLocal: true)
         case .pushHardDelete:
             do {
                 try await authorized { api, token in try await api.hardDeleteCipher(id: itemID, token: token) }
@@ -169,7 +173,7 @@ extension VaultEngine {
             }
             let name = (try? server.decrypted(with: current.keys).name) ?? change.itemID
             report.messages.append("\"\(name)\" was edited on another device after you deleted it here: the edit was kept and the delete dropped.")
-            try await settle(change, with: server)
+            try await settle(change, with: server, pushedLocal: false)
         case .removeLocally:
             try await write { db in
                 _ = try CipherRow.deleteOne(db, key: ["userID": userID, "id": itemID])
@@ -190,13 +194,13 @@ extension VaultEngine {
             try await api.updateCipher(body, id: itemID, lastKnownRevisionDate: revision, token: token)
         }
         let final = try await applyState(of: local, to: pushed)
-        try await settle(change, with: final)
+        try await settle(change, with: final, pushedLocal: true)
     }
 
     /// Takes the server version, replaying the local state intents (what changed here relative to the
     /// item's original state: trash, archive, folder, favorite).
     func takeServer(_ server: CipherWire, replaying local: CipherWire?, change: PendingChange) async throws {
-        guard let local, let original = change.metadata.originalState else { return try await settle(change, with: server) }
+        guard let local, let original = change.metadata.originalState else { return try await settle(change, with: server, pushedLocal: false) }
         var wanted = Self.state(of: server)
         let mine = Self.state(of: local)
         if mine.deleted != original.deleted { wanted.deleted = mine.deleted }
@@ -209,7 +213,7 @@ extension VaultEngine {
         target.folderId = wanted.folderID
         target.favorite = wanted.favorite
         let final = try await applyState(of: target, to: server)
-        try await settle(change, with: final)
+        try await settle(change, with: final, pushedLocal: false)
     }
 
     /// Makes the server's per-user state of an item match `wanted` (restore, trash, archive, folder, favorite).
@@ -237,13 +241,15 @@ extension VaultEngine {
     }
 
     /// Writes the server's version to the cache and removes the record, in one transaction; unless the
-    /// item was saved again on this device while it was being resolved (see ``rebaseIfSavedMeanwhile``).
-    func settle(_ change: PendingChange, with server: CipherWire) async throws {
+    /// item was saved again on this device while it was being resolved (see ``keepIfSavedMeanwhile``).
+    /// `pushedLocal`: whether `server` carries the local version this resolution started from (pushed,
+    /// or found already pushed), or the server's own content won.
+    func settle(_ change: PendingChange, with server: CipherWire, pushedLocal: Bool) async throws {
         let current = try requireSession()
         let userID = current.userID
         let key = current.keys.userKey
         try await write { db in
-            if try Self.rebaseIfSavedMeanwhile(change, onto: server, key: key, db) { return }
+            if try Self.keepIfSavedMeanwhile(change, settled: server, pushedLocal: pushedLocal, key: key, db) { return }
             try CipherRow(userID: userID, wire: server).save(db)
             _ = try PendingChangeRow.deleteOne(db, key: change.id)
         }
@@ -252,16 +258,21 @@ extension VaultEngine {
     /// Inside a settling transaction: whether the user saved the item again on this device while its
     /// record was being resolved (the engine serves other calls while the sync waits for the server;
     /// every save moves the record's `updatedDate`). Then the local copy holds that newer save and
-    /// stays; the record stays too, rebased on the version just settled (its new baseline: the next
-    /// run pushes the newer save on top of it, with no conflict and no backup of our own push).
-    static func rebaseIfSavedMeanwhile(_ change: PendingChange, onto server: CipherWire, key: SymmetricCryptoKey,
-                                       _ db: Database) throws -> Bool {
+    /// stays, and so does the record:
+    /// - if the settled version carries the local version the save was made on (`pushedLocal`), the
+    ///   record is rebased on it: the next run pushes the newer save on top, no conflict, no backup of
+    ///   our own push;
+    /// - if the server's content won, the record keeps its old baseline: the next run meets the
+    ///   server's version as a conflict again, and the newer save wins with that version backed up.
+    static func keepIfSavedMeanwhile(_ change: PendingChange, settled server: CipherWire, pushedLocal: Bool,
+                                     key: SymmetricCryptoKey, _ db: Database) throws -> Bool {
         guard var stored = try PendingChangeRow.fetchOne(db, key: change.id)?.open(key: key),
               stored.metadata.updatedDate != change.metadata.updatedDate else { return false }
-        stored.metadata.originalRevisionDate = server.revisionDate
-        stored.metadata.originalState = state(of: server)
+        if pushedLocal {
+            stored.metadata.originalRevisionDate = server.revisionDate
+            stored.metadata.originalState = state(of: server)
+        }
         stored.metadata.pendingBackup = nil
-        stored.metadata.backupDoneFor = nil
         stored.metadata.attempts = 0
         stored.metadata.lastError = nil
         stored.metadata.nextAttemptDate = nil
@@ -309,10 +320,12 @@ extension VaultEngine {
 
     /// Swaps a temporary id for the server's in the cache, the queue and drafts, in one transaction.
     ///
-    /// If the user saved the item again while it was being created (see ``rebaseIfSavedMeanwhile``),
+    /// If the user saved the item again while it was being created (see ``keepIfSavedMeanwhile``),
     /// that newer local copy moves to the server's id and its record becomes an update of the item
-    /// just created, pushed at the next run.
-    func swapCipherID(from temporaryID: String, to created: CipherWire, change: PendingChange) async throws {
+    /// just created, pushed at the next run: on top of `created` when it carries the local version
+    /// (`pushedLocal`), else based on the version first created, so that the next run meets the
+    /// adopted copy's later edits as a conflict (newer wins, the other backed up).
+    func swapCipherID(from temporaryID: String, to created: CipherWire, change: PendingChange, pushedLocal: Bool) async throws {
         let current = try requireSession()
         let userID = current.userID
         let key = current.keys.userKey
@@ -332,10 +345,9 @@ extension VaultEngine {
                     record.metadata.kind = .update
                     record.metadata.contentChanged = true
                 }
-                record.metadata.originalRevisionDate = created.revisionDate
+                record.metadata.originalRevisionDate = pushedLocal ? created.revisionDate : (created.creationDate ?? created.revisionDate)
                 record.metadata.originalState = Self.state(of: created)
                 record.metadata.pendingBackup = nil
-                record.metadata.backupDoneFor = nil
                 try PendingChangeRow(record, key: key).save(db)
             } else {
                 try CipherRow(userID: userID, wire: created).save(db)

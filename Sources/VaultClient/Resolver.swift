@@ -314,7 +314,7 @@ extension VaultEngine {
         try await write { db in
             let deleteRecord = try db.cachedStatement(sql: "DELETE FROM pendingChange WHERE id = ?")
             for (row, change, pushed) in rows {
-                if try Self.rebaseIfSavedMeanwhile(change, onto: pushed, key: key, db) { continue }
+                if try Self.keepIfSavedMeanwhile(change, settled: pushed, pushedLocal: true, key: key, db) { continue }
                 try row.store(db)
                 try deleteRecord.execute(arguments: [change.id])
             }

@@ -213,6 +213,47 @@ struct ResolutionFaultTests {
         await devices.finish()
     }
 
+    @Test("an edit saved while the sync takes the server's newer version (backing up the local one) still meets that version as a conflict")
+    func editWhileServerVersionWins() async throws {
+        let devices = try await TwoDevices.start()
+        let item = try await devices.a.engine.addItem(loginItem("Taken over")).value
+        let id = try #require(item.id)
+        try await devices.b.engine.pull()
+        let offlineA = try await offline(devices)
+        var older = item
+        older.login?.password = "a-offline-older"
+        #expect(try await offlineA.engine.updateItem(older).outcome.isOffline)
+        await offlineA.engine.shutdown()
+        try await Task.sleep(for: .milliseconds(50))
+        var fromB = try await devices.b.engine.item(id: id)
+        fromB.login?.password = "b-online-newer"
+        #expect(try await devices.b.engine.updateItem(fromB).outcome == .synced)
+        // A's sync backs up its older version and takes B's; while the backup is on the wire, the user
+        // saves the item again on A (on top of A's older version).
+        let (a, proxy) = try await throughProxy(devices)
+        let once = Once()
+        let engine = a.engine
+        await proxy.setForwardHook { method, path in
+            guard method == "POST", path == "/api/ciphers", once.first() else { return }
+            guard var again = try? await engine.item(id: id) else { return }
+            again.login?.password = "a-saved-during-sync"
+            _ = try? await engine.updateItem(again)
+        }
+        _ = try await a.engine.sync()
+        await proxy.setForwardHook(nil)
+        #expect(once.fired)
+        #expect(try await a.engine.item(id: id).login?.password == "a-saved-during-sync")
+        // Before: the record was rebased on B's version, and the next push replaced it unseen.
+        _ = try await a.engine.sync()
+        #expect(try await a.engine.pendingCount() == 0)
+        try await devices.b.engine.pull()
+        let views = try await devices.b.engine.views()
+        expectSurvive(["a-offline-older", "b-online-newer", "a-saved-during-sync"], in: views)
+        #expect(try await devices.b.engine.item(id: id).login?.password == "a-saved-during-sync")
+        await proxy.stop()
+        await devices.finish()
+    }
+
     @Test("an item created offline and edited again while its create is on the wire: the edit moves to the server's id")
     func editDuringCreate() async throws {
         let devices = try await TwoDevices.start()

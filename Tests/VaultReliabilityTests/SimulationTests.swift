@@ -97,8 +97,17 @@ struct Simulation {
                 event = "clock jump \(seconds) s"
             } else {
                 let operation = Operation.random(using: &generator)
-                try await device.perform(operation, targets: snapshots[device.index].targets, ledger: ledger, using: &generator)
-                event = operation.rawValue
+                // Every sync that pushes meets a save of an item being pushed (the fallback is drawn
+                // from the second sequence).
+                let targets = snapshots[device.index].targets
+                let saveDuringPush = operation == .sync
+                if saveDuringPush {
+                    let fallback = targets.items.isEmpty ? nil : targets.items[Int.random(in: 0..<targets.items.count, using: &expiries)].id
+                    await device.saveDuringNextPush(ledger: ledger, fallback: fallback)
+                }
+                try await device.perform(operation, targets: targets, ledger: ledger, using: &generator)
+                if saveDuringPush { await device.proxy.setForwardHook(nil) }
+                event = operation.rawValue + (saveDuringPush ? " (a save if it pushes)" : "")
             }
             if expired { event = "access token expired, then " + event }
             trace.append("step \(step): device \(device.index) \(event)")
@@ -127,6 +136,7 @@ struct Simulation {
         if verbose { print("seed \(seed): final rounds \(checking - settling)") }
         let findings = try finalFindings(devices, snapshots: final, ledger: ledger)
         phases.add("final checks", ContinuousClock.now - checking)
+        phases.count("saves during a push", ledger.counts["save during a push"] ?? 0)
         if verbose { print("seed \(seed): \(ledger.counts.sorted { $0.key < $1.key })") }
         return findings.isEmpty ? [] : fail(findings, trace)
     }
@@ -180,7 +190,7 @@ struct SimulationTests {
         let ran = await dispenser.handedOut
         print("simulation: \(ran) seeds (\(seeds.first ?? 0)…\(seeds.last ?? 0)), \(failed.count) failed \(failed), "
               + "\(lanes) lane(s), \(ContinuousClock.now - started); time per phase summed over lanes: \(phases.summary)")
-        print("simulation token refreshes: \(describeRefreshes(refreshes))")
+        print("simulation token refreshes: \(describeRefreshes(refreshes)); events: \(phases.countSummary)")
         await server.destroy()
     }
 }
@@ -219,11 +229,21 @@ actor SeedDispenser {
     }
 }
 
-/// Wall time spent per phase, summed over lanes (where a seed's time goes).
+/// Wall time spent per phase, summed over lanes (where a seed's time goes), and counts of events
+/// that the figures report.
 final class PhaseTotals: @unchecked Sendable {
     private let lock = NSLock()
     private var totals: [String: Duration] = [:]
     private var order: [String] = []
+    private var counts: [String: Int] = [:]
+
+    func count(_ event: String, _ times: Int) {
+        lock.withLock { counts[event, default: 0] += times }
+    }
+
+    var countSummary: String {
+        lock.withLock { counts.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ") }
+    }
 
     func add(_ phase: String, _ duration: Duration) {
         lock.withLock {

@@ -45,6 +45,19 @@ func describeRefreshes(_ tally: [String: Int]) -> String {
     return "\(tally["requests"] ?? 0) refreshes, \(faults.values.reduce(0, +)) with a fault \(faults.sorted { $0.key < $1.key })"
 }
 
+/// True the first time only, from any task.
+final class OnceFlag: @unchecked Sendable {
+    private let lock = NSLock()
+    private var done = false
+
+    func first() -> Bool {
+        lock.withLock {
+            defer { done = true }
+            return !done
+        }
+    }
+}
+
 /// The test account's KDF: the server's minimum, so unlocking stays quick.
 let reliabilityKDF = KdfConfiguration.pbkdf2(iterations: 100_000)
 let reliabilityPassword = "correct horse battery staple"
@@ -291,6 +304,34 @@ extension SimDevice {
             wire.id.map { Target(id: $0, deleted: wire.deletedDate != nil, archived: wire.archivedDate != nil, favorite: wire.favorite ?? false) }
         }
         return Targets(items: items.sorted { $0.id < $1.id }, folders: try await cachedFolderIDs())
+    }
+
+    /// Until the hook is cleared: when this device's sync first pushes an item (a PUT of one item, a
+    /// bulk push or a create), the user saves an item again before the server's answer arrives (the
+    /// engine serves calls while the sync waits): the item being pushed, or else `fallback`. The saved
+    /// password goes into `ledger` like any other.
+    func saveDuringNextPush(ledger: Ledger, fallback: String?) async {
+        let fired = OnceFlag()
+        let engine = self.engine
+        await proxy.setForwardHook { method, path in
+            let id: String?
+            if method == "PUT", path.hasPrefix("/api/ciphers/") {
+                id = path.dropFirst("/api/ciphers/".count).split(separator: "/").first.map(String.init)
+            } else if method == "POST", ["/api/vaultsync/ciphers/bulk-update", "/api/ciphers"].contains(path) {
+                id = fallback
+            } else {
+                return
+            }
+            guard let id, fired.first() else { return }
+            guard var view = try? await engine.item(id: id) else { return }
+            let password = ledger.fresh("pw")
+            if view.login == nil { view.login = LoginView() }
+            view.login?.password = password
+            if (try? await engine.updateItem(view)) != nil {
+                ledger.saved(password: password, itemName: view.name)
+                ledger.count("save during a push")
+            }
+        }
     }
 
     /// Performs `operation` on a random target; records what was saved in `ledger`. Errors the user
