@@ -266,8 +266,7 @@ extension VaultEngine {
     ///   server's version as a conflict again, and the newer save wins with that version backed up.
     static func keepIfSavedMeanwhile(_ change: PendingChange, settled server: CipherWire, pushedLocal: Bool,
                                      key: SymmetricCryptoKey, _ db: Database) throws -> Bool {
-        guard var stored = try PendingChangeRow.fetchOne(db, key: change.id)?.open(key: key),
-              stored.metadata.updatedDate != change.metadata.updatedDate else { return false }
+        guard var stored = try savedMeanwhile(change, key: key, db) else { return false }
         if pushedLocal {
             stored.metadata.originalRevisionDate = server.revisionDate
             stored.metadata.originalState = state(of: server)
@@ -281,13 +280,24 @@ extension VaultEngine {
         return true
     }
 
+    /// The stored record of `change` if the user saved the item again since the resolution read it
+    /// (every save moves `updatedDate`; the resolution's own writes never do).
+    static func savedMeanwhile(_ change: PendingChange, key: SymmetricCryptoKey, _ db: Database) throws -> PendingChange? {
+        guard let stored = try PendingChangeRow.fetchOne(db, key: change.id)?.open(key: key),
+              stored.metadata.updatedDate != change.metadata.updatedDate else { return nil }
+        return stored
+    }
+
     /// Writes the resolution's own fields into the stored record (read in the same transaction), so
-    /// that a save made on this device meanwhile keeps its own (its date, kind and baseline).
+    /// that a save made on this device meanwhile keeps its own (its date, kind and baseline). Returns
+    /// the record as written; `nil` if it is gone.
+    @discardableResult
     static func updateStoredRecord(_ change: PendingChange, _ db: Database, key: SymmetricCryptoKey,
-                            _ modify: (inout PendingChangeMetadata) -> Void) throws {
-        guard var stored = try PendingChangeRow.fetchOne(db, key: change.id)?.open(key: key) else { return }
+                                   _ modify: (inout PendingChangeMetadata) -> Void) throws -> PendingChange? {
+        guard var stored = try PendingChangeRow.fetchOne(db, key: change.id)?.open(key: key) else { return nil }
         modify(&stored.metadata)
         try PendingChangeRow(stored, key: key).save(db)
+        return stored
     }
 
     /// Creates on the server unless an item with the byte-identical encrypted name is already there
@@ -313,9 +323,11 @@ extension VaultEngine {
     /// Whether an item has a queue record of its own on this device.
     func hasQueueRecord(itemID: String) async throws -> Bool {
         let userID = try requireSession().userID
-        return try await read { db in
-            try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM pendingChange WHERE userID = ? AND itemID = ?", arguments: [userID, itemID]) ?? 0 > 0
-        }
+        return try await read { db in try Self.hasQueueRecord(itemID: itemID, userID: userID, db) }
+    }
+
+    static func hasQueueRecord(itemID: String, userID: String, _ db: Database) throws -> Bool {
+        try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM pendingChange WHERE userID = ? AND itemID = ?", arguments: [userID, itemID]) ?? 0 > 0
     }
 
     /// Swaps a temporary id for the server's in the cache, the queue and drafts, in one transaction.
@@ -331,8 +343,7 @@ extension VaultEngine {
         let key = current.keys.userKey
         guard let newID = created.id else { throw ServerCallError.invalidResponse("created item has no id") }
         try await write { db in
-            let stored = try PendingChangeRow.fetchOne(db, key: change.id)?.open(key: key)
-            let savedMeanwhile = stored.flatMap { $0.metadata.updatedDate != change.metadata.updatedDate ? $0 : nil }
+            let savedMeanwhile = try Self.savedMeanwhile(change, key: key, db)
             let newerLocal = try CipherRow.fetchOne(db, key: ["userID": userID, "id": temporaryID]).flatMap { try? $0.wire() }
             _ = try CipherRow.deleteOne(db, key: ["userID": userID, "id": temporaryID])
             if var record = savedMeanwhile, var local = newerLocal {
@@ -387,7 +398,7 @@ extension VaultEngine {
         let noted = change
         let key = current.keys.userKey
         try await write { db in
-            try Self.updateStoredRecord(noted, db, key: key) {
+            _ = try Self.updateStoredRecord(noted, db, key: key) {
                 $0.pendingBackup = pendingBackup
                 $0.backupDoneFor = marker
             }
@@ -412,9 +423,7 @@ extension VaultEngine {
             // A backup finished by adoption (its first answer was lost) may have been pulled and
             // edited here meanwhile: that edit's record resolves it against the server later, and the
             // server's copy must not replace it in the cache (as a pull would not).
-            let editedHere = try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM pendingChange WHERE userID = ? AND itemKind = ? AND itemID = ?",
-                                              arguments: [userID, PendingItemKind.cipher.rawValue, backupID]) ?? 0 > 0
-            if !editedHere { try CipherRow(userID: userID, wire: created).save(db) }
+            if try !Self.hasQueueRecord(itemID: backupID, userID: userID, db) { try CipherRow(userID: userID, wire: created).save(db) }
             try Self.updateStoredRecord(noted, db, key: key) {
                 $0.pendingBackup = nil
                 $0.backupDoneFor = doneFor

@@ -346,19 +346,18 @@ extension VaultEngine {
         let description = error.description
         // Read and written in one transaction: the stored record may have moved on during this attempt
         // (a backup noted, or the user saved the item again), and keeps what it has.
-        let updated = try await write { db -> PendingChange? in
-            guard var updated = try PendingChangeRow.fetchOne(db, key: change.id)?.open(key: key) else { return nil }
-            updated.metadata.attempts += 1
-            updated.metadata.lastError = description
-            if refused || backoff.isExhausted(afterAttempts: updated.metadata.attempts) {
-                updated.metadata.state = .needsAttention
-                updated.metadata.nextAttemptDate = nil
-            } else {
-                let delay = backoff.delay(afterAttempts: updated.metadata.attempts, unit: unit)
-                updated.metadata.nextAttemptDate = now.adding(microseconds: Int64(delay * 1_000_000))
+        let updated = try await write { db in
+            try Self.updateStoredRecord(change, db, key: key) { metadata in
+                metadata.attempts += 1
+                metadata.lastError = description
+                if refused || backoff.isExhausted(afterAttempts: metadata.attempts) {
+                    metadata.state = .needsAttention
+                    metadata.nextAttemptDate = nil
+                } else {
+                    let delay = backoff.delay(afterAttempts: metadata.attempts, unit: unit)
+                    metadata.nextAttemptDate = now.adding(microseconds: Int64(delay * 1_000_000))
+                }
             }
-            try PendingChangeRow(updated, key: key).save(db)
-            return updated
         }
         guard let updated else { return .pending }
         publishStatus(lastError: error.description)

@@ -81,12 +81,8 @@ struct ResolutionFaultTests {
         // Right after A's backup of "b-first" reaches the server, B saves again, before A pushes.
         let (viaProxy, proxy) = try await throughProxy(devices)
         let b = devices.b
-        let once = Once()
-        await proxy.setForwardHook { method, path in
-            guard method == "POST", path == "/api/ciphers", once.first() else { return }
-            guard var again = try? await b.engine.item(id: item.id!) else { return }
-            again.login?.password = "b-second"
-            _ = try? await b.engine.updateItem(again)
+        let once = await saveOnFirstForward(through: proxy, on: b.engine, id: try #require(item.id), password: "b-second") {
+            $0 == "POST" && $1 == "/api/ciphers"
         }
         _ = try await viaProxy.engine.sync()
         await proxy.setForwardHook(nil)
@@ -191,13 +187,8 @@ struct ResolutionFaultTests {
         let (a, proxy) = try await throughProxy(devices) { if !bulk { $0.bulkPushSize = 0 } }
         // The push of the first edit reaches the server; before its answer arrives, the user saves
         // the item again on this device (the engine serves other calls while the sync waits).
-        let once = Once()
-        let engine = a.engine
-        await proxy.setForwardHook { method, _ in
-            guard ["PUT", "POST"].contains(method), once.first() else { return }
-            guard var second = try? await engine.item(id: id) else { return }
-            second.login?.password = "second-during-sync"
-            _ = try? await engine.updateItem(second)
+        let once = await saveOnFirstForward(through: proxy, on: a.engine, id: id, password: "second-during-sync") { method, _ in
+            ["PUT", "POST"].contains(method)
         }
         _ = try await a.engine.sync()
         await proxy.setForwardHook(nil)
@@ -231,13 +222,8 @@ struct ResolutionFaultTests {
         // A's sync backs up its older version and takes B's; while the backup is on the wire, the user
         // saves the item again on A (on top of A's older version).
         let (a, proxy) = try await throughProxy(devices)
-        let once = Once()
-        let engine = a.engine
-        await proxy.setForwardHook { method, path in
-            guard method == "POST", path == "/api/ciphers", once.first() else { return }
-            guard var again = try? await engine.item(id: id) else { return }
-            again.login?.password = "a-saved-during-sync"
-            _ = try? await engine.updateItem(again)
+        let once = await saveOnFirstForward(through: proxy, on: a.engine, id: id, password: "a-saved-during-sync") {
+            $0 == "POST" && $1 == "/api/ciphers"
         }
         _ = try await a.engine.sync()
         await proxy.setForwardHook(nil)
@@ -261,14 +247,9 @@ struct ResolutionFaultTests {
         let temporary = try await offlineA.engine.addItem(loginItem("New and busy", password: "as-created")).value
         await offlineA.engine.shutdown()
         let (a, proxy) = try await throughProxy(devices)
-        let once = Once()
-        let engine = a.engine
         let temporaryID = try #require(temporary.id)
-        await proxy.setForwardHook { method, path in
-            guard method == "POST", path == "/api/ciphers", once.first() else { return }
-            guard var again = try? await engine.item(id: temporaryID) else { return }
-            again.login?.password = "edited-during-create"
-            _ = try? await engine.updateItem(again)
+        let once = await saveOnFirstForward(through: proxy, on: a.engine, id: temporaryID, password: "edited-during-create") {
+            $0 == "POST" && $1 == "/api/ciphers"
         }
         _ = try await a.engine.sync()
         await proxy.setForwardHook(nil)
@@ -432,17 +413,17 @@ struct AutomaticSyncTests {
     }
 }
 
-/// True the first time only (a hook that must act once).
-final class Once: @unchecked Sendable {
-    private let lock = NSLock()
-    private var done = false
-
-    func first() -> Bool {
-        lock.withLock {
-            defer { done = true }
-            return !done
-        }
+/// From the first request `matches` lets through the proxy (forwarded, its answer not yet back), the
+/// user saves item `id` on `engine` again with a new password: a save made while the sync waits.
+/// The returned flag tells whether the save was attempted.
+func saveOnFirstForward(through proxy: FaultProxy, on engine: VaultEngine, id: String, password: String,
+                        when matches: @escaping @Sendable (String, String) -> Bool) async -> Once {
+    let once = Once()
+    await proxy.setForwardHook { method, path in
+        guard matches(method, path), once.first() else { return }
+        guard var again = try? await engine.item(id: id) else { return }
+        again.login?.password = password
+        _ = try? await engine.updateItem(again)
     }
-
-    var fired: Bool { lock.withLock { done } }
+    return once
 }

@@ -45,19 +45,6 @@ func describeRefreshes(_ tally: [String: Int]) -> String {
     return "\(tally["requests"] ?? 0) refreshes, \(faults.values.reduce(0, +)) with a fault \(faults.sorted { $0.key < $1.key })"
 }
 
-/// True the first time only, from any task.
-final class OnceFlag: @unchecked Sendable {
-    private let lock = NSLock()
-    private var done = false
-
-    func first() -> Bool {
-        lock.withLock {
-            defer { done = true }
-            return !done
-        }
-    }
-}
-
 /// The test account's KDF: the server's minimum, so unlocking stays quick.
 let reliabilityKDF = KdfConfiguration.pbkdf2(iterations: 100_000)
 let reliabilityPassword = "correct horse battery staple"
@@ -311,7 +298,7 @@ extension SimDevice {
     /// engine serves calls while the sync waits): the item being pushed, or else `fallback`. The saved
     /// password goes into `ledger` like any other.
     func saveDuringNextPush(ledger: Ledger, fallback: String?) async {
-        let fired = OnceFlag()
+        let fired = Once()
         let engine = self.engine
         await proxy.setForwardHook { method, path in
             let id: String?
