@@ -99,19 +99,19 @@ struct AccountTests {
         await proxy.setForwardHook { _, path in
             if path.hasPrefix("/identity/connect/token") { await refreshesAnswered.increment() }
         }
-        // Timeout and delay leave seconds of margin: on a loaded machine a login alone can take 1 s.
-        let a = try direct.reopen(url: await proxy.url) { $0.api.requestTimeout = .seconds(4) }
+        // Timeout and delay leave seconds of margin: under a full test run a sync's call took over 1 s.
+        let a = try direct.reopen(url: await proxy.url) { $0.api.requestTimeout = .seconds(5) }
         try await a.engine.unlock(email: scenario.email, password: scenario.password)
         serverClock.advance(seconds: 3700)
-        // The first refresh waits 9 s in the network; the client gives up after 4 s and saves offline.
-        await proxy.add(.init(method: "POST", pathPrefix: "/identity/connect/token", action: .delay(milliseconds: 9_000)))
+        // The first refresh waits 12 s in the network; the client gives up after 5 s and saves offline.
+        await proxy.add(.init(method: "POST", pathPrefix: "/identity/connect/token", action: .delay(milliseconds: 12_000)))
         #expect(try await a.engine.addItem(loginItem("Saved while the refresh was stuck")).outcome.isOffline)
         // The next sync refreshes again with the same token, gets through and stores the new token.
         let report = try await a.engine.sync()
         #expect(report.resolved == 1 && report.stillPending == 0, "\(report)")
         // Then the stuck refresh reaches the server. Before successors were derived from the token
         // presented, it rotated to a token nobody holds and the client's was void: "log in again".
-        for _ in 0..<300 where await refreshesAnswered.value < 2 { try await Task.sleep(for: .milliseconds(50)) }
+        for _ in 0..<400 where await refreshesAnswered.value < 2 { try await Task.sleep(for: .milliseconds(50)) }
         #expect(await refreshesAnswered.value == 2)
         serverClock.advance(seconds: 3700)
         #expect(try await a.engine.addItem(loginItem("Saved after the stuck refresh arrived")).outcome == .synced)
