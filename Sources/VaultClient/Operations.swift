@@ -36,6 +36,10 @@ extension VaultEngine {
     public func updateItem(_ item: CipherView) async throws -> SaveResult<CipherView> {
         let current = try requireSession()
         guard let id = item.id else { throw VaultError.invalidItem("the item has no id (use addItem for new items)") }
+        return try await oneSaveAtATime(of: id) { try await self.update(id: id, with: item, session: current) }
+    }
+
+    func update(id: String, with item: CipherView, session current: UnlockedSession) async throws -> SaveResult<CipherView> {
         let previous = try await cachedCipher(id: id, userID: current.userID)
         let previousView = try modelCall { try previous.decrypted(with: current.keys) }
         var view = item
@@ -70,7 +74,7 @@ extension VaultEngine {
 
     /// Moves an item to the trash.
     public func softDeleteItem(id: String) async throws -> SaveOutcome {
-        try await changeState(id: id, operation: .softDelete, change: { [clock] in $0.deletedDate = clock.now() }) { api, token in
+        try await changeState(id: id, operation: .softDelete, change: { [clock] in $0.deletedDate = clock.now() }) { _, api, token in
             try await api.softDeleteCipher(id: id, token: token)
             return try await api.getCipher(id: id, token: token)
         }.outcome
@@ -78,7 +82,7 @@ extension VaultEngine {
 
     /// Restores an item from the trash.
     public func restoreItem(id: String) async throws -> SaveOutcome {
-        try await changeState(id: id, operation: .restore, change: { $0.deletedDate = nil }) { api, token in
+        try await changeState(id: id, operation: .restore, change: { $0.deletedDate = nil }) { _, api, token in
             try await api.restoreCipher(id: id, token: token)
         }.outcome
     }
@@ -87,7 +91,7 @@ extension VaultEngine {
     public func setArchived(id: String, _ archived: Bool) async throws -> SaveOutcome {
         try await changeState(id: id, operation: archived ? .archive : .unarchive, change: { [clock] in
             $0.archivedDate = archived ? ($0.archivedDate ?? clock.now()) : nil
-        }) { api, token in
+        }) { _, api, token in
             try await api.archiveCipher(id: id, archived: archived, token: token)
         }.outcome
     }
@@ -96,41 +100,67 @@ extension VaultEngine {
     public func moveItem(id: String, toFolder folderID: String?) async throws -> SaveOutcome {
         let current = try requireSession()
         if let folderID { _ = try await cachedFolder(id: folderID, userID: current.userID) }
-        let favorite = try await cachedCipher(id: id, userID: current.userID).favorite ?? false
-        return try await changeState(id: id, operation: .move, change: { $0.folderId = folderID }) { api, token in
-            try await api.updateCipherState(id: id, folderID: folderID, favorite: favorite, token: token)
+        return try await changeState(id: id, operation: .move, change: { $0.folderId = folderID }) { local, api, token in
+            try await api.updateCipherState(id: id, folderID: folderID, favorite: local.favorite ?? false, token: token)
         }.outcome
     }
 
     /// Marks or unmarks an item as a favorite.
     public func setFavorite(id: String, _ favorite: Bool) async throws -> SaveOutcome {
-        let current = try requireSession()
-        let folder = try await cachedCipher(id: id, userID: current.userID).folderId
-        return try await changeState(id: id, operation: .favorite, change: { $0.favorite = favorite }) { api, token in
-            try await api.updateCipherState(id: id, folderID: folder, favorite: favorite, token: token)
+        try await changeState(id: id, operation: .favorite, change: { $0.favorite = favorite }) { local, api, token in
+            try await api.updateCipherState(id: id, folderID: local.folderId, favorite: favorite, token: token)
         }.outcome
     }
 
     /// Deletes an item for good. An item that exists only on this device is simply forgotten.
     public func permanentlyDeleteItem(id: String) async throws -> SaveOutcome {
         let current = try requireSession()
-        let previous = try await cachedCipher(id: id, userID: current.userID)
-        return try await save(itemID: id, operation: .hardDelete, local: nil, previous: previous,
-                              isOrganization: previous.organizationId != nil) { api, token in
-            try await api.hardDeleteCipher(id: id, token: token)
-            return nil
-        }.outcome
+        return try await oneSaveAtATime(of: id) {
+            let previous = try await self.cachedCipher(id: id, userID: current.userID)
+            return try await self.save(itemID: id, operation: .hardDelete, local: nil, previous: previous,
+                                       isOrganization: previous.organizationId != nil) { api, token in
+                try await api.hardDeleteCipher(id: id, token: token)
+                return nil
+            }.outcome
+        }
     }
 
-    /// A state change (trash, archive, folder, favorite) applied to the cached wire form.
-    func changeState(id: String, operation: OfflineOperation, change: @Sendable (inout CipherWire) -> Void,
-                     online: @escaping @Sendable (BitwardenAPI, String) async throws -> CipherWire?) async throws -> SaveResult<CipherWire?> {
+    /// A state change (trash, archive, folder, favorite) applied to the cached wire form as it is when
+    /// the item's turn comes; `online` gets that changed form.
+    func changeState(id: String, operation: OfflineOperation, change: @escaping @Sendable (inout CipherWire) -> Void,
+                     online: @escaping @Sendable (CipherWire, BitwardenAPI, String) async throws -> CipherWire?) async throws -> SaveResult<CipherWire?> {
         let current = try requireSession()
-        let previous = try await cachedCipher(id: id, userID: current.userID)
-        var local = previous
-        change(&local)
-        return try await save(itemID: id, operation: operation, local: local, previous: previous,
-                              isOrganization: previous.organizationId != nil, online: online)
+        return try await oneSaveAtATime(of: id) {
+            let previous = try await self.cachedCipher(id: id, userID: current.userID)
+            var changed = previous
+            change(&changed)
+            let local = changed
+            return try await self.save(itemID: id, operation: operation, local: local, previous: previous,
+                                       isOrganization: previous.organizationId != nil) { api, token in
+                try await online(local, api, token)
+            }
+        }
+    }
+
+    /// Runs the saves of one item (or folder) one at a time. A save reads the stored copy, waits for
+    /// the server, then stores its result; a second save of the same item started meanwhile (a GUI
+    /// marking a favorite while an edit waits on a slow network) would start from the copy before the
+    /// first and write over it, or fail on the queue's one-record-per-item rule. Waiting its turn, it
+    /// starts from what the first left. Saves of different items still run side by side.
+    func oneSaveAtATime<T: Sendable>(of id: String, _ body: () async throws -> T) async throws -> T {
+        while savesInProgress.contains(id) {
+            await withCheckedContinuation { savesWaiting[id, default: []].append($0) }
+        }
+        savesInProgress.insert(id)
+        defer {
+            savesInProgress.remove(id)
+            if var waiting = savesWaiting.removeValue(forKey: id), !waiting.isEmpty {
+                let next = waiting.removeFirst()
+                if !waiting.isEmpty { savesWaiting[id] = waiting }
+                next.resume()
+            }
+        }
+        return try await body()
     }
 
     /// The one path every item change takes: server first; on a refusal report it; when the server
@@ -259,33 +289,36 @@ extension VaultEngine {
     public func renameFolder(id: String, name: String) async throws -> SaveOutcome {
         let current = try requireSession()
         try validateFolderName(name)
-        let previous = try await cachedFolder(id: id, userID: current.userID)
-        var local = previous
-        local.name = try modelCall { try EncString.encrypt(name, key: current.keys.userKey, random: random) }
-        let encryptedName = local.name
-        return try await saveFolder(id: id, operation: .edit(passwordChanged: false), local: local, previous: previous) { api, token in
-            try await api.renameFolder(id: id, name: encryptedName, token: token)
-        }.outcome
+        return try await oneSaveAtATime(of: id) {
+            let previous = try await self.cachedFolder(id: id, userID: current.userID)
+            var local = previous
+            local.name = try self.modelCall { try EncString.encrypt(name, key: current.keys.userKey, random: self.random) }
+            let encryptedName = local.name
+            return try await self.saveFolder(id: id, operation: .edit(passwordChanged: false), local: local, previous: previous) { api, token in
+                try await api.renameFolder(id: id, name: encryptedName, token: token)
+            }.outcome
+        }
     }
 
     /// Deletes a folder; its items stay, without a folder (spec §3.6).
     public func deleteFolder(id: String) async throws -> SaveOutcome {
         let current = try requireSession()
-        let previous = try await cachedFolder(id: id, userID: current.userID)
-        let outcome = try await saveFolder(id: id, operation: .hardDelete, local: nil, previous: previous) { api, token in
-            try await api.deleteFolder(id: id, token: token)
-            return nil
-        }.outcome
-        let userID = current.userID
-        // Locally, as the server does: items lose the folder, keeping their revision date.
-        let rows = try await read { db in try CipherRow.filter(Column("userID") == userID).fetchAll(db) }
-        let updates: [CipherRow] = rows.compactMap { row in
-            guard var wire = try? row.wire(), wire.folderId == id else { return nil }
-            wire.folderId = nil
-            return CipherRow(userID: userID, wire: wire)
+        let outcome = try await oneSaveAtATime(of: id) {
+            let previous = try await self.cachedFolder(id: id, userID: current.userID)
+            return try await self.saveFolder(id: id, operation: .hardDelete, local: nil, previous: previous) { api, token in
+                try await api.deleteFolder(id: id, token: token)
+                return nil
+            }.outcome
         }
-        if !updates.isEmpty {
-            try await write { db in for row in updates { try row.save(db) } }
+        let userID = current.userID
+        // Locally, as the server does: items lose the folder, keeping their revision date. Read and
+        // written in one transaction, so that an item saved meanwhile keeps its save.
+        try await write { db in
+            for row in try CipherRow.filter(Column("userID") == userID).fetchAll(db) {
+                guard var wire = try? row.wire(), wire.folderId == id else { continue }
+                wire.folderId = nil
+                try CipherRow(userID: userID, wire: wire).save(db)
+            }
         }
         return outcome
     }

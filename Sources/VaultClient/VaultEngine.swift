@@ -48,6 +48,10 @@ public actor VaultEngine {
     var conflictFolderLookup: Task<String, any Error>?
     /// Whether the server has the VaultSync bulk-update extension (`nil`: not tried yet).
     var bulkUpdateSupported: Bool?
+    /// Items and folders with a save in progress, and the saves waiting for their turn on each
+    /// (see ``oneSaveAtATime(of:_:)``).
+    var savesInProgress: Set<String> = []
+    var savesWaiting: [String: [CheckedContinuation<Void, Never>]] = [:]
 
     /// Opens the profile database at `databasePath`.
     public init(databasePath: String, configuration: EngineConfiguration, clock: any DeviceClock = SystemDeviceClock(),

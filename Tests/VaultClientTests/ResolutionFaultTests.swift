@@ -268,6 +268,47 @@ struct ResolutionFaultTests {
         await devices.finish()
     }
 
+    @Test("two saves of one item at once, the first stuck on the wire: the second starts from the first, nothing lost")
+    func concurrentSavesOfOneItem() async throws {
+        let devices = try await TwoDevices.start()
+        let item = try await devices.a.engine.addItem(loginItem("Two at once", password: "before")).value
+        let id = try #require(item.id)
+        let (a, proxy) = try await throughProxy(devices) { $0.api.requestTimeout = .seconds(2) }
+        // The password change waits in the network past the client's timeout (the server gets it later).
+        let forwarded = Counter()
+        await proxy.setForwardHook { method, _ in if method == "PUT" { await forwarded.increment() } }
+        await proxy.add(.init(method: "PUT", pathPrefix: "/api/ciphers/\(id)", action: .delay(milliseconds: 5_000)))
+        var edit = item
+        edit.login?.password = "changed while stuck"
+        let engine = a.engine
+        let first = Task { try await engine.updateItem(edit) }
+        for _ in 0..<200 where await proxy.firedCount == 0 { try await Task.sleep(for: .milliseconds(10)) }
+        #expect(await proxy.firedCount == 1, "the password change is on the wire")
+        // Meanwhile the user marks the item a favorite; the network is gone by now.
+        await proxy.setPartitioned(true)
+        let second = try await engine.setFavorite(id: id, true)
+        #expect(try await first.value.outcome.isOffline)
+        #expect(second.isOffline)
+        // Before: the favorite started from the copy before the password change and was queued
+        // first; the password change then failed on the queue's one-record-per-item rule ("the local
+        // vault could not be written"), and without that rule it would have written over the favorite.
+        let local = try await engine.item(id: id)
+        #expect(local.login?.password == "changed while stuck")
+        #expect(local.favorite == true)
+        #expect(try await engine.pendingChanges().count == 1)
+        // The stuck request reaches the server late; then the network returns and everything syncs.
+        for _ in 0..<800 where await forwarded.value == 0 { try await Task.sleep(for: .milliseconds(10)) }
+        await proxy.setPartitioned(false)
+        _ = try await engine.sync()
+        #expect(try await engine.pendingCount() == 0)
+        try await devices.b.engine.pull()
+        let onServer = try await devices.b.engine.item(id: id)
+        #expect(onServer.login?.password == "changed while stuck")
+        #expect(onServer.favorite == true)
+        await proxy.stop()
+        await devices.finish()
+    }
+
     @Test("a create whose answer is lost on the wire is adopted at the rerun: no duplicate")
     func lostCreateAnswer() async throws {
         let devices = try await TwoDevices.start()
