@@ -74,7 +74,7 @@ extension VaultEngine {
         switch plan {
         case .create, .recreateFromLocal:
             guard let local else { return try await dropRecord(change) }
-            var created = try await createIdempotently(local, context: context)
+            var created = try await createIdempotently(local, earlierNames: change.metadata.earlierNames ?? [], context: context)
             if let adoptedID = created.id, adoptedID != itemID, try await hasQueueRecord(itemID: adoptedID) {
                 // The earlier attempt reached the server, a pull brought it here as a second item, and it was
                 // changed here too (its own record): two local copies of one item. Neither may overwrite the
@@ -303,10 +303,14 @@ extension VaultEngine {
     /// Creates on the server unless an item with the byte-identical encrypted name is already there
     /// (an earlier attempt whose answer was lost: the random IV makes the name unique, seed 001 RES-1).
     ///
+    /// `earlierNames`: the names the item had before it was renamed here (its queue record's), which an
+    /// earlier attempt may have carried.
+    ///
     /// An item adopted from the snapshot is read again first: this run may have changed it since (a bulk
     /// push of its own record), and deciding on a stale revision would fail or overwrite.
-    func createIdempotently(_ wire: CipherWire, context: ResolutionContext) async throws -> CipherWire {
-        if let adoptedID = context.serverNamesOfCiphers[wire.name.serialized] {
+    func createIdempotently(_ wire: CipherWire, earlierNames: [String] = [], context: ResolutionContext) async throws -> CipherWire {
+        let names = [wire.name.serialized] + earlierNames.reversed()
+        if let adoptedID = names.lazy.compactMap({ context.serverNamesOfCiphers[$0] }).first {
             do {
                 return try await authorized { api, token in try await api.getCipher(id: adoptedID, token: token) }
             } catch let error as ServerCallError where error.isGone {

@@ -214,7 +214,9 @@ extension VaultEngine {
                existing: PendingChange?, session current: UnlockedSession) async throws -> SaveResult<CipherWire?> {
         let userID = current.userID
         let count = try await enqueue(kind: .cipher, itemID: itemID, operation: operation, previousRevision: previous?.revisionDate,
-                                      previousState: previous.map(Self.state(of:)), existing: existing, session: current) { db in
+                                      previousState: previous.map(Self.state(of:)),
+                                      renamedFrom: Self.nameReplaced(previous?.name, by: local?.name),
+                                      existing: existing, session: current) { db in
             if let local {
                 try CipherRow(userID: userID, wire: local).save(db)
             } else {
@@ -246,12 +248,12 @@ extension VaultEngine {
     /// Writes the local version (or removes it) and the item's folded queue record in one transaction;
     /// returns the number of queued changes.
     func enqueue(kind: PendingItemKind, itemID: String, operation: OfflineOperation, previousRevision: WireDate?,
-                 previousState: ItemState? = nil, existing: PendingChange?, session current: UnlockedSession,
+                 previousState: ItemState? = nil, renamedFrom: String? = nil, existing: PendingChange?, session current: UnlockedSession,
                  storeLocal: @escaping @Sendable (Database) throws -> Void,
                  removeLocal: @escaping @Sendable (Database) throws -> Void) async throws -> Int {
         let userID = current.userID
         let decision = QueueRules.apply(operation, to: existing?.metadata, itemRevisionDate: previousRevision, now: clock.now(),
-                                        itemState: previousState)
+                                        itemState: previousState, renamedFrom: renamedFrom)
         let key = current.keys.userKey
         let recordID = existing?.id ?? UUID().uuidString.lowercased()
         return try writeNow { db -> Int in
@@ -343,6 +345,7 @@ extension VaultEngine {
             }
         }
         let count = try await enqueue(kind: .folder, itemID: id, operation: operation, previousRevision: previous?.revisionDate,
+                                      renamedFrom: Self.nameReplaced(previous?.name, by: local?.name),
                                       existing: existing, session: current) { db in
             if let local { try FolderRow(userID: userID, wire: local).save(db) } else {
                 _ = try FolderRow.deleteOne(db, key: ["userID": userID, "id": id])
@@ -354,6 +357,12 @@ extension VaultEngine {
     }
 
     // MARK: Helpers
+
+    /// The previous encrypted name when a save replaces it (a rename), for a create's queue record.
+    static func nameReplaced(_ previous: EncString?, by new: EncString?) -> String? {
+        guard let previous, let new, previous.serialized != new.serialized else { return nil }
+        return previous.serialized
+    }
 
     /// The per-user state of a cached item.
     static func state(of wire: CipherWire) -> ItemState {

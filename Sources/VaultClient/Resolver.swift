@@ -375,10 +375,15 @@ extension VaultEngine {
         switch change.metadata.kind {
         case .create:
             guard let local else { return try await dropRecord(change) }
-            // Idempotent: an answer lost after the server created it shows up in the snapshot.
-            let created: FolderWire
-            if let adopted = context.serverNamesOfFolders[local.name.serialized] {
+            // Idempotent: an answer lost after the server created it shows up in the snapshot, under the
+            // current name or one it was renamed from here since (then the rename goes on top).
+            var created: FolderWire
+            let names = [local.name.serialized] + (change.metadata.earlierNames ?? []).reversed()
+            if let adopted = names.lazy.compactMap({ context.serverNamesOfFolders[$0] }).first {
                 created = adopted
+                if let adoptedID = adopted.id, adopted.name.serialized != local.name.serialized {
+                    created = try await authorized { api, token in try await api.renameFolder(id: adoptedID, name: local.name, token: token) }
+                }
             } else {
                 created = try await authorized { api, token in try await api.createFolder(name: local.name, token: token) }
             }

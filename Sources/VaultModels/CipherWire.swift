@@ -63,7 +63,7 @@ public struct CipherWire: JSONObjectConvertible {
         fields = try r.array("fields")
         passwordHistory = try r.array("passwordHistory")
         attachments = try r.array("attachments")
-        collectionIds = try r.stringArray("collectionIds")
+        collectionIds = try r.idArray("collectionIds")
         edit = try r.bool("edit")
         viewPassword = try r.bool("viewPassword")
         organizationUseTotp = try r.bool("organizationUseTotp")

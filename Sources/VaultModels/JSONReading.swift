@@ -165,6 +165,7 @@ public struct JSONReader {
         return result
     }
 
+    /// An array of texts, as written.
     public mutating func stringArray(_ key: String) throws -> [String]? {
         guard let value = value(key) else { return nil }
         guard case .array(let values) = value else { throw wrongType(key, "an array", value) }
@@ -172,8 +173,13 @@ public struct JSONReader {
             guard case .string(let text) = element else {
                 throw ModelError.wrongType(path: "\(fieldPath(key))[\(index)]", expected: "a string", found: element.kindName)
             }
-            return text.lowercased()
+            return text
         }
+    }
+
+    /// An array of ids, lowercased (GUIDs compare case-insensitively on the wire).
+    public mutating func idArray(_ key: String) throws -> [String]? {
+        try stringArray(key)?.map { $0.lowercased() }
     }
 }
 
@@ -207,6 +213,7 @@ public struct JSONWriter {
     public mutating func putIfPresent(_ key: String, _ value: String?) { putIfPresent(key, value.map(JSONValue.string)) }
     public mutating func putIfPresent(_ key: String, _ value: WireDate?) { putIfPresent(key, value.map { JSONValue.string($0.iso8601) }) }
     public mutating func putIfPresent<T: JSONObjectConvertible>(_ key: String, _ value: T?) { putIfPresent(key, value.map(\.jsonValue)) }
+    public mutating func putIfPresent(_ key: String, _ values: [String]?) { putIfPresent(key, values.map { JSONValue.array($0.map(JSONValue.string)) }) }
 
     /// Appends the unknown keys a model was read with (modelled keys win).
     public mutating func append(unknown: JSONObject) {

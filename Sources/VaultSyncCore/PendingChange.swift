@@ -71,6 +71,10 @@ public struct PendingChangeMetadata: Sendable, Codable, Equatable {
     /// Which version was already backed up ("server:<revision µs>" or "local:<updated µs>"), so that a
     /// retry after a failure between backup and push does not back it up twice.
     public var backupDoneFor: String?
+    /// For a create: the encrypted names the item had before it was renamed here. An earlier attempt
+    /// may have reached the server under one of them with its answer lost; the resolver adopts an item
+    /// carrying any of them instead of posting a second copy (each name's random IV makes it unique).
+    public var earlierNames: [String]?
 
     public init(kind: PendingChangeKind, originalRevisionDate: WireDate?, passwordChangeCount: Int = 0,
                 contentChanged: Bool = false, createdDate: WireDate, updatedDate: WireDate,
@@ -144,6 +148,7 @@ extension PendingChangeMetadata: JSONObjectConvertible {
         originalState = try reader.object("originalState")
         pendingBackup = try reader.string("pendingBackup")
         backupDoneFor = try reader.string("backupDoneFor")
+        earlierNames = try reader.stringArray("earlierNames")
     }
 
     public func jsonObject() -> JSONObject {
@@ -161,6 +166,7 @@ extension PendingChangeMetadata: JSONObjectConvertible {
         writer.putIfPresent("originalState", originalState)
         writer.putIfPresent("pendingBackup", pendingBackup)
         writer.putIfPresent("backupDoneFor", backupDoneFor)
+        writer.putIfPresent("earlierNames", earlierNames)
         return writer.object
     }
 }

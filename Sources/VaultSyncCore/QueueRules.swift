@@ -31,9 +31,11 @@ public enum QueueRules {
     /// - An item created offline stays a `create` through later edits, trash and restore.
     /// - Permanently deleting an item that exists only offline forgets it.
     /// - A permanent delete wins over everything; a trash move over edits (which are kept and pushed).
+    /// - A create remembers every encrypted name the item is renamed from (`renamedFrom`): an earlier
+    ///   attempt may have reached the server under it, and the resolver must find that one, not post twice.
     public static func apply(
         _ operation: OfflineOperation, to existing: PendingChangeMetadata?, itemRevisionDate: WireDate?, now: WireDate,
-        itemState: ItemState? = nil
+        itemState: ItemState? = nil, renamedFrom: String? = nil
     ) -> QueueDecision {
         var metadata = existing ?? PendingChangeMetadata(
             kind: operation == .create ? .create : .update,
@@ -54,7 +56,9 @@ public enum QueueRules {
         case (.create, .hardDelete):
             return .forget
         case (.create, _):
-            break
+            if let renamedFrom, !(metadata.earlierNames ?? []).contains(renamedFrom) {
+                metadata.earlierNames = (metadata.earlierNames ?? []) + [renamedFrom]
+            }
         case (_, .hardDelete):
             metadata.kind = .hardDelete
         case (.hardDelete, _):

@@ -329,6 +329,53 @@ struct ResolutionFaultTests {
         await devices.finish()
     }
 
+    @Test("a create whose answer is lost, then the item renamed before the rerun: adopted under its old name, no duplicate")
+    func lostCreateAnswerThenRenamed() async throws {
+        let devices = try await TwoDevices.start()
+        let a = try await offline(devices)
+        let item = try await a.engine.addItem(loginItem("First name", password: "first password")).value
+        let (viaProxy, proxy) = try await throughProxy(devices)
+        await proxy.add(.init(method: "POST", pathPrefix: "/api/ciphers", action: .forwardThenDrop))
+        #expect(try await viaProxy.engine.sync().stillPending == 1)
+        #expect(await proxy.firedCount == 1)
+        var renamed = try await viaProxy.engine.item(id: item.id!)
+        renamed.name = "Second name"
+        renamed.login?.password = "second password"
+        _ = try await viaProxy.engine.updateItem(renamed)
+        try await viaProxy.engine.retryPending()
+        _ = try await viaProxy.engine.sync()
+        #expect(try await viaProxy.engine.pendingCount() == 0)
+        try await devices.b.engine.pull()
+        let onB = try await devices.b.engine.views()
+        #expect(onB.count == 1, "one item, not the lost attempt and a second create: \(onB.map(\.name))")
+        #expect(onB.first?.name == "Second name")
+        #expect(onB.first?.login?.password == "second password")
+        #expect(onB.first?.passwordHistory.map(\.password) == ["first password"])
+        #expect(try await viaProxy.engine.views().map(\.name) == ["Second name"])
+        await proxy.stop()
+        await devices.finish()
+    }
+
+    @Test("a folder whose create answer is lost, then renamed before the rerun: adopted and renamed, no duplicate")
+    func lostFolderCreateAnswerThenRenamed() async throws {
+        let devices = try await TwoDevices.start()
+        let a = try await offline(devices)
+        let folder = try await a.engine.createFolder(name: "Old folder").value
+        let (viaProxy, proxy) = try await throughProxy(devices)
+        await proxy.add(.init(method: "POST", pathPrefix: "/api/folders", action: .forwardThenDrop))
+        #expect(try await viaProxy.engine.sync().stillPending == 1)
+        #expect(await proxy.firedCount == 1)
+        _ = try await viaProxy.engine.renameFolder(id: folder.id!, name: "New folder")
+        try await viaProxy.engine.retryPending()
+        _ = try await viaProxy.engine.sync()
+        #expect(try await viaProxy.engine.pendingCount() == 0)
+        try await devices.b.engine.pull()
+        #expect(try await devices.b.engine.folders().map(\.name) == ["New folder"])
+        #expect(try await viaProxy.engine.folders().map(\.name) == ["New folder"])
+        await proxy.stop()
+        await devices.finish()
+    }
+
     @Test("a mixed batch: a refused item needs attention, the others resolve, the full sync still applies other changes")
     func mixedBatch() async throws {
         let devices = try await TwoDevices.start()

@@ -14,6 +14,7 @@ struct MetadataCodingTests {
         metadata.originalState = ItemState(deleted: false, archived: true, folderID: "0f2b1c3d-aaaa-bbbb-cccc-000000000001", favorite: true)
         metadata.pendingBackup = #"{"name":"2.x|y|z"}"#
         metadata.backupDoneFor = "server:1690000000123456"
+        metadata.earlierNames = ["2.AbC+/x==|Yz==|Qq==", "2.dEf=|gh=|ij="]
         return metadata
     }()
 

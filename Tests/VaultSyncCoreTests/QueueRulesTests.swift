@@ -79,6 +79,29 @@ struct QueueRulesTests {
         #expect(revived.attempts == 12)
         #expect(revived.originalRevisionDate == revision)
     }
+
+    @Test("a create remembers each name it is renamed from, once; an update does not")
+    func earlierNamesOfACreate() throws {
+        var metadata: PendingChangeMetadata?
+        for (operation, renamedFrom) in [(OfflineOperation.create, nil), (.edit(passwordChanged: false), "2.NameOne+A=="), (.favorite, nil),
+                                         (.edit(passwordChanged: true), "2.NameTwo/B=="), (.edit(passwordChanged: false), "2.NameOne+A==")] {
+            guard case .upsert(let next) = QueueRules.apply(operation, to: metadata, itemRevisionDate: nil, now: t0, renamedFrom: renamedFrom) else {
+                Issue.record("\(operation) forgot the create")
+                return
+            }
+            metadata = next
+        }
+        #expect(metadata?.kind == .create)
+        #expect(metadata?.earlierNames == ["2.NameOne+A==", "2.NameTwo/B=="])
+        let decoded = try PendingChangeMetadata(json: try #require(metadata).jsonObject(), path: "metadata")
+        #expect(decoded == metadata, "the names survive the record's JSON, case and all")
+        guard case .upsert(let update) = QueueRules.apply(.edit(passwordChanged: false), to: nil, itemRevisionDate: revision, now: t0,
+                                                          renamedFrom: "2.Name-Three") else {
+            Issue.record("an edit made no record")
+            return
+        }
+        #expect(update.earlierNames == nil, "an item already on the server is found by its id")
+    }
 }
 
 @Suite("Failure classification (seed 001 §16.1)")
