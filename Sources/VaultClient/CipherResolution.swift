@@ -74,6 +74,7 @@ extension VaultEngine {
         switch plan {
         case .create, .recreateFromLocal:
             guard let local else { return try await dropRecord(change) }
+            if plan == .create { try await noteCreateSent(&change) }
             var created = try await createIdempotently(local, earlierNames: change.metadata.earlierNames ?? [], context: context)
             if let adoptedID = created.id, adoptedID != itemID, try await hasQueueRecord(itemID: adoptedID) {
                 // The earlier attempt reached the server, a pull brought it here as a second item, and it was
@@ -100,7 +101,7 @@ extension VaultEngine {
                 // created, it holds an older version of this device's own item: the later edits go on top.
                 // Edited since (another device pulled it), it is a conflict like any other: the newer one wins
                 // and the other is backed up first.
-                let untouched = created.creationDate.map { ConflictMatrix.isSameRevision($0, revision) } ?? false
+                let untouched = Self.isUntouched(created)
                 let localUpdated = clockOffsetBox.current?.serverTime(forDeviceTime: change.metadata.updatedDate) ?? change.metadata.updatedDate
                 if untouched || localUpdated > revision {
                     if !untouched {
@@ -179,7 +180,40 @@ extension VaultEngine {
                 _ = try CipherRow.deleteOne(db, key: ["userID": userID, "id": itemID])
                 _ = try PendingChangeRow.deleteOne(db, key: recordID)
             }
+        case .hardDeleteLostCreate:
+            let names = (change.metadata.earlierNames ?? []).reversed()
+            if let foundID = names.lazy.compactMap({ context.serverNamesOfCiphers[$0] }).first {
+                do {
+                    let found = try await authorized { api, token in try await api.getCipher(id: foundID, token: token) }
+                    if Self.isUntouched(found) {
+                        try await authorized { api, token in try await api.hardDeleteCipher(id: foundID, token: token) }
+                    } else {
+                        let name = (try? found.decrypted(with: current.keys).name) ?? foundID
+                        report.messages.append("\"\(name)\" was edited on another device after you deleted it here: the edit was kept and the delete dropped.")
+                    }
+                } catch let error as ServerCallError where error.isGone {}
+            }
+            try await write { db in
+                _ = try CipherRow.deleteOne(db, key: ["userID": userID, "id": itemID])
+                _ = try PendingChangeRow.deleteOne(db, key: recordID)
+            }
         }
+    }
+
+    /// Whether a server item is as it was created (no one has written to it since).
+    static func isUntouched(_ wire: CipherWire) -> Bool {
+        guard let created = wire.creationDate, let revision = wire.revisionDate else { return false }
+        return ConflictMatrix.isSameRevision(created, revision)
+    }
+
+    /// Notes in the stored record, before a create is posted, that it may reach the server: deleting the
+    /// item for good before the answer is heard then queues that delete instead of forgetting the item.
+    func noteCreateSent(_ change: inout PendingChange) async throws {
+        guard change.metadata.createSent != true else { return }
+        let key = try requireSession().keys.userKey
+        let noted = change
+        try await write { db in _ = try Self.updateStoredRecord(noted, db, key: key) { $0.createSent = true } }
+        change.metadata.createSent = true
     }
 
     /// PUT the local version with `lastKnownRevisionDate` = the server revision decided on, then replay
@@ -350,7 +384,12 @@ extension VaultEngine {
             let savedMeanwhile = try Self.savedMeanwhile(change, key: key, db)
             let newerLocal = try CipherRow.fetchOne(db, key: ["userID": userID, "id": temporaryID]).flatMap { try? $0.wire() }
             _ = try CipherRow.deleteOne(db, key: ["userID": userID, "id": temporaryID])
-            if var record = savedMeanwhile, var local = newerLocal {
+            if var record = savedMeanwhile, record.metadata.kind == .hardDelete {
+                // Deleted for good here while it was being created: the delete goes to the new item.
+                record.itemID = newID
+                record.metadata.originalRevisionDate = created.revisionDate
+                try PendingChangeRow(record, key: key).save(db)
+            } else if var record = savedMeanwhile, var local = newerLocal {
                 local.id = newID
                 local.revisionDate = created.revisionDate
                 local.creationDate = created.creationDate

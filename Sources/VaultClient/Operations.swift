@@ -171,6 +171,7 @@ extension VaultEngine {
         let userID = current.userID
         if isOrganization, await knownOffline(userID: userID) { throw VaultError.organizationItemOffline }
         let existing = try await pendingChange(itemKind: .cipher, itemID: itemID, userID: userID)
+        var createSent = false
         // An item with queued work goes through the queue: the resolver compares it with the server
         // (conflicts, backups) as a whole; pushing this change alone could skip that.
         if existing == nil {
@@ -200,22 +201,24 @@ extension VaultEngine {
                     logger.info("server copy changed meanwhile; queued for conflict resolution", metadata: ["item": "\(itemID)"])
                 } else {
                     try await acceptOffline(error, isOrganization: isOrganization)
+                    createSent = FailureClassification.mayHaveReachedServer(error.failure)
                     logger.info("server unreachable; saving offline", metadata: ["item": "\(itemID)"])
                 }
             }
         } else if isOrganization {
             throw VaultError.organizationItemOffline
         }
-        return try await queue(itemID: itemID, operation: operation, local: local, previous: previous, existing: existing, session: current)
+        return try await queue(itemID: itemID, operation: operation, local: local, previous: previous, existing: existing,
+                               createSent: createSent, session: current)
     }
 
     /// Stores the local version and folds the operation into the item's queue record, in one transaction.
     func queue(itemID: String, operation: OfflineOperation, local: CipherWire?, previous: CipherWire?,
-               existing: PendingChange?, session current: UnlockedSession) async throws -> SaveResult<CipherWire?> {
+               existing: PendingChange?, createSent: Bool = false, session current: UnlockedSession) async throws -> SaveResult<CipherWire?> {
         let userID = current.userID
         let count = try await enqueue(kind: .cipher, itemID: itemID, operation: operation, previousRevision: previous?.revisionDate,
                                       previousState: previous.map(Self.state(of:)),
-                                      renamedFrom: Self.nameReplaced(previous?.name, by: local?.name),
+                                      leavingName: Self.nameLeaving(previous?.name, for: local?.name), createSent: createSent,
                                       existing: existing, session: current) { db in
             if let local {
                 try CipherRow(userID: userID, wire: local).save(db)
@@ -248,12 +251,13 @@ extension VaultEngine {
     /// Writes the local version (or removes it) and the item's folded queue record in one transaction;
     /// returns the number of queued changes.
     func enqueue(kind: PendingItemKind, itemID: String, operation: OfflineOperation, previousRevision: WireDate?,
-                 previousState: ItemState? = nil, renamedFrom: String? = nil, existing: PendingChange?, session current: UnlockedSession,
+                 previousState: ItemState? = nil, leavingName: String? = nil, createSent: Bool = false,
+                 existing: PendingChange?, session current: UnlockedSession,
                  storeLocal: @escaping @Sendable (Database) throws -> Void,
                  removeLocal: @escaping @Sendable (Database) throws -> Void) async throws -> Int {
         let userID = current.userID
         let decision = QueueRules.apply(operation, to: existing?.metadata, itemRevisionDate: previousRevision, now: clock.now(),
-                                        itemState: previousState, renamedFrom: renamedFrom)
+                                        itemState: previousState, leavingName: leavingName, createSent: createSent)
         let key = current.keys.userKey
         let recordID = existing?.id ?? UUID().uuidString.lowercased()
         return try writeNow { db -> Int in
@@ -330,6 +334,7 @@ extension VaultEngine {
         let current = try requireSession()
         let userID = current.userID
         let existing = try await pendingChange(itemKind: .folder, itemID: id, userID: userID)
+        var createSent = false
         if existing == nil {
             do {
                 let serverVersion = try await authorized(online)
@@ -342,10 +347,11 @@ extension VaultEngine {
                 return SaveResult(value: serverVersion, outcome: .synced)
             } catch let error as ServerCallError {
                 try await acceptOffline(error, isOrganization: false)
+                createSent = FailureClassification.mayHaveReachedServer(error.failure)
             }
         }
         let count = try await enqueue(kind: .folder, itemID: id, operation: operation, previousRevision: previous?.revisionDate,
-                                      renamedFrom: Self.nameReplaced(previous?.name, by: local?.name),
+                                      leavingName: Self.nameLeaving(previous?.name, for: local?.name), createSent: createSent,
                                       existing: existing, session: current) { db in
             if let local { try FolderRow(userID: userID, wire: local).save(db) } else {
                 _ = try FolderRow.deleteOne(db, key: ["userID": userID, "id": id])
@@ -358,9 +364,10 @@ extension VaultEngine {
 
     // MARK: Helpers
 
-    /// The previous encrypted name when a save replaces it (a rename), for a create's queue record.
-    static func nameReplaced(_ previous: EncString?, by new: EncString?) -> String? {
-        guard let previous, let new, previous.serialized != new.serialized else { return nil }
+    /// The previous encrypted name when a save takes it away (a rename, or a delete for good), for a
+    /// create's queue record.
+    static func nameLeaving(_ previous: EncString?, for new: EncString?) -> String? {
+        guard let previous, previous.serialized != new?.serialized else { return nil }
         return previous.serialized
     }
 

@@ -378,6 +378,8 @@ extension VaultEngine {
             // Idempotent: an answer lost after the server created it shows up in the snapshot, under the
             // current name or one it was renamed from here since (then the rename goes on top).
             var created: FolderWire
+            var change = change
+            try await noteCreateSent(&change)
             let names = [local.name.serialized] + (change.metadata.earlierNames ?? []).reversed()
             if let adopted = names.lazy.compactMap({ context.serverNamesOfFolders[$0] }).first {
                 created = adopted
@@ -401,9 +403,14 @@ extension VaultEngine {
                 _ = try PendingChangeRow.deleteOne(db, key: change.id)
             }
         case .softDelete, .hardDelete:
-            if context.serverFolders[change.itemID] != nil {
+            // A folder created here and deleted before its create's answer arrived: found by its names.
+            let lostCreate = change.metadata.createSent == true && change.metadata.originalRevisionDate == nil
+            let names = lostCreate ? (change.metadata.earlierNames ?? []).reversed() : []
+            let serverID = context.serverFolders[change.itemID] != nil
+                ? change.itemID : names.lazy.compactMap({ context.serverNamesOfFolders[$0]?.id }).first
+            if let serverID {
                 do {
-                    try await authorized { api, token in try await api.deleteFolder(id: change.itemID, token: token) }
+                    try await authorized { api, token in try await api.deleteFolder(id: serverID, token: token) }
                 } catch let error as ServerCallError where error.isGone {}
             }
             try await dropRecord(change)
@@ -411,9 +418,14 @@ extension VaultEngine {
     }
 
     func swapFolderID(from temporaryID: String, to created: FolderWire, change: PendingChange) async throws {
-        let userID = try requireSession().userID
+        let current = try requireSession()
+        let userID = current.userID
+        let key = current.keys.userKey
         guard let newID = created.id else { throw ServerCallError.invalidResponse("created folder has no id") }
         try await write { db in
+            // Renamed or deleted here while it was being created: that change goes to the new folder.
+            let meanwhile = try Self.savedMeanwhile(change, key: key, db)
+            let newerLocal = try FolderRow.fetchOne(db, key: ["userID": userID, "id": temporaryID]).flatMap { try? $0.wire() }
             // Read in the same transaction: an item saved between a separate read and this write
             // would be replaced by its older copy.
             let moved: [CipherRow] = try CipherRow.filter(Column("userID") == userID).fetchAll(db).compactMap { row in
@@ -422,9 +434,21 @@ extension VaultEngine {
                 return CipherRow(userID: userID, wire: wire)
             }
             _ = try FolderRow.deleteOne(db, key: ["userID": userID, "id": temporaryID])
-            try FolderRow(userID: userID, wire: created).save(db)
             for row in moved { try row.save(db) }
-            _ = try PendingChangeRow.deleteOne(db, key: change.id)
+            if var record = meanwhile {
+                record.itemID = newID
+                record.metadata.originalRevisionDate = created.revisionDate
+                if record.metadata.kind == .create { record.metadata.kind = .update }
+                if record.metadata.kind == .update, var local = newerLocal {
+                    local.id = newID
+                    local.revisionDate = created.revisionDate
+                    try FolderRow(userID: userID, wire: local).save(db)
+                }
+                try PendingChangeRow(record, key: key).save(db)
+            } else {
+                try FolderRow(userID: userID, wire: created).save(db)
+                _ = try PendingChangeRow.deleteOne(db, key: change.id)
+            }
         }
     }
 

@@ -211,6 +211,7 @@ public struct JSONWriter {
     }
 
     public mutating func putIfPresent(_ key: String, _ value: String?) { putIfPresent(key, value.map(JSONValue.string)) }
+    public mutating func putIfPresent(_ key: String, _ value: Bool?) { putIfPresent(key, value.map(JSONValue.bool)) }
     public mutating func putIfPresent(_ key: String, _ value: WireDate?) { putIfPresent(key, value.map { JSONValue.string($0.iso8601) }) }
     public mutating func putIfPresent<T: JSONObjectConvertible>(_ key: String, _ value: T?) { putIfPresent(key, value.map(\.jsonValue)) }
     public mutating func putIfPresent(_ key: String, _ values: [String]?) { putIfPresent(key, values.map { JSONValue.array($0.map(JSONValue.string)) }) }

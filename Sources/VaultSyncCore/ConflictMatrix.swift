@@ -36,6 +36,10 @@ public enum ResolutionPlan: Sendable, Equatable {
     case backupLocalThenDropDelete
     /// Nothing left to do on the server; remove the local item and record.
     case removeLocally
+    /// An item created here and deleted for good before any answer to its create arrived: find the
+    /// copy that create may have left on the server by the item's names, and delete it too (unless
+    /// edited elsewhere since: then, as for any delete, the edit wins).
+    case hardDeleteLostCreate
 }
 
 public enum ConflictMatrix {
@@ -64,6 +68,8 @@ public enum ConflictMatrix {
             }
             guard metadata.contentChanged else { return .takeServerWithLocalState }
             return localUpdatedOnServerClock > revision ? .backupServerThenPushLocal : .backupLocalThenTakeServer
+        case (.hardDelete, .gone) where metadata.createSent == true && metadata.originalRevisionDate == nil:
+            return .hardDeleteLostCreate
         case (.softDelete, .gone), (.hardDelete, .gone):
             return .removeLocally
         case (.softDelete, .present(let revision)), (.hardDelete, .present(let revision)):

@@ -35,4 +35,13 @@ public enum FailureClassification {
             return .offline
         }
     }
+
+    /// Whether the server may have done the work although no answer arrived: the request may have been
+    /// delivered (a timeout, a broken connection, any answer at all) unless no connection was made.
+    public static func mayHaveReachedServer(_ failure: CallFailure) -> Bool {
+        switch failure {
+        case .status, .timeout, .connectionLost, .malformedResponse: true
+        case .unreachable, .tls: false
+        }
+    }
 }

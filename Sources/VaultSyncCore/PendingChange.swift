@@ -75,6 +75,9 @@ public struct PendingChangeMetadata: Sendable, Codable, Equatable {
     /// may have reached the server under one of them with its answer lost; the resolver adopts an item
     /// carrying any of them instead of posting a second copy (each name's random IV makes it unique).
     public var earlierNames: [String]?
+    /// For a create: an attempt was sent and its answer not heard, so the item may be on the server
+    /// (under one of its names). Deleting it for good then has to reach the server too.
+    public var createSent: Bool?
 
     public init(kind: PendingChangeKind, originalRevisionDate: WireDate?, passwordChangeCount: Int = 0,
                 contentChanged: Bool = false, createdDate: WireDate, updatedDate: WireDate,
@@ -149,6 +152,7 @@ extension PendingChangeMetadata: JSONObjectConvertible {
         pendingBackup = try reader.string("pendingBackup")
         backupDoneFor = try reader.string("backupDoneFor")
         earlierNames = try reader.stringArray("earlierNames")
+        createSent = try reader.bool("createSent")
     }
 
     public func jsonObject() -> JSONObject {
@@ -167,6 +171,7 @@ extension PendingChangeMetadata: JSONObjectConvertible {
         writer.putIfPresent("pendingBackup", pendingBackup)
         writer.putIfPresent("backupDoneFor", backupDoneFor)
         writer.putIfPresent("earlierNames", earlierNames)
+        writer.putIfPresent("createSent", createSent)
         return writer.object
     }
 }

@@ -29,18 +29,23 @@ public enum QueueRules {
     ///
     /// - The first offline change captures `originalRevisionDate`; later ones never overwrite it.
     /// - An item created offline stays a `create` through later edits, trash and restore.
-    /// - Permanently deleting an item that exists only offline forgets it.
+    /// - Permanently deleting an item that exists only offline forgets it, unless a create was sent
+    ///   without an answer (`createSent`): then the delete is queued, to find that copy by its names.
     /// - A permanent delete wins over everything; a trash move over edits (which are kept and pushed).
-    /// - A create remembers every encrypted name the item is renamed from (`renamedFrom`): an earlier
-    ///   attempt may have reached the server under it, and the resolver must find that one, not post twice.
+    /// - A create remembers every encrypted name the item leaves behind (`leavingName`: renamed from, or
+    ///   deleted under): an earlier attempt may have reached the server under it, and the resolver must
+    ///   find that one, not post twice or leave it behind.
+    ///
+    /// `createSent`: the operation is a create whose first attempt may have reached the server.
     public static func apply(
         _ operation: OfflineOperation, to existing: PendingChangeMetadata?, itemRevisionDate: WireDate?, now: WireDate,
-        itemState: ItemState? = nil, renamedFrom: String? = nil
+        itemState: ItemState? = nil, leavingName: String? = nil, createSent: Bool = false
     ) -> QueueDecision {
         var metadata = existing ?? PendingChangeMetadata(
             kind: operation == .create ? .create : .update,
             originalRevisionDate: operation == .create ? nil : itemRevisionDate,
             createdDate: now, updatedDate: now)
+        if operation == .create, createSent { metadata.createSent = true }
         if existing == nil, operation != .create { metadata.originalState = itemState }
         metadata.updatedDate = now
         // A change made by the user is a fresh intent: whatever went wrong before is retried.
@@ -52,13 +57,15 @@ public enum QueueRules {
             metadata.contentChanged = true
             if passwordChanged { metadata.passwordChangeCount += 1 }
         }
+        if metadata.kind == .create, let leavingName, !(metadata.earlierNames ?? []).contains(leavingName) {
+            metadata.earlierNames = (metadata.earlierNames ?? []) + [leavingName]
+        }
         switch (metadata.kind, operation) {
         case (.create, .hardDelete):
-            return .forget
+            guard metadata.createSent == true else { return .forget }
+            metadata.kind = .hardDelete
         case (.create, _):
-            if let renamedFrom, !(metadata.earlierNames ?? []).contains(renamedFrom) {
-                metadata.earlierNames = (metadata.earlierNames ?? []) + [renamedFrom]
-            }
+            break
         case (_, .hardDelete):
             metadata.kind = .hardDelete
         case (.hardDelete, _):

@@ -376,6 +376,127 @@ struct ResolutionFaultTests {
         await devices.finish()
     }
 
+    @Test("an item deleted for good after its create answer was lost: the copy on the server goes too (it does not come back)",
+          arguments: [false, true])
+    func lostCreateAnswerThenDeleted(createdOnline: Bool) async throws {
+        let devices = try await TwoDevices.start()
+        let (a, proxy) = try await throughProxy(devices)
+        await proxy.add(.init(method: "POST", pathPrefix: "/api/ciphers", action: .forwardThenDrop))
+        let id: String
+        if createdOnline {
+            // The save's own call reached the server; its answer did not.
+            let saved = try await a.engine.addItem(loginItem("Gone for good"))
+            #expect(saved.outcome == .savedOffline(pendingCount: 1))
+            id = try #require(saved.value.id)
+        } else {
+            await proxy.setPartitioned(true)
+            id = try #require(try await a.engine.addItem(loginItem("Gone for good")).value.id)
+            await proxy.setPartitioned(false)
+            #expect(try await a.engine.sync().stillPending == 1)
+        }
+        #expect(await proxy.firedByAction["forward-then-502"] == 1)
+        _ = try await a.engine.permanentlyDeleteItem(id: id)
+        #expect(try await a.engine.pendingCount() == 1, "the delete waits for the server")
+        try await a.engine.retryPending()
+        _ = try await a.engine.sync()
+        #expect(try await a.engine.pendingCount() == 0)
+        #expect(try await a.engine.views().isEmpty)
+        try await devices.b.engine.pull()
+        #expect(try await devices.b.engine.views().isEmpty, "the copy the lost create left is deleted")
+        await proxy.stop()
+        await devices.finish()
+    }
+
+    @Test("deleted for good here after a lost create, but edited on another device meanwhile: the edit is kept and the user told")
+    func lostCreateDeletedHereEditedElsewhere() async throws {
+        let devices = try await TwoDevices.start()
+        let (a, proxy) = try await throughProxy(devices)
+        await proxy.add(.init(method: "POST", pathPrefix: "/api/ciphers", action: .forwardThenDrop))
+        let id = try #require(try await a.engine.addItem(loginItem("Kept elsewhere")).value.id)
+        try await devices.b.engine.pull()
+        var onB = try #require(try await devices.b.engine.views().first)
+        onB.login?.password = "edited on B"
+        _ = try await devices.b.engine.updateItem(onB)
+        _ = try await a.engine.permanentlyDeleteItem(id: id)
+        try await a.engine.retryPending()
+        let report = try await a.engine.sync()
+        #expect(report.messages.contains { $0.contains("\"Kept elsewhere\" was edited on another device") }, "\(report.messages)")
+        #expect(try await a.engine.pendingCount() == 0)
+        #expect(try await a.engine.views().map { $0.login?.password } == ["edited on B"])
+        try await devices.b.engine.pull()
+        #expect(try await devices.b.engine.views().map { $0.login?.password } == ["edited on B"])
+        await proxy.stop()
+        await devices.finish()
+    }
+
+    @Test("an item deleted for good while its create is on the wire: the delete goes to the new item")
+    func deleteDuringCreate() async throws {
+        let devices = try await TwoDevices.start()
+        let offlineA = try await offline(devices)
+        let id = try #require(try await offlineA.engine.addItem(loginItem("Short-lived")).value.id)
+        await offlineA.engine.shutdown()
+        let (a, proxy) = try await throughProxy(devices)
+        let once = Once()
+        await proxy.setForwardHook { method, path in
+            guard method == "POST", path == "/api/ciphers", once.first() else { return }
+            _ = try? await a.engine.permanentlyDeleteItem(id: id)
+        }
+        _ = try await a.engine.sync()
+        await proxy.setForwardHook(nil)
+        #expect(once.fired)
+        #expect(try await a.engine.views().isEmpty, "the delete holds here")
+        _ = try await a.engine.sync()
+        #expect(try await a.engine.pendingCount() == 0)
+        #expect(try await a.engine.views().isEmpty)
+        try await devices.b.engine.pull()
+        #expect(try await devices.b.engine.views().isEmpty, "and on the server")
+        await proxy.stop()
+        await devices.finish()
+    }
+
+    @Test("a folder renamed, or deleted, while its create is on the wire: the change goes to the new folder", arguments: [false, true])
+    func folderChangedDuringCreate(delete: Bool) async throws {
+        let devices = try await TwoDevices.start()
+        let offlineA = try await offline(devices)
+        let id = try #require(try await offlineA.engine.createFolder(name: "Busy folder").value.id)
+        await offlineA.engine.shutdown()
+        let (a, proxy) = try await throughProxy(devices)
+        let once = Once()
+        await proxy.setForwardHook { method, path in
+            guard method == "POST", path == "/api/folders", once.first() else { return }
+            if delete { _ = try? await a.engine.deleteFolder(id: id) } else { _ = try? await a.engine.renameFolder(id: id, name: "Renamed folder") }
+        }
+        _ = try await a.engine.sync()
+        await proxy.setForwardHook(nil)
+        #expect(once.fired)
+        _ = try await a.engine.sync()
+        #expect(try await a.engine.pendingCount() == 0)
+        let expected = delete ? [] : ["Renamed folder"]
+        #expect(try await a.engine.folders().map(\.name) == expected)
+        try await devices.b.engine.pull()
+        #expect(try await devices.b.engine.folders().map(\.name) == expected)
+        await proxy.stop()
+        await devices.finish()
+    }
+
+    @Test("a folder deleted after its create answer was lost: the copy on the server goes too")
+    func lostFolderCreateThenDeleted() async throws {
+        let devices = try await TwoDevices.start()
+        let (a, proxy) = try await throughProxy(devices)
+        await proxy.add(.init(method: "POST", pathPrefix: "/api/folders", action: .forwardThenDrop))
+        let id = try #require(try await a.engine.createFolder(name: "Fleeting").value.id)
+        #expect(await proxy.firedCount == 1)
+        _ = try await a.engine.deleteFolder(id: id)
+        try await a.engine.retryPending()
+        _ = try await a.engine.sync()
+        #expect(try await a.engine.pendingCount() == 0)
+        try await devices.b.engine.pull()
+        #expect(try await devices.b.engine.folders().isEmpty)
+        #expect(try await a.engine.folders().isEmpty)
+        await proxy.stop()
+        await devices.finish()
+    }
+
     @Test("a mixed batch: a refused item needs attention, the others resolve, the full sync still applies other changes")
     func mixedBatch() async throws {
         let devices = try await TwoDevices.start()

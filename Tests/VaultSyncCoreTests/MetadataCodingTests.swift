@@ -15,6 +15,7 @@ struct MetadataCodingTests {
         metadata.pendingBackup = #"{"name":"2.x|y|z"}"#
         metadata.backupDoneFor = "server:1690000000123456"
         metadata.earlierNames = ["2.AbC+/x==|Yz==|Qq==", "2.dEf=|gh=|ij="]
+        metadata.createSent = true
         return metadata
     }()
 

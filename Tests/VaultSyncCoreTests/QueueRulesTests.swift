@@ -83,9 +83,9 @@ struct QueueRulesTests {
     @Test("a create remembers each name it is renamed from, once; an update does not")
     func earlierNamesOfACreate() throws {
         var metadata: PendingChangeMetadata?
-        for (operation, renamedFrom) in [(OfflineOperation.create, nil), (.edit(passwordChanged: false), "2.NameOne+A=="), (.favorite, nil),
+        for (operation, leavingName) in [(OfflineOperation.create, nil), (.edit(passwordChanged: false), "2.NameOne+A=="), (.favorite, nil),
                                          (.edit(passwordChanged: true), "2.NameTwo/B=="), (.edit(passwordChanged: false), "2.NameOne+A==")] {
-            guard case .upsert(let next) = QueueRules.apply(operation, to: metadata, itemRevisionDate: nil, now: t0, renamedFrom: renamedFrom) else {
+            guard case .upsert(let next) = QueueRules.apply(operation, to: metadata, itemRevisionDate: nil, now: t0, leavingName: leavingName) else {
                 Issue.record("\(operation) forgot the create")
                 return
             }
@@ -96,11 +96,34 @@ struct QueueRulesTests {
         let decoded = try PendingChangeMetadata(json: try #require(metadata).jsonObject(), path: "metadata")
         #expect(decoded == metadata, "the names survive the record's JSON, case and all")
         guard case .upsert(let update) = QueueRules.apply(.edit(passwordChanged: false), to: nil, itemRevisionDate: revision, now: t0,
-                                                          renamedFrom: "2.Name-Three") else {
+                                                          leavingName: "2.Name-Three") else {
             Issue.record("an edit made no record")
             return
         }
         #expect(update.earlierNames == nil, "an item already on the server is found by its id")
+    }
+
+    @Test("deleting for good an item whose create was sent without an answer queues the delete, with the item's names")
+    func deleteAfterLostCreate() {
+        guard case .upsert(let sent) = QueueRules.apply(.create, to: nil, itemRevisionDate: nil, now: t0, createSent: true),
+              case .upsert(let renamed) = QueueRules.apply(.edit(passwordChanged: false), to: sent, itemRevisionDate: nil, now: t0,
+                                                           leavingName: "2.First+A=="),
+              case .upsert(let deleted) = QueueRules.apply(.hardDelete, to: renamed, itemRevisionDate: nil, now: t0, leavingName: "2.Second/B==")
+        else {
+            Issue.record("a step forgot the item")
+            return
+        }
+        #expect(sent.createSent == true)
+        #expect(deleted.kind == .hardDelete)
+        #expect(deleted.originalRevisionDate == nil)
+        #expect(deleted.earlierNames == ["2.First+A==", "2.Second/B=="])
+        guard case .upsert(let unsent) = QueueRules.apply(.create, to: nil, itemRevisionDate: nil, now: t0) else { return }
+        #expect(unsent.createSent == nil)
+        #expect(QueueRules.apply(.hardDelete, to: unsent, itemRevisionDate: nil, now: t0, leavingName: "2.First+A==") == .forget,
+                "never sent: the server never hears of it")
+        guard case .upsert(let edit) = QueueRules.apply(.edit(passwordChanged: false), to: nil, itemRevisionDate: revision, now: t0,
+                                                        createSent: true) else { return }
+        #expect(edit.createSent == nil, "only a create can have been sent as one")
     }
 }
 
@@ -115,6 +138,14 @@ struct FailureClassificationTests {
     ])
     func classify(failure: CallFailure, expected: FailureClass) {
         #expect(FailureClassification.classify(failure) == expected)
+    }
+
+    @Test("a request may have done its work unless no connection was made", arguments: [
+        (CallFailure.status(500), true), (.status(502), true), (.status(400), true), (.timeout, true), (.connectionLost, true),
+        (.malformedResponse, true), (.unreachable, false), (.tls, false),
+    ])
+    func mayHaveReachedServer(failure: CallFailure, expected: Bool) {
+        #expect(FailureClassification.mayHaveReachedServer(failure) == expected)
     }
 }
 
@@ -182,6 +213,14 @@ struct ConflictMatrixTests {
                               contentChanged: content, createdDate: original, updatedDate: original)
     }
 
+    /// A create sent without an answer, then deleted for good here (no server revision ever known).
+    static func deletedLostCreate(baseline: WireDate? = nil) -> PendingChangeMetadata {
+        var metadata = PendingChangeMetadata(kind: .hardDelete, originalRevisionDate: baseline, createdDate: original, updatedDate: original)
+        metadata.createSent = true
+        metadata.earlierNames = ["2.Name+A=="]
+        return metadata
+    }
+
     @Test("one row per case", arguments: [
         (record(.create), ServerSide.gone, original, ResolutionPlan.create),
         (record(.update), .present(revisionDate: original), original, .pushLocal),
@@ -201,6 +240,9 @@ struct ConflictMatrixTests {
         (record(.hardDelete), .present(revisionDate: later), later.adding(microseconds: 9_000_000), .dropDeleteKeepServer),
         (record(.softDelete), .gone, original, .removeLocally),
         (record(.hardDelete), .gone, original, .removeLocally),
+        (deletedLostCreate(), .gone, original, .hardDeleteLostCreate),
+        (deletedLostCreate(baseline: original), .gone, original, .removeLocally),
+        (deletedLostCreate(baseline: original), .present(revisionDate: original), original, .pushHardDelete),
     ] as [(PendingChangeMetadata, ServerSide, WireDate, ResolutionPlan)])
     func row(metadata: PendingChangeMetadata, server: ServerSide, localUpdated: WireDate, expected: ResolutionPlan) {
         #expect(ConflictMatrix.decide(metadata, server: server, localUpdatedOnServerClock: localUpdated) == expected)
