@@ -100,8 +100,10 @@ extension VaultEngine {
                 // Adopted an earlier attempt that reached the server, and the two differ. Untouched since it was
                 // created, it holds an older version of this device's own item: the later edits go on top.
                 // Edited since (another device pulled it), it is a conflict like any other: the newer one wins
-                // and the other is backed up first.
-                let untouched = Self.isUntouched(created)
+                // and the other is backed up first. A recreation (the server lost the item) adopts by a name
+                // every device that had the item shares: the copy found may be another device's recreation,
+                // never to be overwritten unseen, so it is always a conflict.
+                let untouched = plan == .create && Self.isUntouched(created)
                 let localUpdated = clockOffsetBox.current?.serverTime(forDeviceTime: change.metadata.updatedDate) ?? change.metadata.updatedDate
                 if untouched || localUpdated > revision {
                     if !untouched {
@@ -181,8 +183,7 @@ extension VaultEngine {
                 _ = try PendingChangeRow.deleteOne(db, key: recordID)
             }
         case .hardDeleteLostCreate:
-            let names = (change.metadata.earlierNames ?? []).reversed()
-            if let foundID = names.lazy.compactMap({ context.serverNamesOfCiphers[$0] }).first {
+            if let foundID = context.copy(ofKey: change.metadata.itemKey, names: (change.metadata.earlierNames ?? []).reversed()) {
                 do {
                     let found = try await authorized { api, token in try await api.getCipher(id: foundID, token: token) }
                     if Self.isUntouched(found) {
@@ -334,8 +335,9 @@ extension VaultEngine {
         return stored
     }
 
-    /// Creates on the server unless an item with the byte-identical encrypted name is already there
-    /// (an earlier attempt whose answer was lost: the random IV makes the name unique, seed 001 RES-1).
+    /// Creates on the server unless an item with the byte-identical wrapped item key or encrypted name is
+    /// already there (an earlier attempt whose answer was lost: the random IV makes each unique, seed 001
+    /// RES-1; the key survives renames made elsewhere).
     ///
     /// `earlierNames`: the names the item had before it was renamed here (its queue record's), which an
     /// earlier attempt may have carried.
@@ -343,8 +345,7 @@ extension VaultEngine {
     /// An item adopted from the snapshot is read again first: this run may have changed it since (a bulk
     /// push of its own record), and deciding on a stale revision would fail or overwrite.
     func createIdempotently(_ wire: CipherWire, earlierNames: [String] = [], context: ResolutionContext) async throws -> CipherWire {
-        let names = [wire.name.serialized] + earlierNames.reversed()
-        if let adoptedID = names.lazy.compactMap({ context.serverNamesOfCiphers[$0] }).first {
+        if let adoptedID = context.copy(ofKey: wire.key?.serialized, names: [wire.name.serialized] + earlierNames.reversed()) {
             do {
                 return try await authorized { api, token in try await api.getCipher(id: adoptedID, token: token) }
             } catch let error as ServerCallError where error.isGone {

@@ -219,6 +219,7 @@ extension VaultEngine {
         let count = try await enqueue(kind: .cipher, itemID: itemID, operation: operation, previousRevision: previous?.revisionDate,
                                       previousState: previous.map(Self.state(of:)),
                                       leavingName: Self.nameLeaving(previous?.name, for: local?.name), createSent: createSent,
+                                      itemKey: (local ?? previous)?.key?.serialized,
                                       existing: existing, session: current) { db in
             if let local {
                 try CipherRow(userID: userID, wire: local).save(db)
@@ -251,13 +252,13 @@ extension VaultEngine {
     /// Writes the local version (or removes it) and the item's folded queue record in one transaction;
     /// returns the number of queued changes.
     func enqueue(kind: PendingItemKind, itemID: String, operation: OfflineOperation, previousRevision: WireDate?,
-                 previousState: ItemState? = nil, leavingName: String? = nil, createSent: Bool = false,
+                 previousState: ItemState? = nil, leavingName: String? = nil, createSent: Bool = false, itemKey: String? = nil,
                  existing: PendingChange?, session current: UnlockedSession,
                  storeLocal: @escaping @Sendable (Database) throws -> Void,
                  removeLocal: @escaping @Sendable (Database) throws -> Void) async throws -> Int {
         let userID = current.userID
         let decision = QueueRules.apply(operation, to: existing?.metadata, itemRevisionDate: previousRevision, now: clock.now(),
-                                        itemState: previousState, leavingName: leavingName, createSent: createSent)
+                                        itemState: previousState, leavingName: leavingName, createSent: createSent, itemKey: itemKey)
         let key = current.keys.userKey
         let recordID = existing?.id ?? UUID().uuidString.lowercased()
         return try writeNow { db -> Int in

@@ -112,10 +112,14 @@ extension VaultEngine {
             serverCiphers[id] = wire
         }
         var serverNames: [String: String] = [:]
+        var serverKeys: [String: String?] = [:]
         serverNames.reserveCapacity(snapshot.ciphers.count)
+        serverKeys.reserveCapacity(snapshot.ciphers.count)
         for object in snapshot.ciphers {
-            guard let name = object["name"]?.stringValue, let id = object["id"]?.stringValue else { continue }
-            serverNames[name] = id.lowercased()
+            guard let id = object["id"]?.stringValue?.lowercased() else { continue }
+            if let name = object["name"]?.stringValue { serverNames[name] = id }
+            // A wrapped item key shared by two items (a copy made elsewhere) identifies neither.
+            if let key = object["key"]?.stringValue { serverKeys[key] = serverKeys[key] == nil ? .some(id) : .some(nil) }
         }
         var serverFolders: [String: FolderWire] = [:]
         var folderNames: [String: FolderWire] = [:]
@@ -125,6 +129,7 @@ extension VaultEngine {
             folderNames[wire.name.serialized] = wire
         }
         let context = ResolutionContext(serverCiphers: serverCiphers, serverNamesOfCiphers: serverNames,
+                                        serverKeysOfCiphers: serverKeys.compactMapValues { $0 },
                                         serverFolders: serverFolders, serverNamesOfFolders: folderNames)
         phases.mark("snapshot read")
         // Folders first, one by one (items may reference their new ids); then items, several at once.
@@ -329,6 +334,15 @@ extension VaultEngine {
         var serverCiphers: [String: CipherWire]
         /// Encrypted name (its exact text) → item id, for adopting creates and backups whose answer was lost.
         var serverNamesOfCiphers: [String: String]
+        /// Wrapped item key (its exact text, unique to one item) → item id: finds a create whose answer was
+        /// lost even after another device renamed the copy it left.
+        var serverKeysOfCiphers: [String: String]
+
+        /// The server's copy of an item this device created, found by its wrapped key or by any of its names.
+        func copy(ofKey key: String?, names: [String]) -> String? {
+            if let key, let id = serverKeysOfCiphers[key] { return id }
+            return names.lazy.compactMap { serverNamesOfCiphers[$0] }.first
+        }
         var serverFolders: [String: FolderWire]
         var serverNamesOfFolders: [String: FolderWire]
     }

@@ -78,6 +78,9 @@ public struct PendingChangeMetadata: Sendable, Codable, Equatable {
     /// For a create: an attempt was sent and its answer not heard, so the item may be on the server
     /// (under one of its names). Deleting it for good then has to reach the server too.
     public var createSent: Bool?
+    /// For a create: the item's wrapped key as text (unique to the item, unchanged by edits), to find
+    /// the copy an unanswered create left on the server even after another device renamed it.
+    public var itemKey: String?
 
     public init(kind: PendingChangeKind, originalRevisionDate: WireDate?, passwordChangeCount: Int = 0,
                 contentChanged: Bool = false, createdDate: WireDate, updatedDate: WireDate,
@@ -153,6 +156,7 @@ extension PendingChangeMetadata: JSONObjectConvertible {
         backupDoneFor = try reader.string("backupDoneFor")
         earlierNames = try reader.stringArray("earlierNames")
         createSent = try reader.bool("createSent")
+        itemKey = try reader.string("itemKey")
     }
 
     public func jsonObject() -> JSONObject {
@@ -172,6 +176,7 @@ extension PendingChangeMetadata: JSONObjectConvertible {
         writer.putIfPresent("backupDoneFor", backupDoneFor)
         writer.putIfPresent("earlierNames", earlierNames)
         writer.putIfPresent("createSent", createSent)
+        writer.putIfPresent("itemKey", itemKey)
         return writer.object
     }
 }

@@ -37,9 +37,10 @@ public enum QueueRules {
     ///   find that one, not post twice or leave it behind.
     ///
     /// `createSent`: the operation is a create whose first attempt may have reached the server.
+    /// `itemKey`: the item's wrapped key, which a create's record keeps for the same search.
     public static func apply(
         _ operation: OfflineOperation, to existing: PendingChangeMetadata?, itemRevisionDate: WireDate?, now: WireDate,
-        itemState: ItemState? = nil, leavingName: String? = nil, createSent: Bool = false
+        itemState: ItemState? = nil, leavingName: String? = nil, createSent: Bool = false, itemKey: String? = nil
     ) -> QueueDecision {
         var metadata = existing ?? PendingChangeMetadata(
             kind: operation == .create ? .create : .update,
@@ -60,6 +61,7 @@ public enum QueueRules {
         if metadata.kind == .create, let leavingName, !(metadata.earlierNames ?? []).contains(leavingName) {
             metadata.earlierNames = (metadata.earlierNames ?? []) + [leavingName]
         }
+        if metadata.kind == .create, let itemKey { metadata.itemKey = itemKey }
         switch (metadata.kind, operation) {
         case (.create, .hardDelete):
             guard metadata.createSent == true else { return .forget }

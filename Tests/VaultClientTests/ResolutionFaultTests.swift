@@ -356,6 +356,37 @@ struct ResolutionFaultTests {
         await devices.finish()
     }
 
+    @Test("a create whose answer is lost, its copy renamed on another device, renamed here too: found by its item key, one item and a backup")
+    func lostCreateAnswerRenamedElsewhere() async throws {
+        let devices = try await TwoDevices.start()
+        let (a, proxy) = try await throughProxy(devices)
+        await proxy.add(.init(method: "POST", pathPrefix: "/api/ciphers", action: .forwardThenDrop))
+        let id = try #require(try await a.engine.addItem(loginItem("Named here", password: "first")).value.id)
+        try await devices.b.engine.pull()
+        var onB = try #require(try await devices.b.engine.view(named: "Named here"))
+        onB.name = "Renamed on B"
+        onB.login?.password = "from B"
+        _ = try await devices.b.engine.updateItem(onB)
+        try await Task.sleep(for: .milliseconds(20))
+        var here = try await a.engine.item(id: id)
+        here.name = "Renamed here"
+        here.login?.password = "later here"
+        #expect(try await a.engine.updateItem(here).outcome == .savedOffline(pendingCount: 1))
+        try await a.engine.retryPending()
+        _ = try await a.engine.sync()
+        #expect(try await a.engine.pendingCount() == 0)
+        try await devices.b.engine.pull()
+        let views = try await devices.b.engine.views()
+        let originals = views.filter { !$0.name.contains(" - offline conflict ") }
+        #expect(originals.count == 1, "the lost create's copy was adopted, not posted again: \(views.map(\.name))")
+        #expect(originals.first?.name == "Renamed here")
+        #expect(originals.first?.login?.password == "later here", "the later edit wins")
+        #expect(views.count == 2, "B's version is the backup")
+        expectSurvive(["first", "from B", "later here"], in: views)
+        await proxy.stop()
+        await devices.finish()
+    }
+
     @Test("a folder whose create answer is lost, then renamed before the rerun: adopted and renamed, no duplicate")
     func lostFolderCreateAnswerThenRenamed() async throws {
         let devices = try await TwoDevices.start()
@@ -494,6 +525,37 @@ struct ResolutionFaultTests {
         #expect(try await devices.b.engine.folders().isEmpty)
         #expect(try await a.engine.folders().isEmpty)
         await proxy.stop()
+        await devices.finish()
+    }
+
+    @Test("two devices edited an item offline that a third deleted for good: both recreate it, neither overwrites the other")
+    func twoDevicesRecreate() async throws {
+        let devices = try await TwoDevices.start()
+        let id = try #require(try await devices.a.engine.addItem(loginItem("Recreated twice", password: "original")).value.id)
+        try await devices.b.engine.pull()
+        let c = try await devices.scenario.device()
+        try await c.engine.pull()
+        for (device, password) in [(devices.a, "from A"), (devices.b, "from B, later")] {
+            let offline = try device.reopen(url: deadServerURL())
+            try await offline.engine.unlock(email: devices.scenario.email, password: devices.scenario.password)
+            var view = try await offline.engine.item(id: id)
+            view.login?.password = password
+            #expect(try await offline.engine.updateItem(view).outcome == .savedOffline(pendingCount: 1))
+            await offline.engine.shutdown()
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        _ = try await c.engine.permanentlyDeleteItem(id: id)
+        _ = try await devices.a.engine.sync()
+        _ = try await devices.b.engine.sync()
+        _ = try await devices.a.engine.sync()
+        try await c.engine.pull()
+        let views = try await c.engine.views()
+        expectSurvive(["from A", "from B, later"], in: views)
+        // A's recreation is on the server after B's edit was made: it counts as the newer (as any
+        // server version written after an offline edit does); B's edit is its backup.
+        #expect(views.filter { $0.name == "Recreated twice" }.map { $0.login?.password } == ["from A"])
+        #expect(views.filter { $0.name.hasPrefix("Recreated twice - offline conflict") }.map { $0.login?.password } == ["from B, later"])
+        await c.engine.shutdown()
         await devices.finish()
     }
 

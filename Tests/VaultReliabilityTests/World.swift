@@ -82,6 +82,9 @@ final class Ledger: @unchecked Sendable {
     private var deletedForGood: Set<String> = []
     private var plaintexts: Set<String> = []
     private var counter = 0
+    private var edits = 0
+    /// A renamed item's names: each name → the name it was renamed from (its lineage's first is the root).
+    private var renamedFrom: [String: String] = [:]
     private var tallies: [String: Int] = [:]
     let tag: String
 
@@ -107,6 +110,53 @@ final class Ledger: @unchecked Sendable {
         lock.withLock { _ = deletedForGood.insert(itemName) }
     }
 
+    /// Whether this edit also renames the item: every third edit, counted here so that it draws nothing
+    /// from the random sequence (the simulation's steps stay those of the seeds run before renames).
+    func nextEditRenames() -> Bool {
+        lock.withLock {
+            edits += 1
+            return edits % 3 == 0
+        }
+    }
+
+    /// An item was renamed: its old and new names are one item (for the exemptions of items deleted
+    /// for good, and for counting copies of one item).
+    func renamed(from old: String, to new: String) {
+        lock.withLock { renamedFrom[new] = old }
+    }
+
+    /// The first name of the item a name belongs to, following renames only: a backup is an item of
+    /// its own (renamed, it loses its suffix and is still not the original).
+    func item(named name: String) -> String {
+        lock.withLock {
+            var current = name
+            while let older = renamedFrom[current] { current = older }
+            return current
+        }
+    }
+
+    /// Whether the item a name belongs to (or the item it was backed up from) was deleted for good on
+    /// some device. Devices that had edited it offline each recreate it, under the name they gave it:
+    /// renamed differently, those are separate items (each device's data kept).
+    func wasDeletedForGood(_ name: String) -> Bool {
+        lock.withLock {
+            let item = root(of: name)
+            return deletedForGood.contains { root(of: $0) == item }
+        }
+    }
+
+    /// The first name of the item a name belongs to, following renames and backups to what they
+    /// were made from (what deleting an item for good may take with it).
+    private func root(of name: String) -> String {
+        var current = name
+        while true {
+            let original = BackupName.originalName(of: current)
+            if original != current { current = original; continue }
+            guard let older = renamedFrom[current] else { return current }
+            current = older
+        }
+    }
+
     func count(_ key: String) {
         lock.withLock { tallies[key, default: 0] += 1 }
     }
@@ -118,9 +168,9 @@ final class Ledger: @unchecked Sendable {
     /// Saved passwords that are in none of `present`, except those of items the user deleted for good.
     func lost(present: Set<String>) -> [String] {
         lock.withLock {
-            passwords.filter { password, name in
-                !present.contains(password)
-                    && !deletedForGood.contains { $0 == name || $0.hasPrefix(name + " - offline conflict") || name.hasPrefix($0 + " - offline conflict") }
+            let deletedItems = Set(deletedForGood.map(root(of:)))
+            return passwords.filter { password, name in
+                !present.contains(password) && !deletedItems.contains(root(of: name))
             }.map { "\($0.key) (in \"\($0.value)\")" }.sorted()
         }
     }
@@ -351,7 +401,13 @@ extension SimDevice {
                 if view.login == nil { view.login = LoginView() }
                 view.login?.password = password
                 view.notes = ledger.fresh("note")
+                let oldName = view.name
+                if ledger.nextEditRenames() { view.name = ledger.fresh("item") }
                 let result = try await engine.updateItem(view)
+                if view.name != oldName {
+                    ledger.renamed(from: oldName, to: view.name)
+                    ledger.count("edit with a rename")
+                }
                 ledger.saved(password: password, itemName: view.name)
                 Trace.save(self, "edit", id: id, name: view.name, password: password, outcome: result.outcome)
             case .trash:
@@ -513,13 +569,15 @@ enum Invariants {
         }
     }
 
-    /// Original items (not backups) appear once; no item was created twice (two items with the
+    /// Original items (not backups) appear once, under any of their names (a renamed item posted
+    /// twice shows as its old and its new name); no item was created twice (two items with the
     /// byte-identical encrypted name can only come from a create sent twice).
-    static func duplicateFindings(_ snapshot: DeviceSnapshot) -> [String] {
+    static func duplicateFindings(_ snapshot: DeviceSnapshot, ledger: Ledger) -> [String] {
         var findings: [String] = []
         let originals = snapshot.items.values.map(\.name).filter { !$0.contains(" - offline conflict ") }
-        for (name, count) in Dictionary(grouping: originals, by: { $0 }).mapValues(\.count) where count > 1 {
-            findings.append("\(count) items named \(name)")
+        for (item, names) in Dictionary(grouping: originals, by: { ledger.item(named: $0) })
+        where names.count > 1 && (Set(names).count == 1 || !ledger.wasDeletedForGood(item)) {
+            findings.append("\(names.count) items of \(item): \(names.sorted())")
         }
         for (_, count) in Dictionary(grouping: snapshot.encryptedNames, by: { $0 }).mapValues(\.count) where count > 1 {
             findings.append("\(count) items with the same encrypted name (a create sent twice)")
@@ -587,7 +645,7 @@ func finalFindings(_ devices: [SimDevice], snapshots: [DeviceSnapshot], ledger: 
             findings.append("device \(device.index): record for \(id) still pending after the final rounds")
         }
         findings += Invariants.queueFindings(snapshot, device: device.index)
-        findings += Invariants.duplicateFindings(snapshot).map { "device \(device.index): \($0)" }
+        findings += Invariants.duplicateFindings(snapshot, ledger: ledger).map { "device \(device.index): \($0)" }
         findings += try Invariants.plaintextFindings(device, secrets: ledger.secrets).map { "device \(device.index): \($0)" }
     }
     findings += Invariants.convergenceFindings(snapshots)

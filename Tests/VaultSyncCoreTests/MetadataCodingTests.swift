@@ -16,6 +16,7 @@ struct MetadataCodingTests {
         metadata.backupDoneFor = "server:1690000000123456"
         metadata.earlierNames = ["2.AbC+/x==|Yz==|Qq==", "2.dEf=|gh=|ij="]
         metadata.createSent = true
+        metadata.itemKey = "2.KeY+/=|Iv==|Mac="
         return metadata
     }()
 

@@ -105,7 +105,7 @@ struct QueueRulesTests {
 
     @Test("deleting for good an item whose create was sent without an answer queues the delete, with the item's names")
     func deleteAfterLostCreate() {
-        guard case .upsert(let sent) = QueueRules.apply(.create, to: nil, itemRevisionDate: nil, now: t0, createSent: true),
+        guard case .upsert(let sent) = QueueRules.apply(.create, to: nil, itemRevisionDate: nil, now: t0, createSent: true, itemKey: "2.Key+Q=="),
               case .upsert(let renamed) = QueueRules.apply(.edit(passwordChanged: false), to: sent, itemRevisionDate: nil, now: t0,
                                                            leavingName: "2.First+A=="),
               case .upsert(let deleted) = QueueRules.apply(.hardDelete, to: renamed, itemRevisionDate: nil, now: t0, leavingName: "2.Second/B==")
@@ -117,6 +117,7 @@ struct QueueRulesTests {
         #expect(deleted.kind == .hardDelete)
         #expect(deleted.originalRevisionDate == nil)
         #expect(deleted.earlierNames == ["2.First+A==", "2.Second/B=="])
+        #expect(deleted.itemKey == "2.Key+Q==", "the key that finds the copy even renamed elsewhere")
         guard case .upsert(let unsent) = QueueRules.apply(.create, to: nil, itemRevisionDate: nil, now: t0) else { return }
         #expect(unsent.createSent == nil)
         #expect(QueueRules.apply(.hardDelete, to: unsent, itemRevisionDate: nil, now: t0, leavingName: "2.First+A==") == .forget,
