@@ -20,6 +20,13 @@ struct ResolutionFaultTests {
         return (device, proxy)
     }
 
+    /// A's device through a fault proxy that forwards the first POST to `path` and loses its answer.
+    func throughProxy(_ devices: TwoDevices, losingFirstAnswerTo path: String) async throws -> (Device, FaultProxy) {
+        let (device, proxy) = try await throughProxy(devices)
+        await proxy.add(.init(method: "POST", pathPrefix: path, action: .forwardThenDrop))
+        return (device, proxy)
+    }
+
     /// Each of `passwords` is in some item of `views`, as its password or in its history.
     func expectSurvive(_ passwords: [String], in views: [CipherView], sourceLocation: SourceLocation = #_sourceLocation) {
         let present = Set(views.compactMap { $0.login?.password } + views.flatMap { $0.passwordHistory.map(\.password) })
@@ -359,8 +366,7 @@ struct ResolutionFaultTests {
     @Test("a create whose answer is lost, its copy renamed on another device, renamed here too: found by its item key, one item and a backup")
     func lostCreateAnswerRenamedElsewhere() async throws {
         let devices = try await TwoDevices.start()
-        let (a, proxy) = try await throughProxy(devices)
-        await proxy.add(.init(method: "POST", pathPrefix: "/api/ciphers", action: .forwardThenDrop))
+        let (a, proxy) = try await throughProxy(devices, losingFirstAnswerTo: "/api/ciphers")
         let id = try #require(try await a.engine.addItem(loginItem("Named here", password: "first")).value.id)
         try await devices.b.engine.pull()
         var onB = try #require(try await devices.b.engine.view(named: "Named here"))
@@ -411,8 +417,7 @@ struct ResolutionFaultTests {
           arguments: [false, true])
     func lostCreateAnswerThenDeleted(createdOnline: Bool) async throws {
         let devices = try await TwoDevices.start()
-        let (a, proxy) = try await throughProxy(devices)
-        await proxy.add(.init(method: "POST", pathPrefix: "/api/ciphers", action: .forwardThenDrop))
+        let (a, proxy) = try await throughProxy(devices, losingFirstAnswerTo: "/api/ciphers")
         let id: String
         if createdOnline {
             // The save's own call reached the server; its answer did not.
@@ -441,8 +446,7 @@ struct ResolutionFaultTests {
     @Test("deleted for good here after a lost create, but edited on another device meanwhile: the edit is kept and the user told")
     func lostCreateDeletedHereEditedElsewhere() async throws {
         let devices = try await TwoDevices.start()
-        let (a, proxy) = try await throughProxy(devices)
-        await proxy.add(.init(method: "POST", pathPrefix: "/api/ciphers", action: .forwardThenDrop))
+        let (a, proxy) = try await throughProxy(devices, losingFirstAnswerTo: "/api/ciphers")
         let id = try #require(try await a.engine.addItem(loginItem("Kept elsewhere")).value.id)
         try await devices.b.engine.pull()
         var onB = try #require(try await devices.b.engine.views().first)
@@ -513,8 +517,7 @@ struct ResolutionFaultTests {
     @Test("a folder deleted after its create answer was lost: the copy on the server goes too")
     func lostFolderCreateThenDeleted() async throws {
         let devices = try await TwoDevices.start()
-        let (a, proxy) = try await throughProxy(devices)
-        await proxy.add(.init(method: "POST", pathPrefix: "/api/folders", action: .forwardThenDrop))
+        let (a, proxy) = try await throughProxy(devices, losingFirstAnswerTo: "/api/folders")
         let id = try #require(try await a.engine.createFolder(name: "Fleeting").value.id)
         #expect(await proxy.firedCount == 1)
         _ = try await a.engine.deleteFolder(id: id)
