@@ -405,7 +405,12 @@ extension VaultEngine {
                 record.metadata.pendingBackup = nil
                 try PendingChangeRow(record, key: key).save(db)
             } else {
-                try CipherRow(userID: userID, wire: created).save(db)
+                // The server's copy may be here already (pulled), saved by the user while this run pushed onto
+                // it: that save has its own record and the newer local copy, which the next run resolves
+                // against what was just pushed. Never overwritten here.
+                if try !Self.hasQueueRecord(itemID: newID, userID: userID, db) {
+                    try CipherRow(userID: userID, wire: created).save(db)
+                }
                 _ = try PendingChangeRow.deleteOne(db, key: change.id)
             }
             try db.execute(sql: "UPDATE draft SET itemID = ? WHERE userID = ? AND itemID = ?", arguments: [newID, userID, temporaryID])

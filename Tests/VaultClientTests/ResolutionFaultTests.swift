@@ -139,6 +139,35 @@ struct ResolutionFaultTests {
         await devices.finish()
     }
 
+    @Test("a lost create's pulled copy saved here while the sync pushes onto that copy: the save is kept (simulation seed 12914)")
+    func adoptedCopySavedDuringPush() async throws {
+        let devices = try await TwoDevices.start()
+        let (a, proxy) = try await throughProxy(devices, losingFirstAnswerTo: "/api/ciphers")
+        let temporary = try await a.engine.addItem(loginItem("Saved twice", password: "first")).value
+        _ = try await a.engine.pull()
+        let serverCopy = try #require(try await a.engine.views().first { $0.name == "Saved twice" && $0.id != temporary.id })
+        var edited = temporary
+        edited.login?.password = "edit-of-temporary"
+        #expect(try await a.engine.updateItem(edited).outcome.isOffline)
+        // Adoption pushes the temporary item's version onto the server's copy; meanwhile the user saves that copy.
+        let serverID = try #require(serverCopy.id)
+        let once = await saveOnFirstForward(through: proxy, on: a.engine, id: serverID, password: "saved-during-push") {
+            $0 == "PUT" && $1 == "/api/ciphers/\(serverID)"
+        }
+        try await a.engine.retryPending()
+        _ = try await a.engine.sync()
+        await proxy.setForwardHook(nil)
+        #expect(once.fired)
+        _ = try await a.engine.sync()
+        #expect(try await a.engine.pendingCount() == 0)
+        try await devices.b.engine.pull()
+        let views = try await devices.b.engine.views()
+        expectSurvive(["first", "edit-of-temporary", "saved-during-push"], in: views)
+        #expect(views.filter { $0.name == "Saved twice" }.count == 1, "one live item: \(views.map(\.name))")
+        await proxy.stop()
+        await devices.finish()
+    }
+
     @Test("a backup whose create answer was lost, pulled and edited here offline: finishing the backup keeps the edit")
     func lostBackupAnswerThenBackupEditedHere() async throws {
         let devices = try await TwoDevices.start()
