@@ -118,12 +118,18 @@ struct QueueRulesTests {
         #expect(deleted.originalRevisionDate == nil)
         #expect(deleted.earlierNames == ["2.First+A==", "2.Second/B=="])
         #expect(deleted.itemKey == "2.Key+Q==", "the key that finds the copy even renamed elsewhere")
-        guard case .upsert(let unsent) = QueueRules.apply(.create, to: nil, itemRevisionDate: nil, now: t0) else { return }
+        guard case .upsert(let unsent) = QueueRules.apply(.create, to: nil, itemRevisionDate: nil, now: t0) else {
+            Issue.record("a create made no record")
+            return
+        }
         #expect(unsent.createSent == nil)
         #expect(QueueRules.apply(.hardDelete, to: unsent, itemRevisionDate: nil, now: t0, leavingName: "2.First+A==") == .forget,
                 "never sent: the server never hears of it")
         guard case .upsert(let edit) = QueueRules.apply(.edit(passwordChanged: false), to: nil, itemRevisionDate: revision, now: t0,
-                                                        createSent: true) else { return }
+                                                        createSent: true) else {
+            Issue.record("an edit made no record")
+            return
+        }
         #expect(edit.createSent == nil, "only a create can have been sent as one")
     }
 }
