@@ -345,6 +345,11 @@ extension VaultEngine {
         }
         var serverFolders: [String: FolderWire]
         var serverNamesOfFolders: [String: FolderWire]
+
+        /// The server's copy of a folder this device created, found by any of its names (folders have no key).
+        func folderCopy(names: [String]) -> FolderWire? {
+            names.lazy.compactMap { serverNamesOfFolders[$0] }.first
+        }
     }
 
     /// Counts a failed attempt: transient → retry after backoff, or needs attention when exhausted;
@@ -393,14 +398,13 @@ extension VaultEngine {
             // current name or one it was renamed from here since (then the rename goes on top).
             var created: FolderWire
             var change = change
-            try await noteCreateSent(&change)
-            let names = [local.name.serialized] + (change.metadata.earlierNames ?? []).reversed()
-            if let adopted = names.lazy.compactMap({ context.serverNamesOfFolders[$0] }).first {
+            if let adopted = context.folderCopy(names: [local.name.serialized] + (change.metadata.earlierNames ?? []).reversed()) {
                 created = adopted
                 if let adoptedID = adopted.id, adopted.name.serialized != local.name.serialized {
                     created = try await authorized { api, token in try await api.renameFolder(id: adoptedID, name: local.name, token: token) }
                 }
             } else {
+                try await noteCreateSent(&change)
                 created = try await authorized { api, token in try await api.createFolder(name: local.name, token: token) }
             }
             try await swapFolderID(from: change.itemID, to: created, change: change)
@@ -419,9 +423,8 @@ extension VaultEngine {
         case .softDelete, .hardDelete:
             // A folder created here and deleted before its create's answer arrived: found by its names.
             let lostCreate = change.metadata.createSent == true && change.metadata.originalRevisionDate == nil
-            let names = lostCreate ? (change.metadata.earlierNames ?? []).reversed() : []
             let serverID = context.serverFolders[change.itemID] != nil
-                ? change.itemID : names.lazy.compactMap({ context.serverNamesOfFolders[$0]?.id }).first
+                ? change.itemID : lostCreate ? context.folderCopy(names: (change.metadata.earlierNames ?? []).reversed())?.id : nil
             if let serverID {
                 do {
                     try await authorized { api, token in try await api.deleteFolder(id: serverID, token: token) }
