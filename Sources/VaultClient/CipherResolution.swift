@@ -84,7 +84,7 @@ extension VaultEngine {
                 let marker = "local:\(change.metadata.updatedDate.microsecondsSinceEpoch)"
                 if change.metadata.backupDoneFor != marker {
                     try await backUp(local, losingDate: change.metadata.updatedDate, originalID: adoptedID, marker: marker,
-                                     change: &change, report: &report)
+                                     change: &change, report: &report, context: context)
                 }
                 try await write { db in
                     _ = try CipherRow.deleteOne(db, key: ["userID": userID, "id": itemID])
@@ -109,7 +109,7 @@ extension VaultEngine {
                     if !untouched {
                         let marker = "server:\(revision.microsecondsSinceEpoch)"
                         if change.metadata.backupDoneFor != marker {
-                            try await backUp(created, losingDate: revision, originalID: adoptedID, marker: marker, change: &change, report: &report)
+                            try await backUp(created, losingDate: revision, originalID: adoptedID, marker: marker, change: &change, report: &report, context: context)
                         }
                     }
                     var body = local
@@ -123,7 +123,7 @@ extension VaultEngine {
                     let marker = "local:\(change.metadata.updatedDate.microsecondsSinceEpoch)"
                     if change.metadata.backupDoneFor != marker {
                         try await backUp(local, losingDate: change.metadata.updatedDate, originalID: adoptedID, marker: marker,
-                                         change: &change, report: &report)
+                                         change: &change, report: &report, context: context)
                     }
                 }
             }
@@ -137,7 +137,7 @@ extension VaultEngine {
             let marker = "server:\(server.revisionDate?.microsecondsSinceEpoch ?? 0)"
             if change.metadata.backupDoneFor != marker {
                 try await backUp(server, losingDate: server.revisionDate ?? clock.now(), originalID: change.itemID, marker: marker,
-                                 change: &change, report: &report)
+                                 change: &change, report: &report, context: context)
             }
             // Over the version just backed up, never a fresher read: if someone wrote since, the server
             // answers "out of date" and the loop decides again (and backs that version up as well).
@@ -147,7 +147,7 @@ extension VaultEngine {
             let marker = "local:\(change.metadata.updatedDate.microsecondsSinceEpoch)"
             if change.metadata.backupDoneFor != marker {
                 try await backUp(local, losingDate: change.metadata.updatedDate, originalID: change.itemID, marker: marker,
-                                 change: &change, report: &report)
+                                 change: &change, report: &report, context: context)
             }
             try await takeServer(server, replaying: local, change: change)
         case .takeServerWithLocalState:
@@ -171,7 +171,7 @@ extension VaultEngine {
                 let marker = "local:\(change.metadata.updatedDate.microsecondsSinceEpoch)"
                 if change.metadata.backupDoneFor != marker {
                     try await backUp(local, losingDate: change.metadata.updatedDate, originalID: change.itemID, marker: marker,
-                                     change: &change, report: &report)
+                                     change: &change, report: &report, context: context)
                 }
             }
             let name = (try? server.decrypted(with: current.keys).name) ?? change.itemID
@@ -420,13 +420,20 @@ extension VaultEngine {
     /// Writes a backup copy of `version` to the server before anything else happens (seed 000 §7): every
     /// field and the full password history, renamed, with its own new item key, in the original's folder.
     func backUp(_ version: CipherWire, losingDate: WireDate, originalID: String, marker: String, change: inout PendingChange,
-                report: inout SyncReport) async throws {
+                report: inout SyncReport, context: ResolutionContext) async throws {
         let current = try requireSession()
         var view: CipherView
         do {
             view = try version.decrypted(with: current.keys)
         } catch {
             throw VaultError.model(error as? ModelError ?? .invalidValue(path: "cipher", reason: "\(error)"))
+        }
+        // Bug 20: the version may be kept already, by another device that backed it up as the server's
+        // version (this device's save reached the server but its answer was lost). A second copy is a
+        // duplicate a person would have to sort out; the first one is recorded here instead.
+        if let kept = context.backups.backup(holding: view, keys: current.keys) {
+            try await recordBackupMadeElsewhere(kept, of: view.name, originalID: originalID, marker: marker, change: &change, report: &report)
+            return
         }
         view.id = nil
         view.name = BackupName.make(originalName: view.name, losingVersionDate: losingDate)
@@ -452,9 +459,31 @@ extension VaultEngine {
                 $0.backupDoneFor = marker
             }
         }
+        logger.debug("conflict backup", metadata: ["item": "\(originalID)", "losing": "\(marker)"])
         var created = try await authorized { api, token in try await api.createCipher(backup, token: token) }
         created = try await applyState(of: backup, to: created)
         try await storeBackup(created, originalID: originalID, change: &change, report: &report)
+    }
+
+    /// Records a backup another device made of the version this resolution would back up: the record
+    /// notes it as done, the backup is listed among this device's conflicts, and the user is told.
+    func recordBackupMadeElsewhere(_ backup: (id: String, name: String), of name: String, originalID: String, marker: String,
+                                   change: inout PendingChange, report: inout SyncReport) async throws {
+        let current = try requireSession()
+        change.metadata.backupDoneFor = marker
+        let noted = change
+        let key = current.keys.userKey
+        let userID = current.userID
+        let now = clock.now().microsecondsSinceEpoch
+        let side = marker.split(separator: ":").first.map(String.init) ?? "unknown"
+        try await write { db in
+            try Self.updateStoredRecord(noted, db, key: key) { $0.backupDoneFor = marker }
+            try db.execute(sql: """
+                INSERT OR REPLACE INTO conflictBackup (userID, backupID, originalID, createdAt, losingSide) VALUES (?, ?, ?, ?, ?)
+                """, arguments: [userID, backup.id, originalID, now, side])
+        }
+        report.messages.append("\"\(name)\": the version that lost is already kept in \"\(backup.name)\" (backed up on another device).")
+        logger.info("conflict backup made elsewhere", metadata: ["item": "\(originalID)", "backup": "\(backup.id)"])
     }
 
     func storeBackup(_ created: CipherWire, originalID: String, change: inout PendingChange, report: inout SyncReport) async throws {

@@ -130,7 +130,8 @@ extension VaultEngine {
         }
         let context = ResolutionContext(serverCiphers: serverCiphers, serverNamesOfCiphers: serverNames,
                                         serverKeysOfCiphers: serverKeys.compactMapValues { $0 },
-                                        serverFolders: serverFolders, serverNamesOfFolders: folderNames)
+                                        serverFolders: serverFolders, serverNamesOfFolders: folderNames,
+                                        backups: SnapshotBackups(ciphers: snapshot.ciphers))
         phases.mark("snapshot read")
         // Folders first, one by one (items may reference their new ids); then items, several at once.
         let folders = changes.filter { $0.itemKind == .folder }.sorted { $0.metadata.createdDate < $1.metadata.createdDate }
@@ -197,6 +198,10 @@ extension VaultEngine {
             }
         }
         phases.mark("one by one")
+        if !report.backups.isEmpty {
+            report.backups = await mergeTwinBackups(report.backups)
+            phases.mark("twin backups")
+        }
         logger.debug("resolution phases", metadata: ["changes": "\(total)", "took": "\(phases.summary)"])
         publishStatus(progress: nil, backups: report.backups.map(\.backupID))
         return report
@@ -350,6 +355,9 @@ extension VaultEngine {
         func folderCopy(names: [String]) -> FolderWire? {
             names.lazy.compactMap { serverNamesOfFolders[$0] }.first
         }
+
+        /// The conflict backups in the snapshot, searched before a backup is made.
+        var backups: SnapshotBackups
     }
 
     /// Counts a failed attempt: transient → retry after backoff, or needs attention when exhausted;

@@ -177,6 +177,14 @@ extension CipherView {
     }
 }
 
+extension CipherWire {
+    /// Decrypts the item's name only (a search by name need not decrypt every field).
+    public func decryptedName(with keys: VaultKeys) throws -> String {
+        let key = try keys.fieldKey(itemKey: self.key, organizationId: organizationId, itemID: id)
+        return try decryptField(name, key: key, itemID: id, field: "name")
+    }
+}
+
 extension FolderWire {
     /// Decrypts the folder name with the user key.
     public func decrypted(with keys: VaultKeys) throws -> FolderView {

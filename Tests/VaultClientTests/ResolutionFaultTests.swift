@@ -103,6 +103,98 @@ struct ResolutionFaultTests {
         await devices.finish()
     }
 
+    /// Bug 20 (the fault scenario, seed 253495): A's edit reaches the server but its answer is lost, so A
+    /// queues it. B, whose own edit is newer, backs up the server's version (A's edit) before pushing.
+    /// When A resolves, its queued version has lost to B's, and it is already kept in B's backup: a second
+    /// backup of it is a duplicate (before the fix: two backups, both holding "a-answer-lost").
+    @Test("an edit whose answer was lost, already backed up by another device, is not backed up again")
+    func lostAnswerEditBackedUpElsewhere() async throws {
+        let devices = try await TwoDevices.start()
+        let item = try await devices.a.engine.addItem(loginItem("Kept once", password: "first")).value
+        let id = try #require(item.id)
+        try await devices.b.engine.pull()
+        var fromB = try await devices.b.engine.item(id: id)
+
+        let (a, proxy) = try await throughProxy(devices)
+        await proxy.add(.init(method: "PUT", pathPrefix: "/api/ciphers/\(id)", action: .forwardThenDrop))
+        var fromA = try await a.engine.item(id: id)
+        fromA.login?.password = "a-answer-lost"
+        #expect(try await a.engine.updateItem(fromA).outcome.isOffline, "the answer was lost: queued")
+
+        // B saves later than A (its queued record is the newer version): B backs A's version up and wins.
+        fromB.login?.password = "b-newer"
+        _ = try await devices.b.engine.updateItem(fromB)
+        let fromBSync = try await devices.b.engine.sync()
+        #expect(fromBSync.backups.count == 1, "B kept the server's version (A's edit)")
+
+        let report = try await a.engine.sync()
+        #expect(report.backups.isEmpty, "A's version is already kept in B's backup: \(report.backups.map(\.name))")
+        #expect(try await a.engine.pendingCount() == 0)
+        try await devices.b.engine.pull()
+        let views = try await devices.b.engine.views()
+        expectSurvive(["first", "a-answer-lost", "b-newer"], in: views)
+        let holdingA = views.filter { $0.login?.password == "a-answer-lost" }
+        #expect(holdingA.count == 1, "one copy of A's version: \(views.map { "\($0.name)=\($0.login?.password ?? "-")" })")
+        #expect(try await a.engine.views().map(\.name).sorted() == views.map(\.name).sorted())
+        await proxy.stop()
+        await devices.finish()
+    }
+
+    /// Bug 20's second half (the fault scenario, seed 845170): two devices resolve one item against the
+    /// same server version at once; each backs it up before pushing, neither can see the other's backup
+    /// first. B's whole sync runs after the server answered A's snapshot and before A reads it. Before
+    /// the fix: two backups of "w-online".
+    @Test("two devices backing up one server version at once: one backup stays")
+    func twoDevicesBackUpOneVersion() async throws {
+        let devices = try await TwoDevices.start()
+        let item = try await devices.a.engine.addItem(loginItem("Raced", password: "first")).value
+        let id = try #require(item.id)
+        try await devices.b.engine.pull()
+        // A and B both edit offline after W's online edit (both newer than it, B the newest).
+        let w = try await devices.scenario.device()
+        try await w.engine.pull()
+        var fromW = try await w.engine.item(id: id)
+        fromW.login?.password = "w-online"
+        _ = try await w.engine.updateItem(fromW)
+        let a = try await offline(devices)
+        var fromA = try await a.engine.item(id: id)
+        fromA.login?.password = "a-offline"
+        #expect(try await a.engine.updateItem(fromA).outcome.isOffline)
+        await a.engine.shutdown()
+        let offlineB = try devices.b.reopen(url: deadServerURL())
+        try await offlineB.engine.unlock(email: devices.scenario.email, password: devices.scenario.password)
+        var fromB = try await offlineB.engine.item(id: id)
+        fromB.login?.password = "b-offline-newest"
+        #expect(try await offlineB.engine.updateItem(fromB).outcome.isOffline)
+        await offlineB.engine.shutdown()
+
+        let (viaProxy, proxy) = try await throughProxy(devices)
+        let b = try devices.b.reopen(url: await devices.scenario.server.url)
+        try await b.engine.unlock(email: devices.scenario.email, password: devices.scenario.password)
+        let once = Once()
+        let bEngine = b.engine
+        await proxy.setForwardHook { method, path in
+            guard method == "GET", path.hasPrefix("/api/sync"), once.first() else { return }
+            _ = try? await bEngine.sync()
+        }
+        _ = try await viaProxy.engine.sync()
+        await proxy.setForwardHook(nil)
+        #expect(once.fired, "B synced while A's snapshot was on the wire")
+        _ = try await viaProxy.engine.sync()
+        _ = try await b.engine.sync()
+        #expect(try await viaProxy.engine.pendingCount() == 0)
+        #expect(try await b.engine.pendingCount() == 0)
+        let views = try await b.engine.views()
+        expectSurvive(["first", "w-online", "a-offline", "b-offline-newest"], in: views)
+        let holdingW = views.filter { $0.login?.password == "w-online" }
+        #expect(holdingW.count == 1, "one backup of W's version: \(views.map { "\($0.name)=\($0.login?.password ?? "-")" })")
+        #expect(try await viaProxy.engine.views().map(\.name).sorted() == views.map(\.name).sorted())
+        await b.engine.shutdown()
+        await w.engine.shutdown()
+        await proxy.stop()
+        await devices.finish()
+    }
+
     @Test("a lost create answer, the server's copy pulled and edited here too: adoption keeps both edits, no duplicate",
           arguments: [true, false])
     func adoptedCreateAlsoEditedHere(bulk: Bool) async throws {

@@ -538,6 +538,21 @@ struct DeviceSnapshot {
     }
 }
 
+/// What a backup holds of the version it keeps, for finding one version backed up twice.
+struct BackupVersion: Hashable {
+    var item: String
+    var password: String?
+    var notes: String?
+    var history: [String]
+
+    init(_ backup: ItemFingerprint) {
+        item = BackupName.originalName(of: backup.name)
+        password = backup.password
+        notes = backup.notes
+        history = backup.history
+    }
+}
+
 enum Invariants {
     /// The files of a device's profile (database, WAL, shared memory, anything else) hold none of `secrets`.
     static func plaintextFindings(_ device: SimDevice, secrets: Set<String>) throws -> [String] {
@@ -581,6 +596,12 @@ enum Invariants {
         }
         for (_, count) in Dictionary(grouping: snapshot.encryptedNames, by: { $0 }).mapValues(\.count) where count > 1 {
             findings.append("\(count) items with the same encrypted name (a create sent twice)")
+        }
+        // One version is kept once: two backups of one item with the same content are a backup made twice
+        // (bug 20: a version backed up on one device as the server's, on another as its own).
+        let backups = snapshot.items.values.filter { BackupName.isBackup($0.name) }
+        for (version, copies) in Dictionary(grouping: backups, by: { BackupVersion($0) }) where copies.count > 1 {
+            findings.append("\(copies.count) backups of one version of \(version.item): \(copies.map(\.name).sorted())")
         }
         return findings
     }

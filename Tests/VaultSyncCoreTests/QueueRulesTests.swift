@@ -255,10 +255,22 @@ struct ConflictMatrixTests {
         #expect(ConflictMatrix.decide(metadata, server: server, localUpdatedOnServerClock: localUpdated) == expected)
     }
 
-    @Test("backup names carry the losing version's UTC time")
+    @Test("backup names carry the losing version's UTC time, to the millisecond")
     func backupName() {
         let date = WireDate(iso8601: "2026-03-04T05:06:07.891Z")!
-        #expect(BackupName.make(originalName: "Bank", losingVersionDate: date) == "Bank - offline conflict 2026-03-04 050607")
+        #expect(BackupName.make(originalName: "Bank", losingVersionDate: date) == "Bank - offline conflict 2026-03-04 050607.891")
+        let midnight = WireDate(iso8601: "2026-03-04T00:00:00Z")!
+        #expect(BackupName.make(originalName: "Bank", losingVersionDate: midnight) == "Bank - offline conflict 2026-03-04 000000.000")
+    }
+
+    @Test("two versions that lose within one second get names a person can tell apart (bug 20)")
+    func backupNamesWithinOneSecond() {
+        // Bug 20's pair: the server's version and a device's own edit, 8 ms apart.
+        let server = WireDate(iso8601: "2026-11-25T02:21:12.052654Z")!
+        let local = WireDate(iso8601: "2026-11-25T02:21:12.060619Z")!
+        let names = [server, local].map { BackupName.make(originalName: "GitHub", losingVersionDate: $0) }
+        #expect(names == ["GitHub - offline conflict 2026-11-25 022112.052", "GitHub - offline conflict 2026-11-25 022112.060"])
+        #expect(names.map(BackupName.originalName(of:)) == ["GitHub", "GitHub"])
     }
 
     @Test("a backup's original name is recovered; other names stay as they are")
@@ -270,8 +282,13 @@ struct ConflictMatrixTests {
         // A backup of a backup loses one suffix at a time.
         let twice = BackupName.make(originalName: BackupName.make(originalName: "Bank", losingVersionDate: date), losingVersionDate: date)
         #expect(BackupName.originalName(of: twice) == BackupName.make(originalName: "Bank", losingVersionDate: date))
-        for name in ["Bank", "Bank - offline conflict 2026-03-04", "Bank - offline conflict abcd-ef-gh ijklmn", "x - offline conflict 2026-03-04 0506077"] {
+        for name in ["Bank", "Bank - offline conflict 2026-03-04", "Bank - offline conflict abcd-ef-gh ijklmn", "x - offline conflict 2026-03-04 0506077",
+                     "x - offline conflict 2026-03-04 050607.８９１"] {
             #expect(BackupName.originalName(of: name) == name)
+            #expect(!BackupName.isBackup(name))
         }
+        // Named to the second, as before milliseconds were added.
+        #expect(BackupName.originalName(of: "Bank - offline conflict 2026-03-04 050607") == "Bank")
+        #expect(BackupName.isBackup("Bank - offline conflict 2026-03-04 050607.891"))
     }
 }
