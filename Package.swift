@@ -189,6 +189,7 @@ let package = Package(
                 "VaultServer", "VaultModels", "VaultCrypto",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
             ],
             swiftSettings: strict
         ),

@@ -80,10 +80,11 @@ public final class BitwardenAPI: Sendable {
     }
 
     func send(_ method: HTTPMethod, _ path: String, token: String? = nil, json: JSONValue? = nil, form: [(String, String)]? = nil,
-              bytes: [UInt8]? = nil, contentType: String? = nil) async throws -> Reply {
+              bytes: [UInt8]? = nil, contentType: String? = nil, idempotencyKey: String? = nil) async throws -> Reply {
         var request = HTTPClientRequest(url: baseURL + path)
         request.method = method
         request.headers.add(name: "Accept", value: "application/json")
+        if let idempotencyKey { request.headers.add(name: "Idempotency-Key", value: idempotencyKey) }
         request.headers.add(name: "Bitwarden-Client-Name", value: configuration.clientName)
         request.headers.add(name: "Bitwarden-Client-Version", value: configuration.clientVersion)
         request.headers.add(name: "Device-Type", value: String(configuration.deviceType))
@@ -286,12 +287,17 @@ public final class BitwardenAPI: Sendable {
         }
     }
 
-    public func createCipher(_ cipher: CipherWire, collectionIDs: [String] = [], token: String) async throws -> CipherWire {
+    /// Creates an item. `idempotencyKey`: the same for every attempt at one create (docs/PROTOCOL.md,
+    /// "Idempotent creates"); a VaultSync server answers a repeat with the item the first attempt made,
+    /// other servers ignore the header.
+    public func createCipher(_ cipher: CipherWire, collectionIDs: [String] = [], idempotencyKey: String? = nil,
+                             token: String) async throws -> CipherWire {
         if cipher.organizationId != nil || !collectionIDs.isEmpty {
             let body: JSONObject = ["cipher": .object(cipher.requestObject()), "collectionIds": .array(collectionIDs.map(JSONValue.string))]
-            return try self.cipher(try await send(.POST, "/api/ciphers/create", token: token, json: .object(body)))
+            return try self.cipher(try await send(.POST, "/api/ciphers/create", token: token, json: .object(body), idempotencyKey: idempotencyKey))
         }
-        return try self.cipher(try await send(.POST, "/api/ciphers", token: token, json: .object(cipher.requestObject())))
+        return try self.cipher(try await send(.POST, "/api/ciphers", token: token, json: .object(cipher.requestObject()),
+                                              idempotencyKey: idempotencyKey))
     }
 
     public func updateCipher(_ cipher: CipherWire, id: String, lastKnownRevisionDate: WireDate?, token: String) async throws -> CipherWire {

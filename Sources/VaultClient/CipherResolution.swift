@@ -75,7 +75,10 @@ extension VaultEngine {
         case .create, .recreateFromLocal:
             guard let local else { return try await dropRecord(change) }
             if plan == .create { try await noteCreateSent(&change) }
-            var created = try await createIdempotently(local, earlierNames: change.metadata.earlierNames ?? [], context: context)
+            // A create is one create through every attempt: its temporary id is the idempotency key (a server that
+            // honours it answers a retry, or a post delayed past the client's timeout, with the first item).
+            var created = try await createIdempotently(local, earlierNames: change.metadata.earlierNames ?? [],
+                                                       idempotencyKey: plan == .create ? itemID : nil, context: context)
             if let adoptedID = created.id, adoptedID != itemID, try await hasQueueRecord(itemID: adoptedID) {
                 // The earlier attempt reached the server, a pull brought it here as a second item, and it was
                 // changed here too (its own record): two local copies of one item. Neither may overwrite the
@@ -344,7 +347,8 @@ extension VaultEngine {
     ///
     /// An item adopted from the snapshot is read again first: this run may have changed it since (a bulk
     /// push of its own record), and deciding on a stale revision would fail or overwrite.
-    func createIdempotently(_ wire: CipherWire, earlierNames: [String] = [], context: ResolutionContext) async throws -> CipherWire {
+    func createIdempotently(_ wire: CipherWire, earlierNames: [String] = [], idempotencyKey: String? = nil,
+                            context: ResolutionContext) async throws -> CipherWire {
         if let adoptedID = context.copy(ofKey: wire.key?.serialized, names: [wire.name.serialized] + earlierNames.reversed()) {
             do {
                 return try await authorized { api, token in try await api.getCipher(id: adoptedID, token: token) }
@@ -356,7 +360,9 @@ extension VaultEngine {
         draftBody.id = nil
         let body = draftBody
         let collections = wire.collectionIds ?? []
-        return try await authorized { api, token in try await api.createCipher(body, collectionIDs: collections, token: token) }
+        return try await authorized { api, token in
+            try await api.createCipher(body, collectionIDs: collections, idempotencyKey: idempotencyKey, token: token)
+        }
     }
 
     /// Whether an item has a queue record of its own on this device.

@@ -26,7 +26,8 @@ extension VaultEngine {
         let collections = view.collectionIds ?? []
         let result = try await save(itemID: view.id!, operation: .create, local: local, previous: nil,
                                     isOrganization: view.organizationId != nil) { api, token in
-            try await api.createCipher(local, collectionIDs: collections, token: token)
+            // The temporary id names this create in every attempt, renames included (the queued create keeps it).
+            try await api.createCipher(local, collectionIDs: collections, idempotencyKey: local.id, token: token)
         }
         return try decryptResult(result, keys: current.keys)
     }

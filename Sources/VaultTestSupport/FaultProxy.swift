@@ -23,6 +23,9 @@ public actor FaultProxy {
         case forwardThenClose
         /// Hold the request this long, then forward it (after a client timeout the server still does the work).
         case delay(milliseconds: Int)
+        /// Hold the request until ``FaultProxy/releaseHeld()``, then forward it: a request stuck in the
+        /// network for exactly as long as the test needs, whatever the machine's speed.
+        case holdUntilReleased
         /// Forward, then answer with the full status line and length but only half the body, and close.
         case truncateBody
 
@@ -34,6 +37,7 @@ public actor FaultProxy {
             case .dropBeforeForwarding: return "drop-before"
             case .forwardThenClose: return "forward-then-close"
             case .delay: return "delay"
+            case .holdUntilReleased: return "hold"
             case .truncateBody: return "truncate"
             }
         }
@@ -128,6 +132,11 @@ public actor FaultProxy {
         plan.setForwardHook(hook)
     }
 
+    /// Forwards every request held by ``Action/holdUntilReleased`` (and any held later).
+    public func releaseHeld() {
+        plan.release()
+    }
+
     /// The action for a request, consuming one use of a matching counted rule.
     func action(method: String, path: String) -> Action? {
         plan.action(method: method, path: path)
@@ -203,6 +212,8 @@ public actor FaultProxy {
             return false
         case .delay(let milliseconds)?:
             try await Task.sleep(for: .milliseconds(milliseconds))
+        case .holdUntilReleased?:
+            await plan.waitForRelease()
         default:
             break
         }
@@ -258,6 +269,30 @@ public actor FaultProxy {
 
 /// The proxy's rules and counters, read synchronously by the connections' tasks.
 final class FaultPlan: @unchecked Sendable {
+    private var released = false
+    private var held: [CheckedContinuation<Void, Never>] = []
+
+    /// Returns once ``release()`` has been called.
+    func waitForRelease() async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let now = lock.withLock { () -> Bool in
+                if released { return true }
+                held.append(continuation)
+                return false
+            }
+            if now { continuation.resume() }
+        }
+    }
+
+    func release() {
+        let waiting = lock.withLock { () -> [CheckedContinuation<Void, Never>] in
+            released = true
+            defer { held = [] }
+            return held
+        }
+        for continuation in waiting { continuation.resume() }
+    }
+
     private let lock = NSLock()
     private var rules: [FaultProxy.Rule] = []
     private var randomFaults: [FaultProxy.RandomFault] = []

@@ -17,6 +17,10 @@ public actor FaultServer {
     public private(set) var port = 0
     private var run: LoopbackRun?
     private let fault: Fault
+    private let received = Tally()
+
+    /// Requests received so far (a test can show that an operation did not use the network).
+    public nonisolated var requestCount: Int { received.value }
 
     public init(_ fault: Fault) {
         self.fault = fault
@@ -26,10 +30,13 @@ public actor FaultServer {
 
     public func start() async throws {
         let fault = self.fault
+        let received = self.received
         let router = Router()
-        router.on("**", method: .get) { _, _ in try await Self.respond(fault) }
-        for method in [HTTPRequest.Method.post, .put, .delete] {
-            router.on("**", method: method) { _, _ in try await Self.respond(fault) }
+        for method in [HTTPRequest.Method.get, .post, .put, .delete] {
+            router.on("**", method: method) { _, _ in
+                received.increment()
+                return try await Self.respond(fault)
+            }
         }
         let run = try await LoopbackRun.start(router: router, label: "fault-server")
         self.run = run
@@ -53,4 +60,14 @@ public actor FaultServer {
         await run?.stop()
         run = nil
     }
+}
+
+/// A thread-safe count.
+final class Tally: @unchecked Sendable {
+    private let lock = NSLock()
+    private var count = 0
+
+    func increment() { lock.withLock { count += 1 } }
+
+    var value: Int { lock.withLock { count } }
 }

@@ -99,20 +99,26 @@ struct AccountTests {
         await proxy.setForwardHook { _, path in
             if path.hasPrefix("/identity/connect/token") { await refreshesAnswered.increment() }
         }
-        // Timeout and delay leave seconds of margin: under a full test run a sync's call took over 1 s.
-        let a = try direct.reopen(url: await proxy.url) { $0.api.requestTimeout = .seconds(5) }
-        try await a.engine.unlock(email: scenario.email, password: scenario.password)
+        // The first refresh is held in the network until the test lets it go; the client gives up after
+        // 2 s and saves offline. (It used to be a 12 s delay against a 5 s timeout, and every other call
+        // had 5 s too: under a full test run one took longer.)
+        let impatient = try direct.reopen(url: await proxy.url) { $0.api.requestTimeout = .seconds(2) }
+        try await impatient.engine.unlock(email: scenario.email, password: scenario.password)
         serverClock.advance(seconds: 3700)
-        // The first refresh waits 12 s in the network; the client gives up after 5 s and saves offline.
-        await proxy.add(.init(method: "POST", pathPrefix: "/identity/connect/token", action: .delay(milliseconds: 12_000)))
-        #expect(try await a.engine.addItem(loginItem("Saved while the refresh was stuck")).outcome.isOffline)
-        // The next sync refreshes again with the same token, gets through and stores the new token.
+        await proxy.add(.init(method: "POST", pathPrefix: "/identity/connect/token", action: .holdUntilReleased))
+        #expect(try await impatient.engine.addItem(loginItem("Saved while the refresh was stuck")).outcome.isOffline)
+        await impatient.engine.shutdown()
+        // The app restarts with the normal timeouts; its sync refreshes again with the same token, gets
+        // through and stores the new token.
+        let a = try direct.reopen(url: await proxy.url)
+        try await a.engine.unlock(email: scenario.email, password: scenario.password)
         let report = try await a.engine.sync()
         #expect(report.resolved == 1 && report.stillPending == 0, "\(report)")
+        #expect(await refreshesAnswered.value == 1, "only the retry has reached the server")
         // Then the stuck refresh reaches the server. Before successors were derived from the token
         // presented, it rotated to a token nobody holds and the client's was void: "log in again".
-        for _ in 0..<400 where await refreshesAnswered.value < 2 { try await Task.sleep(for: .milliseconds(50)) }
-        #expect(await refreshesAnswered.value == 2)
+        await proxy.releaseHeld()
+        #expect(await waitUntil { await refreshesAnswered.value == 2 })
         serverClock.advance(seconds: 3700)
         #expect(try await a.engine.addItem(loginItem("Saved after the stuck refresh arrived")).outcome == .synced)
         #expect(try await a.engine.pendingCount() == 0)
@@ -163,7 +169,10 @@ struct AccountTests {
         let offset = try JSONDecoder().decode(ServerClockOffset.self, from: Data(try #require(state.clockOffset).utf8))
         let expected: Int64 = -3 * 3600 * 1_000_000
         #expect(abs(offset.offsetMicroseconds - expected) <= offset.uncertaintyMicroseconds + 1_000_000)
-        #expect(offset.uncertaintyMicroseconds < 2_500_000)
+        // The uncertainty is half the fastest round trip plus 1 s (ServerClockOffsetTests checks the
+        // arithmetic); on a busy machine no call is guaranteed fast, so this only says a sample was kept
+        // (the 3-hour skew itself is far outside it).
+        #expect(offset.uncertaintyMicroseconds < 60_000_000)
         await scenario.finish([a])
     }
 }

@@ -186,7 +186,9 @@ struct CrashWorld {
         let a = try await SimDevice.cloned(from: template.databasePath, index: 2, proxy: proxy, url: deadServerURL(),
                                            clock: SkewedClock(skewSeconds: 0), email: template.email) { $0.api.requestTimeout = .seconds(2) }
         defer { Task { await a.remove() } }
-        let child = try await launch(helper, [a.databasePath, template.email, reliabilityPassword, "400"], tag: tag, on: a)
+        // More saves than it can make before the kill, however late the kill comes on a busy machine (with
+        // 400 a wake-up held up by seconds let the helper finish on its own).
+        let child = try await launch(helper, [a.databasePath, template.email, reliabilityPassword, "100000"], tag: tag, on: a)
         try await child.wait(for: "ACK ")
         try await Task.sleep(for: .milliseconds(Int.random(in: 0...300, using: &generator)))
         let errors = child.killAndCollect()

@@ -1,4 +1,5 @@
 import Foundation
+import HTTPTypes
 import Testing
 import VaultCrypto
 import VaultModels
@@ -164,6 +165,46 @@ struct IdempotentCreateTests {
             copy["name"] = first["name"]
             let theirs = try await api.request(.post, "/api/ciphers", token: try await other.token(api), json: .object(copy))
             #expect(theirs.status == .ok && theirs.object["id"] != created.object["id"])
+        }
+    }
+
+    @Test("an Idempotency-Key makes every attempt one create, renamed or not, arriving together or late; keys are per user",
+          arguments: Backend.available)
+    func idempotencyKey(backend: Backend) async throws {
+        try await withTestServer(backend) { api in
+            let user = try await TestUser.register(api)
+            let token = try await user.token(api)
+            let key: HTTPFields = [HTTPField.Name("Idempotency-Key")!: "0f8fad5b-d9cb-469f-a165-70867728950e"]
+            // The retry was renamed offline before it was sent (a new encrypted name, a new key for its fields):
+            // only the idempotency key says it is the same create. It lands first; the first attempt arrives late.
+            let renamed = try await api.request(.post, "/api/ciphers", token: token, json: .object(try user.loginItem(name: "renamed")), headers: key)
+            let late = try await api.request(.post, "/api/ciphers", token: token, json: .object(try user.loginItem(name: "first")), headers: key)
+            #expect(renamed.status == .ok && late.status == .ok)
+            #expect(late.object["id"] == renamed.object["id"])
+            #expect(late.object["name"] == renamed.object["name"], "the late attempt changed nothing")
+            // Five attempts at once with another key: one item (the unique index decides on PostgreSQL too).
+            let other: HTTPFields = [HTTPField.Name("Idempotency-Key")!: "together"]
+            let ids = try await withThrowingTaskGroup(of: JSONValue?.self) { group in
+                for index in 0..<5 {
+                    let body = try user.loginItem(name: "together \(index)")
+                    group.addTask { try await api.request(.post, "/api/ciphers", token: token, json: .object(body), headers: other).object["id"] }
+                }
+                return try await group.reduce(into: Set<String>()) { $0.insert($1?.stringValue ?? "none") }
+            }
+            #expect(ids.count == 1 && !ids.contains("none"), "\(ids)")
+            let sync = try await api.request(.get, "/api/sync", token: token).object
+            #expect(sync["ciphers"]?.arrayValue?.count == 2)
+            // Another user's create with the same key is their own.
+            let someoneElse = try await TestUser.register(api)
+            let theirs = try await api.request(.post, "/api/ciphers", token: try await someoneElse.token(api),
+                                               json: .object(try someoneElse.loginItem(name: "theirs")), headers: key)
+            #expect(theirs.status == .ok && theirs.object["id"] != renamed.object["id"])
+            // A key that is not 1-255 visible ASCII characters is refused, naming the header.
+            for bad in ["", String(repeating: "k", count: 256), "with space"] {
+                let refused = try await api.request(.post, "/api/ciphers", token: token, json: .object(try user.loginItem(name: "bad")),
+                                                    headers: [HTTPField.Name("Idempotency-Key")!: bad])
+                #expect(refused.status == .badRequest, "key \(bad.prefix(10))")
+            }
         }
     }
 }

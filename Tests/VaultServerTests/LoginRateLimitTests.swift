@@ -14,7 +14,7 @@ struct LoginRateLimitTests {
     @Test("per account: the burst, then 429 with Retry-After; hammering does not extend it; the clock's window restores it",
           arguments: Backend.available)
     func perAccount(backend: Backend) async throws {
-        let clock = ManualClock()
+        let clock = ManualClock(frozen: true)
         try await withTestServer(backend, configure: {
             $0.now = { clock.now }
             $0.accountLoginBurst = 3
@@ -48,7 +48,7 @@ struct LoginRateLimitTests {
 
     @Test("per address: many accounts from one address share its limit, which recovers with the clock", arguments: Backend.available)
     func perAddress(backend: Backend) async throws {
-        let clock = ManualClock()
+        let clock = ManualClock(frozen: true)
         try await withTestServer(backend, configure: {
             $0.now = { clock.now }
             $0.addressLoginBurst = 5

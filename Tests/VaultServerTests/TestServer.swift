@@ -22,10 +22,22 @@ enum Backend: String, CaseIterable, CustomStringConvertible, Sendable {
     var description: String { rawValue }
 }
 
-/// A clock tests can move (to expire tokens).
+/// A clock tests can move (to expire tokens). Running: real time plus what was advanced. Frozen: only
+/// `advance` moves it, so a test whose outcome depends on elapsed time (a rate limiter's refill) does not
+/// depend on how long the machine took (five slow password hashes under a busy suite once outlasted a
+/// 10-second refill).
 final class ManualClock: @unchecked Sendable {
     private let lock = NSLock()
     private var offset: Int64 = 0
+    private let frozenAt: Int64?
+
+    init(frozen: Bool = false) {
+        frozenAt = frozen ? Self.realNow() : nil
+    }
+
+    private static func realNow() -> Int64 {
+        Int64((Date().timeIntervalSince1970 * 1_000_000).rounded())
+    }
 
     func advance(seconds: Int64) {
         lock.lock()
@@ -36,7 +48,7 @@ final class ManualClock: @unchecked Sendable {
     var now: Int64 {
         lock.lock()
         defer { lock.unlock() }
-        return Int64((Date().timeIntervalSince1970 * 1_000_000).rounded()) + offset
+        return (frozenAt ?? Self.realNow()) + offset
     }
 }
 

@@ -1,4 +1,5 @@
 import Foundation
+import HTTPTypes
 import Hummingbird
 import VaultCrypto
 import VaultModels
@@ -41,6 +42,16 @@ enum CipherRequests {
             archivedDate: wire.archivedDate?.microsecondsSinceEpoch,
             lastKnownRevisionDate: wire.lastKnownRevisionDate?.microsecondsSinceEpoch,
             encryptedName: wire.name.serialized)
+    }
+
+    /// The `Idempotency-Key` header of a create (docs/PROTOCOL.md, "Idempotent creates"): 1–255
+    /// visible ASCII characters; absent: `nil`.
+    static func idempotencyKey(_ request: Request) throws -> String? {
+        guard let value = request.headers[HTTPField.Name("Idempotency-Key")!] else { return nil }
+        guard (1...255).contains(value.utf8.count), value.utf8.allSatisfy({ (0x21...0x7E).contains($0) }) else {
+            throw APIError.invalidModel(["Idempotency-Key": ["The idempotency key must be 1 to 255 visible ASCII characters."]])
+        }
+        return value
     }
 
     /// `{"ids": [...]}` (lowercased, at least one).

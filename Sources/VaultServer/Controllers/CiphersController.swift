@@ -115,6 +115,7 @@ struct CiphersController {
         }
         var write = try CipherRequests.write(from: cipherObject, path: wrapped ? "$.cipher" : "$")
         write.lastKnownRevisionDate = nil  // creates skip the check (spec §3.2)
+        write.createKey = try CipherRequests.idempotencyKey(request).map { "\(userID):\($0)" }
         do {
             let record = try await services.repository.createCipher(
                 userID: userID, write: write, collectionIDs: collections, requireCollections: wrapped && write.organizationID != nil,

@@ -13,6 +13,8 @@ struct CipherWrite: Sendable {
     var lastKnownRevisionDate: Int64?
     /// The encrypted name as sent (IV-unique: it identifies one client-side create across its retries).
     var encryptedName: String?
+    /// A create's `Idempotency-Key`, prefixed with the creating user's id (docs/PROTOCOL.md, "Idempotent creates").
+    var createKey: String?
 }
 
 /// Why a cipher write was refused.
@@ -188,8 +190,15 @@ extension VaultRepository {
             // (the retry may carry later offline edits, so the rest of the payload can differ). A recent
             // item of the same owner created with that name is that earlier attempt: answer with it
             // (whatever it holds now) instead of storing a duplicate. Clients adopt by the same rule.
+            // With an idempotency key, the key decides alone: the same create in every attempt, renamed or not.
+            if let key = write.createKey, let earlier = try await session.query("SELECT id FROM ciphers WHERE create_key = ?", [.text(key)]).first?.text("id") {
+                guard let record = try await Self.visibleCiphers(userID: userID, onlyID: earlier, session).first else {
+                    throw CipherWriteError(outcome: .notFound)
+                }
+                return record
+            }
             let owner: (column: String, value: SQLValue) = write.organizationID.map { ("organization_id", .text($0)) } ?? ("user_id", .text(userID))
-            if let name = write.encryptedName,
+            if write.createKey == nil, let name = write.encryptedName,
                let earlier = try await session.query(
                 "SELECT id FROM ciphers WHERE \(owner.column) = ? AND create_name = ? AND created_at > ? LIMIT 1",
                 [owner.value, .text(name), .int(now - Self.retryWindow)]).first?.text("id"),
@@ -201,11 +210,20 @@ extension VaultRepository {
                 try await Self.checkCollectionWrite(userID: userID, organizationID: orgID, collectionIDs: collectionIDs,
                                                     requireCollections: requireCollections, session)
             }
-            try await session.query("""
-                INSERT INTO ciphers (id, user_id, organization_id, type, data, created_at, revision_date, deleted_date, create_name)
-                VALUES (?, ?, ?, ?, ?, ?, ?, NULL, ?)
+            let inserted = try await session.query("""
+                INSERT INTO ciphers (id, user_id, organization_id, type, data, created_at, revision_date, deleted_date, create_name, create_key)
+                VALUES (?, ?, ?, ?, ?, ?, ?, NULL, ?, ?) ON CONFLICT (create_key) DO NOTHING RETURNING id
                 """, [.text(id), write.organizationID == nil ? .text(userID) : .null, .optionalText(write.organizationID),
-                      .int(Int64(write.type)), .text(write.data), .int(now), .int(now), .optionalText(write.encryptedName)])
+                      .int(Int64(write.type)), .text(write.data), .int(now), .int(now), .optionalText(write.encryptedName),
+                      .optionalText(write.createKey)])
+            if inserted.isEmpty, let key = write.createKey {
+                // Another attempt with the same key committed first (PostgreSQL waits for it): answer with its item.
+                guard let earlier = try await session.query("SELECT id FROM ciphers WHERE create_key = ?", [.text(key)]).first?.text("id"),
+                      let record = try await Self.visibleCiphers(userID: userID, onlyID: earlier, session).first else {
+                    throw CipherWriteError(outcome: .notFound)
+                }
+                return record
+            }
             for collectionID in Set(collectionIDs) {
                 try await session.query("INSERT INTO collection_ciphers (collection_id, cipher_id) VALUES (?, ?)", [.text(collectionID), .text(id)])
             }

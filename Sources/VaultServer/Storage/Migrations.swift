@@ -163,6 +163,15 @@ enum Migrations {
                 "CREATE INDEX devices_previous_refresh ON devices(previous_refresh_token_hash)",
             ]
         },
+        Migration(version: 4, name: "creates carry an idempotency key") { _ in
+            [
+                // `Idempotency-Key` of the create that made the item, prefixed with the creating user's id:
+                // every attempt at one create carries the same key, whatever the item was renamed to in
+                // between. Unique, so two attempts that arrive together cannot both insert.
+                "ALTER TABLE ciphers ADD COLUMN create_key TEXT",
+                "CREATE UNIQUE INDEX ciphers_create_key ON ciphers(create_key)",
+            ]
+        },
     ]
 
     /// Applies every migration not applied yet, in one transaction per migration. On PostgreSQL an
