@@ -11,6 +11,9 @@ cd "$(dirname "$0")/.."
 log="${VAULTSYNC_LONG_LOG:-reliability-long.log}"
 filter="${1:-VaultReliabilityTests}"
 flags=(-c release -Xswiftc -enable-testing)
+# VAULTSYNC_LONG_SCRATCH=.build-release builds in a folder of its own, so the long mode can run beside a
+# debug `swift test` (SwiftPM holds a lock on its build folder for the whole run).
+if [ -n "${VAULTSYNC_LONG_SCRATCH:-}" ]; then flags+=(--scratch-path "$VAULTSYNC_LONG_SCRATCH"); fi
 swift build "${flags[@]}" --build-tests
 status=0
 VAULTSYNC_LONG=1 swift test "${flags[@]}" --skip-build --filter "$filter" >"$log" 2>&1 || status=$?

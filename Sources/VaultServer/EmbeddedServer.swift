@@ -38,11 +38,30 @@ public actor EmbeddedServer {
         let group = ServiceGroup(configuration: .init(services: [app], gracefulShutdownSignals: [],
                                                       logger: Logger(label: "vaultsync.embedded-server")))
         self.group = group
-        runTask = Task { try await group.run() }
+        // If the group ends before the server listens (the port is taken on a restart), the stream ends
+        // without a port and the start fails, instead of waiting forever.
+        runTask = Task {
+            defer { continuation.finish() }
+            try await group.run()
+        }
+        var bound: Int?
         for await boundPort in stream {
-            configuration.port = boundPort
+            bound = boundPort
             break
         }
+        guard let bound else {
+            let failure: any Error
+            do {
+                try await runTask?.value
+                failure = EmbeddedServerError.stoppedBeforeListening(host: configuration.host, port: configuration.port)
+            } catch {
+                failure = error
+            }
+            self.group = nil
+            runTask = nil
+            throw failure
+        }
+        configuration.port = bound
     }
 
     /// Stops the server (gracefully) and waits until it no longer listens.
@@ -52,5 +71,16 @@ public actor EmbeddedServer {
         _ = try? await runTask?.value
         self.group = nil
         runTask = nil
+    }
+}
+
+/// Why an embedded server did not start.
+public enum EmbeddedServerError: Error, CustomStringConvertible {
+    case stoppedBeforeListening(host: String, port: Int)
+
+    public var description: String {
+        switch self {
+        case .stoppedBeforeListening(let host, let port): return "the server stopped before listening on \(host):\(port)"
+        }
     }
 }

@@ -83,10 +83,16 @@ struct ItemCommandTests {
         try await device.expect(["edit", "GitHub", "--json", "-"], stdin: jsonEdit)
         edited = try await device.json(["get", "GitHub"])
         #expect(edited["notes"]?.stringValue == "edited by json" && edited["favorite"]?.boolValue == true && edited["fields"]?.count == 1)
-        try await device.expect(["edit", "GitHub"], environment: ["EDITOR": "sed -i s/gh-Pa55-2/from-editor-Pa55/"], removing: ["VISUAL"])
+        // The editor notes the file it was given, so the check is about this edit's template only (a
+        // machine-wide look at /dev/shm would also see another run's).
+        let given = NSTemporaryDirectory() + "vaultsync-editor-" + UUID().uuidString
+        defer { try? FileManager.default.removeItem(atPath: given) }
+        let editor = "edit() { printf %s \"$1\" > '\(given)'; sed -i s/gh-Pa55-2/from-editor-Pa55/ \"$1\"; }; edit"
+        try await device.expect(["edit", "GitHub"], environment: ["EDITOR": editor], removing: ["VISUAL"])
         #expect(try await device.expect(["get", "GitHub", "--field", "password"]).stdout == "from-editor-Pa55\n")
-        let leftovers = (try? FileManager.default.contentsOfDirectory(atPath: "/dev/shm"))?.filter { $0.hasPrefix("vaultsync-edit-") } ?? []
-        #expect(leftovers.isEmpty, "the decrypted template must not outlive the edit")
+        let template = try #require(FileManager.default.contents(atPath: given).map { String(decoding: $0, as: UTF8.self) })
+        #expect(template.hasPrefix("/dev/shm/"), "the template lives in memory-backed storage: \(template)")
+        #expect(!FileManager.default.fileExists(atPath: template), "the decrypted template must not outlive the edit")
         #expect(try await device.json(["drafts"]).count == 0)
 
         // Bad input changes nothing.
