@@ -513,7 +513,8 @@ extension VaultEngine {
                 $0.backupDoneFor = doneFor
             }
             try db.execute(sql: """
-                INSERT OR REPLACE INTO conflictBackup (userID, backupID, originalID, createdAt, losingSide) VALUES (?, ?, ?, ?, ?)
+                INSERT OR REPLACE INTO conflictBackup (userID, backupID, originalID, createdAt, losingSide, twinCheckPending)
+                VALUES (?, ?, ?, ?, ?, 1)
                 """, arguments: [userID, backupID, originalID, now, side])
         }
         let name = (try? created.decrypted(with: current.keys).name) ?? ""

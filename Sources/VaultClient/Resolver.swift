@@ -49,6 +49,8 @@ extension VaultEngine {
         guard session != nil else { return SyncReport(skippedLocked: true) }
         var report = try await resolveQueue()
         report.messages += try await pull()
+        // A twin check that could not reach the server after the resolution runs again now.
+        report.backups = await mergeTwinBackups(report.backups)
         report.stillPending = try await pendingCount() - report.needsAttention
         return report
     }
@@ -198,10 +200,8 @@ extension VaultEngine {
             }
         }
         phases.mark("one by one")
-        if !report.backups.isEmpty {
-            report.backups = await mergeTwinBackups(report.backups)
-            phases.mark("twin backups")
-        }
+        report.backups = await mergeTwinBackups(report.backups)
+        phases.mark("twin backups")
         logger.debug("resolution phases", metadata: ["changes": "\(total)", "took": "\(phases.summary)"])
         publishStatus(progress: nil, backups: report.backups.map(\.backupID))
         return report

@@ -87,51 +87,78 @@ final class SnapshotBackups: @unchecked Sendable {
 }
 
 extension VaultEngine {
-    /// After a resolution that wrote backups: one version backed up by two devices at once is kept once.
+    /// Merges the twins of the backups this device wrote and has not checked yet (`twinCheckPending`),
+    /// then clears their mark; `made` (a report's backups) comes back with merged ids replaced by the
+    /// copy kept.
     ///
     /// Two devices that resolve one item against the same server version at the same time each back it
     /// up before pushing (backup first, so that nothing is lost if a device dies in between); neither
-    /// can see the other's backup beforehand. Every resolution that wrote a backup therefore reads a
-    /// fresh snapshot afterwards, and of identical, untouched backups of one version keeps the one with
-    /// the lowest id and deletes the others. Of two devices that raced, at least one reads its snapshot
-    /// after both backups exist (each posts its backup before its push or settle, and reads after), and
-    /// the copy with the lowest id is never deleted by anyone, so exactly one copy stays. Best effort: a
-    /// failure here leaves a duplicate (never a loss) for a later run to merge.
+    /// can see the other's backup beforehand. Every backup this device writes is therefore checked
+    /// against a snapshot read after it: of identical, untouched backups of one version the one with
+    /// the lowest id stays and the others are deleted. Of two devices that raced, at least one reads its
+    /// snapshot after both backups exist (each posts its backup before its push or settle, and checks
+    /// after), and the copy with the lowest id is never deleted by anyone, so exactly one copy stays.
+    /// The mark is stored with the backup, so a check that cannot reach the server (or an app that
+    /// stops first) runs again at the next sync; nothing here ever fails the sync.
     func mergeTwinBackups(_ made: [ConflictBackup]) async -> [ConflictBackup] {
         guard let current = session else { return made }
+        let userID = current.userID
+        let waiting: [String]
+        do {
+            waiting = try await read { db in
+                try String.fetchAll(db, sql: "SELECT backupID FROM conflictBackup WHERE userID = ? AND twinCheckPending ORDER BY createdAt",
+                                    arguments: [userID])
+            }
+        } catch {
+            return made
+        }
+        guard !waiting.isEmpty else { return made }
         let snapshot: SyncResponse
         do {
             snapshot = try await fetchSnapshot()
         } catch {
-            logger.info("twin backup check skipped", metadata: ["error": "\(error)"])
+            logger.info("twin backup check postponed", metadata: ["error": "\(error)"])
             return made
         }
         let backups = SnapshotBackups(ciphers: snapshot.ciphers)
-        var merged = made
-        for (position, backup) in made.enumerated() {
-            let copies = backups.copies(ofBackup: backup.backupID, keys: current.keys)
-            guard copies.count > 1, let keeper = copies.map(\.id).min() else { continue }
-            for copy in copies where copy.id != keeper && Self.isUntouched(copy.wire) {
-                do {
-                    try await authorized { api, token in try await api.hardDeleteCipher(id: copy.id, token: token) }
-                } catch let error as ServerCallError where error.isGone {
-                } catch {
-                    logger.info("twin backup not deleted", metadata: ["backup": "\(copy.id)", "error": "\(error)"])
-                    continue
-                }
-                let userID = current.userID
-                let removed = copy.id
-                try? await write { db in
-                    if try !Self.hasQueueRecord(itemID: removed, userID: userID, db) {
-                        _ = try CipherRow.deleteOne(db, key: ["userID": userID, "id": removed])
+        var keptFor: [String: String] = [:]
+        for backupID in waiting {
+            var checked = true
+            let copies = backups.copies(ofBackup: backupID, keys: current.keys)
+            if copies.count > 1, let keeper = copies.map(\.id).min() {
+                for copy in copies where copy.id != keeper && Self.isUntouched(copy.wire) {
+                    do {
+                        try await authorized { api, token in try await api.hardDeleteCipher(id: copy.id, token: token) }
+                    } catch let error as ServerCallError where error.isGone {
+                    } catch {
+                        logger.info("twin backup not deleted yet", metadata: ["backup": "\(copy.id)", "error": "\(error)"])
+                        checked = false
+                        continue
                     }
-                    try db.execute(sql: "UPDATE OR REPLACE conflictBackup SET backupID = ? WHERE userID = ? AND backupID = ?",
-                                   arguments: [keeper, userID, removed])
+                    let removed = copy.id
+                    try? await write { db in
+                        if try !Self.hasQueueRecord(itemID: removed, userID: userID, db) {
+                            _ = try CipherRow.deleteOne(db, key: ["userID": userID, "id": removed])
+                        }
+                        try db.execute(sql: "UPDATE OR REPLACE conflictBackup SET backupID = ? WHERE userID = ? AND backupID = ?",
+                                       arguments: [keeper, userID, removed])
+                    }
+                    logger.info("twin backup merged", metadata: ["backup": "\(removed)", "kept": "\(keeper)"])
+                    keptFor[removed] = keeper
                 }
-                logger.info("twin backup merged", metadata: ["backup": "\(removed)", "kept": "\(keeper)"])
-                if removed == backup.backupID { merged[position].backupID = keeper }
+            }
+            if checked {
+                let done = keptFor[backupID] ?? backupID
+                try? await write { db in
+                    try db.execute(sql: "UPDATE conflictBackup SET twinCheckPending = 0 WHERE userID = ? AND backupID = ?",
+                                   arguments: [userID, done])
+                }
             }
         }
-        return merged
+        return made.map { backup in
+            var backup = backup
+            if let keeper = keptFor[backup.backupID] { backup.backupID = keeper }
+            return backup
+        }
     }
 }

@@ -177,6 +177,13 @@ public final class VaultStore: Sendable {
                 END;
                 """)
         }
+        migrator.registerMigration("v6: conflict backups waiting for the twin check") { db in
+            // A backup this device wrote may have a twin (another device backed the same version up at the
+            // same moment); the check that merges them needs the server, so it waits here until it has run.
+            try db.alter(table: "conflictBackup") { t in
+                t.add(column: "twinCheckPending", .boolean).notNull().defaults(to: false)
+            }
+        }
         return migrator
     }
 }

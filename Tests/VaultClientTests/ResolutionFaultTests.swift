@@ -489,6 +489,69 @@ struct ResolutionFaultTests {
         await devices.finish()
     }
 
+    /// The twin check of bug 20 needs the server after the resolution; when it cannot reach it (the
+    /// fault scenario: 55 postponed checks in one long run), the duplicate must still go. The check is
+    /// noted with the backup and runs again at the next sync, after an app restart too.
+    @Test("a twin check that cannot reach the server runs again at the next sync, after a restart")
+    func twinCheckPostponed() async throws {
+        let devices = try await TwoDevices.start()
+        let item = try await devices.a.engine.addItem(loginItem("Raced again", password: "first")).value
+        let id = try #require(item.id)
+        try await devices.b.engine.pull()
+        let w = try await devices.scenario.device()
+        try await w.engine.pull()
+        var fromW = try await w.engine.item(id: id)
+        fromW.login?.password = "w-online"
+        _ = try await w.engine.updateItem(fromW)
+        let a = try await offline(devices)
+        var fromA = try await a.engine.item(id: id)
+        fromA.login?.password = "a-offline"
+        #expect(try await a.engine.updateItem(fromA).outcome.isOffline)
+        await a.engine.shutdown()
+        let offlineB = try devices.b.reopen(url: deadServerURL())
+        try await offlineB.engine.unlock(email: devices.scenario.email, password: devices.scenario.password)
+        var fromB = try await offlineB.engine.item(id: id)
+        fromB.login?.password = "b-offline-newest"
+        #expect(try await offlineB.engine.updateItem(fromB).outcome.isOffline)
+        await offlineB.engine.shutdown()
+
+        // As in twoDevicesBackUpOneVersion, B syncs while A's snapshot is on the wire; then every later
+        // snapshot of A's fails, so A's sync cannot check for twins (nor pull).
+        let (viaProxy, proxy) = try await throughProxy(devices)
+        let b = try devices.b.reopen(url: await devices.scenario.server.url)
+        try await b.engine.unlock(email: devices.scenario.email, password: devices.scenario.password)
+        let once = Once()
+        let bEngine = b.engine
+        await proxy.setForwardHook { method, path in
+            guard method == "GET", path.hasPrefix("/api/sync"), once.first() else { return }
+            _ = try? await bEngine.sync()
+            await proxy.add(.init(method: "GET", pathPrefix: "/api/sync", action: .fail(status: 503), times: 1_000))
+        }
+        await #expect(throws: VaultError.self) { _ = try await viaProxy.engine.sync() }
+        await proxy.setForwardHook(nil)
+        #expect(once.fired)
+        // B's own check ran before A's backup existed: two backups of W's version now.
+        let before = try await devices.scenario.device()
+        _ = try await before.engine.sync()
+        #expect(try await before.engine.views().filter { $0.login?.password == "w-online" }.count == 2)
+        await before.engine.shutdown()
+        // A restarts where the server answers again; its next sync merges them.
+        await viaProxy.engine.shutdown()
+        await proxy.stop()
+        let restarted = try devices.a.reopen(url: await devices.scenario.server.url)
+        try await restarted.engine.unlock(email: devices.scenario.email, password: devices.scenario.password)
+        _ = try await restarted.engine.sync()
+        _ = try await b.engine.sync()
+        let views = try await b.engine.views()
+        expectSurvive(["first", "w-online", "a-offline", "b-offline-newest"], in: views)
+        #expect(views.filter { $0.login?.password == "w-online" }.count == 1, "\(views.map { "\($0.name)=\($0.login?.password ?? "-")" })")
+        #expect(try await restarted.engine.views().map(\.name).sorted() == views.map(\.name).sorted())
+        await restarted.engine.shutdown()
+        await b.engine.shutdown()
+        await w.engine.shutdown()
+        await devices.finish()
+    }
+
     /// Listed as open since bug 15, and a cause of the fault scenario's flakes (seed 37473: "2 items of
     /// item-f37473-1: [item-f37473-1, item-f37473-458]"): a create held in the network past the client's
     /// timeout, the item renamed, and a sync that posts the renamed item before the first post arrives.
