@@ -140,35 +140,32 @@ struct ResolutionFaultTests {
         await devices.finish()
     }
 
-    /// Bug 20's second half (the fault scenario, seed 845170): two devices resolve one item against the
-    /// same server version at once; each backs it up before pushing, neither can see the other's backup
-    /// first. B's whole sync runs after the server answered A's snapshot and before A reads it. Before
-    /// the fix: two backups of "w-online".
-    @Test("two devices backing up one server version at once: one backup stays")
-    func twoDevicesBackUpOneVersion() async throws {
-        let devices = try await TwoDevices.start()
-        let item = try await devices.a.engine.addItem(loginItem("Raced", password: "first")).value
+    /// An item A created; W's online edit ("w-online"), then offline edits on A ("a-offline") and on B
+    /// ("b-offline-newest", the newest), both from the version before W's. Returns W's device.
+    func editedOnlineThenOfflineTwice(_ devices: TwoDevices, name: String) async throws -> Device {
+        let item = try await devices.a.engine.addItem(loginItem(name, password: "first")).value
         let id = try #require(item.id)
         try await devices.b.engine.pull()
-        // A and B both edit offline after W's online edit (both newer than it, B the newest).
         let w = try await devices.scenario.device()
         try await w.engine.pull()
         var fromW = try await w.engine.item(id: id)
         fromW.login?.password = "w-online"
         _ = try await w.engine.updateItem(fromW)
-        let a = try await offline(devices)
-        var fromA = try await a.engine.item(id: id)
-        fromA.login?.password = "a-offline"
-        #expect(try await a.engine.updateItem(fromA).outcome.isOffline)
-        await a.engine.shutdown()
-        let offlineB = try devices.b.reopen(url: deadServerURL())
-        try await offlineB.engine.unlock(email: devices.scenario.email, password: devices.scenario.password)
-        var fromB = try await offlineB.engine.item(id: id)
-        fromB.login?.password = "b-offline-newest"
-        #expect(try await offlineB.engine.updateItem(fromB).outcome.isOffline)
-        await offlineB.engine.shutdown()
+        for (device, password) in [(devices.a, "a-offline"), (devices.b, "b-offline-newest")] {
+            let offline = try device.reopen(url: deadServerURL())
+            try await offline.engine.unlock(email: devices.scenario.email, password: devices.scenario.password)
+            var edit = try await offline.engine.item(id: id)
+            edit.login?.password = password
+            #expect(try await offline.engine.updateItem(edit).outcome.isOffline)
+            await offline.engine.shutdown()
+        }
+        return w
+    }
 
-        let (viaProxy, proxy) = try await throughProxy(devices)
+    /// B on the real server, set to sync once, completely, when A's first snapshot has been answered by
+    /// the server and before A reads it (then `afterB`); returns B and whether that happened.
+    func bSyncsDuringASnapshot(_ devices: TwoDevices, proxy: FaultProxy,
+                               afterB: @escaping @Sendable (FaultProxy) async -> Void) async throws -> (Device, Once) {
         let b = try devices.b.reopen(url: await devices.scenario.server.url)
         try await b.engine.unlock(email: devices.scenario.email, password: devices.scenario.password)
         let once = Once()
@@ -176,7 +173,22 @@ struct ResolutionFaultTests {
         await proxy.setForwardHook { method, path in
             guard method == "GET", path.hasPrefix("/api/sync"), once.first() else { return }
             _ = try? await bEngine.sync()
+            await afterB(proxy)
         }
+        return (b, once)
+    }
+
+    /// Bug 20's second half (the fault scenario, seed 845170): two devices resolve one item against the
+    /// same server version at once; each backs it up before pushing, neither can see the other's backup
+    /// first. B's whole sync runs after the server answered A's snapshot and before A reads it. Before
+    /// the fix: two backups of "w-online".
+    @Test("two devices backing up one server version at once: one backup stays")
+    func twoDevicesBackUpOneVersion() async throws {
+        let devices = try await TwoDevices.start()
+        let w = try await editedOnlineThenOfflineTwice(devices, name: "Raced")
+
+        let (viaProxy, proxy) = try await throughProxy(devices)
+        let (b, once) = try await bSyncsDuringASnapshot(devices, proxy: proxy) { _ in }
         _ = try await viaProxy.engine.sync()
         await proxy.setForwardHook(nil)
         #expect(once.fired, "B synced while A's snapshot was on the wire")
@@ -495,36 +507,12 @@ struct ResolutionFaultTests {
     @Test("a twin check that cannot reach the server runs again at the next sync, after a restart")
     func twinCheckPostponed() async throws {
         let devices = try await TwoDevices.start()
-        let item = try await devices.a.engine.addItem(loginItem("Raced again", password: "first")).value
-        let id = try #require(item.id)
-        try await devices.b.engine.pull()
-        let w = try await devices.scenario.device()
-        try await w.engine.pull()
-        var fromW = try await w.engine.item(id: id)
-        fromW.login?.password = "w-online"
-        _ = try await w.engine.updateItem(fromW)
-        let a = try await offline(devices)
-        var fromA = try await a.engine.item(id: id)
-        fromA.login?.password = "a-offline"
-        #expect(try await a.engine.updateItem(fromA).outcome.isOffline)
-        await a.engine.shutdown()
-        let offlineB = try devices.b.reopen(url: deadServerURL())
-        try await offlineB.engine.unlock(email: devices.scenario.email, password: devices.scenario.password)
-        var fromB = try await offlineB.engine.item(id: id)
-        fromB.login?.password = "b-offline-newest"
-        #expect(try await offlineB.engine.updateItem(fromB).outcome.isOffline)
-        await offlineB.engine.shutdown()
+        let w = try await editedOnlineThenOfflineTwice(devices, name: "Raced again")
 
         // As in twoDevicesBackUpOneVersion, B syncs while A's snapshot is on the wire; then every later
         // snapshot of A's fails, so A's sync cannot check for twins (nor pull).
         let (viaProxy, proxy) = try await throughProxy(devices)
-        let b = try devices.b.reopen(url: await devices.scenario.server.url)
-        try await b.engine.unlock(email: devices.scenario.email, password: devices.scenario.password)
-        let once = Once()
-        let bEngine = b.engine
-        await proxy.setForwardHook { method, path in
-            guard method == "GET", path.hasPrefix("/api/sync"), once.first() else { return }
-            _ = try? await bEngine.sync()
+        let (b, once) = try await bSyncsDuringASnapshot(devices, proxy: proxy) { proxy in
             await proxy.add(.init(method: "GET", pathPrefix: "/api/sync", action: .fail(status: 503), times: 1_000))
         }
         await #expect(throws: VaultError.self) { _ = try await viaProxy.engine.sync() }
