@@ -484,12 +484,20 @@ extension VaultEngine {
         let side = marker.split(separator: ":").first.map(String.init) ?? "unknown"
         try await write { db in
             try Self.updateStoredRecord(noted, db, key: key) { $0.backupDoneFor = marker }
-            try db.execute(sql: """
-                INSERT OR REPLACE INTO conflictBackup (userID, backupID, originalID, createdAt, losingSide) VALUES (?, ?, ?, ?, ?)
-                """, arguments: [userID, backup.id, originalID, now, side])
+            try Self.noteConflictBackup(backup.id, of: originalID, userID: userID, createdAt: now, losingSide: side, twinCheck: false, db)
         }
         report.messages.append("\"\(name)\": the version that lost is already kept in \"\(backup.name)\" (backed up on another device).")
         logger.info("conflict backup made elsewhere", metadata: ["item": "\(originalID)", "backup": "\(backup.id)"])
+    }
+
+    /// Lists a backup among this device's conflicts (`twinCheck`: this device wrote it, so it waits for
+    /// the twin check of ``mergeTwinBackups(_:)``).
+    static func noteConflictBackup(_ backupID: String, of originalID: String, userID: String, createdAt: Int64, losingSide: String,
+                                   twinCheck: Bool, _ db: Database) throws {
+        try db.execute(sql: """
+            INSERT OR REPLACE INTO conflictBackup (userID, backupID, originalID, createdAt, losingSide, twinCheckPending)
+            VALUES (?, ?, ?, ?, ?, ?)
+            """, arguments: [userID, backupID, originalID, createdAt, losingSide, twinCheck])
     }
 
     func storeBackup(_ created: CipherWire, originalID: String, change: inout PendingChange, report: inout SyncReport) async throws {
@@ -512,10 +520,7 @@ extension VaultEngine {
                 $0.pendingBackup = nil
                 $0.backupDoneFor = doneFor
             }
-            try db.execute(sql: """
-                INSERT OR REPLACE INTO conflictBackup (userID, backupID, originalID, createdAt, losingSide, twinCheckPending)
-                VALUES (?, ?, ?, ?, ?, 1)
-                """, arguments: [userID, backupID, originalID, now, side])
+            try Self.noteConflictBackup(backupID, of: originalID, userID: userID, createdAt: now, losingSide: side, twinCheck: true, db)
         }
         let name = (try? created.decrypted(with: current.keys).name) ?? ""
         report.backups.append(ConflictBackup(backupID: created.id ?? "", originalID: originalID, name: name))
