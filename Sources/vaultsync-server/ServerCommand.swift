@@ -66,7 +66,8 @@ struct ServerCommand: AsyncParsableCommand {
         configuration.databaseURL = databaseURL.isEmpty ? nil : databaseURL
         configuration.logLevel = Logger.Level(rawValue: logLevel) ?? .info
         configuration.disableSignups = disableSignups
-        configuration.tokenKey = Data(base64Encoded: tokenKey).map(Array.init)
+        // No flag and no variable: the key file in the data directory (an empty text is "not given", not an empty key).
+        configuration.tokenKey = tokenKey.isEmpty ? nil : Data(base64Encoded: tokenKey).map(Array.init)
         let level = configuration.logLevel
         LoggingSystem.bootstrap { label in
             var handler = StreamLogHandler.standardError(label: label)
