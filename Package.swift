@@ -36,16 +36,17 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-http-types.git", from: "1.8.0"),
     ],
     targets: [
-        // Argon2id comes from the reference implementation (Debian: libargon2-dev, Homebrew: argon2).
-        .systemLibrary(
-            name: "CArgon2",
-            pkgConfig: "libargon2",
-            providers: [.apt(["libargon2-dev"]), .brew(["argon2"])]
+        // Argon2id: the reference implementation, vendored and compiled in, so no platform needs a
+        // system library (iOS has none). See Sources/CArgon2Reference/argon2_reference.c.
+        .target(
+            name: "CArgon2Reference",
+            exclude: ["phc-winner-argon2"],
+            cSettings: [.headerSearchPath("phc-winner-argon2/include")]
         ),
         .target(
             name: "VaultCrypto",
             dependencies: [
-                "CArgon2",
+                "CArgon2Reference",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "_CryptoExtras", package: "swift-crypto"),
             ],

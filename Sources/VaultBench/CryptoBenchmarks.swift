@@ -80,4 +80,73 @@ enum CryptoBenchmarks {
                                    reference: nil, referenceWhat: nil, ratio: nil, goal: "report", met: nil))
         return results
     }
+
+    /// Our Argon2id (the vendored reference implementation, compiled in) next to the system's libargon2,
+    /// loaded at run time, on the same inputs with the default parameters; the outputs must agree.
+    static func argon2(options: BenchOptions) throws -> BenchResult {
+        let password = Array("correct horse battery staple".utf8)
+        let salt = Array(SHA256.hash(data: Array("bench@example.com".utf8)))
+        let (t, m, p) = (3, 64 * 1024, 4)
+        let rounds = options.quick ? 1 : 5
+        var ours: [UInt8] = []
+        let oursSeconds = try bestOf(rounds) {
+            ours = try Argon2id.derive(password: password, salt: salt, iterations: t, memoryKiB: m, parallelism: p, length: 32)
+        }
+        let what = "Argon2id t=3 m=64MiB p=4, vendored reference C"
+        guard let system = SystemArgon2.load() else {
+            return BenchResult(id: "ARGON2", what: what, value: oursSeconds * 1000, unit: "ms", reference: nil,
+                               referenceWhat: "libargon2 not installed (Debian: libargon2-1, Homebrew: argon2)",
+                               ratio: nil, goal: "≤ 1.5× libargon2", met: nil)
+        }
+        var theirs = [UInt8](repeating: 0, count: 32)
+        let referenceSeconds = try bestOf(rounds) {
+            let status = password.withUnsafeBytes { pwd in
+                salt.withUnsafeBytes { saltBytes in
+                    theirs.withUnsafeMutableBytes { out in
+                        system.hash(UInt32(t), UInt32(m), UInt32(p), pwd.baseAddress, pwd.count,
+                                    saltBytes.baseAddress, saltBytes.count, out.baseAddress, out.count)
+                    }
+                }
+            }
+            guard status == 0 else { throw SystemArgon2.Failure(status: status) }
+        }
+        guard ours == theirs else { throw SystemArgon2.Failure(status: -999) }
+        let ratio = oursSeconds / referenceSeconds
+        return BenchResult(id: "ARGON2", what: what, value: oursSeconds * 1000, unit: "ms",
+                           reference: referenceSeconds * 1000, referenceWhat: "system libargon2 (\(system.path)), same output",
+                           ratio: ratio, goal: "≤ 1.5× libargon2", met: ratio <= 1.5)
+    }
+}
+
+/// The system's libargon2, opened with `dlopen` so the benchmark can compare without the package
+/// linking it (our own copy's symbols are renamed, so the two never mix).
+struct SystemArgon2 {
+    typealias HashRaw = @convention(c) (
+        UInt32, UInt32, UInt32, UnsafeRawPointer?, Int, UnsafeRawPointer?, Int, UnsafeMutableRawPointer?, Int
+    ) -> Int32
+
+    struct Failure: Error, CustomStringConvertible {
+        let status: Int32
+        var description: String {
+            status == -999 ? "libargon2 and our Argon2id disagree on the same input" : "libargon2 failed with status \(status)"
+        }
+    }
+
+    let path: String
+    let hash: HashRaw
+
+    static func load() -> SystemArgon2? {
+        let candidates = [
+            "libargon2.so.1", "libargon2.so", "libargon2.1.dylib",
+            "/opt/homebrew/lib/libargon2.1.dylib", "/usr/local/lib/libargon2.1.dylib",
+        ]
+        for path in candidates {
+            guard let handle = dlopen(path, RTLD_NOW | RTLD_LOCAL) else { continue }
+            if let symbol = dlsym(handle, "argon2id_hash_raw") {
+                return SystemArgon2(path: path, hash: unsafeBitCast(symbol, to: HashRaw.self))
+            }
+            dlclose(handle)
+        }
+        return nil
+    }
 }

@@ -114,8 +114,13 @@ func peakRSSMiB() -> Double {
         return kib / 1024
     }
     var usage = rusage()
+    #if canImport(Glibc)
     getrusage(RUSAGE_SELF.rawValue, &usage)
-    return Double(usage.ru_maxrss) / 1024
+    return Double(usage.ru_maxrss) / 1024  // KiB on Linux
+    #else
+    getrusage(RUSAGE_SELF, &usage)
+    return Double(usage.ru_maxrss) / 1024 / 1024  // bytes on Darwin
+    #endif
 }
 
 enum ChildProcessError: Error, CustomStringConvertible {

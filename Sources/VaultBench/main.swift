@@ -25,6 +25,7 @@ let started = ContinuousClock.now
 do {
     if options.wants("P4") { results += try CryptoBenchmarks.run(options: options) }
     if options.wants("UNLOCK") { results += try CryptoBenchmarks.unlock(options: options) }
+    if options.wants("ARGON2") { results += [try CryptoBenchmarks.argon2(options: options)] }
     if options.wants("P1") { results += try await OfflineSaveBenchmark.run(options: options) }
     if options.wants("P3") { results += try await FullSyncBenchmark.run(options: options) }
     if options.wants("P6") { results += try await ServerThroughputBenchmark.run(options: options) }

@@ -8,7 +8,7 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
-import CArgon2
+import CArgon2Reference
 import Crypto
 import _CryptoExtras
 
@@ -105,24 +105,53 @@ public enum KdfConfiguration: Sendable, Hashable {
         case .argon2id(let iterations, let memoryMiB, let parallelism):
             // spec §1.2: the Argon2 salt is the SHA-256 digest of the normalised salt string.
             let digest = Array(SHA256.hash(data: salt))
-            var out = [UInt8](repeating: 0, count: 32)
-            let status = password.withUnsafeBytes { pwd in
-                digest.withUnsafeBytes { saltBytes in
-                    out.withUnsafeMutableBytes { outBytes in
-                        argon2id_hash_raw(
-                            UInt32(iterations), UInt32(memoryMiB * 1024), UInt32(parallelism),
-                            pwd.baseAddress, pwd.count, saltBytes.baseAddress, saltBytes.count,
-                            outBytes.baseAddress, outBytes.count)
+            var out = try Argon2id.derive(
+                password: password, salt: digest, iterations: iterations, memoryKiB: memoryMiB * 1024,
+                parallelism: parallelism, length: 32)
+            defer { out.withUnsafeMutableBytes { zero($0) } }
+            return SymmetricKey(data: out)
+        }
+    }
+}
+
+/// Argon2id (version 0x13) from the vendored reference implementation (`CArgon2Reference`), the same
+/// code on Linux and Apple platforms; no system library is needed.
+public enum Argon2id {
+    /// Derives `length` bytes. `secret` and `associatedData` are Argon2's optional inputs (Bitwarden
+    /// uses neither; RFC 9106's test vector does). Limits are the caller's: `KdfConfiguration`
+    /// validates the account's parameters before this runs.
+    public static func derive(
+        password: [UInt8], salt: [UInt8], secret: [UInt8] = [], associatedData: [UInt8] = [],
+        iterations: Int, memoryKiB: Int, parallelism: Int, length: Int
+    ) throws -> [UInt8] {
+        guard iterations > 0, memoryKiB > 0, parallelism > 0, length >= 4,
+              iterations <= Int(UInt32.max), memoryKiB <= Int(UInt32.max), parallelism <= Int(UInt32.max)
+        else {
+            throw CryptoError.invalidKdfParameters(
+                "Argon2id needs positive iterations, memory and parallelism and at least 4 output bytes")
+        }
+        var out = [UInt8](repeating: 0, count: length)
+        let status = password.withUnsafeBytes { pwd in
+            salt.withUnsafeBytes { saltBytes in
+                secret.withUnsafeBytes { secretBytes in
+                    associatedData.withUnsafeBytes { adBytes in
+                        out.withUnsafeMutableBytes { outBytes in
+                            vaultsync_argon2id_raw(
+                                pwd.baseAddress, pwd.count, saltBytes.baseAddress, saltBytes.count,
+                                secretBytes.baseAddress, secretBytes.count, adBytes.baseAddress, adBytes.count,
+                                UInt32(iterations), UInt32(memoryKiB), UInt32(parallelism),
+                                outBytes.baseAddress, outBytes.count)
+                        }
                     }
                 }
             }
-            defer { out.withUnsafeMutableBytes { zero($0) } }
-            guard status == ARGON2_OK.rawValue else {
-                let message = String(cString: argon2_error_message(status))
-                throw CryptoError.invalidKdfParameters("Argon2id failed: \(message)")
-            }
-            return SymmetricKey(data: out)
         }
+        guard status == 0 else {
+            out.withUnsafeMutableBytes { zero($0) }
+            let message = String(cString: vaultsync_argon2_message(status))
+            throw CryptoError.invalidKdfParameters("Argon2id failed: \(message)")
+        }
+        return out
     }
 }
 

@@ -215,7 +215,11 @@ struct DemoStory {
     /// Whether a TCP connection to the server's port is refused.
     static func isUnreachable(_ url: String) async -> Bool {
         guard let port = URL(string: url)?.port else { return false }
+        #if canImport(Glibc)
         let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        #else
+        let descriptor = socket(AF_INET, SOCK_STREAM, 0)
+        #endif
         guard descriptor >= 0 else { return false }
         defer { close(descriptor) }
         var address = sockaddr_in()

@@ -192,7 +192,7 @@ struct EditCommand: VaultCommand {
         commandName: "edit",
         abstract: "Edit an item with flags, a JSON file, or $EDITOR (works offline).",
         discussion: """
-        Only the given flags change the item. With no flags, the item opens in $EDITOR as JSON: the decrypted text lives in memory-backed storage (/dev/shm) only while the editor runs, and the edit is autosaved as an encrypted draft before it is saved (`vaultsync drafts`). A changed password goes into the password history.
+        Only the given flags change the item. With no flags, the item opens in $EDITOR as JSON: the decrypted text lives in memory-backed storage (/dev/shm on Linux; the private per-user temporary folder on macOS) only while the editor runs, and the edit is autosaved as an encrypted draft before it is saved (`vaultsync drafts`). A changed password goes into the password history.
 
         Examples:
           vaultsync edit Bank --password 'n3w-pa55'
@@ -234,11 +234,7 @@ enum EditorSession {
         guard let editor = context.environment["VISUAL"] ?? context.environment["EDITOR"], !editor.isEmpty else {
             throw CLIError.usage("no flags given and no $EDITOR set; give flags (see `vaultsync edit --help`) or set EDITOR")
         }
-        let directory = ["/dev/shm", context.environment["XDG_RUNTIME_DIR"]].compactMap { $0 }
-            .first { FileManager.default.isWritableFile(atPath: $0) }
-        guard let directory else {
-            throw CLIError.usage("no memory-backed directory (/dev/shm or XDG_RUNTIME_DIR) for the editor; use flags or --json")
-        }
+        let directory = try editorDirectory(context: context)
         let path = "\(directory)/vaultsync-edit-\(UUID().uuidString).json"
         let folderNames = try await context.folderNames()
         let template = Presentation.itemJSON(view, folderNames: folderNames, pending: nil).prettyText
@@ -257,6 +253,24 @@ enum EditorSession {
         var result = view
         try await ItemJSONInput.apply(try ItemJSONInput.parse(Array(edited)), to: &result, context: context)
         return result
+    }
+
+    /// Where the decrypted template lives while the editor runs. Linux: memory-backed storage (/dev/shm,
+    /// or the per-user XDG_RUNTIME_DIR tmpfs). macOS has neither: the per-user temporary directory
+    /// (`confstr(_CS_DARWIN_USER_TEMP_DIR)`, mode 0700, on the FileVault-encrypted system volume); the
+    /// file is 0600 there too and overwritten before it is removed.
+    static func editorDirectory(context: CLIContext) throws -> String {
+        #if os(Linux)
+        let candidates = ["/dev/shm", context.environment["XDG_RUNTIME_DIR"]].compactMap { $0 }
+        let missing = "no memory-backed directory (/dev/shm or XDG_RUNTIME_DIR) for the editor; use flags or --json"
+        #else
+        let candidates = [FileManager.default.temporaryDirectory.path]
+        let missing = "no private temporary directory for the editor; use flags or --json"
+        #endif
+        guard let directory = candidates.first(where: { FileManager.default.isWritableFile(atPath: $0) }) else {
+            throw CLIError.usage(missing)
+        }
+        return directory
     }
 
     /// Overwrites and removes the plaintext template.

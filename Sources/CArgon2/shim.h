@@ -1,1 +1,0 @@
-#include <argon2.h>

@@ -1,0 +1,59 @@
+/* Renames every external symbol of the vendored Argon2 reference implementation to vaultsync_…,
+ * so this copy links beside a system libargon2 (VaultBench loads that one to compare speed) and
+ * never interposes on it. Generated from `nm` of the compiled amalgamation; keep it complete
+ * (argon2_reference.c's build fails to link into VaultBench's comparison otherwise). */
+#ifndef VAULTSYNC_ARGON2_SYMBOL_NAMES_H
+#define VAULTSYNC_ARGON2_SYMBOL_NAMES_H
+#define FLAG_clear_internal_memory vaultsync_FLAG_clear_internal_memory
+#define allocate_memory vaultsync_allocate_memory
+#define argon2_ctx vaultsync_argon2_ctx
+#define argon2_encodedlen vaultsync_argon2_encodedlen
+#define argon2_error_message vaultsync_argon2_error_message
+#define argon2_hash vaultsync_argon2_hash
+#define argon2_thread_create vaultsync_argon2_thread_create
+#define argon2_thread_exit vaultsync_argon2_thread_exit
+#define argon2_thread_join vaultsync_argon2_thread_join
+#define argon2_type2string vaultsync_argon2_type2string
+#define argon2_verify vaultsync_argon2_verify
+#define argon2_verify_ctx vaultsync_argon2_verify_ctx
+#define argon2d_ctx vaultsync_argon2d_ctx
+#define argon2d_hash_encoded vaultsync_argon2d_hash_encoded
+#define argon2d_hash_raw vaultsync_argon2d_hash_raw
+#define argon2d_verify vaultsync_argon2d_verify
+#define argon2d_verify_ctx vaultsync_argon2d_verify_ctx
+#define argon2i_ctx vaultsync_argon2i_ctx
+#define argon2i_hash_encoded vaultsync_argon2i_hash_encoded
+#define argon2i_hash_raw vaultsync_argon2i_hash_raw
+#define argon2i_verify vaultsync_argon2i_verify
+#define argon2i_verify_ctx vaultsync_argon2i_verify_ctx
+#define argon2id_ctx vaultsync_argon2id_ctx
+#define argon2id_hash_encoded vaultsync_argon2id_hash_encoded
+#define argon2id_hash_raw vaultsync_argon2id_hash_raw
+#define argon2id_verify vaultsync_argon2id_verify
+#define argon2id_verify_ctx vaultsync_argon2id_verify_ctx
+#define b64len vaultsync_b64len
+#define blake2b vaultsync_blake2b
+#define blake2b_final vaultsync_blake2b_final
+#define blake2b_init vaultsync_blake2b_init
+#define blake2b_init_key vaultsync_blake2b_init_key
+#define blake2b_init_param vaultsync_blake2b_init_param
+#define blake2b_long vaultsync_blake2b_long
+#define blake2b_update vaultsync_blake2b_update
+#define clear_internal_memory vaultsync_clear_internal_memory
+#define copy_block vaultsync_copy_block
+#define decode_string vaultsync_decode_string
+#define encode_string vaultsync_encode_string
+#define fill_first_blocks vaultsync_fill_first_blocks
+#define fill_memory_blocks vaultsync_fill_memory_blocks
+#define fill_segment vaultsync_fill_segment
+#define finalize vaultsync_finalize
+#define free_memory vaultsync_free_memory
+#define index_alpha vaultsync_index_alpha
+#define init_block_value vaultsync_init_block_value
+#define initial_hash vaultsync_initial_hash
+#define initialize vaultsync_initialize
+#define numlen vaultsync_numlen
+#define secure_wipe_memory vaultsync_secure_wipe_memory
+#define validate_inputs vaultsync_validate_inputs
+#define xor_block vaultsync_xor_block
+#endif

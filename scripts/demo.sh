@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# The README's first command: installs what the build needs (scripts/setup.sh), then runs the offline
+# demo on embedded defaults: two devices, a real server on loopback that goes away, a conflict
+# resolved without loss. Extra arguments go to `vaultsync demo`.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup.sh build
+swift run vaultsync demo "$@"
