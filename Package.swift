@@ -4,6 +4,7 @@ import PackageDescription
 // VaultSync: an offline-first, end-to-end-encrypted password-vault sync engine.
 // Layers (each depends only on the ones above it):
 //   VaultCrypto → VaultModels → VaultSyncCore → VaultStore / VaultAPI → VaultClient → vaultsync (CLI)
+//   VaultModels → VaultExchange (import/export formats) → VaultClient
 //   VaultModels → VaultServer → vaultsync-server
 let strict: [SwiftSetting] = [
     .swiftLanguageMode(.v6),
@@ -17,6 +18,7 @@ let package = Package(
         .library(name: "VaultCrypto", targets: ["VaultCrypto"]),
         .library(name: "VaultModels", targets: ["VaultModels"]),
         .library(name: "VaultSyncCore", targets: ["VaultSyncCore"]),
+        .library(name: "VaultExchange", targets: ["VaultExchange"]),
         .library(name: "VaultClient", targets: ["VaultClient"]),
         .library(name: "VaultServer", targets: ["VaultServer"]),
         .executable(name: "vaultsync", targets: ["vaultsync"]),
@@ -55,6 +57,12 @@ let package = Package(
         .target(
             name: "VaultModels",
             dependencies: ["VaultCrypto"],
+            swiftSettings: strict
+        ),
+        // Import and export formats: pure conversions between files and decrypted items, no I/O.
+        .target(
+            name: "VaultExchange",
+            dependencies: ["VaultModels", "VaultCrypto"],
             swiftSettings: strict
         ),
         .target(
@@ -203,6 +211,12 @@ let package = Package(
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Logging", package: "swift-log"),
             ],
+            swiftSettings: strict
+        ),
+        .testTarget(
+            name: "VaultExchangeTests",
+            dependencies: ["VaultExchange", "VaultModels", "VaultCrypto"],
+            resources: [.copy("Fixtures")],
             swiftSettings: strict
         ),
         .testTarget(
