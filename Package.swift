@@ -215,7 +215,12 @@ let package = Package(
         ),
         .testTarget(
             name: "VaultExchangeTests",
-            dependencies: ["VaultExchange", "VaultModels", "VaultCrypto"],
+            dependencies: [
+                "VaultExchange", "VaultModels", "VaultCrypto",
+                // The encrypted export is decrypted in the tests with these primitives, not with our EncString.
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "_CryptoExtras", package: "swift-crypto"),
+            ],
             resources: [.copy("Fixtures")],
             swiftSettings: strict
         ),

@@ -29,6 +29,14 @@ public struct MasterKey: Sendable {
 
     private init(key: SymmetricKey) { self.key = key }
 
+    /// The key of a password-protected export (docs/PROTOCOL.md "Password-protected export"): the KDF
+    /// over `password` with the export's `salt` *text* (its base64 characters, neither decoded nor
+    /// normalised) as salt, stretched like a master key (HKDF-Expand "enc" and "mac").
+    public static func passwordProtectedExportKey(password: String, salt: String, kdf: KdfConfiguration) throws -> SymmetricCryptoKey {
+        let derived = try kdf.derive(password: Array(password.utf8), salt: Array(salt.utf8))
+        return MasterKey(key: derived).stretched()
+    }
+
     /// `email.trim().lowercased()`.
     public static func normaliseSalt(_ salt: String) -> String {
         let trimmed = salt.drop(while: \.isWhitespace).reversed().drop(while: \.isWhitespace).reversed()

@@ -44,6 +44,11 @@ public struct JSONObject: Sendable, Hashable, Sequence, ExpressibleByDictionaryL
     public struct Entry: Sendable, Hashable {
         public var key: String
         public var value: JSONValue
+
+        public init(key: String, value: JSONValue) {
+            self.key = key
+            self.value = value
+        }
     }
 
     /// The entries in their original order.
