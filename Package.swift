@@ -90,7 +90,7 @@ let package = Package(
         .target(
             name: "VaultClient",
             dependencies: [
-                "VaultModels", "VaultSyncCore", "VaultStore", "VaultAPI", "VaultCrypto",
+                "VaultModels", "VaultSyncCore", "VaultStore", "VaultAPI", "VaultCrypto", "VaultExchange",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Logging", package: "swift-log"),
@@ -139,7 +139,7 @@ let package = Package(
         .executableTarget(
             name: "vaultsync",
             dependencies: [
-                "VaultCrypto", "VaultModels", "VaultSyncCore", "VaultClient", "VaultAPI",
+                "VaultCrypto", "VaultModels", "VaultSyncCore", "VaultClient", "VaultAPI", "VaultExchange",
                 // Only for `vaultsync demo`, which runs a throwaway server in-process.
                 "VaultServer",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
@@ -180,7 +180,7 @@ let package = Package(
         ),
         .testTarget(
             name: "VaultCLITests",
-            dependencies: ["VaultClient", "VaultModels", "VaultCrypto", "VaultTestSupport"],
+            dependencies: ["VaultClient", "VaultModels", "VaultCrypto", "VaultExchange", "VaultTestSupport"],
             swiftSettings: strict
         ),
         .testTarget(

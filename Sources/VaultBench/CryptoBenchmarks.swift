@@ -92,7 +92,7 @@ enum CryptoBenchmarks {
         let oursSeconds = try bestOf(rounds) {
             ours = try Argon2id.derive(password: password, salt: salt, iterations: t, memoryKiB: m, parallelism: p, length: 32)
         }
-        let what = "Argon2id t=3 m=64MiB p=4, vendored reference C"
+        let what = "Argon2id t=3 m=64MiB p=4 (vendored C)"
         guard let system = SystemArgon2.load() else {
             return BenchResult(id: "ARGON2", what: what, value: oursSeconds * 1000, unit: "ms", reference: nil,
                                referenceWhat: "libargon2 not installed (Debian: libargon2-1, Homebrew: argon2)",

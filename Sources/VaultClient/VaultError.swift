@@ -33,6 +33,10 @@ public enum VaultError: Error, Sendable, Equatable {
     case crypto(CryptoError)
     case model(ModelError)
     case storage(String)
+    /// An import whose items are already in the vault (`DuplicatePolicy.refuse`): nothing was imported.
+    case duplicateImport(count: Int, total: Int, examples: [String])
+    /// An export refused because these items cannot be decrypted.
+    case exportUnreadable(itemIDs: [String])
 }
 
 extension VaultError: LocalizedError {
@@ -58,6 +62,11 @@ extension VaultError: LocalizedError {
         case .crypto(let error): return error.description
         case .model(let error): return error.description
         case .storage(let detail): return "The local vault could not be written: \(detail)"
+        case .duplicateImport(let count, let total, let examples):
+            let names = examples.map { "\"\($0)\"" }.joined(separator: ", ")
+            return "\(count) of the \(total) items are already in the vault (same type, name and content, e.g. \(names)); nothing was imported. Import only the new ones, or all of them anyway, on purpose."
+        case .exportUnreadable(let ids):
+            return "\(ids.count) item(s) cannot be decrypted (\(ids.prefix(3).joined(separator: ", "))), so an export would leave them out; nothing was written. Sync, or see `vaultsync list` for the damaged items."
         }
     }
 }

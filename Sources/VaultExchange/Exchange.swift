@@ -1,7 +1,7 @@
 import VaultCrypto
 import VaultModels
 
-/// The file formats `vaultsync import` reads (docs/IMPORT-EXPORT.md has each one's mapping).
+/// The file formats `vaultsync import` reads (docs/IMPORT-FORMATS.md has each one's mapping).
 public enum ImportFormat: String, Sendable, CaseIterable {
     /// Bitwarden's JSON export, plain or password-protected.
     case bitwardenJSON = "bitwarden-json"
@@ -29,6 +29,26 @@ public struct ImportedItem: Sendable, Equatable {
         self.view = view
         self.folderName = folderName
         self.entry = entry
+    }
+}
+
+extension ImportedItem {
+    /// What makes two items "the same" for the duplicate check of an import: type, name, notes and the
+    /// content of the type's fields and custom fields; not the folder, favorite flag or dates (an item
+    /// moved or starred since the last import is still the same item).
+    public static func contentKey(of view: CipherView) -> String {
+        var parts: [String] = [String(view.type.rawValue), view.name, view.notes ?? ""]
+        if let login = view.login {
+            parts += [login.username ?? "", login.password ?? "", login.totp ?? ""]
+            parts += login.uris.map { $0.uri ?? "" }
+        }
+        for values in [view.card?.values.map { ($0.key.rawValue, $0.value) }, view.identity?.values.map { ($0.key.rawValue, $0.value) },
+                       view.sshKey?.values.map { ($0.key.rawValue, $0.value) }].compactMap({ $0 }) {
+            parts += values.sorted { $0.0 < $1.0 }.map { "\($0.0)=\($0.1)" }
+        }
+        parts += view.fields.map { "\($0.type.rawValue):\($0.name ?? "")=\($0.value ?? "")" }
+        // A separator no field holds, so that ("ab", "c") and ("a", "bc") differ.
+        return parts.joined(separator: "\u{1F}")
     }
 }
 

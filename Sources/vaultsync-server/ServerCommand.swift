@@ -46,6 +46,15 @@ struct ServerCommand: AsyncParsableCommand {
     var tokenKey: String = environment("VAULTSYNC_TOKEN_KEY") ?? ""
 
     func validate() throws {
+        // A variable that is set but unreadable is an error, not a silent default (a typo in a unit file
+        // would otherwise start the server on 8087 or with signups open).
+        if let text = environment("VAULTSYNC_PORT"), Int(text) == nil {
+            throw ValidationError("VAULTSYNC_PORT must be a port number between 0 and 65535, not \"\(text)\".")
+        }
+        if let text = environment("VAULTSYNC_DISABLE_SIGNUPS"),
+           !["1", "true", "yes", "0", "false", "no"].contains(text.lowercased()) {
+            throw ValidationError("VAULTSYNC_DISABLE_SIGNUPS must be true or false (1/0, yes/no), not \"\(text)\".")
+        }
         guard (0...65535).contains(port) else { throw ValidationError("--port must be between 0 and 65535.") }
         guard Logger.Level(rawValue: logLevel) != nil else { throw ValidationError("--log-level must be one of trace, debug, info, notice, warning, error, critical.") }
         if !tokenKey.isEmpty {

@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import VaultAPI
 import VaultClient
+import VaultExchange
 
 /// The documented exit codes (README, "Exit codes").
 enum ExitStatus: Int32 {
@@ -14,6 +15,8 @@ enum ExitStatus: Int32 {
     case serverRefused = 6
     case serverUnreachable = 7
     case verificationFailed = 8
+    /// A file that is not in the format it claims (sysexits EX_DATAERR).
+    case badInput = 65
     /// The standard "usage error" code (sysexits EX_USAGE), which swift-argument-parser also uses.
     case usage = 64
 }
@@ -78,9 +81,17 @@ func describe(_ error: any Error) -> (message: String, status: ExitStatus) {
         case .serverRefused: status = .serverRefused
         case .serverUnreachable, .serverAnswerInvalid, .offlineEditsDisabled, .organizationItemOffline: status = .serverUnreachable
         case .invalidItem: status = .usage
-        case .crypto, .model, .storage: status = .failure
+        case .crypto, .model, .storage, .exportUnreadable: status = .failure
+        case .duplicateImport: status = .usage
         }
         return (error.description, status)
+    case let error as ExchangeError:
+        switch error {
+        case .malformed, .accountEncrypted: return (error.description, .badInput)
+        case .passwordRequired: return (error.description, .usage)
+        case .wrongPassword: return (error.description, .authenticationFailed)
+        case .cannotExport: return (error.description, .failure)
+        }
     case let error as ServerCallError:
         switch error {
         case .http(let status, let message): return ("The server refused (\(status)): \(message)", .serverRefused)

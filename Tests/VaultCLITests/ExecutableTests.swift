@@ -1,0 +1,117 @@
+import Foundation
+import Testing
+import VaultTestSupport
+
+/// What a built executable printed and how it ended.
+struct Finished {
+    var status: Int32
+    var stdout: String
+    var stderr: String
+}
+
+/// Runs a built executable to its end, as a shell would: given arguments, environment and folder.
+func runExecutable(_ name: String, _ arguments: [String], environment: [String: String], in folder: String) throws -> Finished {
+    let process = Process()
+    process.executableURL = try helperExecutable(name)
+    process.arguments = arguments
+    process.environment = environment
+    process.currentDirectoryURL = URL(fileURLWithPath: folder)
+    let output = Pipe(), errors = Pipe()
+    process.standardOutput = output
+    process.standardError = errors
+    process.standardInput = FileHandle.nullDevice
+    try process.run()
+    // Both pipes are read to their end before waiting (one on another thread), so a full pipe cannot
+    // stall the child and nothing printed last is missed.
+    let collected = OutputCollector()
+    let reading = DispatchGroup()
+    reading.enter()
+    DispatchQueue.global().async {
+        collected.append(errors.fileHandleForReading.readDataToEndOfFile())
+        reading.leave()
+    }
+    let stdout = output.fileHandleForReading.readDataToEndOfFile()
+    reading.wait()
+    process.waitUntilExit()
+    return Finished(status: process.terminationStatus, stdout: String(decoding: stdout, as: UTF8.self), stderr: collected.text)
+}
+
+func emptyFolder() throws -> String {
+    let folder = NSTemporaryDirectory() + "vaultsync-exec-" + UUID().uuidString
+    try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+    return folder
+}
+
+/// The environment of a person with a fresh home folder: no VaultSync variables from the test run.
+func freshEnvironment(home: String) -> [String: String] {
+    var environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("VAULTSYNC_") && $0.key != "XDG_DATA_HOME" }
+    environment["HOME"] = home
+    environment["NO_COLOR"] = "1"
+    return environment
+}
+
+@Suite("The executables as people start them: defaults, environment, bad flags")
+struct ExecutableTests {
+    @Test("vaultsync-server refuses bad flags and unreadable variables with exit 64 and a message, storing nothing", arguments: [
+        (["--port", "http"], [:], "--port"),
+        (["--port", "70000"], [:], "--port must be between 0 and 65535"),
+        (["--log-level", "loud"], [:], "--log-level must be one of"),
+        (["--database-url", "mysql://x"], [:], "--database-url must start with postgres://"),
+        (["--frobnicate"], [:], "Unknown option '--frobnicate'"),
+        ([], ["VAULTSYNC_PORT": "eighty"], "VAULTSYNC_PORT must be a port number"),
+        ([], ["VAULTSYNC_DISABLE_SIGNUPS": "maybe"], "VAULTSYNC_DISABLE_SIGNUPS must be true or false"),
+        ([], ["VAULTSYNC_LOG_LEVEL": "loud"], "--log-level must be one of"),
+    ] as [([String], [String: String], String)])
+    func serverRefusals(arguments: [String], variables: [String: String], message: String) throws {
+        let folder = try emptyFolder()
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let environment = freshEnvironment(home: folder).merging(variables) { $1 }
+        let result = try runExecutable("vaultsync-server", arguments, environment: environment, in: folder)
+        #expect(result.status == 64, "\(result)")
+        #expect(result.stderr.contains(message), "\(result.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: folder + "/vaultsync-data"))
+    }
+
+    @Test("vaultsync-server --help lists every flag with its variable")
+    func serverHelp() throws {
+        let folder = try emptyFolder()
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let result = try runExecutable("vaultsync-server", ["--help"], environment: freshEnvironment(home: folder), in: folder)
+        #expect(result.status == 0)
+        for variable in ["VAULTSYNC_HOST", "VAULTSYNC_PORT", "VAULTSYNC_DATA_DIR", "VAULTSYNC_DATABASE_URL", "VAULTSYNC_LOG_LEVEL",
+                         "VAULTSYNC_DISABLE_SIGNUPS", "VAULTSYNC_TOKEN_KEY"] {
+            #expect(result.stdout.contains(variable), "\(variable) missing from --help")
+        }
+    }
+
+    @Test("vaultsync on a fresh home: help, status, a clear way forward, bad flags refused")
+    func clientDefaults() throws {
+        let home = try emptyFolder()
+        defer { try? FileManager.default.removeItem(atPath: home) }
+        let environment = freshEnvironment(home: home)
+        let help = try runExecutable("vaultsync", ["--help"], environment: environment, in: home)
+        #expect(help.status == 0 && help.stdout.contains("import") && help.stdout.contains("export") && help.stdout.contains("generate"))
+
+        // No server, no account: status says so and exits 0; the profile goes to ~/.local/share/vaultsync, 0700.
+        let status = try runExecutable("vaultsync", ["status"], environment: environment, in: home)
+        #expect(status.status == 0, "\(status)")
+        let profile = home + "/.local/share/vaultsync"
+        let mode = try FileManager.default.attributesOfItem(atPath: profile)[.posixPermissions] as? Int
+        #expect(mode == 0o700)
+
+        let list = try runExecutable("vaultsync", ["list"], environment: environment, in: home)
+        #expect(list.status == 3 && list.stderr.contains("vaultsync login"), "\(list)")
+        let sync = try runExecutable("vaultsync", ["sync"], environment: environment, in: home)
+        #expect(sync.status != 0 && !sync.stderr.isEmpty, "\(sync)")
+
+        let unknown = try runExecutable("vaultsync", ["list", "--colour"], environment: environment, in: home)
+        #expect(unknown.status == 64 && unknown.stderr.contains("--colour"), "\(unknown)")
+        let badServer = try runExecutable("vaultsync", ["config", "server", "not a url"], environment: environment, in: home)
+        #expect(badServer.status == 64, "\(badServer)")
+
+        // VAULTSYNC_HOME moves the profile.
+        let elsewhere = home + "/elsewhere"
+        let moved = try runExecutable("vaultsync", ["status"], environment: environment.merging(["VAULTSYNC_HOME": elsewhere]) { $1 }, in: home)
+        #expect(moved.status == 0 && FileManager.default.fileExists(atPath: elsewhere))
+    }
+}

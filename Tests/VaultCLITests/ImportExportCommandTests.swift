@@ -1,0 +1,113 @@
+import Foundation
+import Testing
+import VaultExchange
+import VaultModels
+import VaultTestSupport
+
+/// A fixture of the format tests (Tests/VaultExchangeTests/Fixtures), as a user's file.
+func exchangeFixture(_ name: String) -> String {
+    URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .appendingPathComponent("VaultExchangeTests/Fixtures/\(name)").path
+}
+
+/// An item without what a vault gives it anew (ids, folder ids, and the creation and revision dates,
+/// which the server assigns on create, as Bitwarden's does), for comparing exports of two accounts.
+func portable(_ view: CipherView) -> CipherView {
+    view.with {
+        $0.id = nil
+        $0.folderId = nil
+        $0.creationDate = nil
+        $0.revisionDate = nil
+    }
+}
+
+@Suite("CLI: import and export")
+struct ImportExportCommandTests {
+    @Test("import offline in one go, refuse a second import, sync, export 0600, round trip into a fresh account")
+    func roundTrip() async throws {
+        let scenario = try await CLIScenario.start()
+        let a = try await scenario.device(register: true)
+        let directory = (a.home as NSString).deletingLastPathComponent
+        let original = try BitwardenJSON.read(try String(contentsOfFile: exchangeFixture("bitwarden.json"), encoding: .utf8))
+
+        // Offline: everything is stored and queued; the summary counts each type and names what was skipped.
+        await scenario.server.stop()
+        let summary = try await a.json(["import", exchangeFixture("bitwarden.json"), "--format", "bitwarden-json"])
+        #expect(summary["imported"]?.intValue == 5)
+        #expect(summary["byType"]?["login"]?.intValue == 1 && summary["byType"]?["card"]?.intValue == 1)
+        #expect(summary["foldersCreated"]?.arrayValue?.compactMap(\.stringValue) == ["Work", "Work/Servers", "Empty folder"])
+        #expect(summary["skipped"]?[0]?["entry"]?.stringValue == "item 6 (Bank account from a newer client)")
+        #expect(summary["synced"]?.boolValue == false && summary["pending"]?.intValue == 8)
+        #expect(try await a.json(["list"]).count == 5)
+
+        // The same file again: refused, nothing imported, the way out named.
+        let again = try await a.expect(["import", exchangeFixture("bitwarden.json"), "--format", "bitwarden-json"], status: 64)
+        #expect(again.stderr.contains("5 of the 5 items") && again.stderr.contains("--skip-duplicates"))
+        #expect(try await a.json(["list"]).count == 5)
+        let skipped = try await a.json(["import", exchangeFixture("bitwarden.json"), "--format", "bitwarden-json", "--skip-duplicates"])
+        #expect(skipped["imported"]?.intValue == 0 && skipped["duplicatesSkipped"]?.intValue == 5)
+        #expect(skipped["foldersMatched"]?.count == 3 && skipped["foldersCreated"]?.count == 0)
+
+        try await scenario.server.start()
+        try await a.expect(["sync"])
+        #expect(try await a.json(["pending"]).count == 0)
+
+        // Export: mode 0600, never over an existing file.
+        let exported = directory + "/export.json"
+        try await a.expect(["export", "--format", "json", "--output", exported])
+        let mode = try FileManager.default.attributesOfItem(atPath: exported)[.posixPermissions] as? Int
+        #expect(mode == 0o600)
+        let refused = try await a.expect(["export", "--format", "json", "--output", exported], status: 64)
+        #expect(refused.stderr.contains("exists already"))
+        let fromA = try BitwardenJSON.read(try String(contentsOfFile: exported, encoding: .utf8))
+        #expect(fromA.items.map { portable($0.view) }.sorted(by: { $0.name < $1.name })
+            == original.items.map { portable($0.view) }.sorted(by: { $0.name < $1.name }))
+
+        // A fresh account imports A's export; its own export has every field equal.
+        let other = CLIScenario(server: scenario.server, email: "other-\(UUID().uuidString.prefix(8).lowercased())@example.com")
+        let b = try await other.device(register: true)
+        let imported = try await b.json(["import", exported, "--format", "bitwarden-json"])
+        #expect(imported["imported"]?.intValue == 5 && imported["synced"]?.boolValue == true && imported["pending"]?.intValue == 0)
+        let fromB = try BitwardenJSON.read(try await b.expect(["export", "--format", "json"]).stdout)
+        #expect(fromB.items.map { portable($0.view) } == fromA.items.map { portable($0.view) })
+        #expect(fromB.items.map(\.folderName) == fromA.items.map(\.folderName))
+
+        // Password-protected: the password from the environment; a wrong one is refused and imports nothing.
+        let encrypted = directory + "/export.enc.json"
+        try await a.expect(["export", "--format", "encrypted-json", "--output", encrypted], environment: ["VAULTSYNC_FILE_PASSWORD": "file pw"])
+        let text = try String(contentsOfFile: encrypted, encoding: .utf8)
+        #expect(text.contains("\"passwordProtected\": true") && !text.contains("Zürich router"))
+        let third = CLIScenario(server: scenario.server, email: "third-\(UUID().uuidString.prefix(8).lowercased())@example.com")
+        let c = try await third.device(register: true)
+        let wrong = try await c.expect(["import", encrypted, "--format", "bitwarden-json"], status: 3, environment: ["VAULTSYNC_FILE_PASSWORD": "nope"])
+        #expect(wrong.stderr.contains("password does not open"))
+        try await c.expect(["import", encrypted, "--format", "bitwarden-json"], status: 64)  // no password, no terminal
+        try await c.expect(["import", encrypted, "--format", "bitwarden-json", "--file-password-stdin"], stdin: "file pw\n")
+        let fromC = try BitwardenJSON.read(try await c.expect(["export", "--format", "json"]).stdout)
+        #expect(fromC.items.map { portable($0.view) } == fromA.items.map { portable($0.view) })
+
+        // CSV carries logins and notes, and says what it left out.
+        let csv = try await a.expect(["export", "--format", "csv"])
+        #expect(csv.stdout.hasPrefix("folder,favorite,type,name,notes,fields,reprompt,login_uri,login_username,login_password,login_totp\r\n"))
+        #expect(csv.stderr.contains("3 item(s) that CSV cannot carry"))
+        await scenario.finish([a, b, c])
+    }
+
+    @Test("a malformed file is refused naming its entry, and imports nothing")
+    func malformed() async throws {
+        let scenario = try await CLIScenario.start()
+        let device = try await scenario.device(register: true)
+        let directory = (device.home as NSString).deletingLastPathComponent
+        let file = directory + "/broken.json"
+        // The second item is broken: the first must not be imported either.
+        try Data(#"{"items": [{"type": 1, "name": "Fine", "login": {}}, {"type": 1, "name": "Broken", "login": {"uris": 5}}]}"#.utf8)
+            .write(to: URL(fileURLWithPath: file))
+        let result = try await device.expect(["import", file, "--format", "bitwarden-json"], status: 65)
+        #expect(result.stderr.contains("item 2 (Broken)"))
+        #expect(try await device.json(["list"]).count == 0)
+        #expect(try await device.json(["pending"]).count == 0)
+        try await device.expect(["import", directory + "/missing.json", "--format", "bitwarden-json"], status: 64)
+        try await device.expect(["import", file, "--format", "word-doc"], status: 64)
+        await scenario.finish([device])
+    }
+}
