@@ -50,7 +50,7 @@ public enum CSVImporter {
             }
             item.folder = folderName(table.value(row, anyCase: "folder"))
             if let collections = nonEmpty(table.value(row, anyCase: "collections")) {
-                item.keep("Collections", collections)
+                item.keep("Collections", collections, type: .text)
             }
             // One field per line, "name: value", split at the last ": " (Bitwarden's export writes them so).
             for line in lines(table.value(row, anyCase: "fields")) where !line.trimmingSpaces.isEmpty {
@@ -101,7 +101,7 @@ public enum CSVImporter {
             item.view.notes = nonEmpty(table.value(row, anyCase: "notes"))
             // Icon 0 is KeePassXC's default (the key); only a chosen icon is kept.
             if let icon = nonEmpty(table.value(row, anyCase: "icon")), icon.trimmingSpaces != "0" {
-                item.keep("KeePassXC icon", icon)
+                item.keep("KeePassXC icon", icon, type: .text)
             }
             for (column, keyPath) in [("Last Modified", \CipherView.revisionDate), ("Created", \CipherView.creationDate)] {
                 guard let value = nonEmpty(table.value(row, anyCase: column)) else { continue }
@@ -168,7 +168,7 @@ public enum CSVImporter {
             for column in ["httpRealm", "formActionOrigin"] {
                 if let value = nonEmpty(table.value(row, anyCase: column)) { item.keep(column, value) }
             }
-            if let guid = nonEmpty(table.value(row, anyCase: "guid")) { item.keep("Firefox guid", guid) }
+            if let guid = nonEmpty(table.value(row, anyCase: "guid")) { item.keep("Firefox guid", guid, type: .text) }
             // Times are milliseconds since 1970.
             func time(_ column: String) -> WireDate? {
                 guard let value = nonEmpty(table.value(row, anyCase: column)) else { return nil }
@@ -177,7 +177,7 @@ public enum CSVImporter {
                 return nil
             }
             item.view.creationDate = time("timeCreated")
-            if let lastUsed = time("timeLastUsed") { item.keep("Last used", lastUsed.iso8601) }
+            if let lastUsed = time("timeLastUsed") { item.keep("Last used", lastUsed.iso8601, type: .text) }
             item.view.login?.passwordRevisionDate = time("timePasswordChanged")
             item.keepOthers(table, row, known: known)
             vault.add(item, entry: entry)
@@ -198,7 +198,7 @@ public enum CSVImporter {
             let type = table.value(row, anyCase: "type")?.trimmingSpaces ?? ""
             var item = ItemBuilder(type: type.lowercased() == "secure note" ? .secureNote : .login)
             item.view.name = table.value(row, anyCase: "title")?.trimmingSpaces ?? ""
-            if !["", "login", "secure note"].contains(type.lowercased()) { item.keep("Type", type) }
+            if !["", "login", "secure note"].contains(type.lowercased()) { item.keep("Type", type, type: .text) }
             item.view.notes = nonEmpty(table.value(row, anyCase: "notes"))
             var login: [(column: String, value: String)] = []
             for column in ["url", "urls", "username", "password", "otpauth", "one-time password"] {
@@ -226,13 +226,13 @@ public enum CSVImporter {
             if let archived = nonEmpty(table.value(row, anyCase: "archived")) {
                 switch archived.trimmingSpaces.lowercased() {
                 case "false", "0": break
-                case "1": item.keep("Archived in 1Password", "true")
-                default: item.keep("Archived in 1Password", archived)
+                case "1": item.keep("Archived in 1Password", "true", type: .text)
+                default: item.keep("Archived in 1Password", archived, type: .text)
                 }
             }
             let tags = (table.value(row, anyCase: "tags") ?? "").split(separator: ",").map { String($0).trimmingSpaces }.filter { !$0.isEmpty }
             item.folder = folderName(tags.first)
-            if tags.count > 1 { item.keep("Tags", tags.joined(separator: ", ")) }
+            if tags.count > 1 { item.keep("Tags", tags.joined(separator: ", "), type: .text) }
             item.keepOthers(table, row, known: known)
             vault.add(item, entry: "line \(row.line)")
         }
@@ -316,17 +316,17 @@ public enum CSVImporter {
             view = CipherView(type: type, name: "")
         }
 
-        /// Keeps a cell the format does not map: a custom field named `column` (hidden when the name
-        /// suggests a secret), or a "Column: value" line in the notes when the value is multi-line or
-        /// longer than 200 characters.
-        mutating func keep(_ column: String, _ value: String) {
+        /// Keeps a cell the format does not map: a custom field named `column` of `type` (by default
+        /// hidden when the column's name suggests a secret, else text), or a "Column: value" line in the
+        /// notes when the value is multi-line or longer than 200 characters.
+        mutating func keep(_ column: String, _ value: String, type: FieldType? = nil) {
             if value.count > 200 || value.unicodeScalars.contains(where: { $0 == "\n" || $0 == "\r" }) {
                 extraNotes.append("\(column): \(value)")
                 return
             }
             let lower = column.lowercased()
             let secret = ["password", "secret", "key", "pin", "cvv", "code"].contains { lower.contains($0) }
-            view.fields.append(FieldView(type: secret ? .hidden : .text, name: column, value: value))
+            view.fields.append(FieldView(type: type ?? (secret ? .hidden : .text), name: column, value: value))
         }
 
         /// Keeps every non-empty cell of `row` whose column is not in `known` (lower-case names).
