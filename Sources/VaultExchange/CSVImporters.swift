@@ -246,9 +246,10 @@ public enum CSVImporter {
         row.cells.allSatisfy(\.isEmpty)
     }
 
-    /// The value, or nil when it is missing or empty. Not trimmed: a password may start with a space.
+    /// The value, or nil when it is missing or empty. Not trimmed, and spaces are content: a password
+    /// may start with a space, or be nothing but spaces.
     private static func nonEmpty(_ value: String?) -> String? {
-        guard let value, !value.trimmingSpaces.isEmpty else { return nil }
+        guard let value, !value.isEmpty else { return nil }
         return value
     }
 

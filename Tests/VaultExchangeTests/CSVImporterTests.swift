@@ -144,6 +144,8 @@ struct CSVImporterTests {
         #expect(vault.items.map(\.entry) == ["line 2", "line 4"])
         let short = try CSVImporter.read("name,url,username,password,pin code\n,https://a.b,,,0000\n", format: .chromeCSV)
         #expect(short.items.map(\.view) == [login("a.b", uris: ["https://a.b"]).with { $0.fields = [hidden("pin code", "0000")] }])
+        let spaces = try CSVImporter.read("name,url,username,password\nSpaces,,,\"  \"\n", format: .chromeCSV)
+        #expect(spaces.items.map(\.view) == [login("Spaces", password: "  ")])
     }
 
     @Test("Firefox CSV: names from hosts, realm/action/guid/last-used as fields, dates, Sync's entry skipped")
