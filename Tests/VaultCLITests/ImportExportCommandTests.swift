@@ -110,4 +110,24 @@ struct ImportExportCommandTests {
         try await device.expect(["import", file, "--format", "word-doc"], status: 64)
         await scenario.finish([device])
     }
+
+    @Test("each CSV format imports through the CLI offline: the items and folders the reader finds, nothing else", arguments: [
+        ("bitwarden.csv", "bitwarden-csv"), ("keepassxc.csv", "keepassxc-csv"), ("chrome.csv", "chrome-csv"),
+        ("firefox.csv", "firefox-csv"), ("1password.csv", "1password-csv"), ("1password7.csv", "1password-csv"),
+    ])
+    func csvFormats(file: String, format: String) async throws {
+        let scenario = try await CLIScenario.start()
+        let device = try await scenario.device(register: true)
+        await scenario.server.stop()
+        let expected = try CSVImporter.read(try String(contentsOfFile: exchangeFixture(file), encoding: .utf8),
+                                            format: try #require(ImportFormat(rawValue: format)))
+        let summary = try await device.json(["import", exchangeFixture(file), "--format", format])
+        #expect(summary["imported"]?.intValue == expected.items.count)
+        #expect(summary["skipped"]?.count == expected.skipped.count)
+        let list = try await device.json(["list"])
+        #expect(Set(list.arrayValue?.compactMap { $0["name"]?.stringValue } ?? []) == Set(expected.items.map(\.view.name)))
+        let folders = try await device.json(["folder", "list"]).arrayValue?.compactMap { $0["name"]?.stringValue } ?? []
+        for name in expected.items.compactMap(\.folderName) { #expect(folders.contains(name)) }
+        await scenario.finish([device])
+    }
 }
