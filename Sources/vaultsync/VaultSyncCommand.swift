@@ -26,6 +26,7 @@ struct VaultSyncCommand: AsyncParsableCommand {
             ListCommand.self, GetCommand.self, AddCommand.self, EditCommand.self, DeleteCommand.self, RestoreCommand.self,
             ArchiveCommand.self, UnarchiveCommand.self, MoveCommand.self, FavoriteCommand.self,
             FolderCommand.self, SyncCommand.self, PendingCommand.self, ConflictsCommand.self, DraftsCommand.self,
+            GenerateCommand.self,
         ]
     )
 
