@@ -139,8 +139,10 @@ public enum GeneratorError: Error, Sendable, Equatable, CustomStringConvertible 
 ///
 /// Passphrases: each word drawn uniformly from the 7,776 of the EFF large wordlist (repeats allowed),
 /// entropy `words × log2(7776)` (≈ 12.925 bits a word); `includeNumber` adds `log2(words × 10)` (which
-/// word, which digit). Capitalizing adds nothing. Exact when the separator holds no letter; with an
-/// empty or letter separator two word sequences could spell the same string, and it is an upper bound.
+/// word, which digit). Capitalizing adds nothing. Exact when the separator holds no letter or
+/// digit (the list's hyphenated words, such as t-shirt, cannot be read as two words); with an empty
+/// separator or one with letters or digits two choices could spell the same string, and it is an
+/// upper bound.
 public enum PasswordGenerator {
     public static let uppercase = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZ")
     public static let lowercase = Array("abcdefghijklmnopqrstuvwxyz")
