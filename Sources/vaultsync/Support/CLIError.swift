@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import VaultAPI
 import VaultClient
+import VaultCrypto
 import VaultExchange
 
 /// The documented exit codes (README, "Exit codes").
@@ -71,6 +72,8 @@ func describe(_ error: any Error) -> (message: String, status: ExitStatus) {
     switch error {
     case let error as CLIError:
         return (error.description, error.status)
+    case let error as GeneratorError:
+        return (error.description, .usage)
     case let error as VaultError:
         let status: ExitStatus
         switch error {

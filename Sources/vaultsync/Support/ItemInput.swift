@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import VaultClient
+import VaultCrypto
 import VaultModels
 
 /// The flags `add` and `edit` share. Only the flags that are given change the item.
@@ -14,7 +15,7 @@ struct ItemOptions: ParsableArguments {
     @Option(help: "Login: password (visible in the process list; prefer --generate or --password-stdin).") var password: String?
     @Flag(name: .customLong("password-stdin"), help: "Login: read the password from standard input.") var passwordFromStdin = false
     @Flag(help: "Login: generate a random password (see --length).") var generate = false
-    @Option(help: "Length of a generated password.") var length = 24
+    @Option(help: "Length of a generated password (5–128).") var length = 24
     @Option(help: ArgumentHelp("Login: a URI (repeat for several; replaces the item's URIs).", valueName: "URI")) var uri: [String] = []
     @Option(help: ArgumentHelp("Login: TOTP secret (base32) or otpauth:// URI.", valueName: "SECRET")) var totp: String?
 
@@ -51,6 +52,16 @@ struct ItemOptions: ParsableArguments {
             && !givesIdentityFields && !givesSSHFields && textFields.isEmpty && hiddenFields.isEmpty
     }
 
+    /// `--generate`: the library generator with every class (at least one of each) and no
+    /// look-alike characters (I, O, l, 0, 1), as the CLI's generator always made them.
+    static func generatedPassword(length: Int) throws -> String {
+        do {
+            return try PasswordGenerator.password(PasswordOptions(length: length, avoidAmbiguous: true)).value
+        } catch let error as GeneratorError {
+            throw CLIError.usage("--length: \(error)")
+        }
+    }
+
     /// Applies the given flags to `view` (flags of another item type are a usage error).
     func apply(to view: inout CipherView, context: CLIContext) async throws {
         func refuse(_ what: String) -> CLIError { CLIError.usage("\(what) flags do not apply to a \(view.type.name) item") }
@@ -75,7 +86,7 @@ struct ItemOptions: ParsableArguments {
                 }
                 login.password = line
             }
-            if generate { login.password = try PasswordGenerator.generate(length: length) }
+            if generate { login.password = try Self.generatedPassword(length: length) }
             if !uri.isEmpty { login.uris = uri.map { LoginURIView(uri: $0) } }
             if let totp { login.totp = totp.isEmpty ? nil : totp }
             view.login = login
@@ -253,24 +264,5 @@ extension Optional {
     func asyncMap<T>(_ transform: (Wrapped) async throws -> T) async rethrows -> T? {
         guard let value = self else { return nil }
         return try await transform(value)
-    }
-}
-
-/// Random passwords from the system's CSPRNG (letters, digits, symbols; every class present).
-enum PasswordGenerator {
-    static let lower = Array("abcdefghijkmnopqrstuvwxyz")
-    static let upper = Array("ABCDEFGHJKLMNPQRSTUVWXYZ")
-    static let digits = Array("23456789")
-    static let symbols = Array("!@#$%^&*-_=+")
-
-    static func generate(length: Int) throws -> String {
-        guard (8...128).contains(length) else { throw CLIError.usage("--length must be between 8 and 128") }
-        var generator = SystemRandomNumberGenerator()
-        let classes = [lower, upper, digits, symbols]
-        let all = classes.flatMap { $0 }
-        while true {
-            let password = (0..<length).map { _ in all.randomElement(using: &generator)! }
-            if classes.allSatisfy({ set in password.contains(where: set.contains) }) { return String(password) }
-        }
     }
 }
