@@ -9,31 +9,43 @@ struct Finished {
     var stderr: String
 }
 
-/// Runs a built executable to its end, as a shell would: given arguments, environment and folder.
-func runExecutable(_ name: String, _ arguments: [String], environment: [String: String], in folder: String) throws -> Finished {
-    let process = Process()
-    process.executableURL = try helperExecutable(name)
-    process.arguments = arguments
-    process.environment = environment
-    process.currentDirectoryURL = URL(fileURLWithPath: folder)
-    let output = Pipe(), errors = Pipe()
-    process.standardOutput = output
-    process.standardError = errors
-    process.standardInput = FileHandle.nullDevice
-    try process.run()
-    // Both pipes are read to their end before waiting (one on another thread), so a full pipe cannot
-    // stall the child and nothing printed last is missed.
-    let collected = OutputCollector()
-    let reading = DispatchGroup()
-    reading.enter()
-    DispatchQueue.global().async {
-        collected.append(errors.fileHandleForReading.readDataToEndOfFile())
-        reading.leave()
+/// Runs a built executable to its end, as a shell would: given arguments, environment and folder. The
+/// waiting happens on a Dispatch thread, never on the cooperative pool: the servers of the tests running
+/// beside this one share this process, and a blocked pool thread (of two, on this machine) stalls them.
+func runExecutable(_ name: String, _ arguments: [String], environment: [String: String], in folder: String) async throws -> Finished {
+    let executable = try helperExecutable(name)
+    return try await withCheckedThrowingContinuation { continuation in
+        DispatchQueue.global().async {
+            do {
+                let process = Process()
+                process.executableURL = executable
+                process.arguments = arguments
+                process.environment = environment
+                process.currentDirectoryURL = URL(fileURLWithPath: folder)
+                let output = Pipe(), errors = Pipe()
+                process.standardOutput = output
+                process.standardError = errors
+                process.standardInput = FileHandle.nullDevice
+                try process.run()
+                // Both pipes are read to their end before waiting (one on another thread), so a full pipe
+                // cannot stall the child and nothing printed last is missed.
+                let collected = OutputCollector()
+                let reading = DispatchGroup()
+                reading.enter()
+                DispatchQueue.global().async {
+                    collected.append(errors.fileHandleForReading.readDataToEndOfFile())
+                    reading.leave()
+                }
+                let stdout = output.fileHandleForReading.readDataToEndOfFile()
+                reading.wait()
+                process.waitUntilExit()
+                continuation.resume(returning: Finished(status: process.terminationStatus,
+                                                        stdout: String(decoding: stdout, as: UTF8.self), stderr: collected.text))
+            } catch {
+                continuation.resume(throwing: error)
+            }
+        }
     }
-    let stdout = output.fileHandleForReading.readDataToEndOfFile()
-    reading.wait()
-    process.waitUntilExit()
-    return Finished(status: process.terminationStatus, stdout: String(decoding: stdout, as: UTF8.self), stderr: collected.text)
 }
 
 func emptyFolder() throws -> String {
@@ -62,21 +74,21 @@ struct ExecutableTests {
         ([], ["VAULTSYNC_DISABLE_SIGNUPS": "maybe"], "VAULTSYNC_DISABLE_SIGNUPS must be true or false"),
         ([], ["VAULTSYNC_LOG_LEVEL": "loud"], "--log-level must be one of"),
     ] as [([String], [String: String], String)])
-    func serverRefusals(arguments: [String], variables: [String: String], message: String) throws {
+    func serverRefusals(arguments: [String], variables: [String: String], message: String) async throws {
         let folder = try emptyFolder()
         defer { try? FileManager.default.removeItem(atPath: folder) }
         let environment = freshEnvironment(home: folder).merging(variables) { $1 }
-        let result = try runExecutable("vaultsync-server", arguments, environment: environment, in: folder)
+        let result = try await runExecutable("vaultsync-server", arguments, environment: environment, in: folder)
         #expect(result.status == 64, "\(result)")
         #expect(result.stderr.contains(message), "\(result.stderr)")
         #expect(!FileManager.default.fileExists(atPath: folder + "/vaultsync-data"))
     }
 
     @Test("vaultsync-server --help lists every flag with its variable")
-    func serverHelp() throws {
+    func serverHelp() async throws {
         let folder = try emptyFolder()
         defer { try? FileManager.default.removeItem(atPath: folder) }
-        let result = try runExecutable("vaultsync-server", ["--help"], environment: freshEnvironment(home: folder), in: folder)
+        let result = try await runExecutable("vaultsync-server", ["--help"], environment: freshEnvironment(home: folder), in: folder)
         #expect(result.status == 0)
         for variable in ["VAULTSYNC_HOST", "VAULTSYNC_PORT", "VAULTSYNC_DATA_DIR", "VAULTSYNC_DATABASE_URL", "VAULTSYNC_LOG_LEVEL",
                          "VAULTSYNC_DISABLE_SIGNUPS", "VAULTSYNC_TOKEN_KEY"] {
@@ -85,33 +97,33 @@ struct ExecutableTests {
     }
 
     @Test("vaultsync on a fresh home: help, status, a clear way forward, bad flags refused")
-    func clientDefaults() throws {
+    func clientDefaults() async throws {
         let home = try emptyFolder()
         defer { try? FileManager.default.removeItem(atPath: home) }
         let environment = freshEnvironment(home: home)
-        let help = try runExecutable("vaultsync", ["--help"], environment: environment, in: home)
+        let help = try await runExecutable("vaultsync", ["--help"], environment: environment, in: home)
         #expect(help.status == 0 && help.stdout.contains("import") && help.stdout.contains("export") && help.stdout.contains("generate"))
 
         // No server, no account: status says so and exits 0; the profile goes to ~/.local/share/vaultsync, 0700.
-        let status = try runExecutable("vaultsync", ["status"], environment: environment, in: home)
+        let status = try await runExecutable("vaultsync", ["status"], environment: environment, in: home)
         #expect(status.status == 0, "\(status)")
         let profile = home + "/.local/share/vaultsync"
         let mode = try FileManager.default.attributesOfItem(atPath: profile)[.posixPermissions] as? Int
         #expect(mode == 0o700)
 
-        let list = try runExecutable("vaultsync", ["list"], environment: environment, in: home)
+        let list = try await runExecutable("vaultsync", ["list"], environment: environment, in: home)
         #expect(list.status == 3 && list.stderr.contains("vaultsync login"), "\(list)")
-        let sync = try runExecutable("vaultsync", ["sync"], environment: environment, in: home)
+        let sync = try await runExecutable("vaultsync", ["sync"], environment: environment, in: home)
         #expect(sync.status != 0 && !sync.stderr.isEmpty, "\(sync)")
 
-        let unknown = try runExecutable("vaultsync", ["list", "--colour"], environment: environment, in: home)
+        let unknown = try await runExecutable("vaultsync", ["list", "--colour"], environment: environment, in: home)
         #expect(unknown.status == 64 && unknown.stderr.contains("--colour"), "\(unknown)")
-        let badServer = try runExecutable("vaultsync", ["config", "server", "not a url"], environment: environment, in: home)
+        let badServer = try await runExecutable("vaultsync", ["config", "server", "not a url"], environment: environment, in: home)
         #expect(badServer.status == 64, "\(badServer)")
 
         // VAULTSYNC_HOME moves the profile.
         let elsewhere = home + "/elsewhere"
-        let moved = try runExecutable("vaultsync", ["status"], environment: environment.merging(["VAULTSYNC_HOME": elsewhere]) { $1 }, in: home)
+        let moved = try await runExecutable("vaultsync", ["status"], environment: environment.merging(["VAULTSYNC_HOME": elsewhere]) { $1 }, in: home)
         #expect(moved.status == 0 && FileManager.default.fileExists(atPath: elsewhere))
     }
 }

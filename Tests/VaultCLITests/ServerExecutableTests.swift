@@ -29,7 +29,8 @@ struct ServerExecutableTests {
         #expect(FileManager.default.fileExists(atPath: folder + "/vaultsync-data/vaultsync.sqlite"))
         #expect(FileManager.default.fileExists(atPath: folder + "/vaultsync-data/token-signing.key"))
         kill(server.processIdentifier, SIGTERM)
-        server.waitUntilExit()
+        // Polled, not waitUntilExit: a blocked cooperative thread would stall the servers of other tests.
+        #expect(await waitUntil { !server.isRunning }, "it stops on SIGTERM")
         errors.fileHandleForReading.readabilityHandler = nil
         #expect(server.terminationReason == .exit && server.terminationStatus == 0, "\(log.text)")
     }
@@ -39,18 +40,10 @@ struct ServerExecutableTests {
         let folder = NSTemporaryDirectory() + "vaultsync-server-" + UUID().uuidString
         try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: folder) }
-        let process = Process()
-        process.executableURL = try helperExecutable("vaultsync-server")
-        process.arguments = ["--port", "0", "--token-key", "c2hvcnQ="]
-        process.currentDirectoryURL = URL(fileURLWithPath: folder)
-        let errors = Pipe()
-        process.standardError = errors
-        process.standardOutput = Pipe()
-        try process.run()
-        process.waitUntilExit()
-        let message = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        #expect(process.terminationStatus != 0)
-        #expect(message.contains("--token-key must be base64 of at least 32 bytes"), "\(message)")
+        let result = try await runExecutable("vaultsync-server", ["--port", "0", "--token-key", "c2hvcnQ="],
+                                             environment: ProcessInfo.processInfo.environment, in: folder)
+        #expect(result.status != 0)
+        #expect(result.stderr.contains("--token-key must be base64 of at least 32 bytes"), "\(result.stderr)")
         #expect(!FileManager.default.fileExists(atPath: folder + "/vaultsync-data"))
     }
 }

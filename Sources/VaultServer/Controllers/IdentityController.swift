@@ -111,7 +111,7 @@ struct IdentityController {
         }
         let salt = SystemRandomSource().bytes(count: 32)
         let iterationsServer = storedHashIterations
-        let stored = try StoredPasswordHash.derive(clientHash: hash, salt: salt, iterations: iterationsServer)
+        let stored = try await slowHash { try StoredPasswordHash.derive(clientHash: hash, salt: salt, iterations: iterationsServer) }
         let now = services.now()
         let user = UserRecord(
             id: newID(), email: email, name: string("name").map { String($0.prefix(50)) }, passwordHash: Data(stored).base64EncodedString(),
@@ -179,14 +179,20 @@ struct IdentityController {
         }
         let found = try await services.repository.user(email: email)
         let verified: UserRecord?
+        let presented = field("password")!
         if let user = found, let salt = Data(base64Encoded: user.passwordSalt), let expected = Data(base64Encoded: user.passwordHash) {
-            let matches = StoredPasswordHash.verify(clientHash: field("password")!, salt: Array(salt), iterations: user.passwordIterations,
-                                                    expected: Array(expected))
+            let iterations = user.passwordIterations
+            let matches = try await slowHash {
+                StoredPasswordHash.verify(clientHash: presented, salt: Array(salt), iterations: iterations, expected: Array(expected))
+            }
             verified = matches ? user : nil
         } else {
             // An unknown account costs the same slow hash as a wrong password, so the answer's timing
             // does not tell whether the account exists (as prelogin's default KDF does not).
-            _ = StoredPasswordHash.verify(clientHash: field("password")!, salt: Self.decoySalt, iterations: storedHashIterations, expected: [])
+            let iterations = storedHashIterations
+            _ = try await slowHash {
+                StoredPasswordHash.verify(clientHash: presented, salt: Self.decoySalt, iterations: iterations, expected: [])
+            }
             verified = nil
         }
         guard let user = verified else {
@@ -262,5 +268,16 @@ extension APIError {
         var copy = self
         copy.oauthError = (code, message)
         return copy
+    }
+}
+
+/// Runs a slow password hash (hundreds of milliseconds of CPU by design) on a Dispatch thread instead
+/// of the cooperative pool that every request handler shares: a burst of logins must not stall every
+/// other request of the server (the pool has one thread per core), only share the CPU with them.
+func slowHash<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+    try await withCheckedThrowingContinuation { continuation in
+        DispatchQueue.global(qos: .userInitiated).async {
+            continuation.resume(with: Result { try body() })
+        }
     }
 }
