@@ -300,6 +300,41 @@ public final class BitwardenAPI: Sendable {
                                               idempotencyKey: idempotencyKey))
     }
 
+    /// Many personal creates in one request: the VaultSync server's bulk extension
+    /// (`POST /api/vaultsync/ciphers/bulk-create`), each entry with its idempotency key (a repeat answers
+    /// with the item the first attempt made). Each entry's outcome, in order: the created cipher, or the
+    /// error `POST /api/ciphers` would have given. A server without the extension answers 404 (thrown as
+    /// `.http(404, …)`): the caller falls back to one POST per item.
+    public func bulkCreateCiphers(_ entries: [(idempotencyKey: String, cipher: CipherWire)], token: String) async throws
+        -> [Result<CipherWire, ServerCallError>] {
+        let body: JSONObject = ["ciphers": .array(entries.map { entry in
+            var object = entry.cipher.requestObject()
+            object["idempotencyKey"] = .string(entry.idempotencyKey)
+            return .object(object)
+        })]
+        let answer = try object(try await send(.POST, "/api/vaultsync/ciphers/bulk-create", token: token, json: .object(body)))
+        guard let data = answer["data"]?.arrayValue, data.count == entries.count else {
+            throw ServerCallError.invalidResponse("the bulk create answered \(answer["data"]?.arrayValue?.count ?? 0) results for \(entries.count) entries")
+        }
+        return zip(entries, data).map { entry, value in
+            guard let result = value.objectValue, result["idempotencyKey"]?.stringValue == entry.idempotencyKey,
+                  let status = result["status"]?.intValue else {
+                return .failure(.invalidResponse("a bulk create result does not match its entry"))
+            }
+            guard status == 200 else {
+                return .failure(.http(status: status, message: result["message"]?.stringValue ?? "HTTP \(status)"))
+            }
+            guard let cipher = result["cipher"]?.objectValue else {
+                return .failure(.invalidResponse("a bulk create result has no cipher"))
+            }
+            do {
+                return .success(try CipherWire(json: cipher, path: "cipher"))
+            } catch {
+                return .failure(.invalidResponse("\(error)"))
+            }
+        }
+    }
+
     public func updateCipher(_ cipher: CipherWire, id: String, lastKnownRevisionDate: WireDate?, token: String) async throws -> CipherWire {
         let body = cipher.requestObject(lastKnownRevisionDate: lastKnownRevisionDate)
         return try self.cipher(try await send(.PUT, "/api/ciphers/\(id)", token: token, json: .object(body)))

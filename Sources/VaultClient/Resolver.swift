@@ -145,6 +145,26 @@ extension VaultEngine {
             report.merge(try await resolveOne(change, context: context))
             done += 1
         }
+        // Creates never sent yet (an import, a day of offline work) go in bulk where the server offers it,
+        // each with its idempotency key; anything the bulk request does not settle takes the ordinary path.
+        if configuration.bulkPushSize > 0, bulkCreateSupported != false {
+            let isFreshCreate = { (change: PendingChange) in
+                change.metadata.kind == .create && change.metadata.createSent != true && change.metadata.pendingBackup == nil
+            }
+            let creates = items.filter(isFreshCreate)
+            if creates.count >= 2 {
+                items = items.filter { !isFreshCreate($0) }
+                for start in stride(from: 0, to: creates.count, by: configuration.bulkPushSize) {
+                    let chunk = Array(creates[start..<min(start + configuration.bulkPushSize, creates.count)])
+                    let (pushed, partial, rest) = try await pushCreates(chunk, context: context)
+                    report.merge(partial)
+                    items += rest
+                    done += pushed
+                    publishStatus(progress: (done, total))
+                }
+                phases.mark("bulk creates")
+            }
+        }
         // Plain pushes (unchanged on the server, nothing to back up) go in bulk where the server offers it.
         // Two chunks in flight, each read, decided and pushed on its own: this device prepares and settles
         // one while the server applies the other.
@@ -333,6 +353,80 @@ extension VaultEngine {
         phases.mark("settle")
         logger.debug("bulk push", metadata: ["pushed": "\(final.count)", "retry": "\(fallback.count)", "took": "\(phases.summary)"])
         return (report, fallback)
+    }
+
+    /// Creates `chunk` in one bulk request, each with its temporary id as the idempotency key, and settles
+    /// the created ones (ids swapped, trash/archive state replayed). Returns how many were settled and the
+    /// changes that take the ordinary path: those an earlier attempt may have made (a copy in the
+    /// snapshot), those the server refused, or all of them when the server has no bulk endpoint or the
+    /// request failed as a whole. Each record is noted "create sent" before the request, so a lost answer
+    /// is settled by the ordinary path's idempotent retry, never by a second create.
+    func pushCreates(_ chunk: [PendingChange], context: ResolutionContext) async throws -> (Int, SyncReport, [PendingChange]) {
+        var report = SyncReport()
+        let session = try requireSession()
+        let userID = session.userID
+        let key = session.keys.userKey
+        let ids = chunk.map(\.itemID)
+        let locals = try await read { db in
+            try CipherRow.filter(Column("userID") == userID && ids.contains(Column("id"))).fetchAll(db)
+        }
+        let localByID = Dictionary(locals.compactMap { row in (try? row.wire()).map { (row.id, $0) } }, uniquingKeysWith: { first, _ in first })
+        var batch: [(change: PendingChange, local: CipherWire)] = []
+        var rest: [PendingChange] = []
+        for change in chunk {
+            guard let local = localByID[change.itemID], local.organizationId == nil,
+                  context.copy(ofKey: local.key?.serialized, names: [local.name.serialized] + (change.metadata.earlierNames ?? [])) == nil else {
+                rest.append(change)
+                continue
+            }
+            batch.append((change, local))
+        }
+        guard batch.count >= 2 else { return (0, report, chunk) }
+        let noted = batch.map(\.change)
+        try await write { db in
+            for change in noted { _ = try Self.updateStoredRecord(change, db, key: key) { $0.createSent = true } }
+        }
+        let entries = batch.map { entry in
+            var body = entry.local
+            body.id = nil
+            return (idempotencyKey: entry.change.itemID, cipher: body)
+        }
+        let results: [Result<CipherWire, ServerCallError>]
+        do {
+            results = try await authorized { api, token in try await api.bulkCreateCiphers(entries, token: token) }
+        } catch let error as ServerCallError {
+            if case .http(let status, _) = error, status == 404 || status == 405 {
+                bulkCreateSupported = false
+                logger.info("the server has no bulk create; creating one item at a time")
+            }
+            return (0, report, chunk.map { change in
+                var sent = change
+                if noted.contains(where: { $0.id == change.id }) { sent.metadata.createSent = true }
+                return sent
+            })
+        }
+        bulkCreateSupported = true
+        var settled = 0
+        for (entry, result) in zip(batch, results) {
+            var change = entry.change
+            change.metadata.createSent = true
+            switch result {
+            case .success(var created):
+                do {
+                    created = try await applyState(of: entry.local, to: created)
+                    try await swapCipherID(from: change.itemID, to: created, change: change, pushedLocal: true)
+                    settled += 1
+                } catch let error as ServerCallError {
+                    report.merge(try await failureReport(error, change: change))
+                }
+            case .failure:
+                // The ordinary path repeats it with the same idempotency key and reports what the server says.
+                rest.append(change)
+            }
+        }
+        report.resolved += settled
+        logger.debug("bulk create", metadata: ["created": "\(settled)", "retry": "\(rest.count)"])
+        return (settled, report, rest)
     }
 
     struct ResolutionContext: Sendable {

@@ -48,6 +48,8 @@ public actor VaultEngine {
     var conflictFolderLookup: Task<String, any Error>?
     /// Whether the server has the VaultSync bulk-update extension (`nil`: not tried yet).
     var bulkUpdateSupported: Bool?
+    /// Whether the server has the VaultSync bulk-create extension (`nil`: not tried yet).
+    var bulkCreateSupported: Bool?
     /// Items and folders with a save in progress, and the saves waiting for their turn on each
     /// (see ``oneSaveAtATime(of:_:)``).
     var savesInProgress: Set<String> = []

@@ -31,7 +31,7 @@ public struct ServerConfiguration: Sendable {
     /// Login attempts per client address.
     public var addressLoginBurst = 60.0
     public var addressRefillSeconds = 1.0
-    /// Serve the VaultSync bulk-update extension (`POST /api/vaultsync/ciphers/bulk-update`); off, the
+    /// Serve the VaultSync bulk extensions (`POST /api/vaultsync/ciphers/bulk-update` and `…/bulk-create`); off, the
     /// server looks like any Bitwarden-compatible server to clients (tests use this for the fallback).
     public var bulkUpdateEnabled = true
     /// Most ciphers in one bulk update.

@@ -92,7 +92,7 @@ struct BulkPushTests {
         await devices.finish()
     }
 
-    @Test("offline creates need one POST each and no PUT; a lost create answer plus later edits: adopted, edits pushed, no duplicate")
+    @Test("one by one (bulk off), offline creates need one POST each and no PUT; a lost create answer plus later edits: adopted, edits pushed, no duplicate")
     func createsAdoptedWithLaterEdits() async throws {
         let devices = try await TwoDevices.start()
         let offline = try devices.offlineA()
@@ -103,7 +103,10 @@ struct BulkPushTests {
         let proxy = FaultProxy(upstream: await devices.scenario.server.url)
         try await proxy.start()
         // One record at a time: the first POST (the one whose answer is dropped) is "Lost answer".
-        let a = try Device.make(url: await proxy.url, profile: devices.a.profile) { $0.resolutionConcurrency = 1 }
+        let a = try Device.make(url: await proxy.url, profile: devices.a.profile) {
+            $0.resolutionConcurrency = 1
+            $0.bulkPushSize = 0
+        }
         try await a.engine.unlock(email: devices.scenario.email, password: devices.scenario.password)
         // Creates must not need a PUT; the lost-answer create reaches the server but A never hears.
         await proxy.add(.init(method: "PUT", pathPrefix: "/api/ciphers/", action: .fail(status: 400), times: 1))
@@ -125,6 +128,72 @@ struct BulkPushTests {
         #expect(try await devices.b.engine.views().count == 2, "no duplicate")
         await devices.finish()
     }
+
+    /// A makes `count` items offline (an import, a day without network); returns A unlocked behind a proxy.
+    func offlineCreates(_ devices: TwoDevices, count: Int) async throws -> (Device, FaultProxy) {
+        let offline = try devices.offlineA()
+        try await offline.engine.unlock(email: devices.scenario.email, password: devices.scenario.password)
+        for index in 0..<count { _ = try await offline.engine.addItem(loginItem("New \(index)")) }
+        let proxy = FaultProxy(upstream: await devices.scenario.server.url)
+        try await proxy.start()
+        let device = try Device.make(url: await proxy.url, profile: devices.a.profile)
+        try await device.engine.unlock(email: devices.scenario.email, password: devices.scenario.password)
+        return (device, proxy)
+    }
+
+    /// The names on the server (B's view after a sync), with how often each occurs.
+    func serverNames(_ devices: TwoDevices) async throws -> [String: Int] {
+        _ = try await devices.b.engine.sync()
+        return try await devices.b.engine.views().reduce(into: [:]) { $0[$1.name, default: 0] += 1 }
+    }
+
+    @Test("30 items created offline reach the server in one bulk request, not one POST each")
+    func bulkCreates() async throws {
+        let devices = try await TwoDevices.start()
+        let (a, proxy) = try await offlineCreates(devices, count: 30)
+        // Any per-item create would be refused: the bulk request must carry them all.
+        await proxy.add(.init(method: "POST", pathPrefix: "/api/ciphers", action: .fail(status: 400), times: 1000))
+        _ = await proxy.tally(pathPrefix: "/api/vaultsync/ciphers/bulk-create")
+        let report = try await a.engine.sync()
+        #expect(report.resolved == 30 && report.needsAttention == 0 && report.backups.isEmpty)
+        #expect(await proxy.firedCount == 0)
+        #expect(await proxy.tally(pathPrefix: "/api/vaultsync/ciphers/bulk-create")["requests"] == 1)
+        #expect(try await a.engine.pendingCount() == 0)
+        // A holds the server's ids now, and the server holds each item once.
+        let names = try await serverNames(devices)
+        #expect(names.count == 30 && names.values.allSatisfy { $0 == 1 })
+        #expect(Set(try await a.engine.views().compactMap(\.id)) == Set(try await devices.b.engine.views().compactMap(\.id)))
+        await devices.finish()
+    }
+
+    @Test("a bulk create whose answer is lost: the same run settles each item by its idempotency key, no duplicate")
+    func lostBulkCreateAnswer() async throws {
+        let devices = try await TwoDevices.start()
+        let (a, proxy) = try await offlineCreates(devices, count: 12)
+        await proxy.add(.init(method: "POST", pathPrefix: "/api/vaultsync/ciphers/bulk-create", action: .forwardThenDrop))
+        let report = try await a.engine.sync()
+        #expect(await proxy.firedCount == 1)
+        #expect(report.backups.isEmpty && report.needsAttention == 0)
+        #expect(try await a.engine.pendingCount() == 0)
+        let names = try await serverNames(devices)
+        #expect(names.count == 12 && names.values.allSatisfy { $0 == 1 }, "\(names)")
+        #expect(try await a.engine.views().count == 12)
+        await devices.finish()
+    }
+
+    @Test("a server without the extension gets one POST per item, with the same result")
+    func createFallbackWithoutExtension() async throws {
+        let devices = try await TwoDevices.start(server: { $0.bulkUpdateEnabled = false })
+        let (a, proxy) = try await offlineCreates(devices, count: 10)
+        _ = await proxy.tally(pathPrefix: "/api/ciphers")
+        let report = try await a.engine.sync()
+        #expect(report.resolved == 10 && report.needsAttention == 0)
+        #expect(await proxy.tally(pathPrefix: "/api/ciphers")["requests"] == 10)
+        let names = try await serverNames(devices)
+        #expect(names.count == 10 && names.values.allSatisfy { $0 == 1 })
+        await devices.finish()
+    }
+
 }
 
 extension VaultEngine {

@@ -48,8 +48,13 @@ enum CipherRequests {
     /// visible ASCII characters; absent: `nil`.
     static func idempotencyKey(_ request: Request) throws -> String? {
         guard let value = request.headers[HTTPField.Name("Idempotency-Key")!] else { return nil }
+        return try checkedIdempotencyKey(value, field: "Idempotency-Key")
+    }
+
+    /// An idempotency key as the header and the bulk-create entries carry it: 1 to 255 visible ASCII characters.
+    static func checkedIdempotencyKey(_ value: String, field: String) throws -> String {
         guard (1...255).contains(value.utf8.count), value.utf8.allSatisfy({ (0x21...0x7E).contains($0) }) else {
-            throw APIError.invalidModel(["Idempotency-Key": ["The idempotency key must be 1 to 255 visible ASCII characters."]])
+            throw APIError.invalidModel([field: ["The idempotency key must be 1 to 255 visible ASCII characters."]])
         }
         return value
     }

@@ -16,6 +16,7 @@ struct CiphersController {
         api.post("ciphers/import") { request, context in try await importVault(request, context) }
         if services.configuration.bulkUpdateEnabled {
             api.post("vaultsync/ciphers/bulk-update") { request, context in try await bulkUpdate(request, context) }
+            api.post("vaultsync/ciphers/bulk-create") { request, context in try await bulkCreate(request, context) }
         }
         for method in [HTTPRequest.Method.put, .post] {
             api.on("ciphers/:id", method: method) { request, context in try await update(request, context) }
@@ -176,6 +177,49 @@ struct CiphersController {
             case .failure(let error):
                 let apiError = error.apiError
                 bytes += JSONValue.object(["id": .string(entry.id), "status": .int(Int(apiError.status.code)),
+                                           "message": .string(apiError.message)]).serialized()
+            }
+        }
+        bytes += Array("]}".utf8)
+        return JSONResponse.make(bytes: bytes)
+    }
+
+    /// `POST /api/vaultsync/ciphers/bulk-create` — a VaultSync extension (not in the Bitwarden API):
+    /// `{"ciphers": [cipher request with "idempotencyKey", …]}` (at most ``ServerConfiguration/bulkUpdateLimit``),
+    /// personal items only. Each entry is created exactly like `POST /api/ciphers` with that
+    /// `Idempotency-Key` (a repeat answers with the item the first attempt made), in one transaction;
+    /// the answer lists each entry's outcome in order: `{"idempotencyKey", "status": 200, "cipher"}` or
+    /// `{"idempotencyKey", "status": 400|404, "message"}`. Clients fall back to one POST per item on 404.
+    func bulkCreate(_ request: Request, _ context: VaultRequestContext) async throws -> Response {
+        let userID = try context.requireUser()
+        let body = try await request.jsonObject(limit: services.configuration.maxImportBytes)
+        guard let entries = body["ciphers"]?.arrayValue else { throw APIError.invalidModel(["ciphers": ["The Ciphers field is required."]]) }
+        guard entries.count <= services.configuration.bulkUpdateLimit else {
+            throw APIError.invalidModel(["ciphers": ["At most \(services.configuration.bulkUpdateLimit) ciphers per request."]])
+        }
+        var keys: [String] = []
+        var writes: [CipherWrite] = []
+        for (index, entry) in entries.enumerated() {
+            guard let object = entry.objectValue else { throw APIError.invalidModel(["ciphers[\(index)]": ["Every entry is a cipher object."]]) }
+            let key = try CipherRequests.checkedIdempotencyKey(object["idempotencyKey"]?.stringValue ?? "", field: "ciphers[\(index)].idempotencyKey")
+            var write = try CipherRequests.write(from: object, path: "$.ciphers[\(index)]")
+            write.lastKnownRevisionDate = nil
+            write.createKey = "\(userID):\(key)"
+            keys.append(key)
+            writes.append(write)
+        }
+        let results = try await services.repository.createCiphers(userID: userID, writes: writes, now: services.now())
+        let renderer = services.renderer(for: request)
+        var bytes = Array(#"{"object":"list","data":["#.utf8)
+        for (index, (key, result)) in zip(keys, results).enumerated() {
+            if index > 0 { bytes.append(UInt8(ascii: ",")) }
+            switch result {
+            case .success(let record):
+                bytes += #"{"idempotencyKey":"#.utf8 + JSONValue.string(key).serialized() + #","status":200,"cipher":"#.utf8
+                bytes += renderer.cipher(record) + Array("}".utf8)
+            case .failure(let error):
+                let apiError = error.apiError
+                bytes += JSONValue.object(["idempotencyKey": .string(key), "status": .int(Int(apiError.status.code)),
                                            "message": .string(apiError.message)]).serialized()
             }
         }

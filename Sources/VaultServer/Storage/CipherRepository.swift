@@ -185,57 +185,85 @@ extension VaultRepository {
     /// Creates a cipher for `userID` (personal) or in an organization with `collectionIDs`.
     func createCipher(userID: String, write: CipherWrite, collectionIDs: [String], requireCollections: Bool, now: Int64) async throws -> CipherRecord {
         try await transaction { session in
-            // A create retried after its answer was lost, or delayed past the client's timeout and overtaken
-            // by the retry: every attempt carries the same encrypted name, whose random IV makes it unique
-            // (the retry may carry later offline edits, so the rest of the payload can differ). A recent
-            // item of the same owner created with that name is that earlier attempt: answer with it
-            // (whatever it holds now) instead of storing a duplicate. Clients adopt by the same rule.
-            // With an idempotency key, the key decides alone: the same create in every attempt, renamed or not.
-            if let key = write.createKey, let earlier = try await session.query("SELECT id FROM ciphers WHERE create_key = ?", [.text(key)]).first?.text("id") {
-                guard let record = try await Self.visibleCiphers(userID: userID, onlyID: earlier, session).first else {
-                    throw CipherWriteError(outcome: .notFound)
+            try await Self.create(userID: userID, write: write, collectionIDs: collectionIDs, requireCollections: requireCollections,
+                                  now: now, session)
+        }
+    }
+
+    /// Creates many personal ciphers in one transaction (the bulk-create extension), each exactly as
+    /// ``createCipher`` would, idempotency key included; one entry's refusal does not stop the others.
+    func createCiphers(userID: String, writes: [CipherWrite], now: Int64) async throws -> [Result<CipherRecord, CipherWriteError>] {
+        try await transaction { session in
+            var results: [Result<CipherRecord, CipherWriteError>] = []
+            results.reserveCapacity(writes.count)
+            for write in writes {
+                guard write.organizationID == nil else {
+                    results.append(.failure(CipherWriteError(outcome: .invalid("Bulk creates are for personal items only."))))
+                    continue
                 }
-                return record
-            }
-            let owner: (column: String, value: SQLValue) = write.organizationID.map { ("organization_id", .text($0)) } ?? ("user_id", .text(userID))
-            if write.createKey == nil, let name = write.encryptedName,
-               let earlier = try await session.query(
-                "SELECT id FROM ciphers WHERE \(owner.column) = ? AND create_name = ? AND created_at > ? LIMIT 1",
-                [owner.value, .text(name), .int(now - Self.retryWindow)]).first?.text("id"),
-               let record = try await Self.visibleCiphers(userID: userID, onlyID: earlier, session).first {
-                return record
-            }
-            let id = newID()
-            if let orgID = write.organizationID {
-                try await Self.checkCollectionWrite(userID: userID, organizationID: orgID, collectionIDs: collectionIDs,
-                                                    requireCollections: requireCollections, session)
-            }
-            let inserted = try await session.query("""
-                INSERT INTO ciphers (id, user_id, organization_id, type, data, created_at, revision_date, deleted_date, create_name, create_key)
-                VALUES (?, ?, ?, ?, ?, ?, ?, NULL, ?, ?) ON CONFLICT (create_key) DO NOTHING RETURNING id
-                """, [.text(id), write.organizationID == nil ? .text(userID) : .null, .optionalText(write.organizationID),
-                      .int(Int64(write.type)), .text(write.data), .int(now), .int(now), .optionalText(write.encryptedName),
-                      .optionalText(write.createKey)])
-            if inserted.isEmpty, let key = write.createKey {
-                // Another attempt with the same key committed first (PostgreSQL waits for it): answer with its item.
-                guard let earlier = try await session.query("SELECT id FROM ciphers WHERE create_key = ?", [.text(key)]).first?.text("id"),
-                      let record = try await Self.visibleCiphers(userID: userID, onlyID: earlier, session).first else {
-                    throw CipherWriteError(outcome: .notFound)
+                do {
+                    results.append(.success(try await Self.create(userID: userID, write: write, collectionIDs: [], requireCollections: false,
+                                                                  now: now, session)))
+                } catch let error as CipherWriteError {
+                    results.append(.failure(error))
                 }
-                return record
             }
-            for collectionID in Set(collectionIDs) {
-                try await session.query("INSERT INTO collection_ciphers (collection_id, cipher_id) VALUES (?, ?)", [.text(collectionID), .text(id)])
-            }
-            try await Self.setUserState(cipherID: id, userID: userID, folderID: write.folderID, favorite: write.favorite,
-                                        archivedDate: write.archivedDate, session)
-            try await Self.bumpRevision(try await Self.affectedUsers(userID: userID, organizationID: write.organizationID, session) + [userID],
-                                        now: now, session)
-            guard let record = try await Self.visibleCiphers(userID: userID, onlyID: id, session).first else {
+            return results
+        }
+    }
+
+    static func create(userID: String, write: CipherWrite, collectionIDs: [String], requireCollections: Bool, now: Int64,
+                       _ session: any SQLSession) async throws -> CipherRecord {
+        // A create retried after its answer was lost, or delayed past the client's timeout and overtaken
+        // by the retry: every attempt carries the same encrypted name, whose random IV makes it unique
+        // (the retry may carry later offline edits, so the rest of the payload can differ). A recent
+        // item of the same owner created with that name is that earlier attempt: answer with it
+        // (whatever it holds now) instead of storing a duplicate. Clients adopt by the same rule.
+        // With an idempotency key, the key decides alone: the same create in every attempt, renamed or not.
+        if let key = write.createKey, let earlier = try await session.query("SELECT id FROM ciphers WHERE create_key = ?", [.text(key)]).first?.text("id") {
+            guard let record = try await Self.visibleCiphers(userID: userID, onlyID: earlier, session).first else {
                 throw CipherWriteError(outcome: .notFound)
             }
             return record
         }
+        let owner: (column: String, value: SQLValue) = write.organizationID.map { ("organization_id", .text($0)) } ?? ("user_id", .text(userID))
+        if write.createKey == nil, let name = write.encryptedName,
+           let earlier = try await session.query(
+            "SELECT id FROM ciphers WHERE \(owner.column) = ? AND create_name = ? AND created_at > ? LIMIT 1",
+            [owner.value, .text(name), .int(now - Self.retryWindow)]).first?.text("id"),
+           let record = try await Self.visibleCiphers(userID: userID, onlyID: earlier, session).first {
+            return record
+        }
+        let id = newID()
+        if let orgID = write.organizationID {
+            try await Self.checkCollectionWrite(userID: userID, organizationID: orgID, collectionIDs: collectionIDs,
+                                                requireCollections: requireCollections, session)
+        }
+        let inserted = try await session.query("""
+            INSERT INTO ciphers (id, user_id, organization_id, type, data, created_at, revision_date, deleted_date, create_name, create_key)
+            VALUES (?, ?, ?, ?, ?, ?, ?, NULL, ?, ?) ON CONFLICT (create_key) DO NOTHING RETURNING id
+            """, [.text(id), write.organizationID == nil ? .text(userID) : .null, .optionalText(write.organizationID),
+                  .int(Int64(write.type)), .text(write.data), .int(now), .int(now), .optionalText(write.encryptedName),
+                  .optionalText(write.createKey)])
+        if inserted.isEmpty, let key = write.createKey {
+            // Another attempt with the same key committed first (PostgreSQL waits for it): answer with its item.
+            guard let earlier = try await session.query("SELECT id FROM ciphers WHERE create_key = ?", [.text(key)]).first?.text("id"),
+                  let record = try await Self.visibleCiphers(userID: userID, onlyID: earlier, session).first else {
+                throw CipherWriteError(outcome: .notFound)
+            }
+            return record
+        }
+        for collectionID in Set(collectionIDs) {
+            try await session.query("INSERT INTO collection_ciphers (collection_id, cipher_id) VALUES (?, ?)", [.text(collectionID), .text(id)])
+        }
+        try await Self.setUserState(cipherID: id, userID: userID, folderID: write.folderID, favorite: write.favorite,
+                                    archivedDate: write.archivedDate, session)
+        try await Self.bumpRevision(try await Self.affectedUsers(userID: userID, organizationID: write.organizationID, session) + [userID],
+                                    now: now, session)
+        guard let record = try await Self.visibleCiphers(userID: userID, onlyID: id, session).first else {
+            throw CipherWriteError(outcome: .notFound)
+        }
+        return record
     }
 
     /// Checks that `userID` may put an item into each collection (full access, or a row that is not read-only).
