@@ -22,6 +22,54 @@ struct CLIResult: CustomStringConvertible {
     }
 }
 
+/// What a child process printed and how it ended.
+struct Finished {
+    var status: Int32
+    var stdout: String
+    var stderr: String
+}
+
+/// Runs an executable to its end, as a shell would. The waiting happens on a Dispatch thread, never on
+/// the cooperative pool: the servers of the tests running beside this one share this process, and a
+/// blocked pool thread (of two, on this machine) stalls them. Both pipes are read to their end before
+/// waiting (one on another thread), so a full pipe cannot stall the child and nothing printed last is missed.
+func runProcess(_ executable: URL, _ arguments: [String], environment: [String: String], folder: String? = nil,
+                stdin: String? = nil) async throws -> Finished {
+    try await withCheckedThrowingContinuation { continuation in
+        DispatchQueue.global().async {
+            do {
+                let process = Process()
+                process.executableURL = executable
+                process.arguments = arguments
+                process.environment = environment
+                if let folder { process.currentDirectoryURL = URL(fileURLWithPath: folder) }
+                let output = Pipe(), errors = Pipe(), input = Pipe()
+                process.standardOutput = output
+                process.standardError = errors
+                process.standardInput = input
+                try process.run()
+                if let stdin { input.fileHandleForWriting.write(Data(stdin.utf8)) }
+                try? input.fileHandleForWriting.close()
+                let errorData = DataBox()
+                let reading = DispatchGroup()
+                reading.enter()
+                DispatchQueue.global().async {
+                    errorData.data = errors.fileHandleForReading.readDataToEndOfFile()
+                    reading.leave()
+                }
+                let outputData = output.fileHandleForReading.readDataToEndOfFile()
+                reading.wait()
+                process.waitUntilExit()
+                continuation.resume(returning: Finished(status: process.terminationStatus,
+                                                        stdout: String(decoding: outputData, as: UTF8.self),
+                                                        stderr: String(decoding: errorData.data, as: UTF8.self)))
+            } catch {
+                continuation.resume(throwing: error)
+            }
+        }
+    }
+}
+
 /// One device: a profile directory (VAULTSYNC_HOME) driven through the real `vaultsync` executable.
 struct CLIDevice {
     let home: String
@@ -45,40 +93,8 @@ struct CLIDevice {
         var environment = self.environment.merging(extra) { _, new in new }
         for key in removed { environment.removeValue(forKey: key) }
         let finalEnvironment = environment
-        return try await withCheckedThrowingContinuation { continuation in
-            DispatchQueue.global().async {
-                do {
-                    let process = Process()
-                    process.executableURL = executable
-                    process.arguments = arguments
-                    process.environment = finalEnvironment
-                    let output = Pipe()
-                    let errors = Pipe()
-                    let input = Pipe()
-                    process.standardOutput = output
-                    process.standardError = errors
-                    process.standardInput = input
-                    try process.run()
-                    if let stdin { input.fileHandleForWriting.write(Data(stdin.utf8)) }
-                    try? input.fileHandleForWriting.close()
-                    let errorData = DataBox()
-                    let group = DispatchGroup()
-                    group.enter()
-                    DispatchQueue.global().async {
-                        errorData.data = errors.fileHandleForReading.readDataToEndOfFile()
-                        group.leave()
-                    }
-                    let outputData = output.fileHandleForReading.readDataToEndOfFile()
-                    group.wait()
-                    process.waitUntilExit()
-                    continuation.resume(returning: CLIResult(status: process.terminationStatus,
-                                                             stdout: String(decoding: outputData, as: UTF8.self),
-                                                             stderr: String(decoding: errorData.data, as: UTF8.self)))
-                } catch {
-                    continuation.resume(throwing: error)
-                }
-            }
-        }
+        let finished = try await runProcess(executable, arguments, environment: finalEnvironment, stdin: stdin)
+        return CLIResult(status: finished.status, stdout: finished.stdout, stderr: finished.stderr)
     }
 
     /// Runs and expects exit status `status` (0 by default), recording the output on failure.

@@ -2,50 +2,9 @@ import Foundation
 import Testing
 import VaultTestSupport
 
-/// What a built executable printed and how it ended.
-struct Finished {
-    var status: Int32
-    var stdout: String
-    var stderr: String
-}
-
-/// Runs a built executable to its end, as a shell would: given arguments, environment and folder. The
-/// waiting happens on a Dispatch thread, never on the cooperative pool: the servers of the tests running
-/// beside this one share this process, and a blocked pool thread (of two, on this machine) stalls them.
+/// Runs a built executable (`vaultsync`, `vaultsync-server`) to its end in `folder` (see `runProcess`).
 func runExecutable(_ name: String, _ arguments: [String], environment: [String: String], in folder: String) async throws -> Finished {
-    let executable = try helperExecutable(name)
-    return try await withCheckedThrowingContinuation { continuation in
-        DispatchQueue.global().async {
-            do {
-                let process = Process()
-                process.executableURL = executable
-                process.arguments = arguments
-                process.environment = environment
-                process.currentDirectoryURL = URL(fileURLWithPath: folder)
-                let output = Pipe(), errors = Pipe()
-                process.standardOutput = output
-                process.standardError = errors
-                process.standardInput = FileHandle.nullDevice
-                try process.run()
-                // Both pipes are read to their end before waiting (one on another thread), so a full pipe
-                // cannot stall the child and nothing printed last is missed.
-                let collected = OutputCollector()
-                let reading = DispatchGroup()
-                reading.enter()
-                DispatchQueue.global().async {
-                    collected.append(errors.fileHandleForReading.readDataToEndOfFile())
-                    reading.leave()
-                }
-                let stdout = output.fileHandleForReading.readDataToEndOfFile()
-                reading.wait()
-                process.waitUntilExit()
-                continuation.resume(returning: Finished(status: process.terminationStatus,
-                                                        stdout: String(decoding: stdout, as: UTF8.self), stderr: collected.text))
-            } catch {
-                continuation.resume(throwing: error)
-            }
-        }
-    }
+    try await runProcess(try helperExecutable(name), arguments, environment: environment, folder: folder)
 }
 
 func emptyFolder() throws -> String {
