@@ -383,44 +383,63 @@ extension VaultEngine {
     /// (`pushedLocal`), else based on the version first created, so that the next run meets the
     /// adopted copy's later edits as a conflict (newer wins, the other backed up).
     func swapCipherID(from temporaryID: String, to created: CipherWire, change: PendingChange, pushedLocal: Bool) async throws {
+        try await swapCipherIDs([CreatedItem(temporaryID: temporaryID, created: created, change: change, pushedLocal: pushedLocal)])
+    }
+
+    /// A create the server answered: what ``swapCipherIDs(_:)`` settles.
+    struct CreatedItem: Sendable {
+        var temporaryID: String
+        var created: CipherWire
+        var change: PendingChange
+        var pushedLocal: Bool
+    }
+
+    /// ``swapCipherID(from:to:change:pushedLocal:)`` for many creates (a bulk answer) in one transaction.
+    func swapCipherIDs(_ items: [CreatedItem]) async throws {
         let current = try requireSession()
         let userID = current.userID
         let key = current.keys.userKey
-        guard let newID = created.id else { throw ServerCallError.invalidResponse("created item has no id") }
+        guard items.allSatisfy({ $0.created.id != nil }) else { throw ServerCallError.invalidResponse("created item has no id") }
         try await write { db in
-            let savedMeanwhile = try Self.savedMeanwhile(change, key: key, db)
-            let newerLocal = try CipherRow.fetchOne(db, key: ["userID": userID, "id": temporaryID]).flatMap { try? $0.wire() }
-            _ = try CipherRow.deleteOne(db, key: ["userID": userID, "id": temporaryID])
-            if var record = savedMeanwhile, record.metadata.kind == .hardDelete {
-                // Deleted for good here while it was being created: the delete goes to the new item.
-                record.itemID = newID
-                record.metadata.originalRevisionDate = created.revisionDate
-                try PendingChangeRow(record, key: key).save(db)
-            } else if var record = savedMeanwhile, var local = newerLocal {
-                local.id = newID
-                local.revisionDate = created.revisionDate
-                local.creationDate = created.creationDate
-                try CipherRow(userID: userID, wire: local).save(db)
-                record.itemID = newID
-                if record.metadata.kind == .create {
-                    record.metadata.kind = .update
-                    record.metadata.contentChanged = true
-                }
-                record.metadata.originalRevisionDate = pushedLocal ? created.revisionDate : (created.creationDate ?? created.revisionDate)
-                record.metadata.originalState = Self.state(of: created)
-                record.metadata.pendingBackup = nil
-                try PendingChangeRow(record, key: key).save(db)
-            } else {
-                // The server's copy may be here already (pulled), saved by the user while this run pushed onto
-                // it: that save has its own record and the newer local copy, which the next run resolves
-                // against what was just pushed. Never overwritten here.
-                if try !Self.hasQueueRecord(itemID: newID, userID: userID, db) {
-                    try CipherRow(userID: userID, wire: created).save(db)
-                }
-                _ = try PendingChangeRow.deleteOne(db, key: change.id)
-            }
-            try db.execute(sql: "UPDATE draft SET itemID = ? WHERE userID = ? AND itemID = ?", arguments: [newID, userID, temporaryID])
+            for item in items { try Self.swapCipherID(item, userID: userID, key: key, db) }
         }
+    }
+
+    static func swapCipherID(_ item: CreatedItem, userID: String, key: SymmetricCryptoKey, _ db: Database) throws {
+        let (temporaryID, created, change, pushedLocal) = (item.temporaryID, item.created, item.change, item.pushedLocal)
+        guard let newID = created.id else { return }
+        let savedMeanwhile = try Self.savedMeanwhile(change, key: key, db)
+        let newerLocal = try CipherRow.fetchOne(db, key: ["userID": userID, "id": temporaryID]).flatMap { try? $0.wire() }
+        _ = try CipherRow.deleteOne(db, key: ["userID": userID, "id": temporaryID])
+        if var record = savedMeanwhile, record.metadata.kind == .hardDelete {
+            // Deleted for good here while it was being created: the delete goes to the new item.
+            record.itemID = newID
+            record.metadata.originalRevisionDate = created.revisionDate
+            try PendingChangeRow(record, key: key).save(db)
+        } else if var record = savedMeanwhile, var local = newerLocal {
+            local.id = newID
+            local.revisionDate = created.revisionDate
+            local.creationDate = created.creationDate
+            try CipherRow(userID: userID, wire: local).save(db)
+            record.itemID = newID
+            if record.metadata.kind == .create {
+                record.metadata.kind = .update
+                record.metadata.contentChanged = true
+            }
+            record.metadata.originalRevisionDate = pushedLocal ? created.revisionDate : (created.creationDate ?? created.revisionDate)
+            record.metadata.originalState = Self.state(of: created)
+            record.metadata.pendingBackup = nil
+            try PendingChangeRow(record, key: key).save(db)
+        } else {
+            // The server's copy may be here already (pulled), saved by the user while this run pushed onto
+            // it: that save has its own record and the newer local copy, which the next run resolves
+            // against what was just pushed. Never overwritten here.
+            if try !Self.hasQueueRecord(itemID: newID, userID: userID, db) {
+                try CipherRow(userID: userID, wire: created).save(db)
+            }
+            _ = try PendingChangeRow.deleteOne(db, key: change.id)
+        }
+        try db.execute(sql: "UPDATE draft SET itemID = ? WHERE userID = ? AND itemID = ?", arguments: [newID, userID, temporaryID])
     }
 
     /// Writes a backup copy of `version` to the server before anything else happens (seed 000 §7): every

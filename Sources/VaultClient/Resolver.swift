@@ -154,13 +154,28 @@ extension VaultEngine {
             let creates = items.filter(isFreshCreate)
             if creates.count >= 2 {
                 items = items.filter { !isFreshCreate($0) }
-                for start in stride(from: 0, to: creates.count, by: configuration.bulkPushSize) {
-                    let chunk = Array(creates[start..<min(start + configuration.bulkPushSize, creates.count)])
-                    let (pushed, partial, rest) = try await pushCreates(chunk, context: context)
-                    report.merge(partial)
-                    items += rest
-                    done += pushed
-                    publishStatus(progress: (done, total))
+                let chunks = stride(from: 0, to: creates.count, by: configuration.bulkPushSize).map {
+                    Array(creates[$0..<min($0 + configuration.bulkPushSize, creates.count)])
+                }
+                // Two chunks in flight, as for bulk updates: this device settles one while the server makes the next.
+                try await withThrowingTaskGroup(of: (Int, SyncReport, [PendingChange]).self) { group in
+                    var next = 0
+                    func startNext() {
+                        let chunk = chunks[next]
+                        group.addTask {
+                            guard await self.bulkCreateSupported != false else { return (0, SyncReport(), chunk) }
+                            return try await self.pushCreates(chunk, context: context)
+                        }
+                        next += 1
+                    }
+                    while next < chunks.count && next < 2 { startNext() }
+                    while let (pushed, partial, rest) = try await group.next() {
+                        report.merge(partial)
+                        items += rest
+                        done += pushed
+                        publishStatus(progress: (done, total))
+                        if next < chunks.count { startNext() }
+                    }
                 }
                 phases.mark("bulk creates")
             }
@@ -406,16 +421,15 @@ extension VaultEngine {
             })
         }
         bulkCreateSupported = true
-        var settled = 0
+        var created: [CreatedItem] = []
         for (entry, result) in zip(batch, results) {
             var change = entry.change
             change.metadata.createSent = true
             switch result {
-            case .success(var created):
+            case .success(var item):
                 do {
-                    created = try await applyState(of: entry.local, to: created)
-                    try await swapCipherID(from: change.itemID, to: created, change: change, pushedLocal: true)
-                    settled += 1
+                    item = try await applyState(of: entry.local, to: item)
+                    created.append(CreatedItem(temporaryID: change.itemID, created: item, change: change, pushedLocal: true))
                 } catch let error as ServerCallError {
                     report.merge(try await failureReport(error, change: change))
                 }
@@ -424,6 +438,9 @@ extension VaultEngine {
                 rest.append(change)
             }
         }
+        // Settled together, in one transaction.
+        try await swapCipherIDs(created)
+        let settled = created.count
         report.resolved += settled
         logger.debug("bulk create", metadata: ["created": "\(settled)", "retry": "\(rest.count)"])
         return (settled, report, rest)
@@ -546,8 +563,10 @@ extension VaultEngine {
             let meanwhile = try Self.savedMeanwhile(change, key: key, db)
             let newerLocal = try FolderRow.fetchOne(db, key: ["userID": userID, "id": temporaryID]).flatMap { try? $0.wire() }
             // Read in the same transaction: an item saved between a separate read and this write
-            // would be replaced by its older copy.
-            let moved: [CipherRow] = try CipherRow.filter(Column("userID") == userID).fetchAll(db).compactMap { row in
+            // would be replaced by its older copy. Only rows whose text holds the temporary id (a random
+            // UUID) are parsed: an import makes many folders, and each parsed every item before.
+            let moved: [CipherRow] = try CipherRow.filter(Column("userID") == userID && Column("json").like("%\(temporaryID)%"))
+                .fetchAll(db).compactMap { row in
                 guard var wire = try? row.wire(), wire.folderId == temporaryID else { return nil }
                 wire.folderId = newID
                 return CipherRow(userID: userID, wire: wire)

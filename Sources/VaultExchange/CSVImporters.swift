@@ -176,9 +176,12 @@ public enum CSVImporter {
                 item.keep(column, value)
                 return nil
             }
-            item.view.creationDate = time("timeCreated")
+            // Each read first, then stored: `time` may keep an unreadable value on `item` itself.
+            let created = time("timeCreated")
+            item.view.creationDate = created
             if let lastUsed = time("timeLastUsed") { item.keep("Last used", lastUsed.iso8601, type: .text) }
-            item.view.login?.passwordRevisionDate = time("timePasswordChanged")
+            let passwordChanged = time("timePasswordChanged")
+            item.view.login?.passwordRevisionDate = passwordChanged
             item.keepOthers(table, row, known: known)
             vault.add(item, entry: entry)
         }

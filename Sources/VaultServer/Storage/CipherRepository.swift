@@ -203,17 +203,19 @@ extension VaultRepository {
                 }
                 do {
                     results.append(.success(try await Self.create(userID: userID, write: write, collectionIDs: [], requireCollections: false,
-                                                                  now: now, session)))
+                                                                  now: now, bumpRevision: false, session)))
                 } catch let error as CipherWriteError {
                     results.append(.failure(error))
                 }
             }
+            // Personal items only: the account's revision moves once for the whole request.
+            try await Self.bumpRevision([userID], now: now, session)
             return results
         }
     }
 
     static func create(userID: String, write: CipherWrite, collectionIDs: [String], requireCollections: Bool, now: Int64,
-                       _ session: any SQLSession) async throws -> CipherRecord {
+                       bumpRevision bump: Bool = true, _ session: any SQLSession) async throws -> CipherRecord {
         // A create retried after its answer was lost, or delayed past the client's timeout and overtaken
         // by the retry: every attempt carries the same encrypted name, whose random IV makes it unique
         // (the retry may carry later offline edits, so the rest of the payload can differ). A recent
@@ -258,8 +260,10 @@ extension VaultRepository {
         }
         try await Self.setUserState(cipherID: id, userID: userID, folderID: write.folderID, favorite: write.favorite,
                                     archivedDate: write.archivedDate, session)
-        try await Self.bumpRevision(try await Self.affectedUsers(userID: userID, organizationID: write.organizationID, session) + [userID],
-                                    now: now, session)
+        if bump {
+            try await Self.bumpRevision(try await Self.affectedUsers(userID: userID, organizationID: write.organizationID, session) + [userID],
+                                        now: now, session)
+        }
         guard let record = try await Self.visibleCiphers(userID: userID, onlyID: id, session).first else {
             throw CipherWriteError(outcome: .notFound)
         }
