@@ -161,6 +161,21 @@ struct BitwardenJSONTests {
         #expect(throws: ExchangeError.passwordRequired) { try BitwardenJSON.read(file) }
     }
 
+    @Test("a password-protected export made outside VaultSync (Python's cryptography) is read")
+    func independentlyMade() throws {
+        // scripts/make-encrypted-export-fixture.py wrote it with its own PBKDF2, HKDF, AES-CBC and HMAC.
+        let text = try fixture("bitwarden-encrypted.json")
+        #expect(throws: ExchangeError.wrongPassword) { try BitwardenJSON.read(text, password: "fixture password") }
+        let vault = try BitwardenJSON.read(text, password: "fixture pässword")
+        #expect(vault.folderNames == ["Made in Python"])
+        let item = try #require(vault.items.first)
+        #expect(vault.items.count == 1 && item.folderName == "Made in Python")
+        #expect(item.view.name == "Independent" && item.view.favorite)
+        #expect(item.view.login?.username == "py" && item.view.login?.password == "s3cret, \"quoted\"")
+        #expect(item.view.login?.uris.first?.uri == "https://independent.example")
+        #expect(item.view.notes == "written by scripts/make-encrypted-export-fixture.py")
+    }
+
     @Test("a file whose KDF settings are out of bounds is refused before deriving anything")
     func hostileKdf() {
         let file = """
