@@ -1,0 +1,87 @@
+import Foundation
+import GRDB
+import Testing
+import VaultClient
+import VaultExchange
+import VaultCrypto
+import VaultModels
+
+/// The engine's import and export (the CLI's are in VaultCLITests).
+@Suite("Import and export in the engine")
+struct ImportExportTests {
+    @Test("an export leaves out organization items unless asked, and the trash always")
+    func organizationItemsOnlyWhenAsked() async throws {
+        let scenario = try await Scenario.start()
+        let a = try await scenario.device(register: true)
+        _ = try await OrganizationSetup.sharedItem(named: "Shared wifi", scenario: scenario, device: a)
+        _ = try await a.engine.addItem(loginItem("Mine"))
+        let trashed = try await a.engine.addItem(loginItem("Trashed")).value
+        _ = try await a.engine.softDeleteItem(id: trashed.id!)
+        let personal = try await a.engine.exportContents()
+        #expect(personal.items.map(\.name) == ["Mine"])
+        let everything = try await a.engine.exportContents(includeOrganizations: true)
+        #expect(everything.items.map(\.name) == ["Mine", "Shared wifi"])
+        // The written file carries the organization item only in the second case.
+        #expect(!BitwardenJSON.export(items: personal.items, folders: personal.folders).contains("Shared wifi"))
+        await scenario.finish([a])
+    }
+
+    @Test("an export is refused, naming the item, while any item cannot be decrypted")
+    func refusedWhileUnreadable() async throws {
+        let scenario = try await Scenario.start()
+        let a = try await scenario.device(register: true)
+        _ = try await a.engine.addItem(loginItem("Fine"))
+        let damaged = try await a.engine.addItem(loginItem("Damaged")).value
+        // Another key's ciphertext in the stored name: its MAC check fails, as after a bad write or a hostile server.
+        let foreign = try EncString.encrypt("x", key: SymmetricCryptoKey.generate()).serialized
+        let queue = try DatabaseQueue(path: a.profile + "/vault.sqlite")
+        try await queue.write { db in
+            let json = try #require(try String.fetchOne(db, sql: "SELECT json FROM cipher WHERE id = ?", arguments: [damaged.id!]))
+            var object = try JSONParser.parseObject(Array(json.utf8))
+            object["name"] = .string(foreign)
+            try db.execute(sql: "UPDATE cipher SET json = ? WHERE id = ?", arguments: [JSONValue.object(object).jsonText, damaged.id!])
+        }
+        await #expect(throws: VaultError.exportUnreadable(itemIDs: [damaged.id!])) { try await a.engine.exportContents() }
+        await scenario.finish([a])
+    }
+
+    @Test("an import is one transaction: an item the server would refuse stops it before anything is stored")
+    func oneTransaction() async throws {
+        let scenario = try await Scenario.start()
+        let a = try await scenario.device(register: true)
+        await scenario.server.stop()
+        var tooLong = CipherView(type: .secureNote, name: "Too long")
+        tooLong.notes = String(repeating: "x", count: 20_000)
+        let vault = ImportedVault(items: [
+            ImportedItem(view: loginItem("Fine"), folderName: "New folder", entry: "item 1"),
+            ImportedItem(view: tooLong, folderName: nil, entry: "item 2"),
+        ], folderNames: ["New folder"])
+        await #expect {
+            try await a.engine.importItems(vault)
+        } throws: { error in
+            guard case VaultError.invalidItem(let reason) = error else { return false }
+            return reason.hasPrefix("item 2 of the file")
+        }
+        #expect(try await a.engine.items().isEmpty)
+        #expect(try await a.engine.folders().isEmpty)
+        #expect(try await a.engine.pendingCount() == 0)
+        await scenario.finish([a])
+    }
+
+    @Test("nested folder names make their parents; existing folders are matched by name")
+    func folders() async throws {
+        let scenario = try await Scenario.start()
+        let a = try await scenario.device(register: true)
+        _ = try await a.engine.createFolder(name: "Work")
+        let vault = ImportedVault(items: [ImportedItem(view: loginItem("Bastion"), folderName: "Work/Servers/Prod", entry: "line 2")],
+                                  folderNames: ["Work/Servers/Prod"])
+        let summary = try await a.engine.importItems(vault)
+        #expect(summary.foldersMatched == ["Work"])
+        #expect(summary.foldersCreated == ["Work/Servers", "Work/Servers/Prod"])
+        let folders = try await a.engine.folders()
+        #expect(Set(folders.map(\.name)) == ["Work", "Work/Servers", "Work/Servers/Prod"])
+        let bastion = try #require(try await a.engine.items().compactMap { try? $0.result.get() }.first { $0.name == "Bastion" })
+        #expect(bastion.folderId == folders.first { $0.name == "Work/Servers/Prod" }?.id)
+        await scenario.finish([a])
+    }
+}
