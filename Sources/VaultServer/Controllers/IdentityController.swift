@@ -273,11 +273,48 @@ extension APIError {
 
 /// Runs a slow password hash (hundreds of milliseconds of CPU by design) on a Dispatch thread instead
 /// of the cooperative pool that every request handler shares: a burst of logins must not stall every
-/// other request of the server (the pool has one thread per core), only share the CPU with them.
+/// other request of the server (the pool has one thread per core). At most one hash per core runs at a
+/// time, the others wait their turn in order: unbounded, twenty hashes would share two cores and each
+/// would take twenty times as long, so every login of a burst would be slow instead of the last ones.
 func slowHash<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
-    try await withCheckedThrowingContinuation { continuation in
+    await HashGate.shared.enter()
+    let result = await withCheckedContinuation { (continuation: CheckedContinuation<Result<T, any Error>, Never>) in
         DispatchQueue.global(qos: .userInitiated).async {
-            continuation.resume(with: Result { try body() })
+            continuation.resume(returning: Result { try body() })
+        }
+    }
+    await HashGate.shared.leave()
+    return try result.get()
+}
+
+/// A first-come, first-served limit on concurrent slow hashes.
+actor HashGate {
+    static let shared = HashGate(limit: max(1, ProcessInfo.processInfo.activeProcessorCount))
+
+    private let limit: Int
+    private var running = 0
+    private var waiting: [CheckedContinuation<Void, Never>] = []
+
+    init(limit: Int) { self.limit = limit }
+
+    /// For tests: hashes running, and callers waiting for a turn.
+    var runningCount: Int { running }
+    var waitingCount: Int { waiting.count }
+
+    func enter() async {
+        if running < limit {
+            running += 1
+            return
+        }
+        await withCheckedContinuation { waiting.append($0) }
+    }
+
+    func leave() {
+        if waiting.isEmpty {
+            running -= 1
+        } else {
+            // The slot passes straight to the next in line.
+            waiting.removeFirst().resume()
         }
     }
 }
