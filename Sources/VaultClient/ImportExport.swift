@@ -55,7 +55,8 @@ extension VaultEngine {
     public func importItems(_ vault: ImportedVault, duplicates: DuplicatePolicy = .refuse) async throws -> ImportSummary {
         let current = try requireSession()
         let userID = current.userID
-        let repeated = Set(try await alreadyInVault(vault))
+        // The check decrypts the whole vault: only when its answer matters.
+        let repeated = duplicates == .allow ? [] : Set(try await alreadyInVault(vault))
         if !repeated.isEmpty, duplicates == .refuse {
             let names = repeated.sorted().prefix(3).map { vault.items[$0].view.name }
             throw VaultError.duplicateImport(count: repeated.count, total: vault.items.count, examples: Array(names))

@@ -97,13 +97,8 @@ public enum CSV {
         public var header: [String]
         public var rows: [Row]
 
-        /// The cell under `column` in `row` (the first column of that name, compared exactly), or nil.
-        public func value(_ row: Row, _ column: String) -> String? {
-            guard let position = header.firstIndex(of: column), position < row.cells.count else { return nil }
-            return row.cells[position]
-        }
-
-        /// Like `value` with column names compared without case and surrounding spaces.
+        /// The cell under `column` in `row` (the first column of that name, compared without case and
+        /// surrounding spaces), or nil.
         public func value(_ row: Row, anyCase column: String) -> String? {
             let wanted = column.lowercased()
             guard let position = header.firstIndex(where: { $0.trimmingSpaces.lowercased() == wanted }),

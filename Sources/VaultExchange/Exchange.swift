@@ -82,13 +82,6 @@ public struct ImportedVault: Sendable, Equatable {
         guard let name, !name.isEmpty, !folderNames.contains(name) else { return }
         folderNames.append(name)
     }
-
-    /// How many items of each type, for the summary ("3 logins, 1 card").
-    public var countsByType: [(CipherType, Int)] {
-        var counts: [CipherType: Int] = [:]
-        for item in items { counts[item.view.type, default: 0] += 1 }
-        return CipherType.supported.compactMap { type in counts[type].map { (type, $0) } }
-    }
 }
 
 /// Why a file could not be read. Nothing is imported when any of these is thrown.

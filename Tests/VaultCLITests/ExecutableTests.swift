@@ -85,4 +85,39 @@ struct ExecutableTests {
         let moved = try await runExecutable("vaultsync", ["status"], environment: environment.merging(["VAULTSYNC_HOME": elsewhere]) { $1 }, in: home)
         #expect(moved.status == 0 && FileManager.default.fileExists(atPath: elsewhere))
     }
+
+    #if os(Linux)
+    /// scripts/setup.sh on Debian, with dpkg, apt-get and sudo replaced by fakes on PATH: it installs only
+    /// what is missing, and where it cannot install it names the command to run and stops.
+    @Test("scripts/setup.sh installs nothing when all is there, and names the packages when it cannot install them")
+    func setupScript() async throws {
+        let repository = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        let folder = try emptyFolder()
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let fakes = folder + "/bin"
+        try FileManager.default.createDirectory(atPath: fakes, withIntermediateDirectories: true)
+        func fake(_ name: String, _ body: String) throws {
+            let path = fakes + "/" + name
+            try Data("#!/bin/sh\n\(body)\n".utf8).write(to: URL(fileURLWithPath: path))
+            try FileManager.default.setAttributes([.posixPermissions: 0o755], ofItemAtPath: path)
+        }
+        let marker = folder + "/apt-get-ran"
+        try fake("apt-get", "echo \"$@\" >> \(marker)\nexit 100")
+        try fake("sudo", "exec \"$@\"")
+        var environment = ProcessInfo.processInfo.environment
+        environment["PATH"] = fakes + ":" + (environment["PATH"] ?? "/usr/bin:/bin")
+        let script = repository.appendingPathComponent("scripts/setup.sh").path
+
+        try fake("dpkg", "exit 0")  // everything installed
+        let present = try await runProcess(URL(fileURLWithPath: "/bin/bash"), [script, "test"], environment: environment)
+        #expect(present.status == 0, "\(present)")
+        #expect(!FileManager.default.fileExists(atPath: marker), "apt-get must not run when nothing is missing")
+
+        try fake("dpkg", "exit 1")  // nothing installed, and apt-get fails
+        let missing = try await runProcess(URL(fileURLWithPath: "/bin/bash"), [script, "test"], environment: environment)
+        #expect(missing.status == 1, "\(missing)")
+        #expect(missing.stderr.contains("As root, run: apt-get install -y libsqlite3-dev postgresql"), "\(missing.stderr)")
+        #expect(try String(contentsOfFile: marker, encoding: .utf8).contains("update"))
+    }
+    #endif
 }

@@ -84,7 +84,13 @@ struct ImportCommand: VaultCommand {
         }
         var synced = false
         if !noSync, context.settings.server != nil {
-            synced = (try? await context.engine.sync()) != nil
+            do {
+                _ = try await context.engine.sync()
+                synced = true
+            } catch {
+                // The import stands (stored and queued); say why it is not on the server yet.
+                Console.note("not synced: \(describe(error).message)")
+            }
         }
         let pending = (try? await context.engine.pendingCount()) ?? summary.pendingCount
         if output.json {
