@@ -111,9 +111,10 @@ public struct RSAPrivateKey: Sendable {
     public var publicKey: RSAPublicKey { RSAPublicKey(key.publicKey) }
 
     /// Unwraps a key wrapped for this key pair: EncString types 3 and 4 (OAEP with SHA-256 or SHA-1),
-    /// and the deprecated 5 and 6 (whose MAC part is ignored).
+    /// and the deprecated 5 and 6 (whose MAC part is ignored). Only a 64-byte key is accepted (an
+    /// organization key always has 64 bytes; a 32-byte one would open unauthenticated strings).
     public func unwrapKey(_ encString: EncString) throws -> SymmetricCryptoKey {
-        try SymmetricCryptoKey(bytes: decrypt(encString))
+        try SymmetricCryptoKey(wrappedKeyBytes: decrypt(encString))
     }
 
     /// Decrypts an RSA EncString.

@@ -43,6 +43,13 @@ public struct SymmetricCryptoKey: Sendable {
         }
     }
 
+    /// Creates a key that was unwrapped from an EncString: 64 bytes only (a 32-byte key is refused,
+    /// see ``EncString/decryptKey(key:)``; a longer one is a V2 account's key).
+    public init<Bytes: DataProtocol>(wrappedKeyBytes bytes: Bytes) throws {
+        guard bytes.count >= 64 else { throw CryptoError.wrongKeySize(expected: [64], actual: bytes.count) }
+        try self.init(bytes: bytes)
+    }
+
     /// Creates a key from its standard base64 form.
     public init(base64: String) throws {
         guard let data = Data(base64Encoded: base64) else {

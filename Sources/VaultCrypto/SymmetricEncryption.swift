@@ -96,9 +96,12 @@ extension EncString {
         return text
     }
 
-    /// Decrypts an EncString that wraps another 64-byte key (item, attachment or organization key).
+    /// Decrypts an EncString that wraps another 64-byte key (user, item, attachment or organization key).
+    /// - Throws: ``CryptoError/wrongKeySize(expected:actual:)`` for a wrapped 32-byte key: such a key
+    ///   has no MAC half and would open unauthenticated type 0 strings, so it is never accepted from
+    ///   the server (only the raw master key is 32 bytes; docs/SECURITY.md, legacy encryption).
     public func decryptKey(key: SymmetricCryptoKey) throws -> SymmetricCryptoKey {
-        try SymmetricCryptoKey(bytes: decrypt(key: key))
+        try SymmetricCryptoKey(wrappedKeyBytes: decrypt(key: key))
     }
 
     /// Wraps a key (its raw bytes) in a type 2 EncString.

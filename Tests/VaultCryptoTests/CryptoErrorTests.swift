@@ -153,3 +153,34 @@ struct CryptoErrorTests {
         #expect(throws: CryptoError.self) { try EncString(binary: Data([9, 1, 2])) }
     }
 }
+
+@Suite("Legacy encryption: 32-byte keys and type 0 strings only where the protocol needs them")
+struct LegacyEncryptionTests {
+    @Test("a wrapped 32-byte key is refused, so nothing can open unauthenticated type 0 strings with it")
+    func shortWrappedKey() throws {
+        let userKey = SymmetricCryptoKey.generate()
+        let short = try SymmetricCryptoKey(bytes: [UInt8](repeating: 9, count: 32))
+        let wrapped = try short.withUnsafeBytes { try EncString.encrypt($0, key: userKey) }
+        #expect(throws: CryptoError.wrongKeySize(expected: [64], actual: 32)) { try wrapped.decryptKey(key: userKey) }
+        // A 64-byte key unwraps as before.
+        let item = SymmetricCryptoKey.generate()
+        #expect(try EncString.wrap(item, with: userKey).decryptKey(key: userKey) == item)
+    }
+
+    @Test("an organization key of 32 bytes wrapped with RSA is refused")
+    func shortOrganizationKey() throws {
+        let pair = try RSAPrivateKey.generate()
+        let short = try SymmetricCryptoKey(bytes: [UInt8](repeating: 3, count: 32))
+        let wrapped = try pair.publicKey.wrap(short)
+        #expect(throws: CryptoError.wrongKeySize(expected: [64], actual: 32)) { try pair.unwrapKey(wrapped) }
+        let full = SymmetricCryptoKey.generate()
+        #expect(try pair.unwrapKey(try pair.publicKey.wrap(full)) == full)
+    }
+
+    @Test("type 0 never decrypts with a 64-byte key; the legacy master-key path still opens a type 0 user key")
+    func typeZero() throws {
+        let key = SymmetricCryptoKey.generate()
+        let legacy = try EncString("0.AAECAwQFBgcICQoLDA0ODw==|AAECAwQFBgcICQoLDA0ODw==")
+        #expect(throws: CryptoError.wrongKeyType(encryptionType: 0, keyBytes: 64)) { try legacy.decrypt(key: key) }
+    }
+}
