@@ -24,10 +24,17 @@ public final class VaultStore: Sendable {
             // checkpoint. FULL would fsync every save and cost milliseconds each.
             try db.execute(sql: "PRAGMA synchronous = NORMAL")
         }
-        let existed = FileManager.default.fileExists(atPath: path)
+        // The file is created owner-only before SQLite opens it: SQLite gives the -wal and -shm files
+        // it creates the main file's mode, so none of the three is ever readable by others, whatever
+        // the process umask (an app using the library may not set one). Existing files are tightened.
+        if !FileManager.default.fileExists(atPath: path) {
+            _ = FileManager.default.createFile(atPath: path, contents: nil, attributes: [.posixPermissions: 0o600])
+        }
+        for file in [path, path + "-wal", path + "-shm"] where FileManager.default.fileExists(atPath: file) {
+            try? FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: file)
+        }
         pool = try DatabasePool(path: path, configuration: configuration)
         self.path = path
-        if !existed { try? FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: path) }
         try Self.migrator.migrate(pool)
     }
 
