@@ -67,7 +67,7 @@ let package = Package(
         ),
         .target(
             name: "VaultSyncCore",
-            dependencies: ["VaultModels"],
+            dependencies: ["VaultModels", "VaultCrypto"],
             swiftSettings: strict
         ),
         .target(
@@ -208,6 +208,8 @@ let package = Package(
                 "VaultClient", "VaultAPI", "VaultStore", "VaultModels", "VaultCrypto", "VaultServer", "VaultTestSupport",
                 .product(name: "PropertyBased", package: "swift-property-based"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "_CryptoExtras", package: "swift-crypto"),
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Logging", package: "swift-log"),
             ],

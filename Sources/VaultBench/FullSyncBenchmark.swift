@@ -70,7 +70,7 @@ enum FullSyncBenchmark {
     static func child() async throws {
         let input = try readChildInput(AccountProfile.self)
         let engine = try VaultEngine(databasePath: input.profile, configuration: EngineConfiguration(serverURL: input.url))
-        let syncSeconds = try await measureAsync { try await engine.login(email: input.email, password: input.password) }
+        let syncSeconds = try await measureAsync { try await engine.login(email: input.email, password: input.password, acceptingKdf: BenchAccount.kdf) }
         var listed = 0
         let decryptSeconds = try await measureAsync {
             listed = try await engine.items().filter { (try? $0.result.get()) != nil }.count

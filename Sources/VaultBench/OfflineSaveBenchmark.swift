@@ -25,7 +25,7 @@ enum OfflineSaveBenchmark {
         defer { try? FileManager.default.removeItem(atPath: profile) }
         let path = profile + "/vault.sqlite"
         let online = try VaultEngine(databasePath: path, configuration: EngineConfiguration(serverURL: await server.url))
-        try await online.login(email: account.email, password: account.password)
+        try await online.login(email: account.email, password: account.password, acceptingKdf: BenchAccount.kdf)
         await online.shutdown()
         await server.destroy()
 

@@ -47,7 +47,7 @@ enum QueueMemoryBenchmark {
     /// Logs a profile in (empty vault), then saves `count` new items with the server unreachable.
     static func queueOfflineCreates(_ count: Int, account: BenchAccount, path: String) async throws {
         let online = try VaultEngine(databasePath: path, configuration: EngineConfiguration(serverURL: account.url))
-        try await online.login(email: account.email, password: account.password)
+        try await online.login(email: account.email, password: account.password, acceptingKdf: BenchAccount.kdf)
         await online.shutdown()
         var configuration = EngineConfiguration(serverURL: deadServerURL())
         configuration.api.requestTimeout = .seconds(2)

@@ -25,7 +25,7 @@ enum ResolutionBenchmark {
         var engineLogger = Logger(label: "vaultsync.engine")
         engineLogger.logLevel = ProcessInfo.processInfo.environment["VAULTSYNC_LOG"].flatMap(Logger.Level.init(rawValue:)) ?? .info
         let online = try VaultEngine(databasePath: profile + "/vault.sqlite", configuration: configuration, logger: engineLogger)
-        try await online.login(email: email, password: password)
+        try await online.login(email: email, password: password, acceptingKdf: BenchAccount.kdf)
 
         // N offline updates (the real offline path: a dead server, encrypt, store, queue).
         var offlineConfiguration = EngineConfiguration(serverURL: deadServerURL())

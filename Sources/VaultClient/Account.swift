@@ -10,6 +10,7 @@ extension VaultEngine {
     /// Creates an account on the server (keys made here: user key, RSA pair), then logs in.
     public func register(email: String, password: String, name: String? = nil,
                          kdf: KdfConfiguration = .defaultPBKDF2) async throws {
+        try requireUsableServer()
         let master = try cryptoCall { try MasterKey.derive(password: password, salt: email, kdf: kdf) }
         let userKey = SymmetricCryptoKey.generate(using: random)
         let privateKey = try cryptoCall { try RSAPrivateKey.generate() }
@@ -22,21 +23,50 @@ extension VaultEngine {
         } catch let error as ServerCallError {
             throw Self.onlineOnly(error)
         }
-        try await login(email: email, password: password)
+        // The settings were chosen here a moment ago: no prelogin to trust.
+        try await login(email: email, password: password, knownKdf: kdf)
     }
 
-    /// Logs in (prelogin → KDF → hash → token), stores the account's wrapped keys for offline unlock,
-    /// and leaves the vault unlocked. Fetches the vault.
-    public func login(email: String, password: String) async throws {
+    /// Logs in (prelogin → KDF check → KDF → hash → token), stores the account's wrapped keys for
+    /// offline unlock, and leaves the vault unlocked. Fetches the vault.
+    ///
+    /// The prelogin answer's KDF settings are checked before anything is derived or sent
+    /// (``KdfPolicy``): they may not be weaker than those this device has seen unlock the account
+    /// (``VaultError/kdfWeakened(pinned:offered:)``), and for an account new to this device they must
+    /// meet Bitwarden's current minimums (``VaultError/kdfBelowMinimums(offered:)``). Either refusal
+    /// is lifted only by `acceptingKdf`: the exact settings the user was shown and confirmed. After
+    /// a successful login the settings that unlocked the account are pinned.
+    public func login(email: String, password: String, acceptingKdf: KdfConfiguration? = nil) async throws {
+        try await login(email: email, password: password, knownKdf: nil, acceptingKdf: acceptingKdf)
+    }
+
+    func login(email: String, password: String, knownKdf: KdfConfiguration?, acceptingKdf: KdfConfiguration? = nil) async throws {
+        try requireUsableServer()
         let normalised = MasterKey.normaliseSalt(email)
+        let existing = try await read { db in try AccountRecord.filter(Column("email") == normalised).fetchOne(db) }
         let kdf: KdfConfiguration
-        do {
-            kdf = try await api.prelogin(email: normalised)
-        } catch let error as ServerCallError {
-            throw Self.onlineOnly(error)
+        if let knownKdf {
+            kdf = knownKdf
+        } else {
+            do {
+                kdf = try await api.prelogin(email: normalised)
+            } catch let error as ServerCallError {
+                throw Self.onlineOnly(error)
+            }
+            let pinned = existing.flatMap { try? $0.kdf }
+            switch KdfPolicy.evaluate(offered: kdf, pinned: pinned, confirmed: acceptingKdf) {
+            case .accept:
+                break
+            case .belowMinimums(let offered):
+                logger.warning("login refused: announced KDF below the current minimums", metadata: ["kdf": "\(offered.spec)"])
+                throw VaultError.kdfBelowMinimums(offered: offered)
+            case .weakerThanPinned(let pinned, let offered):
+                logger.warning("login refused: announced KDF weaker than the pinned one",
+                               metadata: ["pinned": "\(pinned.spec)", "offered": "\(offered.spec)"])
+                throw VaultError.kdfWeakened(pinned: pinned, offered: offered)
+            }
         }
         let master = try cryptoCall { try MasterKey.derive(password: password, salt: normalised, kdf: kdf) }
-        let existing = try await read { db in try AccountRecord.filter(Column("email") == normalised).fetchOne(db) }
         let deviceIdentifier = existing?.deviceIdentifier ?? UUID().uuidString.lowercased()
         let tokens: TokenResponse
         do {

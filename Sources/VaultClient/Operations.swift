@@ -432,6 +432,9 @@ extension VaultEngine {
 
     /// Encrypts and checks the server's length limits.
     func encrypt(_ view: CipherView, keys: VaultKeys) throws -> CipherWire {
+        if let organizationID = view.organizationId {
+            try requireTrustedOrganization(organizationID, keys: keys, userID: try requireSession().userID)
+        }
         let wire = try modelCall { try view.encrypted(with: keys, random: random) }
         if let violation = wire.limitViolations.first {
             throw VaultError.invalidItem("\(violation.path) is too long for the server (\(violation.length) encrypted characters, at most \(violation.limit))")

@@ -53,6 +53,9 @@ extension VaultEngine {
         let finalFolders = folders
         let keys = current.keys
         let (ciphersComplete, foldersComplete) = (unreadableCiphers == 0, unreadableFolders == 0)
+        let knownOrganizations = Set(try await read { db in
+            try String.fetchAll(db, sql: "SELECT id FROM organization WHERE userID = ?", arguments: [userID])
+        })
         let kept = try await write { db -> [String] in
             let pending = try Self.pendingItemIDs(userID: userID, db)
             // Ciphers (unchanged rows skipped; one upsert statement per changed row).
@@ -63,8 +66,8 @@ extension VaultEngine {
             for row in finalCiphers where !pending.contains(PendingKey(kind: .cipher, id: row.id)) {
                 if let local = localRows[row.id] {
                     if local.json == row.json { continue }
-                    if let serverWire = try? row.wire(), Self.failsVerification(serverWire, keys: keys),
-                       let localWire = try? local.wire(), !Self.failsVerification(localWire, keys: keys) {
+                    if let serverWire = try? row.wire(), let localWire = try? local.wire(),
+                       Self.isDowngrade(server: serverWire, local: localWire, keys: keys) {
                         kept.append(row.id)
                         continue
                     }
@@ -110,16 +113,25 @@ extension VaultEngine {
             session?.keys.organizationKeys = orgKeys
         }
         try await purgeDrafts()
-        var messages: [String] = []
+        var messages = try await membershipNotices(known: knownOrganizations, keys: session?.keys ?? keys, userID: userID)
         if !kept.isEmpty {
             logger.warning("server items failed verification; local copies kept",
                            metadata: ["count": "\(kept.count)", "examples": "\(kept.prefix(5))"])
-            messages.append("\(kept.count) item(s) from the server could not be read (their encryption does not verify); the copies on this device were kept.")
+            messages.append("\(kept.count) item(s) from the server could not be read (their encryption does not verify, or they lost their item key); the copies on this device were kept.")
         }
         if unreadableCiphers + unreadableFolders > 0 {
             messages.append("\(unreadableCiphers + unreadableFolders) item(s) or folder(s) from the server could not be read and were skipped; nothing was removed from this device.")
         }
         return messages
+    }
+
+    /// Whether a changed server version must not replace the local copy: its encryption does not
+    /// verify while the local copy's does, or it lost the item key the local copy has (a server that
+    /// drops an item's key makes the next edit encrypt with the account or organization key directly,
+    /// reopening the field-swapping attacks the item key closes; docs/SECURITY.md, item-key downgrade).
+    static func isDowngrade(server: CipherWire, local: CipherWire, keys: VaultKeys) -> Bool {
+        if local.key != nil, server.key == nil { return true }
+        return failsVerification(server, keys: keys) && !failsVerification(local, keys: keys)
     }
 
     /// Whether an item's encryption fails to verify (a MAC mismatch or bad padding): damaged or tampered.

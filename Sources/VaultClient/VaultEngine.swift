@@ -54,6 +54,9 @@ public actor VaultEngine {
     /// (see ``oneSaveAtATime(of:_:)``).
     var savesInProgress: Set<String> = []
     var savesWaiting: [String: [CheckedContinuation<Void, Never>]] = [:]
+    /// Why the configured server address may not be used (``ServerAddress``), `nil` when it may. Every
+    /// call to the server checks it first (``requireUsableServer()``), so nothing is sent to it.
+    nonisolated let serverRefusal: String?
 
     /// Opens the profile database at `databasePath`.
     public init(databasePath: String, configuration: EngineConfiguration, clock: any DeviceClock = SystemDeviceClock(),
@@ -65,6 +68,17 @@ public actor VaultEngine {
         self.random = random
         self.logger = logger
         self.httpClient = httpClient ?? sharedHTTPClient
+        var refusal: String?
+        switch ServerAddress.check(configuration.serverURL, allowPlainHTTP: configuration.insecureAllowPlainHTTP) {
+        case .refused(let reason) where !configuration.serverURL.isEmpty:
+            refusal = reason
+        case .plainHTTPAllowed(let host):
+            logger.warning("plain HTTP to a server on another machine, allowed by insecureAllowPlainHTTP: the login hash and tokens cross the network readable",
+                           metadata: ["host": "\(host)"])
+        default:
+            break
+        }
+        serverRefusal = refusal
         let box = clockOffsetBox
         api = BitwardenAPI(baseURL: configuration.serverURL, httpClient: self.httpClient, configuration: configuration.api,
                            now: { clock.now() }, onClockSample: { box.record($0) }, logger: logger)
@@ -136,6 +150,7 @@ public actor VaultEngine {
 
     /// Calls the server with the session's access token, refreshing it once on 401.
     func authorized<T: Sendable>(_ call: @Sendable (BitwardenAPI, String) async throws -> T) async throws -> T {
+        try requireUsableServer()
         let current = try requireSession()
         guard let tokens = current.tokens else { throw VaultError.notLoggedIn }
         do {
@@ -144,6 +159,11 @@ public actor VaultEngine {
             let renewed = try await renewedTokens(after: tokens)
             return try await call(api, renewed.accessToken)
         }
+    }
+
+    /// Refuses before any request when the server address is not allowed (plain HTTP to another machine).
+    func requireUsableServer() throws {
+        if let serverRefusal { throw VaultError.insecureServer(serverRefusal) }
     }
 
     /// Tokens to use after `refused` got 401: those another call already obtained, the refresh in

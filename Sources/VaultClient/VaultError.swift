@@ -37,6 +37,20 @@ public enum VaultError: Error, Sendable, Equatable {
     case duplicateImport(count: Int, total: Int, examples: [String])
     /// An export refused because these items cannot be decrypted.
     case exportUnreadable(itemIDs: [String])
+    /// A first login on this device whose announced KDF settings are below the current minimums;
+    /// nothing was derived or sent (docs/SECURITY.md, KDF downgrade).
+    case kdfBelowMinimums(offered: KdfConfiguration)
+    /// The server announced KDF settings weaker than those this device saw unlock the account;
+    /// nothing was derived or sent.
+    case kdfWeakened(pinned: KdfConfiguration, offered: KdfConfiguration)
+    /// The server address is refused (plain HTTP to another machine, or not a URL); nothing was sent.
+    case insecureServer(String)
+    /// An item would be encrypted for an organization the user has not trusted on this device.
+    case organizationNotTrusted(String)
+    /// The organization was trusted with another key than the one the server hands out now.
+    case organizationKeyChanged(String)
+    /// No key for this organization on this device (not a confirmed membership, or its key did not unwrap).
+    case organizationUnavailable(String)
 }
 
 extension VaultError: LocalizedError {
@@ -65,6 +79,18 @@ extension VaultError: LocalizedError {
         case .duplicateImport(let count, let total, let examples):
             let names = examples.map { "\"\($0)\"" }.joined(separator: ", ")
             return "\(count) of the \(total) items are already in the vault (same type, name and content, e.g. \(names)); nothing was imported. Import only the new ones, or all of them anyway, on purpose."
+        case .kdfBelowMinimums(let offered):
+            return "The server says this account derives its key with \(offered.summary), below Bitwarden's current minimums (PBKDF2-SHA256 with 600,000 iterations, or Argon2id with 2 iterations and 16 MiB). A hostile server announces weak settings to obtain a password hash that is cheap to crack, so nothing was sent. If you know your account really uses these settings, log in again confirming them (accept KDF \(offered.spec)), then raise them in your account settings."
+        case .kdfWeakened(let pinned, let offered):
+            return "The server now says this account derives its key with \(offered.summary), weaker than the \(pinned.summary) this device has seen unlock it. A hostile server announces weaker settings to obtain a password hash that is cheap to crack, so nothing was sent. Only if you changed the settings yourself, log in again confirming them (accept KDF \(offered.spec))."
+        case .insecureServer(let reason):
+            return "The server address is refused: \(reason). Nothing was sent."
+        case .organizationNotTrusted(let organization):
+            return "Nothing was saved: the organization \(organization) is not trusted on this device. A server can announce memberships you never accepted, with a key it knows; trust an organization only if you joined it (vaultsync org trust)."
+        case .organizationKeyChanged(let organization):
+            return "Nothing was saved: the server now hands out another key for the organization \(organization) than the one you trusted. Trust it again only if you know why its key changed."
+        case .organizationUnavailable(let organization):
+            return "No key for the organization \(organization) on this device: it is not a confirmed membership of this account (sync, or ask its administrator to confirm you)."
         case .exportUnreadable(let ids):
             return "\(ids.count) item(s) cannot be decrypted (\(ids.prefix(3).joined(separator: ", "))), so an export would leave them out; nothing was written. Sync, or see `vaultsync list` for the damaged items."
         }
@@ -114,6 +140,10 @@ public struct EngineConfiguration: Sendable {
     public var resolutionConcurrency = 4
     /// Plain pushes per bulk request, where the server offers the VaultSync bulk extension (0: never).
     public var bulkPushSize = 500
+    /// Allows `http://` to a server that is not on this machine's loopback interface. Off by default:
+    /// the login hash and the tokens would cross the network readable (docs/SECURITY.md). Only for a
+    /// test network the user controls; every engine started with it logs a warning.
+    public var insecureAllowPlainHTTP = false
 
     public init(serverURL: String) {
         self.serverURL = serverURL

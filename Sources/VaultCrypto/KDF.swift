@@ -96,6 +96,88 @@ public enum KdfConfiguration: Sendable, Hashable {
         }
     }
 
+    /// Bitwarden's current minimums for an account's KDF: the lowest settings its clients let an
+    /// account choose today (PBKDF2 600,000 iterations; Argon2id 2 iterations, 16 MiB, 1 lane). The
+    /// wider ``pbkdf2Iterations`` range only exists because old accounts still have such settings; a
+    /// first login below these needs the user's explicit confirmation (docs/SECURITY.md, KDF downgrade).
+    public static let currentMinimumPBKDF2Iterations = 600_000
+    public static let currentMinimumArgon2Iterations = 2
+    public static let currentMinimumArgon2MemoryMiB = 16
+    public static let currentMinimumArgon2Parallelism = 1
+
+    /// Whether these settings meet Bitwarden's current minimums.
+    public var meetsCurrentMinimums: Bool {
+        switch self {
+        case .pbkdf2(let iterations):
+            return iterations >= Self.currentMinimumPBKDF2Iterations
+        case .argon2id(let iterations, let memory, let parallelism):
+            return iterations >= Self.currentMinimumArgon2Iterations && memory >= Self.currentMinimumArgon2MemoryMiB
+                && parallelism >= Self.currentMinimumArgon2Parallelism
+        }
+    }
+
+    /// Whether guessing a password costs an attacker at least as much with `self` as with `other`.
+    ///
+    /// Within one algorithm every cost parameter must be at least `other`'s (Argon2id's lane count
+    /// does not change the total work, so it may differ). Argon2id replacing PBKDF2 is not weaker
+    /// when it meets the current minimums (memory-hardness is gained); PBKDF2 replacing Argon2id
+    /// always is (memory-hardness is lost, whatever the iteration count).
+    public func isAtLeastAsStrong(as other: KdfConfiguration) -> Bool {
+        switch (self, other) {
+        case (.pbkdf2(let mine), .pbkdf2(let theirs)):
+            return mine >= theirs
+        case (.argon2id(let iterations, let memory, _), .argon2id(let otherIterations, let otherMemory, _)):
+            return iterations >= otherIterations && memory >= otherMemory
+        case (.argon2id, .pbkdf2):
+            return meetsCurrentMinimums
+        case (.pbkdf2, .argon2id):
+            return false
+        }
+    }
+
+    /// A short text a person reads, e.g. "PBKDF2-SHA256 with 100,000 iterations".
+    public var summary: String {
+        switch self {
+        case .pbkdf2(let iterations):
+            return "PBKDF2-SHA256 with \(Self.grouped(iterations)) iterations"
+        case .argon2id(let iterations, let memory, let parallelism):
+            return "Argon2id with \(iterations) iterations, \(memory) MiB and \(parallelism) lanes"
+        }
+    }
+
+    /// The settings as one word a person can type back to confirm them: `pbkdf2:600000` or
+    /// `argon2id:3,64,4` (iterations, MiB, lanes). Read with ``init(spec:)``.
+    public var spec: String {
+        switch self {
+        case .pbkdf2(let iterations): return "pbkdf2:\(iterations)"
+        case .argon2id(let iterations, let memory, let parallelism): return "argon2id:\(iterations),\(memory),\(parallelism)"
+        }
+    }
+
+    /// Reads a ``spec`` word; `nil` when it is not one.
+    public init?(spec: String) {
+        let parts = spec.lowercased().split(separator: ":", maxSplits: 1).map(String.init)
+        guard parts.count == 2 else { return nil }
+        let numbers = parts[1].split(separator: ",", omittingEmptySubsequences: false).map { Int($0) }
+        guard !numbers.contains(where: { $0 == nil }) else { return nil }
+        let values = numbers.compactMap { $0 }
+        switch (parts[0], values.count) {
+        case ("pbkdf2", 1): self = .pbkdf2(iterations: values[0])
+        case ("argon2id", 3): self = .argon2id(iterations: values[0], memoryMiB: values[1], parallelism: values[2])
+        default: return nil
+        }
+    }
+
+    private static func grouped(_ value: Int) -> String {
+        let digits = Array(String(value))
+        var out = ""
+        for (index, digit) in digits.enumerated() {
+            if index > 0, (digits.count - index) % 3 == 0 { out.append(",") }
+            out.append(digit)
+        }
+        return out
+    }
+
     /// Derives 32 bytes from `password` and the (already normalised) `salt`.
     func derive(password: [UInt8], salt: [UInt8]) throws -> SymmetricKey {
         try validate()

@@ -116,6 +116,34 @@ public struct OrganizationRow: Codable, Sendable, Equatable, FetchableRecord, Pe
     }
 }
 
+/// An organization the user trusted on this device, with its key at that moment sealed with the user
+/// key (migration v7). Only these organizations' keys encrypt the user's data.
+public struct TrustedOrganizationRow: Codable, Sendable, Equatable, FetchableRecord, PersistableRecord {
+    public static let databaseTableName = "trustedOrganization"
+    public var userID: String
+    public var organizationID: String
+    public var sealedKey: String
+    public var trustedAt: Int64
+
+    public init(userID: String, organizationID: String, sealedKey: String, trustedAt: Int64) {
+        self.userID = userID
+        self.organizationID = organizationID
+        self.sealedKey = sealedKey
+        self.trustedAt = trustedAt
+    }
+
+    /// The user's trusted organizations by id.
+    public static func all(_ db: Database, userID: String) throws -> [String: TrustedOrganizationRow] {
+        let rows = try TrustedOrganizationRow.filter(Column("userID") == userID).fetchAll(db)
+        return Dictionary(rows.map { ($0.organizationID, $0) }, uniquingKeysWith: { first, _ in first })
+    }
+
+    /// One trusted organization, or `nil`.
+    public static func find(_ db: Database, userID: String, organizationID: String) throws -> TrustedOrganizationRow? {
+        try TrustedOrganizationRow.fetchOne(db, key: ["userID": userID, "organizationID": organizationID])
+    }
+}
+
 /// A collection entry (name encrypted with the organization key).
 public struct CollectionRow: Codable, Sendable, Equatable, FetchableRecord, PersistableRecord {
     public static let databaseTableName = "collection"

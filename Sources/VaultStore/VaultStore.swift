@@ -191,6 +191,18 @@ public final class VaultStore: Sendable {
                 t.add(column: "twinCheckPending", .boolean).notNull().defaults(to: false)
             }
         }
+        migrator.registerMigration("v7: organizations the user trusted on this device") { db in
+            // docs/SECURITY.md, "Injected organizations": the server can announce a membership and an
+            // organization key it knows; only an organization the user trusted here, with the key it had
+            // then (sealed with the user key), is ever used to encrypt the user's data.
+            try db.create(table: "trustedOrganization") { t in
+                t.column("userID", .text).notNull().references("account", onDelete: .cascade)
+                t.column("organizationID", .text).notNull()
+                t.column("sealedKey", .text).notNull()
+                t.column("trustedAt", .integer).notNull()
+                t.primaryKey(["userID", "organizationID"])
+            }
+        }
         return migrator
     }
 }

@@ -132,6 +132,19 @@ public actor FaultProxy {
         plan.setForwardHook(hook)
     }
 
+    /// A malicious server: rewrites the real server's answer (method, path without query, body) before
+    /// the client reads it; `nil` from the closure leaves the answer as it is. The hostile-server
+    /// suite makes the real server lie this way, field by field.
+    public typealias Tamper = @Sendable (_ method: String, _ path: String, _ body: [UInt8]) -> [UInt8]?
+
+    /// Sets (or with `nil` removes) the rewrite of answers.
+    public func setTamper(_ tamper: Tamper?) {
+        plan.setTamper(tamper)
+    }
+
+    /// Every request seen so far, in arrival order, as "METHOD /path" (no query): what the client sent.
+    public var requestLog: [String] { plan.requestLog }
+
     /// Forwards every request held by ``Action/holdUntilReleased`` (and any held later).
     public func releaseHeld() {
         plan.release()
@@ -225,7 +238,7 @@ public actor FaultProxy {
         forwarded.body = .bytes(body)
         let status: Int
         var headers = HTTPHeaders()
-        let responseBody: ByteBuffer
+        var responseBody: ByteBuffer
         do {
             let response = try await HTTPClient.shared.execute(forwarded, timeout: .seconds(60))
             responseBody = try await response.body.collect(upTo: 256 * 1024 * 1024)
@@ -239,6 +252,9 @@ public actor FaultProxy {
             return true
         }
         await plan.forwarded(method: head.method.rawValue, path: path)
+        if let tamper = plan.currentTamper, let rewritten = tamper(head.method.rawValue, path, Array(buffer: responseBody)) {
+            responseBody = ByteBuffer(bytes: rewritten)
+        }
         switch action {
         case .forwardThenDrop?:
             try await write(status: 502, headers: HTTPHeaders(), body: ByteBuffer(string: "connection lost (injected)"), to: outbound)
@@ -299,6 +315,15 @@ final class FaultPlan: @unchecked Sendable {
     private var generator = SeededRandom(seed: 0)
     private var partitioned = false
     private var hook: (@Sendable (String, String) async -> Void)?
+    private var tamper: FaultProxy.Tamper?
+    private var log: [String] = []
+
+    var currentTamper: FaultProxy.Tamper? { lock.withLock { tamper } }
+    var requestLog: [String] { lock.withLock { log } }
+
+    func setTamper(_ value: FaultProxy.Tamper?) {
+        lock.withLock { tamper = value }
+    }
     private(set) var firedCount = 0
     private(set) var firedByAction: [String: Int] = [:]
     private(set) var requestCount = 0
@@ -333,6 +358,7 @@ final class FaultPlan: @unchecked Sendable {
     func action(method: String, path: String) -> FaultProxy.Action? {
         lock.withLock {
             requestCount += 1
+            log.append("\(method) \(path)")
             var chosen: FaultProxy.Action?
             if partitioned {
                 chosen = .dropBeforeForwarding

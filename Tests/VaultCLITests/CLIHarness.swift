@@ -142,7 +142,7 @@ struct CLIScenario {
         if register {
             try await device.expect(["register", email, "--kdf-iterations", "100000"])
         } else {
-            try await device.expect(["login", email])
+            try await device.expect(["login", email, "--accept-kdf", "pbkdf2:100000"])
         }
         return device
     }

@@ -74,7 +74,7 @@ struct Scenario {
         if register {
             try await device.engine.register(email: email, password: password, kdf: testKDF)
         } else {
-            try await device.engine.login(email: email, password: password)
+            try await device.engine.login(email: email, password: password, acceptingKdf: testKDF)
         }
         return device
     }

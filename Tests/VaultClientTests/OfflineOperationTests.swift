@@ -246,6 +246,8 @@ enum OrganizationSetup {
     static func sharedItem(named name: String, scenario: Scenario, device: Device) async throws -> CipherView {
         let ids = try await create(serverURL: await scenario.server.url, email: scenario.email, password: scenario.password)
         try await device.engine.pull()
+        // The user created it (through another session): they trust it on this device.
+        try await device.engine.trustOrganization(id: ids.organization)
         var shared = loginItem(name)
         shared.organizationId = ids.organization
         shared.collectionIds = [ids.collection]

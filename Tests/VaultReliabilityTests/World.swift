@@ -218,7 +218,7 @@ final class SimDevice: @unchecked Sendable {
         let proxyURL = await proxy.url
         let engine = try makeEngine(path: path, url: url ?? proxyURL, clock: clock, configure: configure)
         if ownLogin {
-            try await engine.login(email: email, password: reliabilityPassword)
+            try await engine.login(email: email, password: reliabilityPassword, acceptingKdf: reliabilityKDF)
         } else {
             try await engine.unlock(email: email, password: reliabilityPassword)
         }

@@ -72,7 +72,7 @@ struct ScriptedSession {
 
         // Device B edits the login online while A is about to go offline: a conflict.
         let b = deviceB.engine
-        try await b.login(email: email, password: password)
+        try await b.login(email: email, password: password, acceptingKdf: securityKDF)
         var fromB = try #require(try await b.items().compactMap { try? $0.result.get() }.first { $0.id == savedLogin.id })
         fromB.login?.password = secret("password from device B")
         _ = try await b.updateItem(fromB)

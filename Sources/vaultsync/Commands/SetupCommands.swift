@@ -3,6 +3,7 @@ import Foundation
 import VaultClient
 import VaultCrypto
 import VaultModels
+import VaultSyncCore
 
 struct ConfigCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -22,23 +23,45 @@ struct ConfigCommand: AsyncParsableCommand {
     struct Server: VaultCommand {
         static let configuration = CommandConfiguration(
             abstract: "Set the server URL (a VaultSync or other Bitwarden-compatible server).",
-            discussion: "Example:\n  vaultsync config server http://127.0.0.1:8087")
+            discussion: """
+            https:// is required, except for a server on this machine (127.0.0.1, ::1, localhost): over plain HTTP the login hash and the session's tokens cross the network readable.
+
+            Examples:
+              vaultsync config server https://vault.example.com
+              vaultsync config server http://127.0.0.1:8087
+            """)
         static var needsUnlock: Bool { false }
         @OptionGroup var global: GlobalOptions
         @Argument(help: "The server's base URL.") var url: String
+        @Flag(name: .customLong("insecure-allow-plain-http"),
+              help: "Allow http:// to another machine (only on a test network you control; every command warns).")
+        var insecureAllowPlainHTTP = false
+
+        func validate() throws {
+            if case .refused(let reason) = ServerAddress.check(url, allowPlainHTTP: insecureAllowPlainHTTP) {
+                throw ValidationError(reason)
+            }
+        }
 
         func execute(_ context: CLIContext) async throws {
-            guard let parsed = URL(string: url), let scheme = parsed.scheme?.lowercased(), ["http", "https"].contains(scheme),
-                  parsed.host != nil else {
-                throw CLIError.usage("\"\(url)\" is not an http(s) URL")
-            }
             var context = context
-            if let current = context.settings.server, current != url, context.settings.email != nil {
+            let newURL = url.hasSuffix("/") ? String(url.dropLast()) : url
+            // Moving the same server from http:// to https:// is allowed while logged in.
+            let sameServer = context.settings.server.map { Self.withoutScheme($0) == Self.withoutScheme(newURL) } ?? true
+            if let current = context.settings.server, !sameServer, context.settings.email != nil {
                 throw CLIError.usage("this profile is logged in to \(current); run `vaultsync logout` before changing the server")
             }
-            context.settings.server = url.hasSuffix("/") ? String(url.dropLast()) : url
+            context.settings.server = newURL
+            context.settings.insecureAllowPlainHTTP = insecureAllowPlainHTTP ? true : nil
             try context.saveSettings()
-            print("Server set to \(context.settings.server!)")
+            print("Server set to \(newURL)")
+            if case .plainHTTPAllowed = ServerAddress.check(newURL, allowPlainHTTP: true) {
+                Console.error("WARNING: plain HTTP to another machine: the login hash and the session's tokens cross the network readable.")
+            }
+        }
+
+        static func withoutScheme(_ url: String) -> String {
+            url.split(separator: ":", maxSplits: 1).last.map(String.init)?.lowercased() ?? url
         }
     }
 
@@ -151,10 +174,23 @@ struct LoginCommand: VaultCommand {
         Examples:
           vaultsync login alice@example.com
           vaultsync login alice@example.com --password-file ~/.vault-pass
+          vaultsync login alice@example.com --accept-kdf pbkdf2:100000
+
+        The key derivation settings the server announces are checked before anything is sent: on a device that has unlocked the account they may not be weaker than before, and a first login here refuses settings below Bitwarden's current minimums (PBKDF2 600,000 iterations; Argon2id 2 iterations, 16 MiB). If your account really uses such settings, confirm them exactly as the refusal names them with --accept-kdf (or answer the question on a terminal).
         """)
     static var needsUnlock: Bool { false }
     @OptionGroup var global: GlobalOptions
     @Argument(help: "The account's email.") var email: String
+    @Option(name: .customLong("accept-kdf"), help: ArgumentHelp(
+        "Confirm weaker key derivation settings exactly as the refusal names them (pbkdf2:ITERATIONS or argon2id:ITERATIONS,MiB,LANES).",
+        valueName: "SETTINGS"))
+    var acceptKdf: String?
+
+    func validate() throws {
+        if let acceptKdf, KdfConfiguration(spec: acceptKdf) == nil {
+            throw ValidationError("--accept-kdf takes pbkdf2:ITERATIONS or argon2id:ITERATIONS,MiB,LANES (got \"\(acceptKdf)\")")
+        }
+    }
 
     func execute(_ context: CLIContext) async throws {
         _ = try context.requireServer()
@@ -165,7 +201,20 @@ struct LoginCommand: VaultCommand {
         guard let password = try context.masterPassword() else {
             throw CLIError.usage("give the master password (prompt, --password-file or VAULTSYNC_PASSWORD)")
         }
-        try await context.engine.login(email: normalised, password: password)
+        do {
+            try await context.engine.login(email: normalised, password: password, acceptingKdf: acceptKdf.flatMap(KdfConfiguration.init(spec:)))
+        } catch let refusal as VaultError {
+            // On a terminal the person can confirm the settings at once; nothing was sent yet.
+            let offered: KdfConfiguration
+            switch refusal {
+            case .kdfBelowMinimums(let settings), .kdfWeakened(_, let settings): offered = settings
+            default: throw refusal
+            }
+            guard Console.stdinIsTTY, Console.stderrIsTTY else { throw refusal }
+            Console.error(refusal.description)
+            guard Console.confirm("Log in with \(offered.summary)? [y/N] ") else { throw CLIError.aborted("nothing was sent to the server") }
+            try await context.engine.login(email: normalised, password: password, acceptingKdf: offered)
+        }
         var context = context
         context.settings.email = normalised
         try context.saveSettings()

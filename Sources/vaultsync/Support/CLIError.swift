@@ -86,6 +86,11 @@ func describe(_ error: any Error) -> (message: String, status: ExitStatus) {
         case .invalidItem: status = .usage
         case .crypto, .model, .storage, .exportUnreadable: status = .failure
         case .duplicateImport: status = .usage
+        // The server's answer was refused before anything was sent: a verification failure.
+        case .kdfBelowMinimums, .kdfWeakened: status = .verificationFailed
+        case .insecureServer: status = .usage
+        case .organizationNotTrusted, .organizationKeyChanged: status = .verificationFailed
+        case .organizationUnavailable: status = .notFound
         }
         return (error.description, status)
     case let error as ExchangeError:

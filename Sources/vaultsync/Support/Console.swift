@@ -35,6 +35,13 @@ enum Console {
         FileHandle.standardError.write(Data((prefix + text + "\n").utf8))
     }
 
+    /// Asks a yes/no question on standard error and reads the answer; only "y" or "yes" is a yes.
+    static func confirm(_ question: String) -> Bool {
+        FileHandle.standardError.write(Data(question.utf8))
+        guard let answer = Swift.readLine(strippingNewline: true)?.trimmingCharacters(in: .whitespaces).lowercased() else { return false }
+        return answer == "y" || answer == "yes"
+    }
+
     /// Reads a secret from the terminal without echo.
     static func readSecret(prompt: String) -> String? {
         FileHandle.standardError.write(Data(prompt.utf8))

@@ -74,12 +74,15 @@ struct ProfileSettings: Codable, Equatable {
     var lockTimeout: Int?
     /// Put conflict backups in the "Offline Sync Conflicts" folder instead of the item's folder.
     var conflictFolder: Bool?
+    /// Plain HTTP to a server on another machine, allowed on purpose (`config server URL --insecure-allow-plain-http`).
+    var insecureAllowPlainHTTP: Bool?
 
     static let defaultLockTimeout = 3600
 
     func engineConfiguration() -> EngineConfiguration {
         var configuration = EngineConfiguration(serverURL: server ?? "")
         configuration.backupsInConflictFolder = conflictFolder ?? false
+        configuration.insecureAllowPlainHTTP = insecureAllowPlainHTTP ?? false
         return configuration
     }
 }

@@ -1,0 +1,99 @@
+import Foundation
+import GRDB
+import VaultCrypto
+import VaultModels
+import VaultStore
+
+/// An organization the account is a member of, as this device sees it.
+public struct OrganizationSummary: Sendable, Equatable {
+    public var id: String
+    /// The name the server gives (plaintext, not authenticated).
+    public var name: String
+    /// The membership status (2: confirmed; only confirmed memberships carry a key).
+    public var status: Int
+    /// Whether this device holds the organization's key (a confirmed membership whose key unwrapped).
+    public var keyAvailable: Bool
+    /// Whether the user trusted it on this device with the key it has now: only then do the user's
+    /// edits and new items get encrypted with its key.
+    public var trusted: Bool
+    /// Trusted once, but the server now hands out another key for it.
+    public var keyChanged: Bool
+}
+
+extension VaultEngine {
+    /// The account's organization memberships from the last sync, with their trust on this device.
+    public func organizations() async throws -> [OrganizationSummary] {
+        let current = try requireSession()
+        let userID = current.userID
+        let (rows, trusted) = try await read { db in
+            (try OrganizationRow.filter(Column("userID") == userID).fetchAll(db), try TrustedOrganizationRow.all(db, userID: userID))
+        }
+        return rows.map { row in
+            let object = (try? JSONParser.parseObject(Array(row.json.utf8))) ?? [:]
+            let key = current.keys.organizationKeys[row.id]
+            let pinned = trusted[row.id].flatMap { Self.openPinnedKey($0, userKey: current.keys.userKey) }
+            return OrganizationSummary(
+                id: row.id, name: object["name"]?.stringValue ?? "(no name)", status: object["status"]?.intValue ?? -1,
+                keyAvailable: key != nil, trusted: key != nil && pinned != nil && pinned == key,
+                keyChanged: key != nil && trusted[row.id] != nil && pinned != key)
+        }.sorted { ($0.name, $0.id) < ($1.name, $1.id) }
+    }
+
+    /// Trusts an organization on this device, with the key the server hands out for it now
+    /// (docs/SECURITY.md, "Injected organizations"). The user's command is the only way an
+    /// organization key comes to encrypt their data: a membership the server announces is readable,
+    /// never written to, until then.
+    public func trustOrganization(id: String) async throws {
+        let current = try requireSession()
+        let organizationID = id.lowercased()
+        guard let key = current.keys.organizationKeys[organizationID] else {
+            throw VaultError.organizationUnavailable(organizationID)
+        }
+        let row = TrustedOrganizationRow(userID: current.userID, organizationID: organizationID,
+                                         sealedKey: try cryptoCall { try EncString.encrypt(key.base64, key: current.keys.userKey).serialized },
+                                         trustedAt: clock.now().microsecondsSinceEpoch)
+        try await write { db in try row.save(db) }
+    }
+
+    /// Refuses to encrypt for an organization the user has not trusted here, or whose key is no longer
+    /// the one they trusted. Called wherever an item is encrypted (``encrypt(_:keys:)``).
+    func requireTrustedOrganization(_ organizationID: String, keys: VaultKeys, userID: String) throws {
+        let id = organizationID.lowercased()
+        let (row, name) = try readNow { db in
+            (try TrustedOrganizationRow.find(db, userID: userID, organizationID: id),
+             try OrganizationRow.fetchOne(db, key: ["userID": userID, "id": id]).flatMap {
+                 try? JSONParser.parseObject(Array($0.json.utf8))["name"]?.stringValue
+             })
+        }
+        let label = name.map { "\"\($0)\" (\(id))" } ?? id
+        guard let row else { throw VaultError.organizationNotTrusted(label) }
+        guard let key = keys.organizationKeys[id], Self.openPinnedKey(row, userKey: keys.userKey) == key else {
+            throw VaultError.organizationKeyChanged(label)
+        }
+    }
+
+    /// What a sync should tell about memberships: new ones (not trusted), and trusted ones whose key
+    /// changed. `known` are the organization ids stored before this sync.
+    func membershipNotices(known: Set<String>, keys: VaultKeys, userID: String) async throws -> [String] {
+        let (rows, trusted) = try await read { db in
+            (try OrganizationRow.filter(Column("userID") == userID).fetchAll(db), try TrustedOrganizationRow.all(db, userID: userID))
+        }
+        var notices: [String] = []
+        for row in rows {
+            let name = (try? JSONParser.parseObject(Array(row.json.utf8)))?["name"]?.stringValue ?? "(no name)"
+            if let pinned = trusted[row.id] {
+                if let key = keys.organizationKeys[row.id], Self.openPinnedKey(pinned, userKey: keys.userKey) != key {
+                    notices.append("The server now hands out another key for the organization \"\(name)\" (\(row.id)) than the one you trusted: nothing of yours is encrypted for it until you trust it again (only if you know why it changed).")
+                }
+            } else if !known.contains(row.id) {
+                notices.append("New organization membership: \"\(name)\" (\(row.id)). Its shared items can be read; nothing of yours is encrypted for it until you trust it on this device.")
+            }
+        }
+        return notices
+    }
+
+    static func openPinnedKey(_ row: TrustedOrganizationRow, userKey: SymmetricCryptoKey) -> SymmetricCryptoKey? {
+        guard let text = try? EncString(row.sealedKey).decryptString(key: userKey) else { return nil }
+        return try? SymmetricCryptoKey(base64: text)
+    }
+}
