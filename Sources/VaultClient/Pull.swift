@@ -56,19 +56,19 @@ extension VaultEngine {
         let knownOrganizations = Set(try await read { db in
             try String.fetchAll(db, sql: "SELECT id FROM organization WHERE userID = ?", arguments: [userID])
         })
-        let kept = try await write { db -> [String] in
+        let kept = try await write { db -> [RefusedVersion: [String]] in
             let pending = try Self.pendingItemIDs(userID: userID, db)
             // Ciphers (unchanged rows skipped; one upsert statement per changed row).
             let serverIDs = Set(finalCiphers.map(\.id))
             let localRows = Dictionary(try CipherRow.filter(Column("userID") == userID).fetchAll(db).map { ($0.id, $0) },
                                        uniquingKeysWith: { first, _ in first })
-            var kept: [String] = []
+            var kept: [RefusedVersion: [String]] = [:]
             for row in finalCiphers where !pending.contains(PendingKey(kind: .cipher, id: row.id)) {
                 if let local = localRows[row.id] {
                     if local.json == row.json { continue }
                     if let serverWire = try? row.wire(), let localWire = try? local.wire(),
-                       Self.isDowngrade(server: serverWire, local: localWire, keys: keys) {
-                        kept.append(row.id)
+                       let refusal = Self.refusal(server: serverWire, local: localWire, keys: keys) {
+                        kept[refusal, default: []].append(row.id)
                         continue
                     }
                 }
@@ -114,10 +114,10 @@ extension VaultEngine {
         }
         try await purgeDrafts()
         var messages = try await membershipNotices(known: knownOrganizations, keys: session?.keys ?? keys, userID: userID)
-        if !kept.isEmpty {
-            logger.warning("server items failed verification; local copies kept",
-                           metadata: ["count": "\(kept.count)", "examples": "\(kept.prefix(5))"])
-            messages.append("\(kept.count) item(s) from the server could not be read (their encryption does not verify, or they lost their item key); the copies on this device were kept.")
+        for (reason, ids) in kept.sorted(by: { $0.key.rawValue < $1.key.rawValue }) {
+            logger.warning("server versions refused; local copies kept",
+                           metadata: ["reason": "\(reason.rawValue)", "count": "\(ids.count)", "examples": "\(ids.prefix(5))"])
+            messages.append(reason.message(count: ids.count))
         }
         if unreadableCiphers + unreadableFolders > 0 {
             messages.append("\(unreadableCiphers + unreadableFolders) item(s) or folder(s) from the server could not be read and were skipped; nothing was removed from this device.")
@@ -125,13 +125,38 @@ extension VaultEngine {
         return messages
     }
 
-    /// Whether a changed server version must not replace the local copy: its encryption does not
-    /// verify while the local copy's does, or it lost the item key the local copy has (a server that
-    /// drops an item's key makes the next edit encrypt with the account or organization key directly,
-    /// reopening the field-swapping attacks the item key closes; docs/SECURITY.md, item-key downgrade).
-    static func isDowngrade(server: CipherWire, local: CipherWire, keys: VaultKeys) -> Bool {
-        if local.key != nil, server.key == nil { return true }
-        return failsVerification(server, keys: keys) && !failsVerification(local, keys: keys)
+    /// Why a changed server version must not replace the local copy (which has no queued change),
+    /// or `nil` when it may (docs/SECURITY.md):
+    /// - it lost the item key the local copy has (a server that drops an item's key can paste in
+    ///   another item's fields, and the next edit would encrypt without a key of its own);
+    /// - it is older than the local copy (the local copy is the server's own last answer, so a lower
+    ///   revision date is a rollback: an old password served again);
+    /// - its encryption does not verify while the local copy's does.
+    static func refusal(server: CipherWire, local: CipherWire, keys: VaultKeys) -> RefusedVersion? {
+        if local.key != nil, server.key == nil { return .lostItemKey }
+        if let serverRevision = server.revisionDate, let localRevision = local.revisionDate, serverRevision < localRevision {
+            return .older
+        }
+        if failsVerification(server, keys: keys) && !failsVerification(local, keys: keys) { return .unverifiable }
+        return nil
+    }
+
+    /// Why a server version was not taken.
+    enum RefusedVersion: String, Sendable {
+        case lostItemKey = "lost item key"
+        case older = "older than the local copy"
+        case unverifiable = "encryption does not verify"
+
+        func message(count: Int) -> String {
+            switch self {
+            case .lostItemKey:
+                return "\(count) item(s) from the server lost their item key; the copies on this device were kept."
+            case .older:
+                return "\(count) item(s) from the server are older versions than those on this device (rolled back); the copies on this device were kept."
+            case .unverifiable:
+                return "\(count) item(s) from the server could not be read (their encryption does not verify); the copies on this device were kept."
+            }
+        }
     }
 
     /// Whether an item's encryption fails to verify (a MAC mismatch or bad padding): damaged or tampered.

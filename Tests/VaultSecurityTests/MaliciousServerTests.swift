@@ -66,6 +66,17 @@ struct MaliciousServerTests {
         }
     }
 
+    /// Rewrites one item of `/api/sync`.
+    static func cipher(_ id: String, _ rewrite: @escaping @Sendable (inout JSONObject) -> Void) -> FaultProxy.Tamper {
+        sync { object in
+            object["ciphers"] = .array((object["ciphers"]?.arrayValue ?? []).map { entry in
+                guard var cipher = entry.objectValue, cipher["id"]?.stringValue == id else { return entry }
+                rewrite(&cipher)
+                return .object(cipher)
+            })
+        }
+    }
+
     // MARK: KDF downgrade (BW07)
 
     @Test("a device that has unlocked the account refuses weaker KDF settings before deriving or sending anything")
@@ -263,19 +274,42 @@ struct MaliciousServerTests {
         try await device.engine.pull()
         let bankID = try #require(saved.id)
         // The server serves Bank without its key, with the legacy item's ciphertexts: they decrypt.
-        await setup.proxy.setTamper(Self.sync { object in
-            object["ciphers"] = .array((object["ciphers"]?.arrayValue ?? []).map { entry in
-                guard var cipher = entry.objectValue, cipher["id"]?.stringValue == bankID else { return entry }
-                cipher["key"] = .null
-                for (field, value) in legacyFields { cipher[field] = value }
-                cipher["revisionDate"] = .string("2099-01-01T00:00:00.000000Z")
-                return .object(cipher)
-            })
+        await setup.proxy.setTamper(Self.cipher(bankID) { cipher in
+            cipher["key"] = .null
+            for (field, value) in legacyFields { cipher[field] = value }
+            cipher["revisionDate"] = .string("2099-01-01T00:00:00.000000Z")
         })
         let report = try await device.engine.sync()
         #expect(report.messages.contains { $0.contains("lost their item key") }, "\(report.messages)")
         let bankNow = try #require(try await device.engine.items().compactMap { try? $0.result.get() }.first { $0.id == bankID })
         #expect(bankNow.name == "Bank" && bankNow.login?.password == "bank password" && bankNow.itemKey != nil)
+    }
+
+    @Test("an older version of an item served again (a rollback) does not replace the newer local copy")
+    func rolledBackItem() async throws {
+        let setup = try await Setup.start()
+        defer { Task { await setup.stop() } }
+        let device = try await setup.device(register: securityKDF)
+        var bank = CipherView(type: .login, name: "Bank")
+        bank.login = LoginView(username: "alice", password: "old password")
+        let saved = try await device.engine.addItem(bank).value
+        let bankID = try #require(saved.id)
+        // The server's answer with the old password, kept by the attacker.
+        let session = try await Self.rawSession(url: await setup.server.url, email: setup.email, password: setup.password)
+        let oldJSON = try JSONParser.parseObject(try await session.api.getCipher(id: bankID, token: session.tokens.accessToken).jsonBytes())
+        var changed = saved
+        changed.login?.password = "new password"
+        _ = try await device.engine.updateItem(changed)
+        // The server now serves the old version (as it was: a valid, authenticated old ciphertext).
+        await setup.proxy.setTamper(Self.cipher(bankID) { cipher in
+            let object = cipher["object"]
+            cipher = oldJSON
+            cipher["object"] = object
+        })
+        let report = try await device.engine.sync()
+        #expect(report.messages.contains { $0.contains("older versions") }, "\(report.messages)")
+        let bankNow = try #require(try await device.engine.items().compactMap { try? $0.result.get() }.first { $0.id == bankID })
+        #expect(bankNow.login?.password == "new password")
     }
 
     @Test("an item key of 32 bytes (no MAC half) is refused: its type 0 fields are never shown")
