@@ -194,4 +194,25 @@ struct CommandLineSecretTests {
         #expect(!exists())
         await scenario.finish([device])
     }
+
+    @Test("$EDITOR runs without VAULTSYNC_PASSWORD, VAULTSYNC_SESSION, VAULTSYNC_FILE_PASSWORD or any other VAULTSYNC_ variable")
+    func editorEnvironment() async throws {
+        let scenario = try await CLIScenario.start()
+        let device = try await scenario.device(register: true)
+        try await device.expect(["add", "note", "--name", "Editor note", "--notes", "n"])
+        let dump = NSTemporaryDirectory() + "vaultsync-editor-env-" + UUID().uuidString
+        defer { try? FileManager.default.removeItem(atPath: dump) }
+        let editor = "edit() { env > '\(dump)'; sed -i s/Editor\\ note/Edited\\ note/ \"$1\"; }; edit"
+        let secrets = ["VAULTSYNC_SESSION": "session-key-Secret", "VAULTSYNC_FILE_PASSWORD": "file-password-Secret",
+                       "VAULTSYNC_TOKEN_KEY": "token-key-Secret", "EDITOR": editor]
+        try await device.expect(["edit", "Editor note"], environment: secrets, removing: ["VISUAL"])
+        #expect(try await device.json(["list"]).arrayValue?.first?["name"]?.stringValue == "Edited note", "the editor ran")
+        let environment = try String(contentsOfFile: dump, encoding: .utf8)
+        #expect(environment.contains("PATH="), "the editor's environment was written: \(environment.prefix(200))")
+        let leaked = environment.split(separator: "\n").filter { $0.hasPrefix("VAULTSYNC_") }.map { $0.prefix { $0 != "=" } }
+        #expect(leaked.isEmpty, "the editor inherited \(leaked)")
+        let held = ([scenario.password] + secrets.values.filter { $0 != editor }).filter { environment.contains($0) }
+        #expect(held.isEmpty, "the editor's environment holds \(held.count) of the secrets")
+        await scenario.finish([device])
+    }
 }

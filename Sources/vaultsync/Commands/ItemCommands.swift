@@ -259,6 +259,7 @@ enum EditorSession {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/bin/sh")
         process.arguments = ["-c", "\(editor) \"$1\"", "vaultsync-editor", path]
+        process.environment = editorEnvironment(context.environment)
         try process.run()
         process.waitUntilExit()
         guard process.terminationStatus == 0 else { throw CLIError.aborted("the editor failed (exit \(process.terminationStatus)); nothing was saved") }
@@ -267,6 +268,13 @@ enum EditorSession {
         var result = view
         try await ItemJSONInput.apply(try ItemJSONInput.parse(Array(edited)), to: &result, context: context)
         return result
+    }
+
+    /// The editor's environment: this process's without any VAULTSYNC_ variable. The editor (and every
+    /// plugin, language server or shell it starts) needs none of them, and VAULTSYNC_PASSWORD,
+    /// VAULTSYNC_SESSION and VAULTSYNC_FILE_PASSWORD open the vault or an export.
+    static func editorEnvironment(_ environment: [String: String]) -> [String: String] {
+        environment.filter { !$0.key.hasPrefix("VAULTSYNC_") }
     }
 
     /// Where the decrypted template lives while the editor runs. Linux: memory-backed storage (/dev/shm,
