@@ -148,7 +148,7 @@ struct AddCommand: VaultCommand {
 
         Examples:
           vaultsync add login --name GitHub --username alice --generate --uri https://github.com
-          vaultsync add note --name "Wi-Fi" --notes "guest / hunter2"
+          vaultsync add note --name "Wi-Fi" --notes "guest network" --hidden-field password=-
           vaultsync add card --name Visa --cardholder "Alice A" --number - --code -
           vaultsync add login --name VPN --username alice --password @vpn-password.txt --hidden-field pin=-
           vaultsync add --json item.json
