@@ -18,10 +18,13 @@ struct ServerCommand: AsyncParsableCommand {
         discussion: """
         Every flag can also be set by the environment variable in its help. Stops gracefully on SIGINT/SIGTERM.
 
+        Secrets never go on the command line, which every user of the machine can read (ps, /proc/PID/cmdline): the token signing key comes from a file (--token-key-file) or VAULTSYNC_TOKEN_KEY, and a database URL with a password from a file (--database-url-file) or VAULTSYNC_DATABASE_URL. The environment of a process is readable only by the same user (and root).
+
         Examples:
           vaultsync-server
           vaultsync-server --port 0 --data-dir /tmp/vs
-          vaultsync-server --database-url postgres://vaultsync:secret@127.0.0.1:5432/vaultsync
+          vaultsync-server --database-url-file /etc/vaultsync/database-url --token-key-file /etc/vaultsync/token.key
+          VAULTSYNC_DATABASE_URL=postgres://vaultsync:…@127.0.0.1:5432/vaultsync vaultsync-server
         """)
 
     @Option(help: "Address to listen on (VAULTSYNC_HOST).")
@@ -33,8 +36,16 @@ struct ServerCommand: AsyncParsableCommand {
     @Option(help: "Directory for the SQLite database and the token signing key (VAULTSYNC_DATA_DIR).")
     var dataDir: String = environment("VAULTSYNC_DATA_DIR") ?? "./vaultsync-data"
 
-    @Option(help: "postgres://user:password@host:port/database selects PostgreSQL (VAULTSYNC_DATABASE_URL).")
-    var databaseURL: String = environment("VAULTSYNC_DATABASE_URL") ?? ""
+    // No default from the environment for the two secrets: ArgumentParser would print it in --help.
+    @Option(help: ArgumentHelp("""
+        postgres://user@host:port/database selects PostgreSQL. A URL with a password is refused here: \
+        give it in VAULTSYNC_DATABASE_URL or --database-url-file.
+        """, valueName: "URL"))
+    var databaseURL: String?
+
+    @Option(name: .customLong("database-url-file"), help: ArgumentHelp(
+        "Read the PostgreSQL URL (which may hold the password) from the first line of FILE.", valueName: "FILE"))
+    var databaseURLFile: String?
 
     @Option(help: "trace, debug, info, notice, warning, error or critical (VAULTSYNC_LOG_LEVEL).")
     var logLevel: String = environment("VAULTSYNC_LOG_LEVEL") ?? "info"
@@ -42,8 +53,81 @@ struct ServerCommand: AsyncParsableCommand {
     @Flag(help: "Refuse new registrations (VAULTSYNC_DISABLE_SIGNUPS=true).")
     var disableSignups: Bool = ["1", "true", "yes"].contains(environment("VAULTSYNC_DISABLE_SIGNUPS")?.lowercased() ?? "")
 
-    @Option(help: "Base64 token signing key shared by several instances (VAULTSYNC_TOKEN_KEY); default: a key file in the data directory.")
-    var tokenKey: String = environment("VAULTSYNC_TOKEN_KEY") ?? ""
+    @Option(name: .customLong("token-key-file"), help: ArgumentHelp("""
+        Read the base64 token signing key shared by several instances from FILE (or VAULTSYNC_TOKEN_KEY: \
+        the environment is readable only by the same user); default: a key file in the data directory.
+        """, valueName: "FILE"))
+    var tokenKeyFile: String?
+
+    /// The key as a flag value, as earlier versions took it: refused with the way to give it instead.
+    @Option(name: .customLong("token-key"), help: .hidden)
+    var tokenKeyValue: String?
+
+    /// The database URL and the token key from the flags, files and environment (`nil`: not given).
+    func secrets() throws -> (databaseURL: String?, tokenKey: [UInt8]?) {
+        if tokenKeyValue != nil {
+            throw ValidationError("""
+                --token-key no longer takes the key: a command line is readable by every user of this machine. \
+                Put the key in a file only the server's user can read and give --token-key-file FILE, or set VAULTSYNC_TOKEN_KEY.
+                """)
+        }
+        var tokenKey: [UInt8]?
+        if let tokenKeyFile {
+            guard let text = try? String(contentsOfFile: tokenKeyFile, encoding: .utf8) else {
+                throw ValidationError("--token-key-file: cannot read \(tokenKeyFile)")
+            }
+            guard let key = Data(base64Encoded: text.trimmingCharacters(in: .whitespacesAndNewlines)), key.count >= 32 else {
+                throw ValidationError("--token-key-file: \(tokenKeyFile) does not hold base64 of at least 32 bytes.")
+            }
+            tokenKey = Array(key)
+        } else if let text = environment("VAULTSYNC_TOKEN_KEY") {
+            guard let key = Data(base64Encoded: text), key.count >= 32 else {
+                throw ValidationError("VAULTSYNC_TOKEN_KEY must be base64 of at least 32 bytes.")
+            }
+            tokenKey = Array(key)
+        }
+
+        var url: String?
+        var source: String
+        switch (databaseURL, databaseURLFile) {
+        case (.some, .some):
+            throw ValidationError("give only one of --database-url and --database-url-file")
+        case (.some(let given), nil):
+            if Self.holdsPassword(given) {
+                throw ValidationError("""
+                    --database-url must not hold a password: a command line is readable by every user of this machine. \
+                    Give the URL in VAULTSYNC_DATABASE_URL (the environment is readable only by the same user) or in a file \
+                    with --database-url-file FILE.
+                    """)
+            }
+            (url, source) = (given.isEmpty ? nil : given, "--database-url")
+        case (nil, .some(let path)):
+            guard let text = try? String(contentsOfFile: path, encoding: .utf8) else {
+                throw ValidationError("--database-url-file: cannot read \(path)")
+            }
+            let line = text.split(separator: "\n", omittingEmptySubsequences: false).first.map { $0.trimmingCharacters(in: .whitespaces) } ?? ""
+            guard !line.isEmpty else { throw ValidationError("--database-url-file: \(path) is empty") }
+            (url, source) = (line, "the URL in --database-url-file")
+        case (nil, nil):
+            (url, source) = (environment("VAULTSYNC_DATABASE_URL"), "VAULTSYNC_DATABASE_URL")
+        }
+        if let url, !url.hasPrefix("postgres://"), !url.hasPrefix("postgresql://") {
+            throw ValidationError("\(source) must start with postgres://")
+        }
+        return (url, tokenKey)
+    }
+
+    /// Whether a postgres URL carries a password: `user:password@` before the host, or a `password`
+    /// query parameter.
+    static func holdsPassword(_ url: String) -> Bool {
+        let afterScheme = url.range(of: "://").map { url[$0.upperBound...] } ?? url[...]
+        let authority = afterScheme.prefix { $0 != "/" && $0 != "?" }
+        if let at = authority.lastIndex(of: "@"), authority[..<at].contains(":") { return true }
+        if let query = url.split(separator: "?", maxSplits: 1).dropFirst().first {
+            return query.split(separator: "&").contains { $0.lowercased().hasPrefix("password=") }
+        }
+        return false
+    }
 
     func validate() throws {
         // A variable that is set but unreadable is an error, not a silent default (a typo in a unit file
@@ -57,26 +141,20 @@ struct ServerCommand: AsyncParsableCommand {
         }
         guard (0...65535).contains(port) else { throw ValidationError("--port must be between 0 and 65535.") }
         guard Logger.Level(rawValue: logLevel) != nil else { throw ValidationError("--log-level must be one of trace, debug, info, notice, warning, error, critical.") }
-        if !tokenKey.isEmpty {
-            guard let key = Data(base64Encoded: tokenKey), key.count >= 32 else {
-                throw ValidationError("--token-key must be base64 of at least 32 bytes.")
-            }
-        }
-        if !databaseURL.isEmpty, !databaseURL.hasPrefix("postgres://"), !databaseURL.hasPrefix("postgresql://") {
-            throw ValidationError("--database-url must start with postgres://")
-        }
+        _ = try secrets()
     }
 
     func run() async throws {
+        let secrets = try secrets()
         var configuration = ServerConfiguration()
         configuration.host = host
         configuration.port = port
         configuration.dataDirectory = dataDir
-        configuration.databaseURL = databaseURL.isEmpty ? nil : databaseURL
+        configuration.databaseURL = secrets.databaseURL
         configuration.logLevel = Logger.Level(rawValue: logLevel) ?? .info
         configuration.disableSignups = disableSignups
-        // No flag and no variable: the key file in the data directory (an empty text is "not given", not an empty key).
-        configuration.tokenKey = tokenKey.isEmpty ? nil : Data(base64Encoded: tokenKey).map(Array.init)
+        // No file and no variable: the key file in the data directory.
+        configuration.tokenKey = secrets.tokenKey
         let level = configuration.logLevel
         LoggingSystem.bootstrap { label in
             var handler = StreamLogHandler.standardError(label: label)

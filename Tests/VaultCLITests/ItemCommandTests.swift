@@ -15,13 +15,18 @@ struct ItemCommandTests {
 
         try await device.expect(["folder", "add", "Work"])
         try await device.expect(["folder", "add", "work"], status: 64)  // exists (case-insensitive)
-        try await device.expect(["add", "login", "--name", "GitHub", "--username", "alice", "--password", "gh-Pa55",
-                                 "--uri", "https://github.com", "--totp", totpSecret, "--folder", "Work", "--field", "team=core",
-                                 "--hidden-field", "pin=1234"])
+        func secretFile(_ name: String, _ text: String) throws -> String {
+            try Data((text + "\n").utf8).write(to: URL(fileURLWithPath: directory + "/" + name))
+            return "@" + directory + "/" + name
+        }
+        try await device.expect(["add", "login", "--name", "GitHub", "--username", "alice", "--password", "-",
+                                 "--uri", "https://github.com", "--totp", try secretFile("totp", totpSecret), "--folder", "Work",
+                                 "--field", "team=core", "--hidden-field", "pin=" + (try secretFile("pin", "1234"))], stdin: "gh-Pa55\n")
         let generated = try await device.expect(["add", "login", "--name", "Generated", "--generate", "--length", "32"])
         #expect(generated.stdout.contains("Added \"Generated\""))
         try await device.expect(["add", "note", "--name", "Wi-Fi", "--notes", "guest / hunter2"])
-        try await device.expect(["add", "card", "--name", "Visa", "--cardholder", "Alice A", "--number", "4111111111111111", "--code", "123"])
+        try await device.expect(["add", "card", "--name", "Visa", "--cardholder", "Alice A", "--number", "-",
+                                 "--code", try secretFile("code", "123")], stdin: "4111111111111111\n")
         try await device.expect(["add", "identity", "--name", "Passport", "--first-name", "Alice", "--last-name", "Liddell"])
         let keyFile = directory + "/id_ed25519"
         try Data("-----BEGIN OPENSSH PRIVATE KEY-----\nkey\n-----END OPENSSH PRIVATE KEY-----\n".utf8).write(to: URL(fileURLWithPath: keyFile))
@@ -73,7 +78,7 @@ struct ItemCommandTests {
         try await device.expect(["delete", twinID, "--permanent"])
 
         // edit with flags: a changed password goes to the history.
-        try await device.expect(["edit", "GitHub", "--password", "gh-Pa55-2", "--username", "alice2"])
+        try await device.expect(["edit", "GitHub", "--password", "-", "--username", "alice2"], stdin: "gh-Pa55-2\n")
         var edited = try await device.json(["get", "GitHub"])
         #expect(edited["login"]?["password"]?.stringValue == "gh-Pa55-2" && edited["login"]?["username"]?.stringValue == "alice2")
         #expect(edited["passwordHistory"]?[0]?["password"]?.stringValue == "gh-Pa55")
@@ -96,11 +101,11 @@ struct ItemCommandTests {
         #expect(try await device.json(["drafts"]).count == 0)
 
         // Bad input changes nothing.
-        try await device.expect(["edit", "GitHub", "--number", "4111"], status: 64)
+        try await device.expect(["edit", "GitHub", "--number", "-"], status: 64, stdin: "4111\n")  // a card flag on a login
         try await device.expect(["edit", "GitHub", "--json", "-"], status: 64, stdin: "{not json")
         try await device.expect(["edit", "GitHub", "--json", "-"], status: 64, stdin: #"{"colour":"red"}"#)
         try await device.expect(["add", "login", "--username", "x"], status: 64)  // no name
-        try await device.expect(["add", "login", "--name", "X", "--password", "a", "--generate"], status: 64)
+        try await device.expect(["add", "login", "--name", "X", "--password", "-", "--generate"], status: 64, stdin: "a\n")
         #expect(try await device.expect(["get", "GitHub", "--field", "password"]).stdout == "from-editor-Pa55\n")
 
         // State changes and folders.

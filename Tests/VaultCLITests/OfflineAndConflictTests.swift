@@ -10,13 +10,13 @@ struct OfflineAndConflictTests {
     func offlineConflictReview() async throws {
         let scenario = try await CLIScenario.start()
         let a = try await scenario.device(register: true)
-        try await a.expect(["add", "login", "--name", "Bank", "--username", "alice", "--password", "first-Pa55"])
+        try await a.expect(["add", "login", "--name", "Bank", "--username", "alice", "--password", "-"], stdin: "first-Pa55\n")
         try await a.expect(["add", "note", "--name", "Doomed", "--notes", "bye"])
         let b = try await scenario.device()
 
         // The server goes away: every change still succeeds (exit 0) with a visible note.
         await scenario.server.stop()
-        let edit = try await a.expect(["edit", "Bank", "--password", "second-Pa55", "--notes", "from A"])
+        let edit = try await a.expect(["edit", "Bank", "--password", "-", "--notes", "from A"], stdin: "second-Pa55\n")
         #expect(edit.stderr.contains("saved offline — 1 change pending"))
         try await a.expect(["add", "note", "--name", "Offline note", "--notes", "written offline"])
         let deletion = try await a.expect(["delete", "Doomed"])
@@ -79,15 +79,15 @@ struct OfflineAndConflictTests {
     func theirsBothRetryDiscard() async throws {
         let scenario = try await CLIScenario.start()
         let a = try await scenario.device(register: true)
-        try await a.expect(["add", "login", "--name", "One", "--password", "one-1"])
-        try await a.expect(["add", "login", "--name", "Two", "--password", "two-1"])
+        try await a.expect(["add", "login", "--name", "One", "--password", "-"], stdin: "one-1\n")
+        try await a.expect(["add", "login", "--name", "Two", "--password", "-"], stdin: "two-1\n")
         let b = try await scenario.device()
         await scenario.server.stop()
-        try await a.expect(["edit", "One", "--password", "one-A"])
-        try await a.expect(["edit", "Two", "--password", "two-A"])
+        try await a.expect(["edit", "One", "--password", "-"], stdin: "one-A\n")
+        try await a.expect(["edit", "Two", "--password", "-"], stdin: "two-A\n")
         try await scenario.server.start()
-        try await b.expect(["edit", "One", "--password", "one-B"])
-        try await b.expect(["edit", "Two", "--password", "two-B"])
+        try await b.expect(["edit", "One", "--password", "-"], stdin: "one-B\n")
+        try await b.expect(["edit", "Two", "--password", "-"], stdin: "two-B\n")
         let report = try await a.json(["sync"])
         #expect(report["backups"]?.count == 2)
         let conflicts = try await a.json(["conflicts"])
@@ -119,7 +119,7 @@ struct OfflineAndConflictTests {
     func drafts() async throws {
         let scenario = try await CLIScenario.start()
         let device = try await scenario.device(register: true)
-        try await device.expect(["add", "login", "--name", "Draft me", "--password", "before"])
+        try await device.expect(["add", "login", "--name", "Draft me", "--password", "-"], stdin: "before\n")
         // An app (this library) autosaved an edit and crashed before saving it.
         var configuration = EngineConfiguration(serverURL: await scenario.server.url)
         configuration.api.requestTimeout = .seconds(20)

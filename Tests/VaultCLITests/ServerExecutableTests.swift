@@ -40,10 +40,85 @@ struct ServerExecutableTests {
         let folder = NSTemporaryDirectory() + "vaultsync-server-" + UUID().uuidString
         try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: folder) }
-        let result = try await runExecutable("vaultsync-server", ["--port", "0", "--token-key", "c2hvcnQ="],
+        try Data("c2hvcnQ=\n".utf8).write(to: URL(fileURLWithPath: folder + "/short.key"))
+        let result = try await runExecutable("vaultsync-server", ["--port", "0", "--token-key-file", folder + "/short.key"],
                                              environment: ProcessInfo.processInfo.environment, in: folder)
-        #expect(result.status != 0)
-        #expect(result.stderr.contains("--token-key must be base64 of at least 32 bytes"), "\(result.stderr)")
+        #expect(result.status == 64)
+        #expect(result.stderr.contains("--token-key-file: \(folder)/short.key does not hold base64 of at least 32 bytes"), "\(result.stderr)")
+        let variable = try await runExecutable("vaultsync-server", ["--port", "0"],
+                                               environment: ProcessInfo.processInfo.environment.merging(["VAULTSYNC_TOKEN_KEY": "c2hvcnQ="]) { $1 },
+                                               in: folder)
+        #expect(variable.status == 64)
+        #expect(variable.stderr.contains("VAULTSYNC_TOKEN_KEY must be base64 of at least 32 bytes"), "\(variable.stderr)")
         #expect(!FileManager.default.fileExists(atPath: folder + "/vaultsync-data"))
+    }
+
+    @Test("--token-key-file: the server signs with the key from the file (no key file is made in the data directory)")
+    func tokenKeyFile() async throws {
+        let folder = NSTemporaryDirectory() + "vaultsync-server-" + UUID().uuidString
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let keyFile = folder + "/token.key"
+        try Data((Data((0..<64).map { UInt8($0) }).base64EncodedString() + "\n").utf8).write(to: URL(fileURLWithPath: keyFile))
+        let server = Process()
+        server.executableURL = try helperExecutable("vaultsync-server")
+        var environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("VAULTSYNC_") }
+        environment["VAULTSYNC_PORT"] = "0"
+        server.environment = environment
+        server.arguments = ["--token-key-file", keyFile]
+        server.currentDirectoryURL = URL(fileURLWithPath: folder)
+        let log = OutputCollector()
+        let errors = Pipe()
+        errors.fileHandleForReading.readabilityHandler = { handle in log.append(handle.availableData) }
+        server.standardError = errors
+        server.standardOutput = Pipe()
+        try server.run()
+        let started = await waitUntil { log.text.contains("listening on http://127.0.0.1:") || !server.isRunning }
+        #expect(started && server.isRunning, "it listens: \(log.text)")
+        #expect(FileManager.default.fileExists(atPath: folder + "/vaultsync-data/vaultsync.sqlite"))
+        #expect(!FileManager.default.fileExists(atPath: folder + "/vaultsync-data/token-signing.key"), "the key came from the file")
+        kill(server.processIdentifier, SIGTERM)
+        #expect(await waitUntil { !server.isRunning }, "it stops on SIGTERM")
+        errors.fileHandleForReading.readabilityHandler = nil
+    }
+
+    @Test("a secret on the server's command line is refused with exit 64, a way to give it instead, and without repeating it",
+          arguments: [
+              (["--token-key", "c2hvcnQ="], "--token-key-file", "c2hvcnQ="),
+              (["--token-key", String(repeating: "QUJD", count: 12)], "--token-key-file", String(repeating: "QUJD", count: 12)),
+              (["--database-url", "postgres://vaultsync:db-Secret-1@127.0.0.1:9/vaultsync"], "VAULTSYNC_DATABASE_URL", "db-Secret-1"),
+              (["--database-url", "postgresql://vaultsync:db-Secret-2@db.example/vaultsync"], "--database-url-file", "db-Secret-2"),
+          ] as [([String], String, String)])
+    func secretFlagsRefused(arguments: [String], advice: String, secret: String) async throws {
+        let folder = try emptyFolder()
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let result = try await runExecutable("vaultsync-server", ["--port", "0"] + arguments, environment: freshEnvironment(home: folder), in: folder)
+        #expect(result.status == 64, "\(result)")
+        #expect(result.stderr.contains(arguments[0]) && result.stderr.contains(advice), "\(result.stderr)")
+        #expect(!result.stderr.contains(secret) && !result.stdout.contains(secret), "the refusal must not repeat the secret")
+        #expect(!FileManager.default.fileExists(atPath: folder + "/vaultsync-data"))
+    }
+
+    @Test("--database-url-file is read (its URL is checked like the flag's), and --help never prints a secret from the environment")
+    func databaseURLFileAndHelp() async throws {
+        let folder = try emptyFolder()
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        try Data("mysql://vaultsync:file-Secret@127.0.0.1/vaultsync\n".utf8).write(to: URL(fileURLWithPath: folder + "/database-url"))
+        let fromFile = try await runExecutable("vaultsync-server", ["--port", "0", "--database-url-file", folder + "/database-url"],
+                                               environment: freshEnvironment(home: folder), in: folder)
+        #expect(fromFile.status == 64 && fromFile.stderr.contains("must start with postgres://"), "\(fromFile)")
+        #expect(!fromFile.stderr.contains("file-Secret"))
+        let missing = try await runExecutable("vaultsync-server", ["--port", "0", "--database-url-file", folder + "/nothing"],
+                                              environment: freshEnvironment(home: folder), in: folder)
+        #expect(missing.status == 64 && missing.stderr.contains("--database-url-file"), "\(missing)")
+
+        let secrets = ["VAULTSYNC_TOKEN_KEY": Data((0..<32).map { UInt8($0) }).base64EncodedString(),
+                       "VAULTSYNC_DATABASE_URL": "postgres://vaultsync:env-Secret@127.0.0.1:9/vaultsync"]
+        let help = try await runExecutable("vaultsync-server", ["--help"], environment: freshEnvironment(home: folder).merging(secrets) { $1 },
+                                           in: folder)
+        #expect(help.status == 0)
+        #expect(!help.stdout.contains(secrets["VAULTSYNC_TOKEN_KEY"]!) && !help.stdout.contains("env-Secret"), "\(help.stdout)")
+        #expect(help.stdout.contains("--token-key-file") && help.stdout.contains("--database-url-file"))
+        #expect(help.stdout.contains("readable only by the same user"), "\(help.stdout)")
     }
 }

@@ -148,9 +148,12 @@ struct AddCommand: VaultCommand {
 
         Examples:
           vaultsync add login --name GitHub --username alice --generate --uri https://github.com
-          vaultsync add note --name "Wi-Fi" --notes "guest / hunter2"
-          vaultsync add card --name Visa --cardholder "Alice A" --number 4111111111111111 --code 123
+          vaultsync add note --name "Wi-Fi" --notes "guest network" --hidden-field password=-
+          vaultsync add card --name Visa --cardholder "Alice A" --number - --code -
+          vaultsync add login --name VPN --username alice --password @vpn-password.txt --hidden-field pin=-
           vaultsync add --json item.json
+
+        Secrets are never flag values (a command line is readable by every user of the machine and stays in the shell history): --password, --totp, --number, --code and --hidden-field NAME=… take where to read the value from: "-" for standard input (a no-echo prompt on a terminal; without a terminal, only one flag can read standard input) or @FILE for the file's first line (a hidden field takes the whole file). An empty value ("") clears the field.
         """)
     @OptionGroup var global: GlobalOptions
     @Argument(help: "login, note, card, identity or ssh-key.") var type: String?
@@ -158,7 +161,12 @@ struct AddCommand: VaultCommand {
     @Option(name: .customLong("json"), help: ArgumentHelp("Read the whole item from FILE (\"-\": standard input).", valueName: "FILE"))
     var jsonFile: String?
 
+    func validate() throws {
+        try fields.checkSecretSources(jsonFromStandardInput: jsonFile == "-")
+    }
+
     func execute(_ context: CLIContext) async throws {
+        let secrets = try fields.readSecrets()
         var itemType: CipherType?
         var object: JSONObject?
         if let jsonFile {
@@ -176,7 +184,7 @@ struct AddCommand: VaultCommand {
         guard let itemType else { throw CLIError.usage("give the item TYPE (login, note, card, identity, ssh-key) or --json FILE") }
         var view = CipherView(type: itemType, name: "")
         if let object { try await ItemJSONInput.apply(object, to: &view, context: context) }
-        try await fields.apply(to: &view, context: context)
+        try await fields.apply(to: &view, secrets: secrets, context: context)
         guard !view.name.isEmpty else { throw CLIError.usage("an item needs a name (--name)") }
         let result = try await context.engine.addItem(view)
         print("Added \"\(result.value.name)\" (\(result.value.id ?? ""))")
@@ -192,10 +200,11 @@ struct EditCommand: VaultCommand {
         commandName: "edit",
         abstract: "Edit an item with flags, a JSON file, or $EDITOR (works offline).",
         discussion: """
-        Only the given flags change the item. With no flags, the item opens in $EDITOR as JSON: the decrypted text lives in memory-backed storage (/dev/shm on Linux; the private per-user temporary folder on macOS) only while the editor runs, and the edit is autosaved as an encrypted draft before it is saved (`vaultsync drafts`). A changed password goes into the password history.
+        Only the given flags change the item. Secret flags (--password, --totp, --number, --code, --hidden-field NAME=…) take "-" (standard input; a no-echo prompt on a terminal) or @FILE, never the secret itself; "" clears the field. With no flags, the item opens in $EDITOR as JSON: the decrypted text lives in memory-backed storage (/dev/shm on Linux; the private per-user temporary folder on macOS) only while the editor runs, and the edit is autosaved as an encrypted draft before it is saved (`vaultsync drafts`). A changed password goes into the password history.
 
         Examples:
-          vaultsync edit Bank --password 'n3w-pa55'
+          vaultsync edit Bank --password -          # asks for it, without echo
+          vaultsync edit Bank --password @new-password.txt
           vaultsync edit Bank --generate --length 32
           vaultsync edit Bank --json bank.json
           vaultsync edit Bank
@@ -206,7 +215,12 @@ struct EditCommand: VaultCommand {
     @Option(name: .customLong("json"), help: ArgumentHelp("Apply the keys of FILE's JSON (\"-\": standard input).", valueName: "FILE"))
     var jsonFile: String?
 
+    func validate() throws {
+        try fields.checkSecretSources(jsonFromStandardInput: jsonFile == "-")
+    }
+
     func execute(_ context: CLIContext) async throws {
+        let secrets = try fields.readSecrets()
         let id = try await context.itemID(item)
         var view = try await context.engine.item(id: id)
         var draftID: String?
@@ -216,7 +230,7 @@ struct EditCommand: VaultCommand {
             view = try await EditorSession.edit(view, context: context)
             draftID = try await context.engine.saveDraft(view)
         }
-        try await fields.apply(to: &view, context: context)
+        try await fields.apply(to: &view, secrets: secrets, context: context)
         guard !view.name.isEmpty else { throw CLIError.usage("an item needs a name") }
         let result = try await context.engine.updateItem(view)
         if let draftID { try? await context.engine.discardDraft(id: draftID) }
@@ -245,6 +259,7 @@ enum EditorSession {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/bin/sh")
         process.arguments = ["-c", "\(editor) \"$1\"", "vaultsync-editor", path]
+        process.environment = editorEnvironment(context.environment)
         try process.run()
         process.waitUntilExit()
         guard process.terminationStatus == 0 else { throw CLIError.aborted("the editor failed (exit \(process.terminationStatus)); nothing was saved") }
@@ -253,6 +268,13 @@ enum EditorSession {
         var result = view
         try await ItemJSONInput.apply(try ItemJSONInput.parse(Array(edited)), to: &result, context: context)
         return result
+    }
+
+    /// The editor's environment: this process's without any VAULTSYNC_ variable. The editor (and every
+    /// plugin, language server or shell it starts) needs none of them, and VAULTSYNC_PASSWORD,
+    /// VAULTSYNC_SESSION and VAULTSYNC_FILE_PASSWORD open the vault or an export.
+    static func editorEnvironment(_ environment: [String: String]) -> [String: String] {
+        environment.filter { !$0.key.hasPrefix("VAULTSYNC_") }
     }
 
     /// Where the decrypted template lives while the editor runs. Linux: memory-backed storage (/dev/shm,

@@ -28,6 +28,7 @@ struct CLIContext {
     static func open(_ options: GlobalOptions, environment: [String: String] = ProcessInfo.processInfo.environment) throws -> CLIContext {
         let profile = Profile.resolve(environment: environment)
         try profile.prepare()
+        profile.removeSessionIfExpired()
         let settings = try profile.loadSettings()
         let engine = try VaultEngine(databasePath: profile.databasePath, configuration: settings.engineConfiguration())
         return CLIContext(profile: profile, settings: settings, engine: engine, options: options, environment: environment)
@@ -68,14 +69,34 @@ struct CLIContext {
             return
         }
         if let key = environment["VAULTSYNC_SESSION"], !key.isEmpty {
-            guard let sealed = profile.readSession(), let sessionKey = try? SymmetricCryptoKey(base64: key) else {
-                throw VaultError.sessionInvalid
-            }
-            try await engine.unlock(sealedSession: sealed, sessionKey: sessionKey)
+            try await unlock(sessionKey: key)
             return
         }
         guard let password = try masterPassword(allowPrompt: prompt) else { throw CLIError.locked }
         try await engine.unlock(email: email, password: password)
+    }
+
+    /// Opens the sealed session with the key from VAULTSYNC_SESSION. A file that nobody can open any
+    /// more is deleted: a damaged one, and one this key opens but the vault refuses (expired, or of an
+    /// older login). A key that does not open the file leaves it alone: the file may be the newer
+    /// session of another shell (it still goes at its expiry).
+    func unlock(sessionKey key: String) async throws {
+        guard let file = profile.readSession() else { throw VaultError.sessionInvalid }
+        guard case .sealed(let sealed, _) = file, let envelope = try? EncString(sealed) else {
+            profile.removeSession()
+            throw VaultError.sessionInvalid
+        }
+        guard let sessionKey = try? SymmetricCryptoKey(base64: key) else { throw VaultError.sessionInvalid }
+        do {
+            try await engine.unlock(sealedSession: sealed, sessionKey: sessionKey)
+        } catch let error as VaultError {
+            switch error {
+            case .sessionInvalid, .accountNotFound:
+                if (try? envelope.decrypt(key: sessionKey)) != nil { profile.removeSession() }
+            default: break
+            }
+            throw error
+        }
     }
 
     /// Seals the unlocked session for later commands; returns the session key to export.
@@ -84,7 +105,7 @@ struct CLIContext {
         let timeout = Int64(settings.lockTimeout ?? ProfileSettings.defaultLockTimeout)
         let expires = WireDate(Date()).adding(microseconds: timeout * 1_000_000)
         let sealed = try await engine.sealSession(with: sessionKey, expiresAt: expires)
-        try profile.writePrivate(Data(sealed.utf8), to: profile.sessionPath)
+        try profile.writeSession(sealed: sealed, expires: expires.date)
         return sessionKey.base64
     }
 

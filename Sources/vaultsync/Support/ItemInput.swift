@@ -12,19 +12,21 @@ struct ItemOptions: ParsableArguments {
     @Flag(inversion: .prefixedNo, help: "Mark (or unmark) as favorite.") var favorite: Bool?
 
     @Option(help: "Login: username.") var username: String?
-    @Option(help: "Login: password (visible in the process list; prefer --generate or --password-stdin).") var password: String?
-    @Flag(name: .customLong("password-stdin"), help: "Login: read the password from standard input.") var passwordFromStdin = false
+    @Option(help: ArgumentHelp("Login: the password, read from SOURCE: - (standard input) or @FILE (its first line).", valueName: "SOURCE"))
+    var password: String?
+    @Flag(name: .customLong("password-stdin"), help: "Login: read the password from standard input (as --password -).") var passwordFromStdin = false
     @Flag(help: "Login: generate a random password (see --length).") var generate = false
     @Option(help: "Length of a generated password (5–128).") var length = 24
     @Option(help: ArgumentHelp("Login: a URI (repeat for several; replaces the item's URIs).", valueName: "URI")) var uri: [String] = []
-    @Option(help: ArgumentHelp("Login: TOTP secret (base32) or otpauth:// URI.", valueName: "SECRET")) var totp: String?
+    @Option(help: ArgumentHelp("Login: the TOTP secret (base32) or otpauth:// URI, read from SOURCE (- or @FILE).", valueName: "SOURCE"))
+    var totp: String?
 
     @Option(name: .customLong("cardholder"), help: "Card: cardholder name.") var cardholderName: String?
-    @Option(help: "Card: number.") var number: String?
+    @Option(help: ArgumentHelp("Card: the number, read from SOURCE (- or @FILE).", valueName: "SOURCE")) var number: String?
     @Option(help: "Card: brand.") var brand: String?
     @Option(name: .customLong("exp-month"), help: "Card: expiry month.") var expMonth: String?
     @Option(name: .customLong("exp-year"), help: "Card: expiry year.") var expYear: String?
-    @Option(help: "Card: security code.") var code: String?
+    @Option(help: ArgumentHelp("Card: the security code, read from SOURCE (- or @FILE).", valueName: "SOURCE")) var code: String?
 
     @Option(name: .customLong("first-name"), help: "Identity: first name.") var firstName: String?
     @Option(name: .customLong("last-name"), help: "Identity: last name.") var lastName: String?
@@ -39,7 +41,8 @@ struct ItemOptions: ParsableArguments {
 
     @Option(name: .customLong("field"), help: ArgumentHelp("A custom text field NAME=VALUE (repeatable).", valueName: "NAME=VALUE"))
     var textFields: [String] = []
-    @Option(name: .customLong("hidden-field"), help: ArgumentHelp("A custom hidden field NAME=VALUE (repeatable).", valueName: "NAME=VALUE"))
+    @Option(name: .customLong("hidden-field"), help: ArgumentHelp(
+        "A custom hidden field NAME=SOURCE; its value is read from SOURCE: - or @FILE (the whole file) (repeatable).", valueName: "NAME=SOURCE"))
     var hiddenFields: [String] = []
 
     var givesLoginFields: Bool { username != nil || password != nil || passwordFromStdin || generate || !uri.isEmpty || totp != nil }
@@ -50,6 +53,88 @@ struct ItemOptions: ParsableArguments {
     var isEmpty: Bool {
         name == nil && notes == nil && folder == nil && favorite == nil && !givesLoginFields && !givesCardFields
             && !givesIdentityFields && !givesSSHFields && textFields.isEmpty && hiddenFields.isEmpty
+    }
+
+    /// The secret-valued flags as given: (flag, the source text).
+    var secretFlags: [(flag: String, text: String)] {
+        var flags = [("--password", password), ("--totp", totp), ("--number", number), ("--code", code)]
+            .compactMap { flag, text in text.map { (flag: flag, text: $0) } }
+        for entry in hiddenFields {
+            flags.append(("--hidden-field", entry.firstIndex(of: "=").map { String(entry[entry.index(after: $0)...]) } ?? ""))
+        }
+        return flags
+    }
+
+    /// Checks every secret flag's source before any work: a literal secret is refused (it would be
+    /// readable by every user of the machine and kept in the shell history), a file must be readable,
+    /// and at most one flag may read standard input (`--json -` counts) unless it is a terminal, where
+    /// each `-` is a prompt of its own.
+    func checkSecretSources(jsonFromStandardInput: Bool) throws {
+        if [password != nil, passwordFromStdin, generate].filter({ $0 }).count > 1 {
+            throw ValidationError("give only one of --password, --password-stdin and --generate")
+        }
+        for entry in hiddenFields {
+            guard let equals = entry.firstIndex(of: "="), equals != entry.startIndex else {
+                throw ValidationError("--hidden-field takes NAME=SOURCE (SOURCE: - or @FILE)")
+            }
+        }
+        var readers = [jsonFromStandardInput ? "--json -" : nil, passwordFromStdin ? "--password-stdin" : nil].compactMap { $0 }
+        var prompts: [String] = []
+        for flag in secretFlags {
+            switch try SecretSource(flag.text, flag: flag.flag) {
+            case .standardInput: prompts.append(flag.flag)
+            case .file(let path):
+                guard FileManager.default.isReadableFile(atPath: path) else { throw ValidationError("\(flag.flag): cannot read \(path)") }
+            case .clear: break
+            }
+        }
+        if Console.stdinIsTTY {
+            if !prompts.isEmpty { readers.append(prompts[0]) }
+        } else {
+            readers += prompts
+        }
+        if readers.count > 1 {
+            throw ValidationError("""
+                only one flag can read standard input, not \(readers.joined(separator: " and ")); \
+                give the others as @FILE
+                """)
+        }
+    }
+
+    /// The secret values read from their sources (`nil` inside: clear the value).
+    struct Secrets {
+        var password: String??
+        var totp: String??
+        var number: String??
+        var code: String??
+        var hiddenFields: [(name: String, value: String?)] = []
+    }
+
+    func readSecrets() throws -> Secrets {
+        func read(_ text: String?, _ flag: String, _ label: String) throws -> String?? {
+            guard let text else { return .none }
+            return .some(try SecretSource(text, flag: flag).read(flag: flag, label: label, wholeText: false))
+        }
+        var secrets = Secrets()
+        secrets.password = try read(password, "--password", "Password")
+        if passwordFromStdin {
+            guard let line = readLine(strippingNewline: true), !line.isEmpty else {
+                throw CLIError.usage("--password-stdin: no password on standard input")
+            }
+            secrets.password = .some(line)
+        }
+        secrets.totp = try read(totp, "--totp", "TOTP secret")
+        secrets.number = try read(number, "--number", "Card number")
+        secrets.code = try read(code, "--code", "Security code")
+        for entry in hiddenFields {
+            guard let equals = entry.firstIndex(of: "="), equals != entry.startIndex else {
+                throw CLIError.usage("--hidden-field takes NAME=SOURCE")
+            }
+            let name = String(entry[..<equals])
+            let source = try SecretSource(String(entry[entry.index(after: equals)...]), flag: "--hidden-field")
+            secrets.hiddenFields.append((name, try source.read(flag: "--hidden-field \(name)", label: "Hidden field \(name)", wholeText: true)))
+        }
+        return secrets
     }
 
     /// `--generate`: the library generator with every class (at least one of each) and no
@@ -63,15 +148,12 @@ struct ItemOptions: ParsableArguments {
     }
 
     /// Applies the given flags to `view` (flags of another item type are a usage error).
-    func apply(to view: inout CipherView, context: CLIContext) async throws {
+    func apply(to view: inout CipherView, secrets: Secrets, context: CLIContext) async throws {
         func refuse(_ what: String) -> CLIError { CLIError.usage("\(what) flags do not apply to a \(view.type.name) item") }
         if givesLoginFields && view.type != .login { throw refuse("login") }
         if givesCardFields && view.type != .card { throw refuse("card") }
         if givesIdentityFields && view.type != .identity { throw refuse("identity") }
         if givesSSHFields && view.type != .sshKey { throw refuse("ssh-key") }
-        if [password != nil, passwordFromStdin, generate].filter({ $0 }).count > 1 {
-            throw CLIError.usage("give only one of --password, --password-stdin and --generate")
-        }
         if let name { view.name = name }
         if let notes { view.notes = notes.isEmpty ? nil : notes }
         if let folder { view.folderId = try await context.folderID(folder) }
@@ -79,23 +161,17 @@ struct ItemOptions: ParsableArguments {
         if view.type == .login {
             var login = view.login ?? LoginView()
             if let username { login.username = username.isEmpty ? nil : username }
-            if let password { login.password = password }
-            if passwordFromStdin {
-                guard let line = readLine(strippingNewline: true), !line.isEmpty else {
-                    throw CLIError.usage("--password-stdin: no password on standard input")
-                }
-                login.password = line
-            }
+            if let password = secrets.password { login.password = password }
             if generate { login.password = try Self.generatedPassword(length: length) }
             if !uri.isEmpty { login.uris = uri.map { LoginURIView(uri: $0) } }
-            if let totp { login.totp = totp.isEmpty ? nil : totp }
+            if let totp = secrets.totp { login.totp = totp }
             view.login = login
         }
         if view.type == .card {
             var card = view.card ?? CardView()
-            let values: [(CardField, String?)] = [(.cardholderName, cardholderName), (.number, number), (.brand, brand),
-                                                  (.expMonth, expMonth), (.expYear, expYear), (.code, code)]
+            let values: [(CardField, String?)] = [(.cardholderName, cardholderName), (.brand, brand), (.expMonth, expMonth), (.expYear, expYear)]
             for (field, value) in values { if let value { card[field] = value.isEmpty ? nil : value } }
+            for (field, value) in [(CardField.number, secrets.number), (.code, secrets.code)] { if let value { card[field] = value } }
             view.card = card
         }
         if view.type == .identity {
@@ -117,19 +193,20 @@ struct ItemOptions: ParsableArguments {
             if let fingerprint { key[.keyFingerprint] = fingerprint }
             view.sshKey = key
         }
-        for (entries, type) in [(textFields, FieldType.text), (hiddenFields, FieldType.hidden)] {
-            for entry in entries {
-                guard let equals = entry.firstIndex(of: "="), equals != entry.startIndex else {
-                    throw CLIError.usage("custom fields are NAME=VALUE, got \"\(entry)\"")
-                }
-                let name = String(entry[..<equals])
-                let value = String(entry[entry.index(after: equals)...])
-                if let index = view.fields.firstIndex(where: { $0.name == name }) {
-                    view.fields[index].value = value
-                    view.fields[index].type = type
-                } else {
-                    view.fields.append(FieldView(type: type, name: name, value: value))
-                }
+        var fields: [(name: String, value: String?, type: FieldType)] = []
+        for entry in textFields {
+            guard let equals = entry.firstIndex(of: "="), equals != entry.startIndex else {
+                throw CLIError.usage("custom fields are NAME=VALUE, got \"\(entry)\"")
+            }
+            fields.append((String(entry[..<equals]), String(entry[entry.index(after: equals)...]), .text))
+        }
+        fields += secrets.hiddenFields.map { ($0.name, $0.value, .hidden) }
+        for (name, value, type) in fields {
+            if let index = view.fields.firstIndex(where: { $0.name == name }) {
+                view.fields[index].value = value
+                view.fields[index].type = type
+            } else {
+                view.fields.append(FieldView(type: type, name: name, value: value))
             }
         }
     }
@@ -264,5 +341,70 @@ extension Optional {
     func asyncMap<T>(_ transform: (Wrapped) async throws -> T) async rethrows -> T? {
         guard let value = self else { return nil }
         return try await transform(value)
+    }
+}
+
+/// Where a secret flag's value comes from. The command line only names the source, never the secret:
+/// a command line is readable by every user of the machine (`ps`, /proc/PID/cmdline) and stays in the
+/// shell history.
+enum SecretSource: Equatable {
+    /// `-`: standard input (its first line; a hidden field takes all of it), or a no-echo prompt when
+    /// standard input is a terminal.
+    case standardInput
+    /// `@PATH`: the file's first line (a hidden field: the whole file without its final newline).
+    case file(String)
+    /// An empty value clears the field (it gives nothing away).
+    case clear
+
+    init(_ text: String, flag: String) throws {
+        if text == "-" {
+            self = .standardInput
+        } else if text.isEmpty {
+            self = .clear
+        } else if text.hasPrefix("@"), text.count > 1 {
+            self = .file((String(text.dropFirst()) as NSString).expandingTildeInPath)
+        } else {
+            // The value itself is never repeated: it is a secret.
+            let ways = flag == "--hidden-field"
+                ? "NAME=- (standard input; a no-echo prompt on a terminal) or NAME=@FILE (the whole file)"
+                : "- (standard input; a no-echo prompt on a terminal) or @FILE (the file's first line)"
+            throw ValidationError("""
+                \(flag) takes where to read the secret from, not the secret: a command line is readable by every user \
+                of this machine and stays in the shell history. Give \(flag) \(ways)\(flag == "--password" ? ", or use --generate" : "").
+                """)
+        }
+    }
+
+    /// Reads the value (`nil`: clear the field). `wholeText`: multi-line values (hidden fields).
+    func read(flag: String, label: String, wholeText: Bool) throws -> String? {
+        func trimmed(_ text: String) -> String {
+            guard !wholeText else {
+                var text = text
+                if text.hasSuffix("\n") { text.removeLast() }
+                return text
+            }
+            let line = text.split(separator: "\n", maxSplits: 1, omittingEmptySubsequences: false).first.map(String.init) ?? ""
+            return line.hasSuffix("\r") ? String(line.dropLast()) : line
+        }
+        switch self {
+        case .clear:
+            return nil
+        case .standardInput:
+            let value: String
+            if Console.stdinIsTTY {
+                value = Console.readSecret(prompt: "\(label) (\(flag)): ") ?? ""
+            } else if wholeText {
+                value = trimmed(String(decoding: FileHandle.standardInput.readDataToEndOfFile(), as: UTF8.self))
+            } else {
+                value = readLine(strippingNewline: true).map(trimmed) ?? ""
+            }
+            guard !value.isEmpty else { throw CLIError.usage("\(flag): nothing on standard input") }
+            return value
+        case .file(let path):
+            guard let text = try? String(contentsOfFile: path, encoding: .utf8) else { throw CLIError.usage("\(flag): cannot read \(path)") }
+            let value = trimmed(text)
+            guard !value.isEmpty else { throw CLIError.usage("\(flag): \(path) is empty\(wholeText ? "" : " (its first line is the value)")") }
+            return value
+        }
     }
 }

@@ -61,8 +61,40 @@ struct Profile {
         try? FileManager.default.removeItem(atPath: sessionPath)
     }
 
-    func readSession() -> String? {
-        (try? String(contentsOfFile: sessionPath, encoding: .utf8))?.trimmingCharacters(in: .whitespacesAndNewlines)
+    /// The sealed session as `unlock` saves it: a first line `expires UNIX-SECONDS` in the clear, then the
+    /// sealed user key. The expiry is also inside the sealed payload, where it cannot be edited, but
+    /// that only stops this CLI: whoever holds the session key can open the sealed copy whatever it
+    /// says. So the file itself must go when its time is up, and the plain line lets any command see
+    /// that without the key.
+    func writeSession(sealed: String, expires: Date) throws {
+        try writePrivate(Data("expires \(Int64(expires.timeIntervalSince1970.rounded(.up)))\n\(sealed)\n".utf8), to: sessionPath)
+    }
+
+    /// What the session file holds: `nil` when there is none.
+    enum SessionFile {
+        /// The sealed session and its expiry (`nil` for a file of an older version, which had no expiry line).
+        case sealed(String, expires: Date?)
+        /// Not a session file: nobody can open it.
+        case damaged
+    }
+
+    func readSession() -> SessionFile? {
+        guard let data = FileManager.default.contents(atPath: sessionPath) else { return nil }
+        let lines = String(decoding: data, as: UTF8.self).split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }
+        switch lines.count {
+        case 1 where !lines[0].hasPrefix("expires "):
+            return .sealed(lines[0], expires: nil)
+        case 2:
+            guard lines[0].hasPrefix("expires "), let seconds = Int64(lines[0].dropFirst("expires ".count)) else { return .damaged }
+            return .sealed(lines[1], expires: Date(timeIntervalSince1970: TimeInterval(seconds)))
+        default:
+            return .damaged
+        }
+    }
+
+    /// Deletes the session file when it says its time is up (every command does this, key or not).
+    func removeSessionIfExpired(now: Date = Date()) {
+        if case .sealed(_, let expires?) = readSession(), expires <= now { removeSession() }
     }
 }
 

@@ -1,0 +1,218 @@
+import Foundation
+import Testing
+import VaultClient
+import VaultCrypto
+import VaultModels
+import VaultTestSupport
+
+/// Secrets never on a command line (readable by every user of the machine through `ps` and
+/// /proc/PID/cmdline, and kept in shell history), never left on disk after their time, and never
+/// handed to the editor's environment.
+@Suite("CLI: secrets off the command line, sessions deleted, the editor's environment")
+struct CommandLineSecretTests {
+    @Test("a secret given as a flag value is refused with exit 64 before any work, naming the flag and the way to give it",
+          arguments: [
+              (["add", "login", "--name", "X", "--password", "hunter2-Pa55"], "--password"),
+              (["add", "login", "--name", "X", "--totp", "JBSWY3DPEHPK3PXP"], "--totp"),
+              (["add", "card", "--name", "X", "--number", "4111111111111111"], "--number"),
+              (["add", "card", "--name", "X", "--code", "123"], "--code"),
+              (["add", "login", "--name", "X", "--hidden-field", "pin=1234"], "--hidden-field"),
+              (["edit", "Bank", "--password", "hunter2-Pa55"], "--password"),
+              (["edit", "Visa", "--code", "123"], "--code"),
+          ] as [([String], String)])
+    func literalSecretsRefused(arguments: [String], flag: String) async throws {
+        // A profile that is not even logged in: the refusal comes before the profile is looked at
+        // (else this would be exit 3, "not logged in").
+        let device = CLIDevice()
+        defer { try? FileManager.default.removeItem(atPath: (device.home as NSString).deletingLastPathComponent) }
+        let result = try await device.expect(arguments, status: 64)
+        #expect(result.stderr.contains(flag) && result.stderr.contains("@FILE") && result.stderr.contains("standard input"), "\(result)")
+        let secret = arguments.last!.split(separator: "=").last.map(String.init)!
+        #expect(!result.stderr.contains(secret), "the refusal must not repeat the secret: \(result.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: device.home + "/vault.sqlite"), "nothing was opened")
+    }
+
+    @Test("two flags reading standard input are refused: only one can have it")
+    func oneStandardInputReader() async throws {
+        let device = CLIDevice()
+        defer { try? FileManager.default.removeItem(atPath: (device.home as NSString).deletingLastPathComponent) }
+        for arguments in [["add", "card", "--name", "X", "--number", "-", "--code", "-"],
+                          ["add", "login", "--name", "X", "--password-stdin", "--totp", "-"],
+                          ["add", "--json", "-", "--hidden-field", "pin=-"]] {
+            let result = try await device.expect(arguments, status: 64, stdin: "4111111111111111\n123\n")
+            #expect(result.stderr.contains("standard input"), "\(result)")
+        }
+    }
+
+    @Test("secret flags read their value from standard input (-) or a file (@FILE); an empty value clears it")
+    func secretSources() async throws {
+        let scenario = try await CLIScenario.start()
+        let device = try await scenario.device(register: true)
+        let directory = (device.home as NSString).deletingLastPathComponent
+        func file(_ name: String, _ text: String) throws -> String {
+            let path = directory + "/" + name
+            try Data(text.utf8).write(to: URL(fileURLWithPath: path))
+            return "@" + path
+        }
+        let totpSecret = "GEZDGNBVGY3TQOJQGEZDGNBVGY3TQOJQ"
+        try await device.expect(["add", "login", "--name", "Bank", "--username", "alice", "--password", try file("password", "file-Pa55\nsecond line\n"),
+                                 "--totp", "-", "--hidden-field", "pin=" + (try file("pin", "4321\n")),
+                                 "--hidden-field", "recovery=" + (try file("recovery", "line one\nline two\n"))],
+                                stdin: totpSecret + "\n")
+        try await device.expect(["add", "card", "--name", "Visa", "--number", "-", "--code", try file("code", "987\n")],
+                                stdin: "4111111111111111\n")
+        var bank = try await device.json(["get", "Bank"])
+        #expect(bank["login"]?["password"]?.stringValue == "file-Pa55", "a one-line secret is the file's first line")
+        #expect(bank["login"]?["totp"]?.stringValue == totpSecret)
+        #expect(bank["fields"]?[0]?["name"]?.stringValue == "pin" && bank["fields"]?[0]?["value"]?.stringValue == "4321")
+        #expect(bank["fields"]?[0]?["type"]?.stringValue == "hidden")
+        #expect(bank["fields"]?[1]?["value"]?.stringValue == "line one\nline two", "a hidden field takes the whole file")
+        let visa = try await device.json(["get", "Visa"])
+        #expect(visa["card"]?["number"]?.stringValue == "4111111111111111" && visa["card"]?["code"]?.stringValue == "987")
+
+        // edit: the new password from standard input goes to the history as before; --password-stdin still works.
+        try await device.expect(["edit", "Bank", "--password", "-"], stdin: "stdin-Pa55\n")
+        bank = try await device.json(["get", "Bank"])
+        #expect(bank["login"]?["password"]?.stringValue == "stdin-Pa55" && bank["passwordHistory"]?[0]?["password"]?.stringValue == "file-Pa55")
+        try await device.expect(["edit", "Bank", "--password-stdin"], stdin: "stdin-2-Pa55\n")
+        #expect(try await device.expect(["get", "Bank", "--field", "password"]).stdout == "stdin-2-Pa55\n")
+
+        // An empty value gives nothing away: it clears the field.
+        try await device.expect(["edit", "Bank", "--totp", ""])
+        #expect(try await device.json(["get", "Bank"])["login"]?["totp"]?.isNull == true)
+
+        // A missing file or an empty source is a usage error that changes nothing.
+        try await device.expect(["edit", "Bank", "--password", "@" + directory + "/missing"], status: 64)
+        try await device.expect(["edit", "Bank", "--password", "-"], status: 64, stdin: "")
+        try await device.expect(["edit", "Bank", "--password", try file("empty", "\n")], status: 64)
+        #expect(try await device.expect(["get", "Bank", "--field", "password"]).stdout == "stdin-2-Pa55\n")
+        await scenario.finish([device])
+    }
+
+    #if os(Linux) && (arch(x86_64) || arch(arm64))
+    @Test("on a terminal each - is a no-echo prompt naming its flag")
+    func terminalPrompts() async throws {
+        let scenario = try await CLIScenario.start()
+        let device = try await scenario.device(register: true)
+        // A pseudo-terminal as standard input; the test holds its other end and types.
+        // (posix_openpt and friends are not visible to Swift: /dev/ptmx with the generic Linux ioctls
+        // TIOCSPTLCK = _IOW('T', 0x31, int) and TIOCGPTN = _IOR('T', 0x30, unsigned int).)
+        let master = open("/dev/ptmx", O_RDWR | O_NOCTTY)
+        try #require(master >= 0)
+        var unlocked: CInt = 0
+        var number: CUnsignedInt = 0
+        try #require(ioctl(master, 0x4004_5431, &unlocked) == 0 && ioctl(master, 0x8004_5430, &number) == 0)
+        let slave = open("/dev/pts/\(number)", O_RDWR | O_NOCTTY)
+        try #require(slave >= 0)
+        defer { close(master); close(slave) }
+        let process = Process()
+        process.executableURL = try vaultsyncExecutable()
+        process.arguments = ["add", "card", "--name", "Typed", "--number", "-", "--code", "-"]
+        process.environment = device.environment
+        process.standardInput = FileHandle(fileDescriptor: slave, closeOnDealloc: false)
+        let log = OutputCollector()
+        let errors = Pipe()
+        errors.fileHandleForReading.readabilityHandler = { handle in log.append(handle.availableData) }
+        process.standardError = errors
+        process.standardOutput = Pipe()
+        try process.run()
+        defer { if process.isRunning { process.terminate() } }
+        func echoOff() -> Bool {
+            var settings = termios()
+            return tcgetattr(slave, &settings) == 0 && settings.c_lflag & tcflag_t(ECHO) == 0
+        }
+        for (prompt, value) in [("Card number (--number): ", "4111111111111111"), ("Security code (--code): ", "987")] {
+            // Typed only once the prompt is up and echo is off (turning it off flushes what was typed before).
+            let asked = await waitUntil(limit: .seconds(30)) { log.text.contains(prompt) && echoOff() }
+            #expect(asked, "\(prompt) — \(log.text)")
+            guard asked else { return }
+            let line = Array((value + "\n").utf8)
+            #expect(write(master, line, line.count) == line.count)
+        }
+        #expect(await waitUntil(limit: .seconds(60)) { !process.isRunning })
+        errors.fileHandleForReading.readabilityHandler = nil
+        #expect(process.terminationStatus == 0, "\(log.text)")
+        // What the terminal showed: nothing of what was typed.
+        _ = fcntl(master, F_SETFL, O_NONBLOCK)
+        var shown = [UInt8](repeating: 0, count: 4096)
+        let count = read(master, &shown, shown.count)
+        let screen = String(decoding: shown.prefix(max(count, 0)), as: UTF8.self)
+        #expect(!screen.contains("4111") && !screen.contains("987"), "echoed: \(screen)")
+        let card = try await device.json(["get", "Typed"])
+        #expect(card["card"]?["number"]?.stringValue == "4111111111111111" && card["card"]?["code"]?.stringValue == "987")
+        await scenario.finish([device])
+    }
+    #endif
+
+    @Test("a session file is deleted when a command finds it expired or damaged, kept for a key that is not its own, and by lock")
+    func sessionFiles() async throws {
+        let scenario = try await CLIScenario.start()
+        let device = try await scenario.device(register: true)
+        let sessionPath = device.home + "/session"
+        let noPassword = ["VAULTSYNC_PASSWORD"]
+        func exists() -> Bool { FileManager.default.fileExists(atPath: sessionPath) }
+
+        // A session sealed by the library as `unlock` seals it, whose time ran out a minute ago.
+        let engine = try VaultEngine(databasePath: device.home + "/vault.sqlite",
+                                     configuration: EngineConfiguration(serverURL: await scenario.server.url))
+        try await engine.unlock(email: scenario.email, password: scenario.password)
+        let expiredKey = SymmetricCryptoKey.generate()
+        let expired = try await engine.sealSession(with: expiredKey, expiresAt: WireDate(Date().addingTimeInterval(-60)))
+        await engine.shutdown()
+        try Data(expired.utf8).write(to: URL(fileURLWithPath: sessionPath))
+        let refused = try await device.expect(["list"], status: 2, environment: ["VAULTSYNC_SESSION": expiredKey.base64], removing: noPassword)
+        #expect(refused.stderr.contains("expired"), "\(refused)")
+        #expect(!exists(), "the expired session's file must be deleted")
+
+        // A key that does not open the file leaves it: it may be another shell's newer session.
+        let key = try await device.expect(["unlock", "--raw"]).stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        #expect(exists())
+        try await device.expect(["list"], status: 2, environment: ["VAULTSYNC_SESSION": SymmetricCryptoKey.generate().base64], removing: noPassword)
+        #expect(exists())
+        try await device.expect(["list"], environment: ["VAULTSYNC_SESSION": key], removing: noPassword)
+
+        // The file says when it expires, so any command deletes it once that has passed, with or without its key.
+        let text = try String(contentsOfFile: sessionPath, encoding: .utf8)
+        var lines = text.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
+        #expect(lines.first?.hasPrefix("expires ") == true, "\(text.prefix(20))")
+        lines[0] = "expires \(Int(Date().timeIntervalSince1970) - 1)"
+        try Data(lines.joined(separator: "\n").utf8).write(to: URL(fileURLWithPath: sessionPath))
+        try await device.expect(["status"], removing: noPassword)
+        #expect(!exists(), "status (no key) must delete a session file past its expiry")
+        try await device.expect(["list"], status: 2, environment: ["VAULTSYNC_SESSION": key], removing: noPassword)
+
+        // A damaged file opens for nobody: deleted.
+        let second = try await device.expect(["unlock", "--raw"]).stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        try Data("not a sealed session".utf8).write(to: URL(fileURLWithPath: sessionPath))
+        try await device.expect(["list"], status: 2, environment: ["VAULTSYNC_SESSION": second], removing: noPassword)
+        #expect(!exists(), "a damaged session file must be deleted")
+
+        // lock deletes it.
+        _ = try await device.expect(["unlock", "--raw"])
+        #expect(exists())
+        try await device.expect(["lock"], removing: noPassword)
+        #expect(!exists())
+        await scenario.finish([device])
+    }
+
+    @Test("$EDITOR runs without VAULTSYNC_PASSWORD, VAULTSYNC_SESSION, VAULTSYNC_FILE_PASSWORD or any other VAULTSYNC_ variable")
+    func editorEnvironment() async throws {
+        let scenario = try await CLIScenario.start()
+        let device = try await scenario.device(register: true)
+        try await device.expect(["add", "note", "--name", "Editor note", "--notes", "n"])
+        let dump = NSTemporaryDirectory() + "vaultsync-editor-env-" + UUID().uuidString
+        defer { try? FileManager.default.removeItem(atPath: dump) }
+        let editor = "edit() { env > '\(dump)'; sed -i s/Editor\\ note/Edited\\ note/ \"$1\"; }; edit"
+        let secrets = ["VAULTSYNC_SESSION": "session-key-Secret", "VAULTSYNC_FILE_PASSWORD": "file-password-Secret",
+                       "VAULTSYNC_TOKEN_KEY": "token-key-Secret", "EDITOR": editor]
+        try await device.expect(["edit", "Editor note"], environment: secrets, removing: ["VISUAL"])
+        #expect(try await device.json(["list"]).arrayValue?.first?["name"]?.stringValue == "Edited note", "the editor ran")
+        let environment = try String(contentsOfFile: dump, encoding: .utf8)
+        #expect(environment.contains("PATH="), "the editor's environment was written: \(environment.prefix(200))")
+        let leaked = environment.split(separator: "\n").filter { $0.hasPrefix("VAULTSYNC_") }.map { $0.prefix { $0 != "=" } }
+        #expect(leaked.isEmpty, "the editor inherited \(leaked)")
+        let held = ([scenario.password] + secrets.values.filter { $0 != editor }).filter { environment.contains($0) }
+        #expect(held.isEmpty, "the editor's environment holds \(held.count) of the secrets")
+        await scenario.finish([device])
+    }
+}
