@@ -99,7 +99,7 @@ public func buildApplication(
     let account = AccountController(services: services)
     account.addPublicRoutes(to: router)
     AttachmentsController(services: services).addPublicRoutes(to: router)
-    let api = router.group("api").add(middleware: AuthMiddleware(signer: services.signer, now: configuration.now))
+    let api = router.group("api").add(middleware: AuthMiddleware(signer: services.signer, repository: repository, now: configuration.now))
     account.addRoutes(to: api)
     CiphersController(services: services).addRoutes(to: api)
     AttachmentsController(services: services).addRoutes(to: api)

@@ -17,6 +17,12 @@ public struct ServerConfiguration: Sendable {
     public var tokenKey: [UInt8]?
     /// Access-token lifetime in seconds (official: 3600).
     public var accessTokenLifetime: Int64 = 3600
+    /// Refresh-token chain lifetime in seconds, counted from the password login that started it; refreshing
+    /// does not extend it (docs/PROTOCOL.md, "Refresh tokens").
+    public var refreshTokenLifetime: Int64 = 30 * 86_400
+    /// How long, in seconds, the token before the current one still answers (with the same successor) after
+    /// a refresh, for a client whose answer was lost; after that, presenting it revokes the device.
+    public var refreshTokenGracePeriod: Int64 = 120
     /// PBKDF2 iterations of the server-side hash of master-password hashes (never below 600,000).
     public var passwordIterations = 600_000
     /// Largest JSON body accepted (413 beyond).

@@ -143,17 +143,30 @@ struct IdentityController {
             guard let refresh = field("refresh_token"), !refresh.isEmpty else {
                 throw Self.grantError("invalid_grant", message: "refresh_token cannot be blank")
             }
-            let newRefresh = services.refreshTokens.successor(of: refresh)
-            let now = services.now()
-            guard let (user, device, type) = try await services.repository.rotateRefreshToken(
-                oldHash: RefreshTokens.hash(refresh), newHash: RefreshTokens.hash(newRefresh), now: now) else {
-                throw Self.grantError("invalid_grant", message: "Invalid refresh token.")
-            }
-            var object = tokenFields(user: user, device: device, deviceType: type, clientID: field("client_id") ?? "", refresh: newRefresh)
-            object["Key"] = nil
-            return JSONResponse.make(.object(object))
+            return try await refreshGrant(refresh, clientID: field("client_id") ?? "")
         default:
             throw APIError(.badRequest, "Unsupported grant type.").withOAuth("unsupported_grant_type")
+        }
+    }
+
+    /// A refresh (docs/PROTOCOL.md, "Refresh tokens"): every refusal is the same `invalid_grant`, so the
+    /// answer does not tell a thief that presenting the token revoked the device.
+    private func refreshGrant(_ refresh: String, clientID: String) async throws -> Response {
+        let configuration = services.configuration
+        let outcome = try await services.repository.refresh(
+            token: refresh, tokens: services.refreshTokens, now: services.now(),
+            lifetime: configuration.refreshTokenLifetime * 1_000_000, grace: configuration.refreshTokenGracePeriod * 1_000_000)
+        switch outcome {
+        case .issued(let user, let device, let type):
+            var object = tokenFields(user: user, device: device, deviceType: type, clientID: clientID,
+                                     refresh: services.refreshTokens.successor(of: refresh))
+            object["Key"] = nil
+            return JSONResponse.make(.object(object))
+        case .reused:
+            services.logger.warning("refresh token reused: device revoked")
+            throw Self.grantError("invalid_grant", message: "Invalid refresh token.")
+        case .invalid, .expired:
+            throw Self.grantError("invalid_grant", message: "Invalid refresh token.")
         }
     }
 
@@ -199,12 +212,11 @@ struct IdentityController {
             services.logger.info("login failed", metadata: ["address": "\(address)"])
             throw Self.grantError("invalid_username_or_password", message: "Username or password is incorrect. Try again.")
         }
-        let refresh = RefreshTokens.make()
         let device = field("deviceIdentifier")!
         let deviceType = Int(field("deviceType")!) ?? 14
-        _ = try await services.repository.registerDevice(
+        let (_, refresh) = try await services.repository.registerDevice(
             userID: user.id, identifier: device, name: String(field("deviceName")!.prefix(100)), type: deviceType,
-            refreshTokenHash: RefreshTokens.hash(refresh), now: services.now())
+            now: services.now(), makeToken: RefreshTokens.make(chain:))
         services.logger.info("login", metadata: ["user": "\(user.id)"])
         return JSONResponse.make(.object(tokenFields(user: user, device: device, deviceType: deviceType, clientID: field("client_id")!, refresh: refresh)))
     }

@@ -172,6 +172,17 @@ enum Migrations {
                 "CREATE UNIQUE INDEX ciphers_create_key ON ciphers(create_key)",
             ]
         },
+        Migration(version: 5, name: "refresh-token chains end, the previous token has a grace period, devices can be revoked") { d in
+            [
+                // When the password login that started the device's chain happened (the chain's absolute
+                // lifetime counts from it), until when the token before the current one still answers,
+                // and when the device was revoked (its tokens stop; a password login starts it again).
+                "ALTER TABLE devices ADD COLUMN refresh_issued_at \(d.integer)",
+                "ALTER TABLE devices ADD COLUMN previous_refresh_expires_at \(d.integer)",
+                "ALTER TABLE devices ADD COLUMN revoked_at \(d.integer)",
+                "UPDATE devices SET refresh_issued_at = updated_at",
+            ]
+        },
     ]
 
     /// Applies every migration not applied yet, in one transaction per migration. On PostgreSQL an
