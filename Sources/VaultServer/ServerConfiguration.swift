@@ -31,6 +31,8 @@ public struct ServerConfiguration: Sendable {
     public var maxImportBytes = 64 * 1024 * 1024
     /// Largest attachment accepted.
     public var maxAttachmentBytes = 100 * 1024 * 1024
+    /// How long an organization invite can be accepted, in seconds (official: 5 days).
+    public var inviteLifetime: Int64 = 5 * 86_400
     /// Login attempts per account: burst, then one per `accountRefillSeconds`.
     public var accountLoginBurst = 10.0
     public var accountRefillSeconds = 6.0

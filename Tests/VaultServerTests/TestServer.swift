@@ -206,6 +206,18 @@ struct TestUser: Sendable {
         return (try #require(org.object["id"]?.stringValue), orgKey)
     }
 
+    /// Accepts, as this user, the pending invite to `organizationID` (listed by `GET /api/vaultsync/invites`).
+    func acceptInvite(_ api: APIClient, organizationID: String) async throws {
+        let token = try await token(api)
+        let invites = try await api.request(.get, "/api/vaultsync/invites", token: token).object["data"]?.arrayValue ?? []
+        let invite = try #require(invites.compactMap(\.objectValue).first { $0["organizationId"] == .string(organizationID) },
+                                  "no invite to \(organizationID) for \(email)")
+        let inviteID = try #require(invite["id"]?.stringValue)
+        let accepted = try await api.request(.post, "/api/organizations/\(organizationID)/users/\(inviteID)/accept", token: token,
+                                             json: .object(["token": .string("")]))
+        #expect(accepted.status == .ok, "accept: \(accepted.message ?? "")")
+    }
+
     /// Starts a 100-byte attachment (v2 flow) on one of this user's items; the answer has `attachmentId`.
     func startAttachment(_ api: APIClient, token: String, cipherID: String) async throws -> APIResponse {
         try await api.request(.post, "/api/ciphers/\(cipherID)/attachment/v2", token: token, json: .object([

@@ -183,6 +183,25 @@ enum Migrations {
                 "UPDATE devices SET refresh_issued_at = updated_at",
             ]
         },
+        Migration(version: 6, name: "organization invites wait for the invitee") { d in
+            [
+                // An invite is no membership: it names an email, and becomes a membership (with the same
+                // id) only when the account with that email accepts it. Collections are the access the
+                // admin chose, as JSON `[{"id", "readOnly", "hidePasswords", "manage"}]`.
+                """
+                CREATE TABLE organization_invites (
+                    id TEXT PRIMARY KEY,
+                    organization_id TEXT NOT NULL REFERENCES organizations(id) ON DELETE CASCADE,
+                    email TEXT NOT NULL,
+                    type \(d.integer) NOT NULL,
+                    collections TEXT NOT NULL,
+                    created_at \(d.integer) NOT NULL,
+                    UNIQUE (organization_id, email)
+                )
+                """,
+                "CREATE INDEX organization_invites_email ON organization_invites(email)",
+            ]
+        },
     ]
 
     /// Applies every migration not applied yet, in one transaction per migration. On PostgreSQL an
