@@ -10,6 +10,7 @@ struct ServerServices: Sendable {
     let repository: VaultRepository
     let signer: AccessTokenSigner
     let refreshTokens: RefreshTokens
+    let decoyKdf: DecoyKdf
     let limiter: LoginRateLimiter
     let configuration: ServerConfiguration
     let logger: Logger
@@ -86,6 +87,7 @@ public func buildApplication(
         repository: repository,
         signer: AccessTokenSigner(keyBytes: tokenKey, issuer: "vaultsync"),
         refreshTokens: RefreshTokens(tokenKey: tokenKey),
+        decoyKdf: DecoyKdf(tokenKey: tokenKey),
         limiter: LoginRateLimiter(
             account: .init(burst: configuration.accountLoginBurst, refillPerSecond: 1 / configuration.accountRefillSeconds),
             address: .init(burst: configuration.addressLoginBurst, refillPerSecond: 1 / configuration.addressRefillSeconds),

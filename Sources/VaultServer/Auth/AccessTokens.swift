@@ -140,3 +140,44 @@ struct RefreshTokens: Sendable {
         Data(SHA256.hash(data: Data(token.utf8))).base64EncodedString()
     }
 }
+
+/// The KDF settings prelogin answers for an email without an account (docs/PROTOCOL.md, "Prelogin").
+///
+/// A fixed answer would single out every account whose KDF differs from it; the official server picks
+/// one of several real-world settings by a keyed hash of the normalised email (`GetDefaultKdf`), so one
+/// email always gets the same answer and nobody without the key can tell a made-up answer from a real
+/// one. The key is derived from the token key (HKDF), so instances sharing the key answer alike.
+struct DecoyKdf: Sendable {
+    struct Settings: Sendable, Equatable {
+        var type: Int
+        var iterations: Int
+        var memory: Int?
+        var parallelism: Int?
+    }
+
+    /// Settings real VaultSync accounts have, the commonest twice: PBKDF2 600,000 (today's default),
+    /// PBKDF2 100,000 (the older default, the server's minimum) and Argon2id 3 iterations, 64 MiB, 4 lanes
+    /// (Bitwarden's Argon2id default). The official list adds PBKDF2 5,000, which this server never accepts.
+    static let choices: [Settings] = [
+        Settings(type: 0, iterations: 600_000), Settings(type: 0, iterations: 600_000),
+        Settings(type: 0, iterations: 100_000), Settings(type: 1, iterations: 3, memory: 64, parallelism: 4),
+    ]
+
+    private let key: SymmetricKey
+
+    init(tokenKey: [UInt8]) {
+        key = HKDF<SHA256>.deriveKey(inputKeyMaterial: SymmetricKey(data: tokenKey),
+                                     info: Data("vaultsync prelogin decoy kdf".utf8), outputByteCount: 32)
+    }
+
+    /// `email` as accounts store it: trimmed and lower-cased.
+    static func normalise(_ email: String) -> String {
+        email.trimmingCharacters(in: .whitespacesAndNewlines).lowercased()
+    }
+
+    func settings(for email: String) -> Settings {
+        let mac = Array(HMAC<SHA256>.authenticationCode(for: Data(Self.normalise(email).utf8), using: key))
+        let value = mac.prefix(8).reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
+        return Self.choices[Int(value % UInt64(Self.choices.count))]
+    }
+}

@@ -19,10 +19,13 @@ struct IdentityController {
 
     func prelogin(_ request: Request) async throws -> Response {
         let body = try await request.jsonObject(limit: services.configuration.maxBodyBytes)
-        let email = (body["email"]?.stringValue ?? "").lowercased()
-        // Unknown emails get the default KDF: no user enumeration.
+        let email = DecoyKdf.normalise(body["email"]?.stringValue ?? "")
+        // An unknown email gets settings chosen by a keyed hash of it, in the same shape: the answer does
+        // not tell whether an account exists, even one with uncommon settings.
         let user = email.isEmpty ? nil : try await services.repository.user(email: email)
-        let kdf = user.map { ($0.kdfType, $0.kdfIterations, $0.kdfMemory, $0.kdfParallelism) } ?? (0, 600_000, nil, nil)
+        let decoy = services.decoyKdf.settings(for: email)
+        let kdf = user.map { ($0.kdfType, $0.kdfIterations, $0.kdfMemory, $0.kdfParallelism) }
+            ?? (decoy.type, decoy.iterations, decoy.memory, decoy.parallelism)
         var object = JSONObject()
         object["kdf"] = .int(kdf.0)
         object["kdfIterations"] = .int(kdf.1)
