@@ -158,9 +158,9 @@ struct OrganizationsController {
         return JSONResponse.make(.object(object))
     }
 
-    static func accessEntries(_ value: JSONValue?) throws -> [VaultRepository.CollectionAccessEntry]? {
+    static func accessEntries(_ value: JSONValue?, field: String) throws -> [VaultRepository.CollectionAccessEntry]? {
         guard let values = value?.arrayValue else { return nil }
-        return try values.map { entry in
+        return try RequestLimits.check(values, field: field, limit: RequestLimits.accessEntries).map { entry in
             guard let object = entry.objectValue, let id = object["id"]?.stringValue, UUID(uuidString: id) != nil else {
                 throw APIError.invalidModel(["users": ["Each entry needs an id."]])
             }
@@ -176,7 +176,7 @@ struct OrganizationsController {
         guard let name = body["name"]?.stringValue, (try? EncString(name)) != nil, name.utf8.count <= 1000 else {
             throw APIError.invalidModel(["name": ["name is not a valid encrypted string."]])
         }
-        let users = try Self.accessEntries(body["users"])
+        let users = try Self.accessEntries(body["users"], field: "users")
         guard let row = try await services.repository.saveCollection(
             organizationID: orgID, id: update ? try Self.uuid(context, "id") : nil, name: name,
             externalID: body["externalId"]?.stringValue, users: update ? users : (users ?? []), now: services.now()) else {
@@ -192,6 +192,7 @@ struct OrganizationsController {
         guard let values = body["emails"]?.arrayValue, !values.isEmpty else {
             throw APIError.invalidModel(["emails": ["The Emails field is required."]])
         }
+        try RequestLimits.check(values, field: "emails", limit: RequestLimits.inviteEmails)
         // Checked by form only: whether an address has an account never changes the answer.
         let emails = try values.map { value -> String in
             guard let email = value.stringValue?.trimmingCharacters(in: .whitespaces).lowercased(), email.count <= 256,
@@ -203,7 +204,7 @@ struct OrganizationsController {
         let type = body["type"]?.intValue ?? 2
         guard (0...4).contains(type) else { throw APIError.invalidModel(["type": ["Invalid member type."]]) }
         if type != 2 && membership.type != 0 { throw APIError(.badRequest, "Only Owners can invite Managers, Admins or Owners") }
-        let collections = try Self.accessEntries(body["collections"]) ?? []
+        let collections = try Self.accessEntries(body["collections"], field: "collections") ?? []
         try await services.repository.invite(organizationID: orgID, emails: emails, type: type, collections: collections, now: services.now())
         return JSONResponse.empty()
     }
