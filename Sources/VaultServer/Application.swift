@@ -1,4 +1,5 @@
 import Foundation
+import HTTPTypes
 import Hummingbird
 import Logging
 import ServiceLifecycle
@@ -21,6 +22,23 @@ struct ServerServices: Sendable {
     func baseURL(for request: Request?) -> String {
         if let host = request?.head.authority, !host.isEmpty { return "http://\(host)" }
         return "http://\(configuration.host):\(configuration.port)"
+    }
+
+    /// The client's address: the socket's peer, or, when that peer is a configured trusted proxy, the
+    /// rightmost address of `X-Forwarded-For` that is not a trusted proxy itself (each proxy appends the
+    /// peer it saw, so entries left of that are whatever the client sent). A malformed entry is not
+    /// believed: the peer's address is used.
+    func clientAddress(_ request: Request, _ context: VaultRequestContext) -> String {
+        let peer = context.remoteAddress
+        let trusted = configuration.trustedProxies
+        let values = request.headers[values: HTTPField.Name("X-Forwarded-For")!]
+        guard trusted.contains(peer), !values.isEmpty else { return peer }
+        let entries = values.flatMap { $0.split(separator: ",") }.map { $0.trimmingCharacters(in: .whitespaces) }
+        for entry in entries.reversed() {
+            guard ServerConfiguration.isIPAddress(entry) else { return peer }
+            if !trusted.contains(entry) { return entry }
+        }
+        return entries.first ?? peer
     }
 
     func renderer(for request: Request?) -> Renderer {
@@ -91,6 +109,10 @@ public func buildApplication(
         limiter: LoginRateLimiter(
             account: .init(burst: configuration.accountLoginBurst, refillPerSecond: 1 / configuration.accountRefillSeconds),
             address: .init(burst: configuration.addressLoginBurst, refillPerSecond: 1 / configuration.addressRefillSeconds),
+            accountEscalation: .init(threshold: configuration.accountLockoutThreshold, baseSeconds: configuration.loginLockoutBaseSeconds,
+                                     maxSeconds: configuration.loginLockoutMaxSeconds),
+            addressEscalation: .init(threshold: configuration.addressLockoutThreshold, baseSeconds: configuration.loginLockoutBaseSeconds,
+                                     maxSeconds: configuration.loginLockoutMaxSeconds),
             now: { [now = configuration.now] in Double(now()) / 1_000_000 }),
         configuration: configuration,
         logger: logger)

@@ -39,6 +39,16 @@ public struct ServerConfiguration: Sendable {
     /// Login attempts per client address.
     public var addressLoginBurst = 60.0
     public var addressRefillSeconds = 1.0
+    /// Failed logins in a row of one account from one address before it is locked out from there for
+    /// `loginLockoutBaseSeconds`; each further failure doubles the lockout, up to `loginLockoutMaxSeconds`.
+    public var accountLockoutThreshold = 20
+    /// Failed logins from one address (any accounts) before the address is locked out the same way.
+    public var addressLockoutThreshold = 200
+    public var loginLockoutBaseSeconds = 60.0
+    public var loginLockoutMaxSeconds = 86_400.0
+    /// Addresses of reverse proxies whose `X-Forwarded-For` header is believed (exact IP addresses). From
+    /// any other peer the header is ignored and the socket's address is the client's.
+    public var trustedProxies: [String] = []
     /// Serve the VaultSync bulk extensions (`POST /api/vaultsync/ciphers/bulk-update` and `…/bulk-create`); off, the
     /// server looks like any Bitwarden-compatible server to clients (tests use this for the fallback).
     public var bulkUpdateEnabled = true
@@ -48,6 +58,13 @@ public struct ServerConfiguration: Sendable {
     public var now: @Sendable () -> Int64 = { Int64((Date().timeIntervalSince1970 * 1_000_000).rounded()) }
 
     public init() {}
+
+    /// Whether `text` is an IPv4 or IPv6 address literal (for `trustedProxies`).
+    public static func isIPAddress(_ text: String) -> Bool {
+        var v4 = in_addr()
+        var v6 = in6_addr()
+        return inet_pton(AF_INET, text, &v4) == 1 || inet_pton(AF_INET6, text, &v6) == 1
+    }
 
     /// Where the SQLite database lives when no URL is given.
     public var sqlitePath: String { (dataDirectory as NSString).appendingPathComponent("vaultsync.sqlite") }

@@ -137,11 +137,13 @@ struct APIClient: Sendable {
         }
     }
 
-    func form(_ path: String, _ fields: [(String, String)]) async throws -> APIResponse {
+    func form(_ path: String, _ fields: [(String, String)], headers extra: HTTPFields = [:]) async throws -> APIResponse {
         let text = fields.map { key, value in
             "\(key)=\(value.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? value)"
         }.joined(separator: "&")
-        return try await request(.post, path, body: Array(text.utf8), headers: [.contentType: "application/x-www-form-urlencoded"])
+        var headers = extra
+        headers[.contentType] = "application/x-www-form-urlencoded"
+        return try await request(.post, path, body: Array(text.utf8), headers: headers)
     }
 }
 
@@ -178,13 +180,14 @@ struct TestUser: Sendable {
     }
 
     /// Logs in (password grant) and returns the token response.
-    func login(_ api: APIClient, device: String = UUID().uuidString, password: String? = nil) async throws -> APIResponse {
+    func login(_ api: APIClient, device: String = UUID().uuidString, password: String? = nil,
+               headers: HTTPFields = [:]) async throws -> APIResponse {
         let hash = password.map { try! MasterKey.derive(password: $0, salt: email, kdf: Self.kdf).serverAuthorizationHash(password: $0) }
             ?? masterKey.serverAuthorizationHash(password: self.password)
         return try await api.form("/identity/connect/token", [
             ("grant_type", "password"), ("username", email), ("password", hash), ("scope", "api offline_access"),
             ("client_id", "cli"), ("deviceType", "25"), ("deviceIdentifier", device), ("deviceName", "linux"),
-        ])
+        ], headers: headers)
     }
 
     /// Logs in and returns the access token.

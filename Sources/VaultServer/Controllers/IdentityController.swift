@@ -141,7 +141,7 @@ struct IdentityController {
         func field(_ name: String) -> String? { form[Self.normalise(name)] }
         switch field("grant_type") {
         case "password":
-            return try await passwordGrant(field, address: context.remoteAddress)
+            return try await passwordGrant(field, address: services.clientAddress(request, context))
         case "refresh_token":
             guard let refresh = field("refresh_token"), !refresh.isEmpty else {
                 throw Self.grantError("invalid_grant", message: "refresh_token cannot be blank")
@@ -212,9 +212,11 @@ struct IdentityController {
             verified = nil
         }
         guard let user = verified else {
+            await services.limiter.recordFailure(account: email, address: address)
             services.logger.info("login failed", metadata: ["address": "\(address)"])
             throw Self.grantError("invalid_username_or_password", message: "Username or password is incorrect. Try again.")
         }
+        await services.limiter.recordSuccess(account: email, address: address)
         let device = field("deviceIdentifier")!
         let deviceType = Int(field("deviceType")!) ?? 14
         let (_, refresh) = try await services.repository.registerDevice(

@@ -49,12 +49,13 @@ struct SessionsController {
 
     /// The caller's account after checking `masterPasswordHash` (400 naming the field when wrong). The
     /// account's login limit applies: a stolen access token does not make guessing the password cheaper.
-    func verifiedUser(_ context: VaultRequestContext, presented: String?) async throws -> UserRecord {
+    func verifiedUser(_ request: Request, _ context: VaultRequestContext, presented: String?) async throws -> UserRecord {
         guard let user = try await services.repository.user(id: try context.requireUser()) else { throw APIError.unauthorized }
         guard let presented, !presented.isEmpty, presented.count <= 300 else {
             throw APIError.invalidModel(["masterPasswordHash": ["The MasterPasswordHash field is required."]])
         }
-        if let wait = await services.limiter.attempt(account: user.email, address: context.remoteAddress) {
+        let address = services.clientAddress(request, context)
+        if let wait = await services.limiter.attempt(account: user.email, address: address) {
             var error = APIError(.tooManyRequests, "Too many password attempts. Try again in \(Int(wait.rounded(.up))) seconds.")
             error.retryAfter = wait
             throw error
@@ -66,14 +67,17 @@ struct SessionsController {
         let matches = try await slowHash {
             StoredPasswordHash.verify(clientHash: presented, salt: Array(salt), iterations: iterations, expected: Array(expected))
         }
-        guard matches else { throw APIError.invalidModel(["masterPasswordHash": ["Invalid password."]]) }
+        guard matches else {
+            await services.limiter.recordFailure(account: user.email, address: address)
+            throw APIError.invalidModel(["masterPasswordHash": ["Invalid password."]])
+        }
         return user
     }
 
     /// `POST /api/accounts/security-stamp` `{"masterPasswordHash"}`: log out everywhere.
     func rotateStamp(_ request: Request, _ context: VaultRequestContext) async throws -> Response {
         let body = try await request.jsonObject(limit: services.configuration.maxBodyBytes)
-        let user = try await verifiedUser(context, presented: body["masterPasswordHash"]?.stringValue)
+        let user = try await verifiedUser(request, context, presented: body["masterPasswordHash"]?.stringValue)
         try await services.repository.rotateSecurityStamp(userID: user.id, now: services.now())
         services.logger.info("security stamp rotated", metadata: ["user": "\(user.id)"])
         return JSONResponse.empty()
@@ -102,7 +106,7 @@ struct SessionsController {
         if let hint, hint.count > 50 {
             throw APIError.invalidModel(["masterPasswordHint": ["The field MasterPasswordHint must be at most 50 characters."]])
         }
-        let user = try await verifiedUser(context, presented: body["masterPasswordHash"]?.stringValue)
+        let user = try await verifiedUser(request, context, presented: body["masterPasswordHash"]?.stringValue)
         if let authentication, let unlock {
             // A password change keeps the account's KDF and salt (changing the KDF is another route).
             for data in [authentication, unlock] {
