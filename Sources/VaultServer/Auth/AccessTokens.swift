@@ -155,12 +155,13 @@ struct DecoyKdf: Sendable {
         var parallelism: Int?
     }
 
-    /// Settings real VaultSync accounts have, the commonest twice: PBKDF2 600,000 (today's default),
-    /// PBKDF2 100,000 (the older default, the server's minimum) and Argon2id 3 iterations, 64 MiB, 4 lanes
-    /// (Bitwarden's Argon2id default). The official list adds PBKDF2 5,000, which this server never accepts.
+    /// Settings real accounts have, the commonest twice: PBKDF2 600,000 (today's default) and Argon2id
+    /// 3 iterations, 64 MiB, 4 lanes (Bitwarden's Argon2id default). The official list adds PBKDF2 100,000
+    /// and 5,000: the VaultSync client refuses both for a first login on a device (docs/SECURITY.md), so
+    /// an unknown email answered with them would fail differently from a wrong password.
     static let choices: [Settings] = [
         Settings(type: 0, iterations: 600_000), Settings(type: 0, iterations: 600_000),
-        Settings(type: 0, iterations: 100_000), Settings(type: 1, iterations: 3, memory: 64, parallelism: 4),
+        Settings(type: 1, iterations: 3, memory: 64, parallelism: 4),
     ]
 
     private let key: SymmetricKey
