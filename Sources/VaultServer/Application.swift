@@ -13,6 +13,8 @@ struct ServerServices: Sendable {
     let refreshTokens: RefreshTokens
     let decoyKdf: DecoyKdf
     let limiter: LoginRateLimiter
+    /// Registrations: per email and per address, and lockouts for addresses probing taken emails.
+    let registrationLimiter: LoginRateLimiter
     let configuration: ServerConfiguration
     let logger: Logger
 
@@ -112,6 +114,13 @@ public func buildApplication(
             accountEscalation: .init(threshold: configuration.accountLockoutThreshold, baseSeconds: configuration.loginLockoutBaseSeconds,
                                      maxSeconds: configuration.loginLockoutMaxSeconds),
             addressEscalation: .init(threshold: configuration.addressLockoutThreshold, baseSeconds: configuration.loginLockoutBaseSeconds,
+                                     maxSeconds: configuration.loginLockoutMaxSeconds),
+            now: { [now = configuration.now] in Double(now()) / 1_000_000 }),
+        registrationLimiter: LoginRateLimiter(
+            account: .init(burst: 5, refillPerSecond: 1.0 / 60),
+            address: .init(burst: configuration.registrationBurst, refillPerSecond: 1 / configuration.registrationRefillSeconds),
+            accountEscalation: .init(threshold: .max, baseSeconds: 0, maxSeconds: 0),
+            addressEscalation: .init(threshold: configuration.registrationLockoutThreshold, baseSeconds: configuration.loginLockoutBaseSeconds,
                                      maxSeconds: configuration.loginLockoutMaxSeconds),
             now: { [now = configuration.now] in Double(now()) / 1_000_000 }),
         configuration: configuration,

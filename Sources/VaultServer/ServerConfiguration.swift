@@ -46,6 +46,12 @@ public struct ServerConfiguration: Sendable {
     public var addressLockoutThreshold = 200
     public var loginLockoutBaseSeconds = 60.0
     public var loginLockoutMaxSeconds = 86_400.0
+    /// Registrations per client address: burst, then one per `registrationRefillSeconds`.
+    public var registrationBurst = 60.0
+    public var registrationRefillSeconds = 60.0
+    /// Registrations refused from one address because the email has an account (probing for accounts)
+    /// before the address may not register for `loginLockoutBaseSeconds`, doubling with each further one.
+    public var registrationLockoutThreshold = 10
     /// Addresses of reverse proxies whose `X-Forwarded-For` header is believed (exact IP addresses). From
     /// any other peer the header is ignored and the socket's address is the client's.
     public var trustedProxies: [String] = []

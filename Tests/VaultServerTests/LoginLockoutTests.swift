@@ -113,4 +113,44 @@ struct LoginLockoutTests {
             #expect(try await user.login(api, headers: Self.from("also-not-one")).status == .tooManyRequests, "malformed: the proxy's own bucket")
         }
     }
+
+    /// A registration as a client sends it, from `headers`' address.
+    static func register(_ api: APIClient, _ email: String, headers: HTTPFields) async throws -> APIResponse {
+        try await api.request(.post, "/identity/accounts/register", json: .object([
+            "email": .string(email), "masterPasswordHash": .string("aGFzaA=="),
+            "key": .string(try EncString.encrypt("user key", key: .generate()).serialized), "kdf": .int(0), "kdfIterations": .int(600_000),
+        ]), headers: headers)
+    }
+
+    @Test("registrations: a burst per address, then 429; registering taken emails locks the address out, longer each time",
+          arguments: Backend.available)
+    func registrations(backend: Backend) async throws {
+        let clock = ManualClock(frozen: true)
+        try await withTestServer(backend, configure: {
+            $0.now = { clock.now }
+            $0.registrationBurst = 3
+            $0.registrationRefillSeconds = 600
+            $0.registrationLockoutThreshold = 2
+            $0.loginLockoutBaseSeconds = 60
+            $0.trustedProxies = ["127.0.0.1", "::1"]
+        }) { api in
+            let busy = Self.from("203.0.113.10")
+            for index in 0..<3 {
+                #expect(try await Self.register(api, "new-\(index)@example.com", headers: busy).status == .ok)
+            }
+            let limited = try await Self.register(api, "new-3@example.com", headers: busy)
+            #expect(limited.status == .tooManyRequests)
+            #expect((LoginRateLimitTests.retryAfter(limited) ?? 0) > 0 && (LoginRateLimitTests.retryAfter(limited) ?? 0) <= 600)
+            #expect(try await Self.register(api, "new-4@example.com", headers: Self.from("203.0.113.11")).status == .ok)
+            // Probing: registering emails that have accounts.
+            let prober = Self.from("203.0.113.12")
+            for index in 0..<2 {
+                #expect(try await Self.register(api, "new-\(index)@example.com", headers: prober).status == .badRequest)
+            }
+            #expect(LoginRateLimitTests.retryAfter(try await Self.register(api, "fresh@example.com", headers: prober)) == 60)
+            clock.advance(seconds: 60)
+            #expect(try await Self.register(api, "new-2@example.com", headers: prober).status == .badRequest)
+            #expect(LoginRateLimitTests.retryAfter(try await Self.register(api, "fresh@example.com", headers: prober)) == 120)
+        }
+    }
 }

@@ -12,8 +12,8 @@ struct IdentityController {
         for path in ["/identity/accounts/prelogin", "/identity/accounts/prelogin/password", "/api/accounts/prelogin"] {
             router.post(RouterPath(path)) { request, _ in try await prelogin(request) }
         }
-        router.post("/identity/accounts/register") { request, _ in try await register(request, finish: false) }
-        router.post("/identity/accounts/register/finish") { request, _ in try await register(request, finish: true) }
+        router.post("/identity/accounts/register") { request, context in try await register(request, context, finish: false) }
+        router.post("/identity/accounts/register/finish") { request, context in try await register(request, context, finish: true) }
         router.post("/identity/connect/token") { request, context in try await token(request, context: context) }
     }
 
@@ -55,7 +55,7 @@ struct IdentityController {
         }
     }
 
-    func register(_ request: Request, finish: Bool) async throws -> Response {
+    func register(_ request: Request, _ context: VaultRequestContext, finish: Bool) async throws -> Response {
         guard !services.configuration.disableSignups else {
             throw APIError(.badRequest, "Registration not allowed or user already exists")
         }
@@ -112,6 +112,13 @@ struct IdentityController {
         if let publicKey, (try? RSAPublicKey(spkiBase64: publicKey)) == nil {
             throw APIError.invalidModel(["keys.publicKey": ["PublicKey is not a valid public key."]])
         }
+        // Limited once the body is valid, before the slow hash (docs/PROTOCOL.md, "Login limits").
+        let address = services.clientAddress(request, context)
+        if let wait = await services.registrationLimiter.attempt(account: email, address: address) {
+            var error = APIError(.tooManyRequests, "Too many registrations. Try again in \(Int(wait.rounded(.up))) seconds.")
+            error.retryAfter = wait
+            throw error
+        }
         let salt = SystemRandomSource().bytes(count: 32)
         let iterationsServer = storedHashIterations
         let stored = try await slowHash { try StoredPasswordHash.derive(clientHash: hash, salt: salt, iterations: iterationsServer) }
@@ -123,6 +130,7 @@ struct IdentityController {
             kdfType: kdf.type, kdfIterations: kdf.iterations, kdfMemory: kdf.type == 1 ? memory : nil,
             kdfParallelism: kdf.type == 1 ? parallelism : nil, securityStamp: newID(), now: now)
         guard try await services.repository.insert(user: user) else {
+            await services.registrationLimiter.recordFailure(account: email, address: address)
             throw APIError(.badRequest, "Registration not allowed or user already exists")
         }
         services.logger.info("account registered", metadata: ["user": "\(user.id)"])
