@@ -121,39 +121,43 @@ public final class VaultRepository: Sendable {
     func refresh(token: String, tokens: RefreshTokens, now: Int64, lifetime: Int64, grace: Int64) async throws -> RefreshOutcome {
         let presented = RefreshTokens.hash(token)
         let successor = RefreshTokens.hash(tokens.successor(of: token))
-        return try await transaction { session in
-            if let device = try await session.query("""
+        let known: RefreshOutcome? = try await transaction { session in
+            guard let device = try await session.query("""
                 SELECT * FROM devices WHERE (refresh_token_hash = ? OR previous_refresh_token_hash = ?) AND revoked_at IS NULL
-                """, [.text(presented), .text(presented)]).first {
-                let id = device.text("id") ?? ""
-                guard now < (device.int("refresh_issued_at") ?? device.int("updated_at") ?? 0) + lifetime else { return .expired }
-                if device.text("refresh_token_hash") == presented {
-                    // Conditional: a concurrent refresh with the same token may rotate first (PostgreSQL re-checks
-                    // the condition after it commits); its successor is this one's too.
-                    try await session.query("""
-                        UPDATE devices SET previous_refresh_token_hash = ?, previous_refresh_expires_at = ?, refresh_token_hash = ?, updated_at = ?
-                        WHERE id = ? AND refresh_token_hash = ?
-                        """, [.text(presented), .int(now + grace), .text(successor), .int(now), .text(id), .text(presented)])
-                } else if let until = device.int("previous_refresh_expires_at"), now <= until,
-                          device.text("refresh_token_hash") == successor {
-                    // The previous token within its grace: the same answer again.
-                } else {
-                    try await Self.revokeDevice(id: id, now: now, session)
-                    return .reused
-                }
-                guard let userID = device.text("user_id"), let user = try await Self.user(id: userID, session) else { return .invalid }
-                return .issued(user: user, identifier: device.text("identifier") ?? "", type: Int(device.int("type") ?? 0))
+                """, [.text(presented), .text(presented)]).first else { return nil }
+            let id = device.text("id") ?? ""
+            guard now < (device.int("refresh_issued_at") ?? device.int("updated_at") ?? 0) + lifetime else { return .expired }
+            if device.text("refresh_token_hash") == presented {
+                // Conditional: a concurrent refresh with the same token may rotate first (PostgreSQL re-checks
+                // the condition after it commits); its successor is this one's too.
+                try await session.query("""
+                    UPDATE devices SET previous_refresh_token_hash = ?, previous_refresh_expires_at = ?, refresh_token_hash = ?, updated_at = ?
+                    WHERE id = ? AND refresh_token_hash = ?
+                    """, [.text(presented), .int(now + grace), .text(successor), .int(now), .text(id), .text(presented)])
+            } else if let until = device.int("previous_refresh_expires_at"), now <= until,
+                      device.text("refresh_token_hash") == successor {
+                // The previous token within its grace: the same answer again.
+            } else {
+                try await Self.revokeDevice(id: id, now: now, session)
+                return .reused
             }
-            // Unknown: an older token of a live chain, or made up. Only a token whose successors reach the
-            // chain's current or previous token is older; a made-up one naming a device revokes nothing.
-            guard let chain = RefreshTokens.chain(of: token),
-                  let device = try await session.query("SELECT * FROM devices WHERE id = ? AND revoked_at IS NULL", [.text(chain.lowercased())]).first,
-                  let current = device.text("refresh_token_hash") else { return .invalid }
-            let known = Set([current] + (device.text("previous_refresh_token_hash").map { [$0] } ?? []))
-            guard tokens.leads(from: token, toOneOf: known) else { return .invalid }
-            try await Self.revokeDevice(id: chain.lowercased(), now: now, session)
-            return .reused
+            guard let userID = device.text("user_id"), let user = try await Self.user(id: userID, session) else { return .invalid }
+            return .issued(user: user, identifier: device.text("identifier") ?? "", type: Int(device.int("type") ?? 0))
         }
+        if let known { return known }
+        // Unknown: an older token of a live chain, or made up. Only a token whose successors reach the
+        // chain's current or previous token is older; a made-up one naming a device revokes nothing. The
+        // successors are derived outside any transaction and off the request threads, like a password hash
+        // (thousands of hashes, tens of milliseconds, must hold neither the database nor other requests).
+        guard let chain = RefreshTokens.chain(of: token)?.lowercased(),
+              let device = try await transaction({ session in
+                  try await session.query("SELECT * FROM devices WHERE id = ? AND revoked_at IS NULL", [.text(chain)]).first
+              }),
+              let current = device.text("refresh_token_hash") else { return .invalid }
+        let hashes = Set([current] + (device.text("previous_refresh_token_hash").map { [$0] } ?? []))
+        guard try await slowHash({ tokens.leads(from: token, toOneOf: hashes) }) else { return .invalid }
+        try await transaction { session in try await Self.revokeDevice(id: chain, now: now, session) }
+        return .reused
     }
 
     /// Ends a device's refresh-token chain and its access tokens (checked on every request).
