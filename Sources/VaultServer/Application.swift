@@ -1,4 +1,5 @@
 import Foundation
+import HTTPTypes
 import Hummingbird
 import Logging
 import ServiceLifecycle
@@ -10,7 +11,10 @@ struct ServerServices: Sendable {
     let repository: VaultRepository
     let signer: AccessTokenSigner
     let refreshTokens: RefreshTokens
+    let decoyKdf: DecoyKdf
     let limiter: LoginRateLimiter
+    /// Registrations: per email and per address, and lockouts for addresses probing taken emails.
+    let registrationLimiter: LoginRateLimiter
     let configuration: ServerConfiguration
     let logger: Logger
 
@@ -20,6 +24,23 @@ struct ServerServices: Sendable {
     func baseURL(for request: Request?) -> String {
         if let host = request?.head.authority, !host.isEmpty { return "http://\(host)" }
         return "http://\(configuration.host):\(configuration.port)"
+    }
+
+    /// The client's address: the socket's peer, or, when that peer is a configured trusted proxy, the
+    /// rightmost address of `X-Forwarded-For` that is not a trusted proxy itself (each proxy appends the
+    /// peer it saw, so entries left of that are whatever the client sent). A malformed entry is not
+    /// believed: the peer's address is used.
+    func clientAddress(_ request: Request, _ context: VaultRequestContext) -> String {
+        let peer = context.remoteAddress
+        let trusted = configuration.trustedProxies
+        let values = request.headers[values: HTTPField.Name("X-Forwarded-For")!]
+        guard trusted.contains(peer), !values.isEmpty else { return peer }
+        let entries = values.flatMap { $0.split(separator: ",") }.map { $0.trimmingCharacters(in: .whitespaces) }
+        for entry in entries.reversed() {
+            guard ServerConfiguration.isIPAddress(entry) else { return peer }
+            if !trusted.contains(entry) { return entry }
+        }
+        return entries.first ?? peer
     }
 
     func renderer(for request: Request?) -> Renderer {
@@ -86,9 +107,21 @@ public func buildApplication(
         repository: repository,
         signer: AccessTokenSigner(keyBytes: tokenKey, issuer: "vaultsync"),
         refreshTokens: RefreshTokens(tokenKey: tokenKey),
+        decoyKdf: DecoyKdf(tokenKey: tokenKey),
         limiter: LoginRateLimiter(
             account: .init(burst: configuration.accountLoginBurst, refillPerSecond: 1 / configuration.accountRefillSeconds),
             address: .init(burst: configuration.addressLoginBurst, refillPerSecond: 1 / configuration.addressRefillSeconds),
+            accountEscalation: .init(threshold: configuration.accountLockoutThreshold, baseSeconds: configuration.loginLockoutBaseSeconds,
+                                     maxSeconds: configuration.loginLockoutMaxSeconds),
+            addressEscalation: .init(threshold: configuration.addressLockoutThreshold, baseSeconds: configuration.loginLockoutBaseSeconds,
+                                     maxSeconds: configuration.loginLockoutMaxSeconds),
+            now: { [now = configuration.now] in Double(now()) / 1_000_000 }),
+        registrationLimiter: LoginRateLimiter(
+            account: .init(burst: 5, refillPerSecond: 1.0 / 60),
+            address: .init(burst: configuration.registrationBurst, refillPerSecond: 1 / configuration.registrationRefillSeconds),
+            accountEscalation: .init(threshold: .max, baseSeconds: 0, maxSeconds: 0),
+            addressEscalation: .init(threshold: configuration.registrationLockoutThreshold, baseSeconds: configuration.loginLockoutBaseSeconds,
+                                     maxSeconds: configuration.loginLockoutMaxSeconds),
             now: { [now = configuration.now] in Double(now()) / 1_000_000 }),
         configuration: configuration,
         logger: logger)
@@ -99,8 +132,11 @@ public func buildApplication(
     let account = AccountController(services: services)
     account.addPublicRoutes(to: router)
     AttachmentsController(services: services).addPublicRoutes(to: router)
-    let api = router.group("api").add(middleware: AuthMiddleware(signer: services.signer, now: configuration.now))
+    let sessions = SessionsController(services: services)
+    sessions.addPublicRoutes(to: router)
+    let api = router.group("api").add(middleware: AuthMiddleware(signer: services.signer, repository: repository, now: configuration.now))
     account.addRoutes(to: api)
+    sessions.addRoutes(to: api)
     CiphersController(services: services).addRoutes(to: api)
     AttachmentsController(services: services).addRoutes(to: api)
     OrganizationsController(services: services).addRoutes(to: api)

@@ -17,6 +17,12 @@ public struct ServerConfiguration: Sendable {
     public var tokenKey: [UInt8]?
     /// Access-token lifetime in seconds (official: 3600).
     public var accessTokenLifetime: Int64 = 3600
+    /// Refresh-token chain lifetime in seconds, counted from the password login that started it; refreshing
+    /// does not extend it (docs/PROTOCOL.md, "Refresh tokens").
+    public var refreshTokenLifetime: Int64 = 30 * 86_400
+    /// How long, in seconds, the token before the current one still answers (with the same successor) after
+    /// a refresh, for a client whose answer was lost; after that, presenting it revokes the device.
+    public var refreshTokenGracePeriod: Int64 = 120
     /// PBKDF2 iterations of the server-side hash of master-password hashes (never below 600,000).
     public var passwordIterations = 600_000
     /// Largest JSON body accepted (413 beyond).
@@ -25,12 +31,30 @@ public struct ServerConfiguration: Sendable {
     public var maxImportBytes = 64 * 1024 * 1024
     /// Largest attachment accepted.
     public var maxAttachmentBytes = 100 * 1024 * 1024
+    /// How long an organization invite can be accepted, in seconds (official: 5 days).
+    public var inviteLifetime: Int64 = 5 * 86_400
     /// Login attempts per account: burst, then one per `accountRefillSeconds`.
     public var accountLoginBurst = 10.0
     public var accountRefillSeconds = 6.0
     /// Login attempts per client address.
     public var addressLoginBurst = 60.0
     public var addressRefillSeconds = 1.0
+    /// Failed logins in a row of one account from one address before it is locked out from there for
+    /// `loginLockoutBaseSeconds`; each further failure doubles the lockout, up to `loginLockoutMaxSeconds`.
+    public var accountLockoutThreshold = 20
+    /// Failed logins from one address (any accounts) before the address is locked out the same way.
+    public var addressLockoutThreshold = 200
+    public var loginLockoutBaseSeconds = 60.0
+    public var loginLockoutMaxSeconds = 86_400.0
+    /// Registrations per client address: burst, then one per `registrationRefillSeconds`.
+    public var registrationBurst = 60.0
+    public var registrationRefillSeconds = 60.0
+    /// Registrations refused from one address because the email has an account (probing for accounts)
+    /// before the address may not register for `loginLockoutBaseSeconds`, doubling with each further one.
+    public var registrationLockoutThreshold = 10
+    /// Addresses of reverse proxies whose `X-Forwarded-For` header is believed (exact IP addresses). From
+    /// any other peer the header is ignored and the socket's address is the client's.
+    public var trustedProxies: [String] = []
     /// Serve the VaultSync bulk extensions (`POST /api/vaultsync/ciphers/bulk-update` and `…/bulk-create`); off, the
     /// server looks like any Bitwarden-compatible server to clients (tests use this for the fallback).
     public var bulkUpdateEnabled = true
@@ -40,6 +64,13 @@ public struct ServerConfiguration: Sendable {
     public var now: @Sendable () -> Int64 = { Int64((Date().timeIntervalSince1970 * 1_000_000).rounded()) }
 
     public init() {}
+
+    /// Whether `text` is an IPv4 or IPv6 address literal (for `trustedProxies`).
+    public static func isIPAddress(_ text: String) -> Bool {
+        var v4 = in_addr()
+        var v6 = in6_addr()
+        return inet_pton(AF_INET, text, &v4) == 1 || inet_pton(AF_INET6, text, &v6) == 1
+    }
 
     /// Where the SQLite database lives when no URL is given.
     public var sqlitePath: String { (dataDirectory as NSString).appendingPathComponent("vaultsync.sqlite") }

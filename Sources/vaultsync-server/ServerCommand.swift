@@ -129,7 +129,15 @@ struct ServerCommand: AsyncParsableCommand {
         return false
     }
 
+    @Option(name: .customLong("trusted-proxy"),
+            help: "Address of a reverse proxy whose X-Forwarded-For is believed for login limits; repeatable (VAULTSYNC_TRUSTED_PROXIES, comma-separated).")
+    var trustedProxies: [String] = (environment("VAULTSYNC_TRUSTED_PROXIES") ?? "").split(separator: ",")
+        .map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+
     func validate() throws {
+        for proxy in trustedProxies where !ServerConfiguration.isIPAddress(proxy) {
+            throw ValidationError("--trusted-proxy must be an IP address, not \"\(proxy)\".")
+        }
         // A variable that is set but unreadable is an error, not a silent default (a typo in a unit file
         // would otherwise start the server on 8087 or with signups open).
         if let text = environment("VAULTSYNC_PORT"), Int(text) == nil {
@@ -153,6 +161,7 @@ struct ServerCommand: AsyncParsableCommand {
         configuration.databaseURL = secrets.databaseURL
         configuration.logLevel = Logger.Level(rawValue: logLevel) ?? .info
         configuration.disableSignups = disableSignups
+        configuration.trustedProxies = trustedProxies
         // No file and no variable: the key file in the data directory.
         configuration.tokenKey = secrets.tokenKey
         let level = configuration.logLevel

@@ -32,6 +32,8 @@ struct ExecutableTests {
         ([], ["VAULTSYNC_PORT": "eighty"], "VAULTSYNC_PORT must be a port number"),
         ([], ["VAULTSYNC_DISABLE_SIGNUPS": "maybe"], "VAULTSYNC_DISABLE_SIGNUPS must be true or false"),
         ([], ["VAULTSYNC_LOG_LEVEL": "loud"], "--log-level must be one of"),
+        (["--trusted-proxy", "proxy.local"], [:], "--trusted-proxy must be an IP address, not \"proxy.local\""),
+        ([], ["VAULTSYNC_TRUSTED_PROXIES": "10.0.0.1, bad"], "--trusted-proxy must be an IP address, not \"bad\""),
     ] as [([String], [String: String], String)])
     func serverRefusals(arguments: [String], variables: [String: String], message: String) async throws {
         let folder = try emptyFolder()
@@ -50,7 +52,7 @@ struct ExecutableTests {
         let result = try await runExecutable("vaultsync-server", ["--help"], environment: freshEnvironment(home: folder), in: folder)
         #expect(result.status == 0)
         for variable in ["VAULTSYNC_HOST", "VAULTSYNC_PORT", "VAULTSYNC_DATA_DIR", "VAULTSYNC_DATABASE_URL", "VAULTSYNC_LOG_LEVEL",
-                         "VAULTSYNC_DISABLE_SIGNUPS", "VAULTSYNC_TOKEN_KEY"] {
+                         "VAULTSYNC_DISABLE_SIGNUPS", "VAULTSYNC_TOKEN_KEY", "VAULTSYNC_TRUSTED_PROXIES"] {
             #expect(result.stdout.contains(variable), "\(variable) missing from --help")
         }
     }

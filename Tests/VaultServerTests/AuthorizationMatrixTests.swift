@@ -5,8 +5,9 @@ import VaultCrypto
 import VaultModels
 @testable import VaultServer
 
-/// An organization with an owner, a read-write member, a read-only member and one shared item in its
-/// default collection, made through the API.
+/// An organization with an owner, a read-write member, a read-only member, a member who may view but
+/// not see passwords ("can view, except passwords") and one shared item in its default collection, made
+/// through the API.
 struct SharedOrganization {
     let owner: TestUser
     let ownerToken: String
@@ -14,6 +15,8 @@ struct SharedOrganization {
     let writerToken: String
     let reader: TestUser
     let readerToken: String
+    let hider: TestUser
+    let hiderToken: String
     let orgID: String
     let orgKey: SymmetricCryptoKey
     let collectionID: String
@@ -28,12 +31,15 @@ struct SharedOrganization {
             .object["data"]?.arrayValue?.first?.objectValue?["id"]?.stringValue)
         let writer = try await TestUser.register(api)
         let reader = try await TestUser.register(api)
-        for (member, readOnly) in [(writer, false), (reader, true)] {
+        let hider = try await TestUser.register(api)
+        for (member, readOnly, hidePasswords) in [(writer, false, false), (reader, true, false), (hider, true, true)] {
             let invite = try await api.request(.post, "/api/organizations/\(orgID)/users/invite", token: ownerToken, json: .object([
                 "emails": .array([.string(member.email)]), "type": .int(2),
-                "collections": .array([.object(["id": .string(collectionID), "readOnly": .bool(readOnly), "hidePasswords": .bool(false)])]),
+                "collections": .array([.object(["id": .string(collectionID), "readOnly": .bool(readOnly),
+                                                "hidePasswords": .bool(hidePasswords)])]),
             ]))
             #expect(invite.status == .ok)
+            try await member.acceptInvite(api, organizationID: orgID)
         }
         let members = try await api.request(.get, "/api/organizations/\(orgID)/users", token: ownerToken).object["data"]?.arrayValue ?? []
         for entry in members.compactMap(\.objectValue) where entry["status"] == .int(1) {
@@ -52,7 +58,8 @@ struct SharedOrganization {
         ]))
         #expect(created.status == .ok, "create: \(created.message ?? "")")
         return SharedOrganization(owner: owner, ownerToken: ownerToken, writer: writer, writerToken: try await writer.token(api),
-                                  reader: reader, readerToken: try await reader.token(api), orgID: orgID, orgKey: orgKey,
+                                  reader: reader, readerToken: try await reader.token(api),
+                                  hider: hider, hiderToken: try await hider.token(api), orgID: orgID, orgKey: orgKey,
                                   collectionID: collectionID, cipherID: try #require(created.object["id"]?.stringValue), cipher: created.object)
     }
 }
@@ -185,6 +192,50 @@ struct AuthorizationMatrixTests {
             var writerWire = try writerEdit.encrypted(with: keys)
             writerWire.lastKnownRevisionDate = try CipherWire(json: after, path: "$").revisionDate
             #expect(try await api.request(.put, "/api/ciphers/\(id)", token: shared.writerToken, json: writerWire.jsonValue).status == .ok)
+        }
+    }
+
+    @Test("attachments: read-only and hide-passwords members cannot start, upload (the legacy upload route), replace or delete a shared item's file",
+          arguments: Backend.available)
+    func attachmentsNeedEdit(backend: Backend) async throws {
+        try await withTestServer(backend) { api in
+            let shared = try await SharedOrganization.make(api)
+            let id = shared.cipherID
+            let fileKey = SymmetricCryptoKey.generate()
+            let file = Array(try EncString.encrypt(Array(repeating: 7, count: 100), key: fileKey).binary())
+            let forged = Array(try EncString.encrypt(Array(repeating: 9, count: 100), key: .generate()).binary())
+            let start = try await api.request(.post, "/api/ciphers/\(id)/attachment/v2", token: shared.ownerToken, json: .object([
+                "key": .string(try EncString.wrap(fileKey, with: shared.orgKey).serialized),
+                "fileName": .string(try EncString.encrypt("plan.pdf", key: shared.orgKey).serialized), "fileSize": .int(file.count),
+            ]))
+            let attachmentID = try #require(start.object["attachmentId"]?.stringValue)
+            let path = "/api/ciphers/\(id)/attachment/\(attachmentID)"
+            func upload(_ bytes: [UInt8], token: String) async throws -> APIResponse {
+                try await api.request(.post, path, token: token, body: bytes, headers: [.contentType: "application/octet-stream"])
+            }
+            for (label, token) in [("read-only", shared.readerToken), ("hide-passwords", shared.hiderToken)] {
+                #expect(try await api.request(.get, "/api/ciphers/\(id)", token: token).status == .ok, "\(label) sees the item")
+                let routes: [(HTTPRequest.Method, String, JSONValue?)] = [
+                    (.post, "/api/ciphers/\(id)/attachment/v2", .object([
+                        "fileName": .string(try EncString.encrypt("f", key: shared.orgKey).serialized), "fileSize": .int(10)])),
+                    (.delete, path, nil), (.post, path + "/delete", nil),
+                ]
+                for (method, route, json) in routes {
+                    let response = try await api.request(method, route, token: token, json: json)
+                    #expect(response.status == .badRequest || response.status == .notFound, "\(label): \(method) \(route) answered \(response.status)")
+                }
+                // The file not uploaded yet: a member who may only view cannot put theirs in its place.
+                let first = try await upload(forged, token: token)
+                #expect(first.status == .badRequest || first.status == .notFound, "\(label): upload answered \(first.status)")
+            }
+            #expect(try await upload(file, token: shared.ownerToken).status == .ok)
+            for token in [shared.readerToken, shared.hiderToken] {
+                #expect(try await upload(forged, token: token).status != .ok, "replacing the uploaded file")
+            }
+            let item = try await api.request(.get, "/api/ciphers/\(id)", token: shared.readerToken).object
+            let link = try #require(item["attachments"]?.arrayValue?.first?.objectValue?["url"]?.stringValue)
+            let download = try await api.request(.get, String(link[try #require(link.range(of: "/api/attachments/")).lowerBound...]))
+            #expect(download.bytes == file, "the owner's file is the one stored")
         }
     }
 

@@ -19,7 +19,7 @@ struct ServerFlowTests {
             #expect(prelogin.object["kdfSettings"]?.objectValue?["iterations"] == .int(100_000))
             #expect(prelogin.object["salt"] == .null)
             let unknown = try await api.request(.post, "/api/accounts/prelogin", json: .object(["email": .string("nobody@example.com")]))
-            #expect(unknown.object["kdfIterations"] == .int(600_000))
+            #expect(unknown.status == .ok && unknown.object["kdf"] != nil, "unknown emails: PreloginTests")
 
             let login = try await user.login(api)
             #expect(login.status == .ok)
@@ -122,7 +122,7 @@ struct ServerFlowTests {
         }
     }
 
-    @Test("refresh tokens rotate; the previous one works until the new one is used (a lost answer does not end the session)",
+    @Test("refresh tokens rotate; the previous one answers the same successor again (a lost answer does not end the session)",
           arguments: Backend.available)
     func refreshRotation(backend: Backend) async throws {
         let key = SystemRandomSource().bytes(count: 64)
@@ -151,13 +151,12 @@ struct ServerFlowTests {
             let second = try #require(retried.refresh)
             let access = try #require(retried.access)
             #expect(try await api.request(.get, "/api/sync", token: access).status == .ok)
-            // Using the new token shows the device has it: the one before is refused from then on, and
-            // a late duplicate of the last refresh gets the same answer without replacing anything.
+            // Using the new token rotates again; a late duplicate of that refresh gets the same answer
+            // without replacing anything. (An older token, or the previous one after its grace period, is
+            // theft and revokes the device: RefreshTokenTests.)
             let third = try #require(try await refresh(second).refresh)
-            #expect(try await refresh(first).ok == false)
             #expect(try await refresh(second).refresh == third)
             let fourth = try #require(try await refresh(third).refresh)
-            #expect(try await refresh(second).ok == false)
             #expect(Set([first, second, third, fourth]).count == 4)
             // A new login on the device with the password starts over: no earlier token works.
             let relogin = try #require(try await user.login(api, device: device).object["refresh_token"]?.stringValue)

@@ -279,3 +279,59 @@ struct ServerRulesTests {
         }
     }
 }
+
+@Suite("Attachments: one upload per attachment, the revision bumps, the attachment belongs to the item in the path", .serialized)
+struct AttachmentUploadTests {
+    static func octets(_ bytes: [UInt8]) -> HTTPFields { [.contentType: "application/octet-stream"] }
+
+    @Test("an attachment's file is uploaded once; the upload bumps the item's revision date and the account revision",
+          arguments: Backend.available)
+    func uploadOnceAndBump(backend: Backend) async throws {
+        try await withTestServer(backend) { api in
+            let user = try await TestUser.register(api)
+            let token = try await user.token(api)
+            let created = try await api.request(.post, "/api/ciphers", token: token, json: .object(try user.loginItem(name: "with file")))
+            let id = try #require(created.object["id"]?.stringValue)
+            let start = try await user.startAttachment(api, token: token, cipherID: id)
+            let attachmentID = try #require(start.object["attachmentId"]?.stringValue)
+            let before = try #require(start.object["cipherResponse"]?.objectValue?["revisionDate"]?.stringValue.flatMap(WireDate.init(iso8601:)))
+            let accountBefore = try #require(try await api.request(.get, "/api/accounts/revision-date", token: token).json?.intValue)
+            let path = "/api/ciphers/\(id)/attachment/\(attachmentID)"
+            let file = Array(try EncString.encrypt(Array(repeating: 1, count: 100), key: .generate()).binary())
+            #expect(try await api.request(.post, path, token: token, body: file, headers: Self.octets(file)).status == .ok)
+            let after = try await api.request(.get, "/api/ciphers/\(id)", token: token).object
+            let revision = try #require(after["revisionDate"]?.stringValue.flatMap(WireDate.init(iso8601:)))
+            #expect(revision > before, "the upload changed the item: its revision date moves")
+            let accountAfter = try #require(try await api.request(.get, "/api/accounts/revision-date", token: token).json?.intValue)
+            #expect(accountAfter > accountBefore, "devices learn of the change from the account revision")
+            // A second upload to the same attachment is refused and changes nothing.
+            let other = Array(try EncString.encrypt(Array(repeating: 2, count: 100), key: .generate()).binary())
+            let again = try await api.request(.post, path, token: token, body: other, headers: Self.octets(other))
+            #expect(again.status == .badRequest)
+            #expect(again.message == "This attachment's file has already been uploaded. Delete the attachment and add it again to replace it.")
+            let unchanged = try await api.request(.get, "/api/ciphers/\(id)", token: token).object
+            #expect(unchanged["revisionDate"] == after["revisionDate"])
+            let link = try #require(unchanged["attachments"]?.arrayValue?.first?.objectValue?["url"]?.stringValue)
+            #expect(try await api.request(.get, String(link[try #require(link.range(of: "/api/attachments/")).lowerBound...])).bytes == file)
+        }
+    }
+
+    @Test("an attachment id under another item's path is not found, even for the owner of both", arguments: Backend.available)
+    func attachmentBelongsToItem(backend: Backend) async throws {
+        try await withTestServer(backend) { api in
+            let user = try await TestUser.register(api)
+            let token = try await user.token(api)
+            let first = try #require(try await api.request(.post, "/api/ciphers", token: token, json: .object(try user.loginItem(name: "a")))
+                .object["id"]?.stringValue)
+            let second = try #require(try await api.request(.post, "/api/ciphers", token: token, json: .object(try user.loginItem(name: "b")))
+                .object["id"]?.stringValue)
+            let attachmentID = try #require(try await user.startAttachment(api, token: token, cipherID: first).object["attachmentId"]?.stringValue)
+            let file = Array(try EncString.encrypt(Array(repeating: 1, count: 100), key: .generate()).binary())
+            let wrongPath = "/api/ciphers/\(second)/attachment/\(attachmentID)"
+            #expect(try await api.request(.post, wrongPath, token: token, body: file, headers: Self.octets(file)).status == .notFound)
+            #expect(try await api.request(.delete, wrongPath, token: token).status == .notFound)
+            #expect(try await api.request(.post, "/api/ciphers/\(first)/attachment/\(attachmentID)", token: token, body: file,
+                                          headers: Self.octets(file)).status == .ok)
+        }
+    }
+}

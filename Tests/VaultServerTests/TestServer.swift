@@ -137,11 +137,13 @@ struct APIClient: Sendable {
         }
     }
 
-    func form(_ path: String, _ fields: [(String, String)]) async throws -> APIResponse {
+    func form(_ path: String, _ fields: [(String, String)], headers extra: HTTPFields = [:]) async throws -> APIResponse {
         let text = fields.map { key, value in
             "\(key)=\(value.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? value)"
         }.joined(separator: "&")
-        return try await request(.post, path, body: Array(text.utf8), headers: [.contentType: "application/x-www-form-urlencoded"])
+        var headers = extra
+        headers[.contentType] = "application/x-www-form-urlencoded"
+        return try await request(.post, path, body: Array(text.utf8), headers: headers)
     }
 }
 
@@ -178,13 +180,14 @@ struct TestUser: Sendable {
     }
 
     /// Logs in (password grant) and returns the token response.
-    func login(_ api: APIClient, device: String = UUID().uuidString, password: String? = nil) async throws -> APIResponse {
+    func login(_ api: APIClient, device: String = UUID().uuidString, password: String? = nil,
+               headers: HTTPFields = [:]) async throws -> APIResponse {
         let hash = password.map { try! MasterKey.derive(password: $0, salt: email, kdf: Self.kdf).serverAuthorizationHash(password: $0) }
             ?? masterKey.serverAuthorizationHash(password: self.password)
         return try await api.form("/identity/connect/token", [
             ("grant_type", "password"), ("username", email), ("password", hash), ("scope", "api offline_access"),
             ("client_id", "cli"), ("deviceType", "25"), ("deviceIdentifier", device), ("deviceName", "linux"),
-        ])
+        ], headers: headers)
     }
 
     /// Logs in and returns the access token.
@@ -204,6 +207,18 @@ struct TestUser: Sendable {
         ]))
         #expect(org.status == .ok, "organization: \(org.message ?? "")")
         return (try #require(org.object["id"]?.stringValue), orgKey)
+    }
+
+    /// Accepts, as this user, the pending invite to `organizationID` (listed by `GET /api/vaultsync/invites`).
+    func acceptInvite(_ api: APIClient, organizationID: String) async throws {
+        let token = try await token(api)
+        let invites = try await api.request(.get, "/api/vaultsync/invites", token: token).object["data"]?.arrayValue ?? []
+        let invite = try #require(invites.compactMap(\.objectValue).first { $0["organizationId"] == .string(organizationID) },
+                                  "no invite to \(organizationID) for \(email)")
+        let inviteID = try #require(invite["id"]?.stringValue)
+        let accepted = try await api.request(.post, "/api/organizations/\(organizationID)/users/\(inviteID)/accept", token: token,
+                                             json: .object(["token": .string("")]))
+        #expect(accepted.status == .ok, "accept: \(accepted.message ?? "")")
     }
 
     /// Starts a 100-byte attachment (v2 flow) on one of this user's items; the answer has `attachmentId`.

@@ -85,16 +85,23 @@ struct AccessTokenSigner: Sendable {
     }
 }
 
-/// Opaque refresh tokens, stored only as their SHA-256.
+/// Opaque refresh tokens, stored only as their SHA-256 (docs/PROTOCOL.md, "Refresh tokens").
 ///
-/// A login's token is 32 random bytes. A refresh's token is the *successor* of the one presented:
-/// HMAC-SHA256 of it under a key derived from the token key (HKDF), so presenting one token twice
-/// gets the same successor. That makes a refresh repeatable: a client whose answer was lost, or whose
-/// request was delayed past its timeout and then sent again, gets the token it missed, and a late
-/// duplicate cannot replace the token the client already holds. Instances sharing the token key
-/// derive the same successors.
+/// A login's token is `CHAIN.SECRET`: the device's row id (the chain) and 32 random bytes. A refresh's
+/// token is the *successor* of the one presented: the same chain and the HMAC-SHA256 of the whole token
+/// under a key derived from the token key (HKDF), so presenting one token twice gets the same successor.
+/// That makes a refresh repeatable: a client whose answer was lost, or whose request was delayed past its
+/// timeout and then sent again, gets the token it missed, and a late duplicate cannot replace the token
+/// the client already holds. Instances sharing the token key derive the same successors. The chain names
+/// the device an older token belonged to, so presenting one (theft: someone else refreshed with it) can
+/// be told from a made-up token by walking its successors forward to the device's current token.
+/// Tokens issued before chains existed have no prefix; their successors have none either.
 struct RefreshTokens: Sendable {
     private let rotationKey: SymmetricKey
+
+    /// How many successors of a presented unknown token are derived when looking for the device's
+    /// current one: a refresh an hour for a 30-day chain is 720 steps; each step is two hashes.
+    static let reuseSearchSteps = 5_000
 
     init(tokenKey: [UInt8]) {
         rotationKey = HKDF<SHA256>.deriveKey(inputKeyMaterial: SymmetricKey(data: tokenKey),
@@ -103,14 +110,75 @@ struct RefreshTokens: Sendable {
 
     /// The token a refresh with `token` answers with.
     func successor(of token: String) -> String {
-        AccessTokenSigner.base64URL(Data(HMAC<SHA256>.authenticationCode(for: Data(token.utf8), using: rotationKey)))
+        let mac = AccessTokenSigner.base64URL(Data(HMAC<SHA256>.authenticationCode(for: Data(token.utf8), using: rotationKey)))
+        guard let chain = Self.chain(of: token) else { return mac }
+        return chain + "." + mac
     }
 
-    static func make() -> String {
-        AccessTokenSigner.base64URL(Data(SystemRandomSource().bytes(count: 32)))
+    /// Whether one of the next `steps` successors of `token` has one of `hashes` (an older token of that chain).
+    func leads(from token: String, toOneOf hashes: Set<String>, steps: Int = reuseSearchSteps) -> Bool {
+        var next = token
+        for _ in 0..<steps {
+            next = successor(of: next)
+            if hashes.contains(Self.hash(next)) { return true }
+        }
+        return false
+    }
+
+    /// A new chain's first token.
+    static func make(chain: String) -> String {
+        chain + "." + AccessTokenSigner.base64URL(Data(SystemRandomSource().bytes(count: 32)))
+    }
+
+    /// The chain (device row id) a token names, if it names one.
+    static func chain(of token: String) -> String? {
+        guard let dot = token.firstIndex(of: "."), UUID(uuidString: String(token[..<dot])) != nil else { return nil }
+        return String(token[..<dot])
     }
 
     static func hash(_ token: String) -> String {
         Data(SHA256.hash(data: Data(token.utf8))).base64EncodedString()
+    }
+}
+
+/// The KDF settings prelogin answers for an email without an account (docs/PROTOCOL.md, "Prelogin").
+///
+/// A fixed answer would single out every account whose KDF differs from it; the official server picks
+/// one of several real-world settings by a keyed hash of the normalised email (`GetDefaultKdf`), so one
+/// email always gets the same answer and nobody without the key can tell a made-up answer from a real
+/// one. The key is derived from the token key (HKDF), so instances sharing the key answer alike.
+struct DecoyKdf: Sendable {
+    struct Settings: Sendable, Equatable {
+        var type: Int
+        var iterations: Int
+        var memory: Int?
+        var parallelism: Int?
+    }
+
+    /// Settings real accounts have, the commonest twice: PBKDF2 600,000 (today's default) and Argon2id
+    /// 3 iterations, 64 MiB, 4 lanes (Bitwarden's Argon2id default). The official list adds PBKDF2 100,000
+    /// and 5,000: the VaultSync client refuses both for a first login on a device (docs/SECURITY.md), so
+    /// an unknown email answered with them would fail differently from a wrong password.
+    static let choices: [Settings] = [
+        Settings(type: 0, iterations: 600_000), Settings(type: 0, iterations: 600_000),
+        Settings(type: 1, iterations: 3, memory: 64, parallelism: 4),
+    ]
+
+    private let key: SymmetricKey
+
+    init(tokenKey: [UInt8]) {
+        key = HKDF<SHA256>.deriveKey(inputKeyMaterial: SymmetricKey(data: tokenKey),
+                                     info: Data("vaultsync prelogin decoy kdf".utf8), outputByteCount: 32)
+    }
+
+    /// `email` as accounts store it: trimmed and lower-cased.
+    static func normalise(_ email: String) -> String {
+        email.trimmingCharacters(in: .whitespacesAndNewlines).lowercased()
+    }
+
+    func settings(for email: String) -> Settings {
+        let mac = Array(HMAC<SHA256>.authenticationCode(for: Data(Self.normalise(email).utf8), using: key))
+        let value = mac.prefix(8).reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
+        return Self.choices[Int(value % UInt64(Self.choices.count))]
     }
 }

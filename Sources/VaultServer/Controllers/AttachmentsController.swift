@@ -76,8 +76,14 @@ struct AttachmentsController {
         return JSONResponse.make(.object(object))
     }
 
+    /// `POST /api/ciphers/{id}/attachment/{attachmentId}`: the file of an attachment made by the v2 flow.
+    /// Needs edit rights on the item (seeing it is not enough: a read-only member could otherwise replace
+    /// a shared file), the attachment must belong to that item, and each attachment's file is uploaded
+    /// once; the upload bumps the item's revision date like any other change to it.
     func upload(_ request: Request, _ context: VaultRequestContext) async throws -> Response {
-        let (_, attachment) = try await find(context)
+        let userID = try context.requireUser()
+        let (record, attachment) = try await find(context)
+        guard record.access.edit else { throw APIError(.badRequest, "You do not have permissions to edit this.") }
         let raw = try await request.readBody(limit: services.configuration.maxAttachmentBytes + 64 * 1024)
         let contentType = request.headers[.contentType] ?? ""
         let body: [UInt8]
@@ -95,7 +101,10 @@ struct AttachmentsController {
         guard abs(Int64(body.count) - attachment.fileSize) <= 1024 * 1024 else {
             throw APIError(.badRequest, "The uploaded size does not match the declared file size.")
         }
-        try await services.repository.storeAttachmentBody(id: attachment.id, body: Data(body), size: Int64(body.count))
+        guard try await services.repository.storeAttachmentBody(
+            id: attachment.id, cipherID: record.id, userID: userID, body: Data(body), size: Int64(body.count), now: services.now()) else {
+            throw APIError(.badRequest, "This attachment's file has already been uploaded. Delete the attachment and add it again to replace it.")
+        }
         return JSONResponse.empty()
     }
 
@@ -181,9 +190,20 @@ extension VaultRepository {
         }
     }
 
-    func storeAttachmentBody(id: String, body: Data, size: Int64) async throws {
-        _ = try await transaction { session in
-            try await session.query("UPDATE attachments SET body = ?, file_size = ? WHERE id = ?", [.blob(body), .int(size), .text(id)])
+    /// Stores an attachment's file unless it has one already (`false` then), and bumps the item's revision
+    /// and its users' account revisions, in one transaction.
+    func storeAttachmentBody(id: String, cipherID: String, userID: String, body: Data, size: Int64, now: Int64) async throws -> Bool {
+        try await transaction { session in
+            guard try await !session.query(
+                "UPDATE attachments SET body = ?, file_size = ? WHERE id = ? AND cipher_id = ? AND body IS NULL RETURNING id",
+                [.blob(body), .int(size), .text(id), .text(cipherID)]).isEmpty else { return false }
+            try await session.query("UPDATE ciphers SET revision_date = \(Self.nextRevision) WHERE id = ?", [.int(now), .int(now), .text(cipherID)])
+            guard let record = try await Self.visibleCiphers(userID: userID, onlyID: cipherID, session).first else {
+                throw APIError.notFound
+            }
+            try await Self.bumpRevision(try await Self.affectedUsers(userID: record.userID, organizationID: record.organizationID, session),
+                                        now: now, session)
+            return true
         }
     }
 

@@ -62,7 +62,7 @@ enum CipherRequests {
     /// `{"ids": [...]}` (lowercased, at least one).
     static func ids(from object: JSONObject) throws -> [String] {
         guard let values = object["ids"]?.arrayValue else { throw APIError.invalidModel(["ids": ["The Ids field is required."]]) }
-        return try values.map { value in
+        return try RequestLimits.check(values, field: "ids", limit: RequestLimits.ids).map { value in
             guard let id = value.stringValue, UUID(uuidString: id) != nil else {
                 throw APIError.invalidModel(["ids": ["Every id must be a UUID."]])
             }
@@ -72,7 +72,7 @@ enum CipherRequests {
 
     static func collectionIDs(from object: JSONObject) throws -> [String] {
         guard let values = object["collectionIds"]?.arrayValue else { return [] }
-        return try values.map { value in
+        return try RequestLimits.check(values, field: "collectionIds", limit: RequestLimits.collectionIDs).map { value in
             guard let id = value.stringValue, UUID(uuidString: id) != nil else {
                 throw APIError.invalidModel(["collectionIds": ["Every collection id must be a UUID."]])
             }

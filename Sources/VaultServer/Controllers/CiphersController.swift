@@ -285,7 +285,10 @@ struct CiphersController {
     func importVault(_ request: Request, _ context: VaultRequestContext) async throws -> Response {
         let userID = try context.requireUser()
         let body = try await request.jsonObject(limit: services.configuration.maxImportBytes)
-        let cipherValues = body["ciphers"]?.arrayValue ?? []
+        let cipherValues = try RequestLimits.check(body["ciphers"]?.arrayValue ?? [], field: "ciphers", limit: RequestLimits.importCiphers)
+        let folderValues = try RequestLimits.check(body["folders"]?.arrayValue ?? [], field: "folders", limit: RequestLimits.importFolders)
+        let relationValues = try RequestLimits.check(body["folderRelationships"]?.arrayValue ?? [], field: "folderRelationships",
+                                                     limit: RequestLimits.importFolderRelationships)
         var writes: [CipherWrite] = []
         for (index, value) in cipherValues.enumerated() {
             guard let object = value.objectValue else { throw APIError.invalidModel(["ciphers[\(index)]": ["Must be an object."]]) }
@@ -297,14 +300,14 @@ struct CiphersController {
             writes.append(write)
         }
         var folders: [(id: String?, name: String)] = []
-        for (index, value) in (body["folders"]?.arrayValue ?? []).enumerated() {
+        for (index, value) in folderValues.enumerated() {
             guard let object = value.objectValue, let name = object["name"]?.stringValue, (try? EncString(name)) != nil else {
                 throw APIError.invalidModel(["folders[\(index)].name": ["folders[\(index)].name is not a valid encrypted string."]])
             }
             folders.append((try Self.optionalID(object, "id"), name))
         }
         var relations: [(cipher: Int, folder: Int)] = []
-        for value in body["folderRelationships"]?.arrayValue ?? [] {
+        for value in relationValues {
             guard let object = value.objectValue, let key = object["key"]?.intValue, let folder = object["value"]?.intValue,
                   key >= 0, key < writes.count, folder >= 0, folder < folders.count else {
                 throw APIError.invalidModel(["folderRelationships": ["Each relationship needs a valid cipher index (key) and folder index (value)."]])
@@ -332,10 +335,11 @@ struct CiphersController {
     func shareMany(_ request: Request, _ context: VaultRequestContext) async throws -> Response {
         let userID = try context.requireUser()
         let body = try await request.jsonObject(limit: services.configuration.maxImportBytes)
-        let collections = try CipherRequests.collectionIDs(from: body)
         guard let ciphers = body["ciphers"]?.arrayValue, !ciphers.isEmpty else {
             throw APIError.invalidModel(["ciphers": ["The Ciphers field is required."]])
         }
+        try RequestLimits.check(ciphers, field: "ciphers", limit: RequestLimits.sharedCiphers)
+        let collections = try CipherRequests.collectionIDs(from: body)
         var records: [CipherRecord] = []
         for (index, value) in ciphers.enumerated() {
             guard let object = value.objectValue, let id = object["id"]?.stringValue, UUID(uuidString: id) != nil else {

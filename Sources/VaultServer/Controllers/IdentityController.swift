@@ -12,17 +12,20 @@ struct IdentityController {
         for path in ["/identity/accounts/prelogin", "/identity/accounts/prelogin/password", "/api/accounts/prelogin"] {
             router.post(RouterPath(path)) { request, _ in try await prelogin(request) }
         }
-        router.post("/identity/accounts/register") { request, _ in try await register(request, finish: false) }
-        router.post("/identity/accounts/register/finish") { request, _ in try await register(request, finish: true) }
+        router.post("/identity/accounts/register") { request, context in try await register(request, context, finish: false) }
+        router.post("/identity/accounts/register/finish") { request, context in try await register(request, context, finish: true) }
         router.post("/identity/connect/token") { request, context in try await token(request, context: context) }
     }
 
     func prelogin(_ request: Request) async throws -> Response {
         let body = try await request.jsonObject(limit: services.configuration.maxBodyBytes)
-        let email = (body["email"]?.stringValue ?? "").lowercased()
-        // Unknown emails get the default KDF: no user enumeration.
+        let email = DecoyKdf.normalise(body["email"]?.stringValue ?? "")
+        // An unknown email gets settings chosen by a keyed hash of it, in the same shape: the answer does
+        // not tell whether an account exists, even one with uncommon settings.
         let user = email.isEmpty ? nil : try await services.repository.user(email: email)
-        let kdf = user.map { ($0.kdfType, $0.kdfIterations, $0.kdfMemory, $0.kdfParallelism) } ?? (0, 600_000, nil, nil)
+        let decoy = services.decoyKdf.settings(for: email)
+        let kdf = user.map { ($0.kdfType, $0.kdfIterations, $0.kdfMemory, $0.kdfParallelism) }
+            ?? (decoy.type, decoy.iterations, decoy.memory, decoy.parallelism)
         var object = JSONObject()
         object["kdf"] = .int(kdf.0)
         object["kdfIterations"] = .int(kdf.1)
@@ -52,7 +55,7 @@ struct IdentityController {
         }
     }
 
-    func register(_ request: Request, finish: Bool) async throws -> Response {
+    func register(_ request: Request, _ context: VaultRequestContext, finish: Bool) async throws -> Response {
         guard !services.configuration.disableSignups else {
             throw APIError(.badRequest, "Registration not allowed or user already exists")
         }
@@ -109,6 +112,13 @@ struct IdentityController {
         if let publicKey, (try? RSAPublicKey(spkiBase64: publicKey)) == nil {
             throw APIError.invalidModel(["keys.publicKey": ["PublicKey is not a valid public key."]])
         }
+        // Limited once the body is valid, before the slow hash (docs/PROTOCOL.md, "Login limits").
+        let address = services.clientAddress(request, context)
+        if let wait = await services.registrationLimiter.attempt(account: email, address: address) {
+            var error = APIError(.tooManyRequests, "Too many registrations. Try again in \(Int(wait.rounded(.up))) seconds.")
+            error.retryAfter = wait
+            throw error
+        }
         let salt = SystemRandomSource().bytes(count: 32)
         let iterationsServer = storedHashIterations
         let stored = try await slowHash { try StoredPasswordHash.derive(clientHash: hash, salt: salt, iterations: iterationsServer) }
@@ -120,6 +130,7 @@ struct IdentityController {
             kdfType: kdf.type, kdfIterations: kdf.iterations, kdfMemory: kdf.type == 1 ? memory : nil,
             kdfParallelism: kdf.type == 1 ? parallelism : nil, securityStamp: newID(), now: now)
         guard try await services.repository.insert(user: user) else {
+            await services.registrationLimiter.recordFailure(account: email, address: address)
             throw APIError(.badRequest, "Registration not allowed or user already exists")
         }
         services.logger.info("account registered", metadata: ["user": "\(user.id)"])
@@ -138,22 +149,35 @@ struct IdentityController {
         func field(_ name: String) -> String? { form[Self.normalise(name)] }
         switch field("grant_type") {
         case "password":
-            return try await passwordGrant(field, address: context.remoteAddress)
+            return try await passwordGrant(field, address: services.clientAddress(request, context))
         case "refresh_token":
             guard let refresh = field("refresh_token"), !refresh.isEmpty else {
                 throw Self.grantError("invalid_grant", message: "refresh_token cannot be blank")
             }
-            let newRefresh = services.refreshTokens.successor(of: refresh)
-            let now = services.now()
-            guard let (user, device, type) = try await services.repository.rotateRefreshToken(
-                oldHash: RefreshTokens.hash(refresh), newHash: RefreshTokens.hash(newRefresh), now: now) else {
-                throw Self.grantError("invalid_grant", message: "Invalid refresh token.")
-            }
-            var object = tokenFields(user: user, device: device, deviceType: type, clientID: field("client_id") ?? "", refresh: newRefresh)
-            object["Key"] = nil
-            return JSONResponse.make(.object(object))
+            return try await refreshGrant(refresh, clientID: field("client_id") ?? "")
         default:
             throw APIError(.badRequest, "Unsupported grant type.").withOAuth("unsupported_grant_type")
+        }
+    }
+
+    /// A refresh (docs/PROTOCOL.md, "Refresh tokens"): every refusal is the same `invalid_grant`, so the
+    /// answer does not tell a thief that presenting the token revoked the device.
+    private func refreshGrant(_ refresh: String, clientID: String) async throws -> Response {
+        let configuration = services.configuration
+        let outcome = try await services.repository.refresh(
+            token: refresh, tokens: services.refreshTokens, now: services.now(),
+            lifetime: configuration.refreshTokenLifetime * 1_000_000, grace: configuration.refreshTokenGracePeriod * 1_000_000)
+        switch outcome {
+        case .issued(let user, let device, let type):
+            var object = tokenFields(user: user, device: device, deviceType: type, clientID: clientID,
+                                     refresh: services.refreshTokens.successor(of: refresh))
+            object["Key"] = nil
+            return JSONResponse.make(.object(object))
+        case .reused:
+            services.logger.warning("refresh token reused: device revoked")
+            throw Self.grantError("invalid_grant", message: "Invalid refresh token.")
+        case .invalid, .expired:
+            throw Self.grantError("invalid_grant", message: "Invalid refresh token.")
         }
     }
 
@@ -196,15 +220,16 @@ struct IdentityController {
             verified = nil
         }
         guard let user = verified else {
+            await services.limiter.recordFailure(account: email, address: address)
             services.logger.info("login failed", metadata: ["address": "\(address)"])
             throw Self.grantError("invalid_username_or_password", message: "Username or password is incorrect. Try again.")
         }
-        let refresh = RefreshTokens.make()
+        await services.limiter.recordSuccess(account: email, address: address)
         let device = field("deviceIdentifier")!
         let deviceType = Int(field("deviceType")!) ?? 14
-        _ = try await services.repository.registerDevice(
+        let (_, refresh) = try await services.repository.registerDevice(
             userID: user.id, identifier: device, name: String(field("deviceName")!.prefix(100)), type: deviceType,
-            refreshTokenHash: RefreshTokens.hash(refresh), now: services.now())
+            now: services.now(), makeToken: RefreshTokens.make(chain:))
         services.logger.info("login", metadata: ["user": "\(user.id)"])
         return JSONResponse.make(.object(tokenFields(user: user, device: device, deviceType: deviceType, clientID: field("client_id")!, refresh: refresh)))
     }

@@ -56,14 +56,35 @@ struct OrganizationsController {
             try await services.repository.confirm(organizationID: orgID, membershipID: try Self.uuid(context, "id"), key: key, now: services.now())
             return JSONResponse.empty()
         }
-        api.post("organizations/:orgId/users/:id/accept") { _, _ -> Response in
-            throw APIError(.badRequest, "Invitations are accepted automatically on this server.")
+        api.post("organizations/:orgId/users/:id/accept") { request, context in try await accept(request, context) }
+        api.get("vaultsync/invites") { _, context in
+            guard let user = try await services.repository.user(id: try context.requireUser()) else { throw APIError.unauthorized }
+            let rows = try await services.repository.pendingInvites(email: user.email, notBefore: inviteNotBefore)
+            return JSONResponse.list(rows.map { row in
+                JSONObject(dictionaryLiteral:
+                    ("object", .string("organizationInvite")), ("id", .string(row.text("id") ?? "")),
+                    ("organizationId", .string(row.text("organization_id") ?? "")), ("organizationName", .string(row.text("name") ?? "")),
+                    ("type", .int(Int(row.int("type") ?? 2)))).serialized()
+            })
         }
         api.get("organizations/:orgId/users") { _, context in
             let (orgID, membership) = try await member(context)
             guard membership.hasFullAccess else { throw APIError.notFound }
             let rows = try await services.repository.members(organizationID: orgID)
-            return JSONResponse.list(rows.map { row in
+            let invites = try await services.repository.invites(organizationID: orgID)
+            return JSONResponse.list(invites.map { row in
+                var object = JSONObject()
+                object["object"] = .string("organizationUserUserDetails")
+                object["id"] = .string(row.text("id") ?? "")
+                object["userId"] = .null
+                object["name"] = .null
+                object["email"] = .string(row.text("email") ?? "")
+                object["status"] = .int(0)
+                object["type"] = .int(Int(row.int("type") ?? 2))
+                object["collections"] = .array([])
+                object["groups"] = .array([])
+                return object.serialized()
+            } + rows.map { row in
                 var object = JSONObject()
                 object["object"] = .string("organizationUserUserDetails")
                 object["id"] = .string(row.text("id") ?? "")
@@ -137,9 +158,9 @@ struct OrganizationsController {
         return JSONResponse.make(.object(object))
     }
 
-    static func accessEntries(_ value: JSONValue?) throws -> [VaultRepository.CollectionAccessEntry]? {
+    static func accessEntries(_ value: JSONValue?, field: String) throws -> [VaultRepository.CollectionAccessEntry]? {
         guard let values = value?.arrayValue else { return nil }
-        return try values.map { entry in
+        return try RequestLimits.check(values, field: field, limit: RequestLimits.accessEntries).map { entry in
             guard let object = entry.objectValue, let id = object["id"]?.stringValue, UUID(uuidString: id) != nil else {
                 throw APIError.invalidModel(["users": ["Each entry needs an id."]])
             }
@@ -155,7 +176,7 @@ struct OrganizationsController {
         guard let name = body["name"]?.stringValue, (try? EncString(name)) != nil, name.utf8.count <= 1000 else {
             throw APIError.invalidModel(["name": ["name is not a valid encrypted string."]])
         }
-        let users = try Self.accessEntries(body["users"])
+        let users = try Self.accessEntries(body["users"], field: "users")
         guard let row = try await services.repository.saveCollection(
             organizationID: orgID, id: update ? try Self.uuid(context, "id") : nil, name: name,
             externalID: body["externalId"]?.stringValue, users: update ? users : (users ?? []), now: services.now()) else {
@@ -168,14 +189,43 @@ struct OrganizationsController {
         let (orgID, membership) = try await member(context)
         guard membership.hasFullAccess else { throw APIError.notFound }
         let body = try await request.jsonObject(limit: services.configuration.maxBodyBytes)
-        guard let emails = body["emails"]?.arrayValue?.compactMap({ $0.stringValue?.lowercased() }), !emails.isEmpty else {
+        guard let values = body["emails"]?.arrayValue, !values.isEmpty else {
             throw APIError.invalidModel(["emails": ["The Emails field is required."]])
+        }
+        try RequestLimits.check(values, field: "emails", limit: RequestLimits.inviteEmails)
+        // Checked by form only: whether an address has an account never changes the answer.
+        let emails = try values.map { value -> String in
+            guard let email = value.stringValue?.trimmingCharacters(in: .whitespaces).lowercased(), email.count <= 256,
+                  let at = email.firstIndex(of: "@"), at != email.startIndex, email.index(after: at) != email.endIndex else {
+                throw APIError.invalidModel(["emails": ["Every email must be an email address of at most 256 characters."]])
+            }
+            return email
         }
         let type = body["type"]?.intValue ?? 2
         guard (0...4).contains(type) else { throw APIError.invalidModel(["type": ["Invalid member type."]]) }
         if type != 2 && membership.type != 0 { throw APIError(.badRequest, "Only Owners can invite Managers, Admins or Owners") }
-        let collections = try Self.accessEntries(body["collections"]) ?? []
+        let collections = try Self.accessEntries(body["collections"], field: "collections") ?? []
         try await services.repository.invite(organizationID: orgID, emails: emails, type: type, collections: collections, now: services.now())
         return JSONResponse.empty()
+    }
+
+    /// Invites older than this (microseconds since the epoch) can no longer be accepted.
+    var inviteNotBefore: Int64 { services.now() - services.configuration.inviteLifetime * 1_000_000 }
+
+    /// `POST /api/organizations/{orgId}/users/{id}/accept` by the invitee (`{"token"}` from the official
+    /// invite mail is accepted and not needed: the signed-in account's email is what the invite names).
+    func accept(_ request: Request, _ context: VaultRequestContext) async throws -> Response {
+        let orgID = try Self.uuid(context, "orgId")
+        let inviteID = try Self.uuid(context, "id")
+        _ = try await request.readBody(limit: services.configuration.maxBodyBytes)
+        guard let user = try await services.repository.user(id: try context.requireUser()) else { throw APIError.unauthorized }
+        switch try await services.repository.acceptInvite(id: inviteID, organizationID: orgID, user: user, notBefore: inviteNotBefore,
+                                                          now: services.now()) {
+        case nil: return JSONResponse.empty()
+        case .notFound: throw APIError.notFound
+        case .otherAccount: throw APIError(.badRequest, "This invitation was issued to a different account.")
+        case .expired: throw APIError(.badRequest, "This invitation has expired. Ask the organization for a new one.")
+        case .alreadyMember: throw APIError(.badRequest, "You are already a member of this organization.")
+        }
     }
 }

@@ -50,22 +50,40 @@ extension Request {
     }
 }
 
-/// Checks the bearer token on every route it guards; 401 without a valid, unexpired one.
+/// Checks the bearer token on every route it guards; 401 without a valid, unexpired one, when its
+/// security stamp is not the account's current one (logged out everywhere, password changed), or when
+/// the device it was issued to has been revoked (theft detected, logged out, deactivated).
 struct AuthMiddleware: RouterMiddleware {
     typealias Context = VaultRequestContext
     let signer: AccessTokenSigner
+    let repository: VaultRepository
     let now: @Sendable () -> Int64
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         guard let header = request.headers[.authorization], header.lowercased().hasPrefix("bearer "),
               let claims = signer.verify(String(header.dropFirst(7)), nowSeconds: now() / 1_000_000),
               // Download links are signed with the same key; only a user's token (a user id subject) is an access token.
-              UUID(uuidString: claims.subject) != nil else {
+              UUID(uuidString: claims.subject) != nil,
+              try await repository.accessTokenIsLive(userID: claims.subject, device: claims.device, stamp: claims.securityStamp) else {
             throw APIError.unauthorized
         }
         var context = context
         context.userID = claims.subject
         context.claims = claims
         return try await next(request, context)
+    }
+}
+
+extension VaultRepository {
+    /// Whether an access token still stands: the account's security stamp is the one it carries and the
+    /// device it was issued to is still signed in (not revoked).
+    func accessTokenIsLive(userID: String, device: String, stamp: String) async throws -> Bool {
+        try await transaction { session in
+            guard let row = try await session.query("""
+                SELECT u.security_stamp, d.revoked_at FROM users u JOIN devices d ON d.user_id = u.id
+                WHERE u.id = ? AND d.identifier = ?
+                """, [.text(userID), .text(device)]).first else { return false }
+            return row.text("security_stamp") == stamp && row.int("revoked_at") == nil
+        }
     }
 }

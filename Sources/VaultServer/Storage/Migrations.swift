@@ -172,6 +172,36 @@ enum Migrations {
                 "CREATE UNIQUE INDEX ciphers_create_key ON ciphers(create_key)",
             ]
         },
+        Migration(version: 5, name: "refresh-token chains end, the previous token has a grace period, devices can be revoked") { d in
+            [
+                // When the password login that started the device's chain happened (the chain's absolute
+                // lifetime counts from it), until when the token before the current one still answers,
+                // and when the device was revoked (its tokens stop; a password login starts it again).
+                "ALTER TABLE devices ADD COLUMN refresh_issued_at \(d.integer)",
+                "ALTER TABLE devices ADD COLUMN previous_refresh_expires_at \(d.integer)",
+                "ALTER TABLE devices ADD COLUMN revoked_at \(d.integer)",
+                "UPDATE devices SET refresh_issued_at = updated_at",
+            ]
+        },
+        Migration(version: 6, name: "organization invites wait for the invitee") { d in
+            [
+                // An invite is no membership: it names an email, and becomes a membership (with the same
+                // id) only when the account with that email accepts it. Collections are the access the
+                // admin chose, as JSON `[{"id", "readOnly", "hidePasswords", "manage"}]`.
+                """
+                CREATE TABLE organization_invites (
+                    id TEXT PRIMARY KEY,
+                    organization_id TEXT NOT NULL REFERENCES organizations(id) ON DELETE CASCADE,
+                    email TEXT NOT NULL,
+                    type \(d.integer) NOT NULL,
+                    collections TEXT NOT NULL,
+                    created_at \(d.integer) NOT NULL,
+                    UNIQUE (organization_id, email)
+                )
+                """,
+                "CREATE INDEX organization_invites_email ON organization_invites(email)",
+            ]
+        },
     ]
 
     /// Applies every migration not applied yet, in one transaction per migration. On PostgreSQL an

@@ -175,30 +175,85 @@ extension VaultRepository {
         }
     }
 
-    /// Invites existing accounts; they are Accepted at once (Vaultwarden's behaviour without mail).
+    /// Records invites for `emails` (docs/PROTOCOL.md, "Organization invites"). Whether an email has an
+    /// account is never looked at, so the answer cannot tell; an email already invited gets its invite
+    /// renewed with the new type and collections. Refused as a whole: a collection of another
+    /// organization, or an email that is already a member.
     func invite(organizationID: String, emails: [String], type: Int, collections: [CollectionAccessEntry], now: Int64) async throws {
         try await transaction { session in
-            for email in emails {
-                guard let user = try await Self.user(email: email, session) else {
-                    throw APIError(.badRequest, "User does not exist: \(email)")
+            for entry in collections {
+                guard try await !session.query("SELECT id FROM collections WHERE id = ? AND organization_id = ?",
+                                                [.text(entry.membershipID), .text(organizationID)]).isEmpty else {
+                    throw APIError(.badRequest, "Collection not found")
                 }
-                guard try await Self.membership(userID: user.id, organizationID: organizationID, session) == nil else {
+            }
+            let access = JSONValue.array(collections.map { entry in
+                .object(["id": .string(entry.membershipID), "readOnly": .bool(entry.readOnly),
+                         "hidePasswords": .bool(entry.hidePasswords), "manage": .bool(entry.manage)])
+            })
+            for email in emails {
+                guard try await session.query("""
+                    SELECT m.id FROM memberships m JOIN users u ON u.id = m.user_id WHERE m.organization_id = ? AND u.email = ?
+                    """, [.text(organizationID), .text(email)]).isEmpty else {
                     throw APIError(.badRequest, "User already in organization: \(email)")
                 }
-                let membershipID = newID()
-                try await session.query("INSERT INTO memberships (id, organization_id, user_id, type, status, akey) VALUES (?, ?, ?, ?, 1, NULL)",
-                                        [.text(membershipID), .text(organizationID), .text(user.id), .int(Int64(type))])
-                for entry in collections {
-                    guard try await !session.query("SELECT id FROM collections WHERE id = ? AND organization_id = ?",
-                                                    [.text(entry.membershipID), .text(organizationID)]).isEmpty else {
-                        throw APIError(.badRequest, "Collection not found")
-                    }
-                    try await session.query("""
-                        INSERT INTO collection_members (collection_id, membership_id, read_only, hide_passwords, manage) VALUES (?, ?, ?, ?, ?)
-                        """, [.text(entry.membershipID), .text(membershipID), .bool(entry.readOnly), .bool(entry.hidePasswords), .bool(entry.manage)])
-                }
-                try await Self.bumpRevision([user.id], now: now, session)
+                try await session.query("""
+                    INSERT INTO organization_invites (id, organization_id, email, type, collections, created_at) VALUES (?, ?, ?, ?, ?, ?)
+                    ON CONFLICT (organization_id, email) DO UPDATE SET type = excluded.type, collections = excluded.collections,
+                        created_at = excluded.created_at
+                    """, [.text(newID()), .text(organizationID), .text(email), .int(Int64(type)),
+                          .text(String(decoding: access.serialized(), as: UTF8.self)), .int(now)])
             }
+        }
+    }
+
+    /// Why an invite could not be accepted.
+    enum InviteRefusal: Error, Sendable {
+        case notFound, otherAccount, expired, alreadyMember
+    }
+
+    /// The invitee accepts: the invite becomes an Accepted membership with the same id and the access the
+    /// admin chose; an owner or admin then confirms it with the organization key wrapped for the member.
+    /// Only the account whose email was invited can accept, once, before the invite expires.
+    func acceptInvite(id: String, organizationID: String, user: UserRecord, notBefore: Int64, now: Int64) async throws -> InviteRefusal? {
+        try await transaction { session in
+            guard let invite = try await session.query("SELECT * FROM organization_invites WHERE id = ? AND organization_id = ?",
+                                                       [.text(id), .text(organizationID)]).first else { return .notFound }
+            guard invite.text("email") == user.email.lowercased() else { return .otherAccount }
+            guard (invite.int("created_at") ?? 0) >= notBefore else { return .expired }
+            try await session.query("DELETE FROM organization_invites WHERE id = ?", [.text(id)])
+            guard try await Self.membership(userID: user.id, organizationID: organizationID, session) == nil else { return .alreadyMember }
+            try await session.query("INSERT INTO memberships (id, organization_id, user_id, type, status, akey) VALUES (?, ?, ?, ?, 1, NULL)",
+                                    [.text(id), .text(organizationID), .text(user.id), .int(invite.int("type") ?? 2)])
+            let access = (try? JSONParser.parse(Array((invite.text("collections") ?? "[]").utf8)))?.arrayValue ?? []
+            for entry in access.compactMap(\.objectValue) {
+                // A collection deleted since the invite is skipped.
+                guard let collectionID = entry["id"]?.stringValue, try await !session.query(
+                    "SELECT id FROM collections WHERE id = ? AND organization_id = ?", [.text(collectionID), .text(organizationID)]).isEmpty else { continue }
+                try await session.query("""
+                    INSERT INTO collection_members (collection_id, membership_id, read_only, hide_passwords, manage) VALUES (?, ?, ?, ?, ?)
+                    """, [.text(collectionID), .text(id), .bool(entry["readOnly"]?.boolValue ?? false),
+                          .bool(entry["hidePasswords"]?.boolValue ?? false), .bool(entry["manage"]?.boolValue ?? false)])
+            }
+            try await Self.bumpRevision([user.id], now: now, session)
+            return nil
+        }
+    }
+
+    /// Invites for `email` that can still be accepted, with their organization's name.
+    func pendingInvites(email: String, notBefore: Int64) async throws -> [SQLRow] {
+        try await transaction { session in
+            try await session.query("""
+                SELECT i.id, i.organization_id, i.type, o.name FROM organization_invites i JOIN organizations o ON o.id = i.organization_id
+                WHERE i.email = ? AND i.created_at >= ? ORDER BY i.created_at
+                """, [.text(email.lowercased()), .int(notBefore)])
+        }
+    }
+
+    /// An organization's invites not accepted yet.
+    func invites(organizationID: String) async throws -> [SQLRow] {
+        try await transaction { session in
+            try await session.query("SELECT * FROM organization_invites WHERE organization_id = ? ORDER BY email", [.text(organizationID)])
         }
     }
 

@@ -70,47 +70,104 @@ public final class VaultRepository: Sendable {
 
     // MARK: Devices and refresh tokens
 
-    /// Records a login on a device and stores the hash of its new refresh token.
-    func registerDevice(userID: String, identifier: String, name: String, type: Int, refreshTokenHash: String, now: Int64) async throws -> String {
+    /// Records a password login on a device and starts its refresh-token chain: `makeToken` gets the
+    /// device's row id (the chain) and returns the first token, whose hash is stored. Any earlier token of
+    /// the device stops working, and a revoked device is active again.
+    func registerDevice(userID: String, identifier: String, name: String, type: Int, now: Int64,
+                        makeToken: @Sendable (String) -> String) async throws -> (deviceID: String, refreshToken: String) {
         try await transaction { session in
             if let existing = try await session.query(
                 "SELECT id FROM devices WHERE user_id = ? AND identifier = ?", [.text(userID), .text(identifier)]).first?.text("id") {
+                let token = makeToken(existing)
                 try await session.query("""
-                    UPDATE devices SET refresh_token_hash = ?, previous_refresh_token_hash = NULL, name = ?, type = ?, updated_at = ?
+                    UPDATE devices SET refresh_token_hash = ?, previous_refresh_token_hash = NULL, previous_refresh_expires_at = NULL,
+                        refresh_issued_at = ?, revoked_at = NULL, name = ?, type = ?, updated_at = ?
                     WHERE id = ?
-                    """,
-                                        [.text(refreshTokenHash), .text(name), .int(Int64(type)), .int(now), .text(existing)])
-                return existing
+                    """, [.text(RefreshTokens.hash(token)), .int(now), .text(name), .int(Int64(type)), .int(now), .text(existing)])
+                return (existing, token)
             }
             let id = newID()
+            let token = makeToken(id)
             try await session.query("""
-                INSERT INTO devices (id, user_id, identifier, name, type, refresh_token_hash, created_at, updated_at)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?)
-                """, [.text(id), .text(userID), .text(identifier), .text(name), .int(Int64(type)), .text(refreshTokenHash), .int(now), .int(now)])
-            return id
+                INSERT INTO devices (id, user_id, identifier, name, type, refresh_token_hash, refresh_issued_at, created_at, updated_at)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+                """, [.text(id), .text(userID), .text(identifier), .text(name), .int(Int64(type)), .text(RefreshTokens.hash(token)),
+                      .int(now), .int(now), .int(now)])
+            return (id, token)
         }
     }
 
-    /// Swaps a refresh token for its successor (rotation). Returns the user and device, or `nil` if
-    /// the token is neither the device's current one nor its previous one.
-    ///
-    /// The previous token stays valid until the current one is used: a refresh whose answer was lost
-    /// (the server rotated, the device never heard) leaves the device holding the previous token, and
-    /// sending it again gets the same successor (``RefreshTokens``) instead of ending the session.
-    /// Presenting the current token proves the device received it, so it becomes the previous one.
-    /// One statement, so concurrent refreshes of one device cannot interleave between check and swap.
-    func rotateRefreshToken(oldHash: String, newHash: String, now: Int64) async throws -> (user: UserRecord, identifier: String, type: Int)? {
-        try await transaction { session in
+    /// What a refresh with a presented token comes to.
+    enum RefreshOutcome: Sendable {
+        /// The successor of the presented token is the device's current token: answer it.
+        case issued(user: UserRecord, identifier: String, type: Int)
+        /// Not a token of any live chain (made up, from a revoked device, or from before a new login).
+        case invalid
+        /// The chain is older than its absolute lifetime.
+        case expired
+        /// A token older than the device's previous one, or the previous one after its grace period: someone
+        /// else holds the chain. The device has been revoked.
+        case reused
+    }
+
+    /// The rules of a refresh (docs/PROTOCOL.md, "Refresh tokens"), in one transaction:
+    /// - the device's **current** token rotates: it becomes the previous one, valid for `grace` more
+    ///   microseconds, and the successor becomes current;
+    /// - the **previous** token within its grace answers the same successor and changes nothing (the
+    ///   answer to the refresh that rotated it was lost, or the request was a late duplicate);
+    /// - the previous token after its grace, or any **older** token of the chain, revokes the device: its
+    ///   holder and whoever refreshed past it share the chain, and neither can be told from the thief;
+    /// - a chain started more than `lifetime` microseconds ago is expired.
+    func refresh(token: String, tokens: RefreshTokens, now: Int64, lifetime: Int64, grace: Int64) async throws -> RefreshOutcome {
+        let presented = RefreshTokens.hash(token)
+        let successor = RefreshTokens.hash(tokens.successor(of: token))
+        let known: RefreshOutcome? = try await transaction { session in
             guard let device = try await session.query("""
-                UPDATE devices SET
-                    previous_refresh_token_hash = CASE WHEN refresh_token_hash = ? THEN refresh_token_hash ELSE previous_refresh_token_hash END,
-                    refresh_token_hash = ?, updated_at = ?
-                WHERE refresh_token_hash = ? OR previous_refresh_token_hash = ?
-                RETURNING user_id, identifier, type
-                """, [.text(oldHash), .text(newHash), .int(now), .text(oldHash), .text(oldHash)]).first,
-                let userID = device.text("user_id"), let user = try await Self.user(id: userID, session) else { return nil }
-            return (user, device.text("identifier") ?? "", Int(device.int("type") ?? 0))
+                SELECT * FROM devices WHERE (refresh_token_hash = ? OR previous_refresh_token_hash = ?) AND revoked_at IS NULL
+                """, [.text(presented), .text(presented)]).first else { return nil }
+            let id = device.text("id") ?? ""
+            guard now < (device.int("refresh_issued_at") ?? device.int("updated_at") ?? 0) + lifetime else { return .expired }
+            if device.text("refresh_token_hash") == presented {
+                // Conditional: a concurrent refresh with the same token may rotate first (PostgreSQL re-checks
+                // the condition after it commits); its successor is this one's too.
+                try await session.query("""
+                    UPDATE devices SET previous_refresh_token_hash = ?, previous_refresh_expires_at = ?, refresh_token_hash = ?, updated_at = ?
+                    WHERE id = ? AND refresh_token_hash = ?
+                    """, [.text(presented), .int(now + grace), .text(successor), .int(now), .text(id), .text(presented)])
+            } else if let until = device.int("previous_refresh_expires_at"), now <= until,
+                      device.text("refresh_token_hash") == successor {
+                // The previous token within its grace: the same answer again.
+            } else {
+                try await Self.revokeDevice(id: id, now: now, session)
+                return .reused
+            }
+            guard let userID = device.text("user_id"), let user = try await Self.user(id: userID, session) else { return .invalid }
+            return .issued(user: user, identifier: device.text("identifier") ?? "", type: Int(device.int("type") ?? 0))
         }
+        if let known { return known }
+        // Unknown: an older token of a live chain, or made up. Only a token whose successors reach the
+        // chain's current or previous token is older; a made-up one naming a device revokes nothing. The
+        // successors are derived outside any transaction and off the request threads, like a password hash
+        // (thousands of hashes, tens of milliseconds, must hold neither the database nor other requests).
+        guard let chain = RefreshTokens.chain(of: token)?.lowercased(),
+              let device = try await transaction({ session in
+                  try await session.query("SELECT * FROM devices WHERE id = ? AND revoked_at IS NULL", [.text(chain)]).first
+              }),
+              let current = device.text("refresh_token_hash") else { return .invalid }
+        let hashes = Set([current] + (device.text("previous_refresh_token_hash").map { [$0] } ?? []))
+        guard try await slowHash({ tokens.leads(from: token, toOneOf: hashes) }) else { return .invalid }
+        try await transaction { session in try await Self.revokeDevice(id: chain, now: now, session) }
+        return .reused
+    }
+
+    /// Ends a device's refresh-token chain and its access tokens (checked on every request).
+    static func revokeDevice(id: String, now: Int64, _ session: any SQLSession) async throws {
+        // The column is unique and required: a value no token hashes to.
+        try await session.query("""
+            UPDATE devices SET refresh_token_hash = ?, previous_refresh_token_hash = NULL, previous_refresh_expires_at = NULL,
+                revoked_at = ?, updated_at = ?
+            WHERE id = ?
+            """, [.text("revoked:" + newID()), .int(now), .int(now), .text(id)])
     }
 
     // MARK: Folders
