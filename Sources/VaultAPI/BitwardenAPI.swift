@@ -236,6 +236,15 @@ public final class BitwardenAPI: Sendable {
         }
     }
 
+    /// Token revocation (RFC 7009) at `/identity/connect/revocation` with the form field `token`: the
+    /// VaultSync server ends the session of the device the token belongs to (docs/PROTOCOL.md). Other
+    /// servers may not offer it; the caller treats a refusal as "the server was not told".
+    public func revoke(token: String) async throws {
+        _ = try await send(.POST, "/identity/connect/revocation", form: [
+            ("token", token), ("token_type_hint", "refresh_token"), ("client_id", configuration.clientName),
+        ])
+    }
+
     func tokenResponse(_ reply: Reply) throws -> TokenResponse {
         let object = try object(reply)
         guard let access = object["access_token"]?.stringValue, let refresh = object["refresh_token"]?.stringValue else {

@@ -176,12 +176,26 @@ extension VaultEngine {
     }
 
     /// Removes the account and everything of it on this device: cache, queue, drafts (seed 001 §10.3).
-    public func logout(email: String) async throws {
+    /// When the vault is unlocked, the server is first asked to end this device's session (token
+    /// revocation), so a copy of the refresh token taken from this device stops working too. Returns
+    /// whether the server confirmed that; logging out never waits on it to succeed.
+    @discardableResult
+    public func logout(email: String) async throws -> Bool {
         let normalised = MasterKey.normaliseSalt(email)
+        var revoked = false
+        if serverRefusal == nil, let current = session, current.email == normalised, let tokens = current.tokens {
+            do {
+                try await api.revoke(token: tokens.refreshToken)
+                revoked = true
+            } catch {
+                logger.info("the server was not told about the logout", metadata: ["reason": "\(error)"])
+            }
+        }
         try await write { db in
             _ = try AccountRecord.filter(Column("email") == normalised).deleteAll(db)
         }
         if session?.email == normalised { session = nil }
+        return revoked
     }
 
     /// How many changes of an account wait for the server (readable while locked: the count is not secret).

@@ -255,12 +255,17 @@ struct LogoutCommand: VaultCommand {
                 throw CLIError.aborted("\(waiting) change\(waiting == 1 ? " is" : "s are") still waiting for the server and would be lost; run `vaultsync sync` first, or `logout --force`")
             }
         }
-        try await context.engine.logout(email: email)
+        // Unlocked (a session or a password at hand), the server is asked to end this device's session too.
+        try? await context.unlock(prompt: false)
+        let revoked = try await context.engine.logout(email: email)
         context.profile.removeSession()
         var context = context
         context.settings.email = nil
         try context.saveSettings()
         print("Logged out; the account's data was removed from this device.")
+        if !revoked {
+            Console.note("The server was not told (locked, offline, or a server without token revocation): this device's session ends there when its tokens expire.")
+        }
     }
 }
 
