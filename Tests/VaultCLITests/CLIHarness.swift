@@ -29,14 +29,16 @@ struct Finished {
     var stderr: String
 }
 
-/// Runs an executable to its end, as a shell would. The waiting happens on a Dispatch thread, never on
-/// the cooperative pool: the servers of the tests running beside this one share this process, and a
-/// blocked pool thread (of two, on this machine) stalls them. Both pipes are read to their end before
-/// waiting (one on another thread), so a full pipe cannot stall the child and nothing printed last is missed.
+/// Runs an executable to its end, as a shell would. The waiting happens on threads of its own, never on
+/// a Dispatch worker: on Linux Swift's tasks run on Dispatch's worker threads, whose number is capped,
+/// so children blocking two of them each for their whole run (a dozen CLI tests at once) starved every
+/// server of this process for as long as the children waited on those servers (the 20 s request timeout).
+/// Both pipes are read to their end before waiting (one on another thread), so a full pipe cannot stall
+/// the child and nothing printed last is missed.
 func runProcess(_ executable: URL, _ arguments: [String], environment: [String: String], folder: String? = nil,
                 stdin: String? = nil) async throws -> Finished {
     try await withCheckedThrowingContinuation { continuation in
-        DispatchQueue.global().async {
+        let waiter = Thread {
             do {
                 let process = Process()
                 process.executableURL = executable
@@ -51,14 +53,14 @@ func runProcess(_ executable: URL, _ arguments: [String], environment: [String: 
                 if let stdin { input.fileHandleForWriting.write(Data(stdin.utf8)) }
                 try? input.fileHandleForWriting.close()
                 let errorData = DataBox()
-                let reading = DispatchGroup()
-                reading.enter()
-                DispatchQueue.global().async {
+                let errorsRead = DispatchSemaphore(value: 0)
+                let errorReader = Thread {
                     errorData.data = errors.fileHandleForReading.readDataToEndOfFile()
-                    reading.leave()
+                    errorsRead.signal()
                 }
+                errorReader.start()
                 let outputData = output.fileHandleForReading.readDataToEndOfFile()
-                reading.wait()
+                errorsRead.wait()
                 process.waitUntilExit()
                 continuation.resume(returning: Finished(status: process.terminationStatus,
                                                         stdout: String(decoding: outputData, as: UTF8.self),
@@ -67,6 +69,7 @@ func runProcess(_ executable: URL, _ arguments: [String], environment: [String: 
                 continuation.resume(throwing: error)
             }
         }
+        waiter.start()
     }
 }
 
