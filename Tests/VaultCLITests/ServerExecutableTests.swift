@@ -12,26 +12,15 @@ struct ServerExecutableTests {
         defer { try? FileManager.default.removeItem(atPath: folder) }
         // Only the port is given by the environment (8087 may be taken on a shared machine); no flag at all.
         // An empty VAULTSYNC_TOKEN_KEY is "not given" too (it was decoded as an empty key and refused).
-        let server = Process()
-        server.executableURL = try helperExecutable("vaultsync-server")
-        server.environment = ProcessInfo.processInfo.environment.merging(["VAULTSYNC_PORT": "0", "VAULTSYNC_TOKEN_KEY": ""]) { $1 }
-        server.currentDirectoryURL = URL(fileURLWithPath: folder)
-        // The start line goes to standard error (the log), as every other line the server prints.
-        let log = OutputCollector()
-        let errors = Pipe()
-        errors.fileHandleForReading.readabilityHandler = { handle in log.append(handle.availableData) }
-        server.standardError = errors
-        server.standardOutput = Pipe()
-        try server.run()
-        let started = await waitUntil { log.text.contains("listening on http://127.0.0.1:") || !server.isRunning }
-        #expect(started && server.isRunning, "it listens: \(log.text)")
+        let (server, log) = try await Self.startServer(
+            in: folder, environment: ProcessInfo.processInfo.environment.merging(["VAULTSYNC_PORT": "0", "VAULTSYNC_TOKEN_KEY": ""]) { $1 })
         #expect(log.text.contains("storing data in SQLite at ./vaultsync-data/vaultsync.sqlite"), "\(log.text)")
         #expect(FileManager.default.fileExists(atPath: folder + "/vaultsync-data/vaultsync.sqlite"))
         #expect(FileManager.default.fileExists(atPath: folder + "/vaultsync-data/token-signing.key"))
         kill(server.processIdentifier, SIGTERM)
         // Polled, not waitUntilExit: a blocked cooperative thread would stall the servers of other tests.
         #expect(await waitUntil { !server.isRunning }, "it stops on SIGTERM")
-        errors.fileHandleForReading.readabilityHandler = nil
+        (server.standardError as? Pipe)?.fileHandleForReading.readabilityHandler = nil
         #expect(server.terminationReason == .exit && server.terminationStatus == 0, "\(log.text)")
     }
 
@@ -60,26 +49,14 @@ struct ServerExecutableTests {
         defer { try? FileManager.default.removeItem(atPath: folder) }
         let keyFile = folder + "/token.key"
         try Data((Data((0..<64).map { UInt8($0) }).base64EncodedString() + "\n").utf8).write(to: URL(fileURLWithPath: keyFile))
-        let server = Process()
-        server.executableURL = try helperExecutable("vaultsync-server")
         var environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("VAULTSYNC_") }
         environment["VAULTSYNC_PORT"] = "0"
-        server.environment = environment
-        server.arguments = ["--token-key-file", keyFile]
-        server.currentDirectoryURL = URL(fileURLWithPath: folder)
-        let log = OutputCollector()
-        let errors = Pipe()
-        errors.fileHandleForReading.readabilityHandler = { handle in log.append(handle.availableData) }
-        server.standardError = errors
-        server.standardOutput = Pipe()
-        try server.run()
-        let started = await waitUntil { log.text.contains("listening on http://127.0.0.1:") || !server.isRunning }
-        #expect(started && server.isRunning, "it listens: \(log.text)")
+        let (server, _) = try await Self.startServer(in: folder, environment: environment, arguments: ["--token-key-file", keyFile])
         #expect(FileManager.default.fileExists(atPath: folder + "/vaultsync-data/vaultsync.sqlite"))
         #expect(!FileManager.default.fileExists(atPath: folder + "/vaultsync-data/token-signing.key"), "the key came from the file")
         kill(server.processIdentifier, SIGTERM)
         #expect(await waitUntil { !server.isRunning }, "it stops on SIGTERM")
-        errors.fileHandleForReading.readabilityHandler = nil
+        (server.standardError as? Pipe)?.fileHandleForReading.readabilityHandler = nil
     }
 
     @Test("a secret on the server's command line is refused with exit 64, a way to give it instead, and without repeating it",
@@ -120,5 +97,25 @@ struct ServerExecutableTests {
         #expect(!help.stdout.contains(secrets["VAULTSYNC_TOKEN_KEY"]!) && !help.stdout.contains("env-Secret"), "\(help.stdout)")
         #expect(help.stdout.contains("--token-key-file") && help.stdout.contains("--database-url-file"))
         #expect(help.stdout.contains("readable only by the same user"), "\(help.stdout)")
+    }
+
+    /// Starts the built `vaultsync-server` in `folder` and waits until it listens (or ends); the start
+    /// line goes to standard error (the log), as every other line the server prints.
+    static func startServer(in folder: String, environment: [String: String], arguments: [String] = []) async throws
+        -> (process: Process, log: OutputCollector) {
+        let server = Process()
+        server.executableURL = try helperExecutable("vaultsync-server")
+        server.environment = environment
+        server.arguments = arguments
+        server.currentDirectoryURL = URL(fileURLWithPath: folder)
+        let log = OutputCollector()
+        let errors = Pipe()
+        errors.fileHandleForReading.readabilityHandler = { handle in log.append(handle.availableData) }
+        server.standardError = errors
+        server.standardOutput = Pipe()
+        try server.run()
+        let started = await waitUntil { log.text.contains("listening on http://127.0.0.1:") || !server.isRunning }
+        #expect(started && server.isRunning, "it listens: \(log.text)")
+        return (server, log)
     }
 }
