@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import VaultCrypto
 
 /// Everything the server can be told, with the defaults `vaultsync-server` uses. Built from flags and
 /// environment variables at the edge and passed down; no globals.
@@ -25,6 +26,16 @@ public struct ServerConfiguration: Sendable {
     public var refreshTokenGracePeriod: Int64 = 120
     /// PBKDF2 iterations of the server-side hash of master-password hashes (never below 600,000).
     public var passwordIterations = 600_000
+    /// Tests only: a stored-hash cost below the minimum. Every in-process test server shares one queue
+    /// of slow hashes (one per core, ``slowHash``); a suite's bursts of registrations and logins
+    /// queued behind it for longer than a test client's request deadline. The executable never sets it.
+    public var insecureTestingPasswordIterations: Int?
+
+    /// The iterations of the stored password hash this server writes (and spends on the decoy hash of an
+    /// unknown account): ``passwordIterations``, never below the minimum, unless a test lowered it.
+    public var storedHashIterations: Int {
+        insecureTestingPasswordIterations ?? max(passwordIterations, StoredPasswordHash.minimumIterations)
+    }
     /// Largest JSON body accepted (413 beyond).
     public var maxBodyBytes = 4 * 1024 * 1024
     /// Largest import body accepted.

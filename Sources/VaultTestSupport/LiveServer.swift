@@ -22,6 +22,8 @@ public actor LiveServer {
         configuration.logLevel = .error
         configuration.accountLoginBurst = 1000
         configuration.addressLoginBurst = 1000
+        // One process-wide queue of slow hashes serves every test server; its cost is not what these tests measure.
+        configuration.insecureTestingPasswordIterations = 1_000
         configure(&configuration)
         server = EmbeddedServer(configuration: configuration, logger: logger)
     }

@@ -80,9 +80,22 @@ struct LoginRateLimitTests {
         return Double(time.tv_sec) + Double(time.tv_nsec) / 1e9
     }
 
+    @Test("the server stores password hashes with at least 600,000 iterations unless a test lowers the cost on purpose")
+    func storedHashCost() {
+        var configuration = ServerConfiguration()
+        #expect(configuration.storedHashIterations == 600_000)
+        configuration.passwordIterations = 1_000
+        #expect(configuration.storedHashIterations == StoredPasswordHash.minimumIterations)
+        configuration.passwordIterations = 800_000
+        #expect(configuration.storedHashIterations == 800_000)
+        configuration.insecureTestingPasswordIterations = 1_000
+        #expect(configuration.storedHashIterations == 1_000)
+    }
+
     @Test("a login to an account that does not exist costs the slow hash a wrong password costs: timing does not reveal accounts")
     func unknownAccountCostsTheHash() async throws {
-        try await withTestServer(.sqlite) { api in
+        // The real cost (the other test servers use a cheap one, see `insecureTestingPasswordIterations`).
+        try await withTestServer(.sqlite, configure: { $0.insecureTestingPasswordIterations = nil }) { api in
             // One stored-hash derivation at the server's iteration count, on this thread alone (other
             // tests running alongside cannot inflate it).
             let started = Self.cpuSeconds(thread: true)

@@ -63,6 +63,8 @@ struct TestDatabase {
         configuration.port = 0
         configuration.dataDirectory = directory
         configuration.logLevel = .warning
+        // The stored-hash cost is not what these tests measure (LoginRateLimitTests measures it with the real one).
+        configuration.insecureTestingPasswordIterations = 1_000
         switch backend {
         case .sqlite:
             return TestDatabase(configuration: configuration, cleanup: { try? FileManager.default.removeItem(atPath: directory) })

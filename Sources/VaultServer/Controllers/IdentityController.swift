@@ -183,7 +183,7 @@ struct IdentityController {
 
     /// The iterations of the server's stored password hash for new accounts (and of the decoy hash).
     private var storedHashIterations: Int {
-        max(services.configuration.passwordIterations, StoredPasswordHash.minimumIterations)
+        services.configuration.storedHashIterations
     }
 
     /// The salt of the hash computed for logins to accounts that do not exist (its value does not matter).

@@ -119,7 +119,7 @@ struct SessionsController {
             }
         }
         let salt = SystemRandomSource().bytes(count: 32)
-        let iterations = max(services.configuration.passwordIterations, StoredPasswordHash.minimumIterations)
+        let iterations = services.configuration.storedHashIterations
         let stored = try await slowHash { try StoredPasswordHash.derive(clientHash: newHash, salt: salt, iterations: iterations) }
         try await services.repository.changePassword(
             userID: user.id, passwordHash: Data(stored).base64EncodedString(), salt: Data(salt).base64EncodedString(),
