@@ -29,11 +29,11 @@ extension VaultEngine {
             (try OrganizationRow.filter(Column("userID") == userID).fetchAll(db), try TrustedOrganizationRow.all(db, userID: userID))
         }
         return rows.map { row in
-            let object = (try? JSONParser.parseObject(Array(row.json.utf8))) ?? [:]
+            let object = Self.organizationObject(row)
             let key = current.keys.organizationKeys[row.id]
             let pinned = trusted[row.id].flatMap { Self.openPinnedKey($0, userKey: current.keys.userKey) }
             return OrganizationSummary(
-                id: row.id, name: object["name"]?.stringValue ?? "(no name)", status: object["status"]?.intValue ?? -1,
+                id: row.id, name: Self.organizationName(object), status: object?["status"]?.intValue ?? -1,
                 keyAvailable: key != nil, trusted: key != nil && pinned != nil && pinned == key,
                 keyChanged: key != nil && trusted[row.id] != nil && pinned != key)
         }.sorted { ($0.name, $0.id) < ($1.name, $1.id) }
@@ -61,9 +61,7 @@ extension VaultEngine {
         let id = organizationID.lowercased()
         let (row, name) = try readNow { db in
             (try TrustedOrganizationRow.find(db, userID: userID, organizationID: id),
-             try OrganizationRow.fetchOne(db, key: ["userID": userID, "id": id]).flatMap {
-                 try? JSONParser.parseObject(Array($0.json.utf8))["name"]?.stringValue
-             })
+             try OrganizationRow.fetchOne(db, key: ["userID": userID, "id": id]).map { Self.organizationName(Self.organizationObject($0)) })
         }
         let label = name.map { "\"\($0)\" (\(id))" } ?? id
         guard let row else { throw VaultError.organizationNotTrusted(label) }
@@ -73,23 +71,31 @@ extension VaultEngine {
     }
 
     /// What a sync should tell about memberships: new ones (not trusted), and trusted ones whose key
-    /// changed. `known` are the organization ids stored before this sync.
-    func membershipNotices(known: Set<String>, keys: VaultKeys, userID: String) async throws -> [String] {
-        let (rows, trusted) = try await read { db in
-            (try OrganizationRow.filter(Column("userID") == userID).fetchAll(db), try TrustedOrganizationRow.all(db, userID: userID))
-        }
+    /// changed. `organizations` are the snapshot's entries; `known` the ids stored before this sync.
+    func membershipNotices(organizations: [JSONObject], known: Set<String>, keys: VaultKeys, userID: String) async throws -> [String] {
+        let trusted = try await read { db in try TrustedOrganizationRow.all(db, userID: userID) }
         var notices: [String] = []
-        for row in rows {
-            let name = (try? JSONParser.parseObject(Array(row.json.utf8)))?["name"]?.stringValue ?? "(no name)"
-            if let pinned = trusted[row.id] {
-                if let key = keys.organizationKeys[row.id], Self.openPinnedKey(pinned, userKey: keys.userKey) != key {
-                    notices.append("The server now hands out another key for the organization \"\(name)\" (\(row.id)) than the one you trusted: nothing of yours is encrypted for it until you trust it again (only if you know why it changed).")
+        for object in organizations {
+            guard let id = object["id"]?.stringValue?.lowercased() else { continue }
+            let name = Self.organizationName(object)
+            if let pinned = trusted[id] {
+                if let key = keys.organizationKeys[id], Self.openPinnedKey(pinned, userKey: keys.userKey) != key {
+                    notices.append("The server now hands out another key for the organization \"\(name)\" (\(id)) than the one you trusted: nothing of yours is encrypted for it until you trust it again (only if you know why it changed).")
                 }
-            } else if !known.contains(row.id) {
-                notices.append("New organization membership: \"\(name)\" (\(row.id)). Its shared items can be read; nothing of yours is encrypted for it until you trust it on this device.")
+            } else if !known.contains(id) {
+                notices.append("New organization membership: \"\(name)\" (\(id)). Its shared items can be read; nothing of yours is encrypted for it until you trust it on this device.")
             }
         }
         return notices
+    }
+
+    /// The (plaintext, unauthenticated) name of a stored or synced organization entry.
+    static func organizationName(_ object: JSONObject?) -> String {
+        object?["name"]?.stringValue ?? "(no name)"
+    }
+
+    static func organizationObject(_ row: OrganizationRow) -> JSONObject? {
+        try? JSONParser.parseObject(Array(row.json.utf8))
     }
 
     static func openPinnedKey(_ row: TrustedOrganizationRow, userKey: SymmetricCryptoKey) -> SymmetricCryptoKey? {

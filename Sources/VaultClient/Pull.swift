@@ -53,10 +53,7 @@ extension VaultEngine {
         let finalFolders = folders
         let keys = current.keys
         let (ciphersComplete, foldersComplete) = (unreadableCiphers == 0, unreadableFolders == 0)
-        let knownOrganizations = Set(try await read { db in
-            try String.fetchAll(db, sql: "SELECT id FROM organization WHERE userID = ?", arguments: [userID])
-        })
-        let kept = try await write { db -> [RefusedVersion: [String]] in
+        let (kept, knownOrganizations) = try await write { db -> ([RefusedVersion: [String]], Set<String>) in
             let pending = try Self.pendingItemIDs(userID: userID, db)
             // Ciphers (unchanged rows skipped; one upsert statement per changed row).
             let serverIDs = Set(finalCiphers.map(\.id))
@@ -89,6 +86,8 @@ extension VaultEngine {
                 _ = try FolderRow.deleteOne(db, key: ["userID": userID, "id": id])
             }
             // Organizations and collections: replaced wholesale (read-only offline).
+            // The memberships known before this pull, to report the new ones.
+            let known = Set(try String.fetchAll(db, sql: "SELECT id FROM organization WHERE userID = ?", arguments: [userID]))
             try db.execute(sql: "DELETE FROM organization WHERE userID = ?", arguments: [userID])
             for object in organizations {
                 guard let id = object["id"]?.stringValue?.lowercased() else { continue }
@@ -105,7 +104,7 @@ extension VaultEngine {
             var state = try SyncStateRow.fetchOne(db, key: userID) ?? SyncStateRow(userID: userID)
             state.lastSyncDate = now
             try state.save(db)
-            return kept
+            return (kept, known)
         }
         // Organization keys may have changed (new membership, confirmation).
         if let account = try await read({ db in try AccountRecord.fetchOne(db, key: userID) }) {
@@ -113,7 +112,8 @@ extension VaultEngine {
             session?.keys.organizationKeys = orgKeys
         }
         try await purgeDrafts()
-        var messages = try await membershipNotices(known: knownOrganizations, keys: session?.keys ?? keys, userID: userID)
+        var messages = try await membershipNotices(organizations: organizations, known: knownOrganizations,
+                                                   keys: session?.keys ?? keys, userID: userID)
         for (reason, ids) in kept.sorted(by: { $0.key.rawValue < $1.key.rawValue }) {
             logger.warning("server versions refused; local copies kept",
                            metadata: ["reason": "\(reason.rawValue)", "count": "\(ids.count)", "examples": "\(ids.prefix(5))"])
