@@ -54,6 +54,8 @@ public final class BitwardenAPI: Sendable {
     let now: @Sendable () -> WireDate
     let onClockSample: @Sendable (ClockSample) -> Void
     let logger: Logger
+    /// Extra authorities and proxy, for finding out why a certificate was refused (ServerTrust.swift).
+    let connection: ConnectionSettings
 
     /// - Parameters:
     ///   - baseURL: the server, e.g. `http://127.0.0.1:8087` (API at `/api`, identity at `/identity`).
@@ -61,7 +63,8 @@ public final class BitwardenAPI: Sendable {
     ///   - onClockSample: receives every response's `Date` header for the clock-offset estimate.
     public init(baseURL: String, httpClient: HTTPClient, configuration: APIConfiguration = APIConfiguration(),
                 now: @escaping @Sendable () -> WireDate = { WireDate(Date()) },
-                onClockSample: @escaping @Sendable (ClockSample) -> Void = { _ in }, logger: Logger = Logger(label: "vaultsync.api")) {
+                onClockSample: @escaping @Sendable (ClockSample) -> Void = { _ in }, logger: Logger = Logger(label: "vaultsync.api"),
+                connection: ConnectionSettings = ConnectionSettings()) {
         var base = baseURL
         while base.hasSuffix("/") { base.removeLast() }
         self.baseURL = base
@@ -70,6 +73,7 @@ public final class BitwardenAPI: Sendable {
         self.now = now
         self.onClockSample = onClockSample
         self.logger = logger
+        self.connection = connection
     }
 
     // MARK: Transport
@@ -107,7 +111,7 @@ public final class BitwardenAPI: Sendable {
             response = try await httpClient.execute(request, timeout: configuration.requestTimeout, logger: logger)
             body = try await response.body.collect(upTo: 256 * 1024 * 1024)
         } catch {
-            throw Self.transportError(error)
+            throw await failure(of: error)
         }
         let receivedAt = now()
         if let dateHeader = response.headers.first(name: "Date"), let serverDate = Self.parseHTTPDate(dateHeader) {

@@ -11,6 +11,8 @@ public enum ServerCallError: Error, Sendable, Equatable {
     case invalidResponse(String)
     /// The refresh token was refused: the user must log in again.
     case authenticationExpired
+    /// The server's certificate failed verification: nothing was sent (docs/SECURITY.md, "TLS trust and proxies").
+    case certificate(CertificateProblem)
 
     /// The failure as the offline decision sees it.
     public var failure: CallFailure {
@@ -19,6 +21,7 @@ public enum ServerCallError: Error, Sendable, Equatable {
         case .transport(let failure, _): return failure
         case .invalidResponse: return .malformedResponse
         case .authenticationExpired: return .status(401)
+        case .certificate: return .certificate
         }
     }
 
@@ -26,6 +29,12 @@ public enum ServerCallError: Error, Sendable, Equatable {
     public var isOutOfDate: Bool {
         if case .http(400, let message) = self { return message.lowercased().contains("out of date") }
         return false
+    }
+
+    /// The certificate problem, when the server's certificate was refused.
+    public var certificateProblem: CertificateProblem? {
+        if case .certificate(let problem) = self { return problem }
+        return nil
     }
 
     /// 404, or Vaultwarden's 400 "doesn't exist"/"not owned"/"Invalid folder" (spec §3.3).
@@ -44,6 +53,7 @@ extension ServerCallError: CustomStringConvertible {
         case .transport(_, let detail): return "The server could not be reached: \(detail)"
         case .invalidResponse(let reason): return "The server's answer could not be understood: \(reason)"
         case .authenticationExpired: return "Your session has expired. Log in again."
+        case .certificate(let problem): return "The server was not used: \(problem)"
         }
     }
 }

@@ -251,6 +251,7 @@ extension VaultEngine {
         case .authenticationExpired: return .sessionExpired
         case .transport(_, let detail): return .serverUnreachable(detail)
         case .invalidResponse(let reason): return .serverAnswerInvalid(reason)
+        case .certificate(let problem): return .untrustedCertificate(problem)
         }
     }
 

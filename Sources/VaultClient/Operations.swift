@@ -173,6 +173,7 @@ extension VaultEngine {
         if isOrganization, await knownOffline(userID: userID) { throw VaultError.organizationItemOffline }
         let existing = try await pendingChange(itemKind: .cipher, itemID: itemID, userID: userID)
         var createSent = false
+        var untrusted: CertificateProblem?
         // An item with queued work goes through the queue: the resolver compares it with the server
         // (conflicts, backups) as a whole; pushing this change alone could skip that.
         if existing == nil {
@@ -203,19 +204,22 @@ extension VaultEngine {
                 } else {
                     try await acceptOffline(error, isOrganization: isOrganization)
                     createSent = FailureClassification.mayHaveReachedServer(error.failure)
-                    logger.info("server unreachable; saving offline", metadata: ["item": "\(itemID)"])
+                    untrusted = error.certificateProblem
+                    logger.info(untrusted == nil ? "server unreachable; saving offline" : "server's certificate refused; saving locally",
+                                metadata: ["item": "\(itemID)"])
                 }
             }
         } else if isOrganization {
             throw VaultError.organizationItemOffline
         }
         return try await queue(itemID: itemID, operation: operation, local: local, previous: previous, existing: existing,
-                               createSent: createSent, session: current)
+                               createSent: createSent, untrusted: untrusted, session: current)
     }
 
     /// Stores the local version and folds the operation into the item's queue record, in one transaction.
     func queue(itemID: String, operation: OfflineOperation, local: CipherWire?, previous: CipherWire?,
-               existing: PendingChange?, createSent: Bool = false, session current: UnlockedSession) async throws -> SaveResult<CipherWire?> {
+               existing: PendingChange?, createSent: Bool = false, untrusted: CertificateProblem? = nil,
+               session current: UnlockedSession) async throws -> SaveResult<CipherWire?> {
         let userID = current.userID
         let count = try await enqueue(kind: .cipher, itemID: itemID, operation: operation, previousRevision: previous?.revisionDate,
                                       previousState: previous.map(Self.state(of:)),
@@ -232,7 +236,13 @@ extension VaultEngine {
         }
         logger.debug("queued", metadata: ["item": "\(itemID)", "pending": "\(count)"])
         publishStatus()
-        return SaveResult(value: local, outcome: .savedOffline(pendingCount: count))
+        return SaveResult(value: local, outcome: Self.queuedOutcome(pendingCount: count, untrusted: untrusted))
+    }
+
+    /// How a queued save is reported: offline, or kept here because the server's certificate was refused.
+    static func queuedOutcome(pendingCount: Int, untrusted: CertificateProblem?) -> SaveOutcome {
+        if let untrusted { return .savedUntrustedServer(pendingCount: pendingCount, problem: untrusted) }
+        return .savedOffline(pendingCount: pendingCount)
     }
 
     /// Decides what a failed server call means: throws for the server's refusals (and for organization
@@ -247,6 +257,12 @@ extension VaultEngine {
             await recordContact(success: false)
             if isOrganization { throw VaultError.organizationItemOffline }
             guard configuration.offlineEditsEnabled else { throw VaultError.offlineEditsDisabled(error.description) }
+        case .untrusted:
+            // Nothing was sent. The change may wait here like an offline one, saying why; it goes to the
+            // server only once a connection verifies (a CA file added, or the certificate fixed there).
+            let problem = error.certificateProblem ?? CertificateProblem(host: "?", port: 0, reasons: [.unknown])
+            await recordContact(success: false, certificateProblem: problem)
+            if isOrganization || !configuration.offlineEditsEnabled { throw VaultError.untrustedCertificate(problem) }
         }
     }
 
@@ -337,6 +353,7 @@ extension VaultEngine {
         let userID = current.userID
         let existing = try await pendingChange(itemKind: .folder, itemID: id, userID: userID)
         var createSent = false
+        var untrusted: CertificateProblem?
         if existing == nil {
             do {
                 let serverVersion = try await authorized(online)
@@ -350,6 +367,7 @@ extension VaultEngine {
             } catch let error as ServerCallError {
                 try await acceptOffline(error, isOrganization: false)
                 createSent = FailureClassification.mayHaveReachedServer(error.failure)
+                untrusted = error.certificateProblem
             }
         }
         let count = try await enqueue(kind: .folder, itemID: id, operation: operation, previousRevision: previous?.revisionDate,
@@ -361,7 +379,7 @@ extension VaultEngine {
         } removeLocal: { db in
             _ = try FolderRow.deleteOne(db, key: ["userID": userID, "id": id])
         }
-        return SaveResult(value: local, outcome: .savedOffline(pendingCount: count))
+        return SaveResult(value: local, outcome: Self.queuedOutcome(pendingCount: count, untrusted: untrusted))
     }
 
     // MARK: Helpers

@@ -179,7 +179,7 @@ extension VaultEngine {
             await recordContact(success: true)
             return snapshot
         } catch let error as ServerCallError {
-            await recordContact(success: false)
+            await recordContact(success: false, certificateProblem: error.certificateProblem)
             throw Self.onlineOnly(error)
         }
     }

@@ -266,7 +266,11 @@ extension VaultEngine {
         var report = SyncReport()
         let state = try await recordFailure(change, error: error)
         if state == .needsAttention { report.needsAttention += 1 }
-        if FailureClassification.classify(error.failure) == .offline { await recordContact(success: false) }
+        switch FailureClassification.classify(error.failure) {
+        case .offline: await recordContact(success: false)
+        case .untrusted: await recordContact(success: false, certificateProblem: error.certificateProblem)
+        case .refused: break
+        }
         return report
     }
 

@@ -20,13 +20,16 @@ public struct SyncStatus: Sendable, Equatable {
     public var locked: Bool
     /// Conflict backups the user has not reviewed yet.
     public var unreviewedConflicts: Int = 0
+    /// Why the last server contact failed, when the server's certificate was refused (kept across
+    /// restarts until the next contact); queued changes wait for it to be fixed.
+    public var certificateProblem: CertificateProblem?
 
     public static func == (lhs: SyncStatus, rhs: SyncStatus) -> Bool {
         lhs.online == rhs.online && lhs.lastContact == rhs.lastContact && lhs.lastSync == rhs.lastSync
             && lhs.pendingCount == rhs.pendingCount && lhs.needsAttentionCount == rhs.needsAttentionCount
             && lhs.resolving?.done == rhs.resolving?.done && lhs.resolving?.total == rhs.resolving?.total
             && lhs.conflictsCreated == rhs.conflictsCreated && lhs.lastError == rhs.lastError && lhs.locked == rhs.locked
-            && lhs.unreviewedConflicts == rhs.unreviewedConflicts
+            && lhs.unreviewedConflicts == rhs.unreviewedConflicts && lhs.certificateProblem == rhs.certificateProblem
     }
 }
 
@@ -99,7 +102,8 @@ extension VaultEngine {
         }
         let changes = rows.compactMap { try? $0.open(key: current.keys.userKey) }
         let attention = changes.filter { $0.metadata.state == .needsAttention }.count
-        return SyncStatus(
+        let problem = state?.lastContactProblem.flatMap { try? JSONDecoder().decode(CertificateProblem.self, from: Data($0.utf8)) }
+        var status = SyncStatus(
             online: state?.lastContactDate == nil ? nil : !(state?.lastContactFailed ?? false),
             lastContact: state?.lastContactDate.map(WireDate.init(microsecondsSinceEpoch:)),
             lastSync: state?.lastSyncDate.map(WireDate.init(microsecondsSinceEpoch:)),
@@ -108,6 +112,9 @@ extension VaultEngine {
             unreviewedConflicts: try await read { db in
                 try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM conflictBackup WHERE userID = ? AND reviewedAt IS NULL", arguments: [userID]) ?? 0
             })
+        status.certificateProblem = problem
+        if let problem, status.lastError == nil { status.lastError = problem.description }
+        return status
     }
 
     /// A stream of status updates: one now, then one after every change to it. Ends when the consumer stops.
@@ -223,7 +230,7 @@ extension VaultEngine {
 
     /// The outcome of two saves in a row: offline if either went offline.
     static func later(_ first: SaveOutcome, _ second: SaveOutcome) -> SaveOutcome {
-        if case .savedOffline = second { return second }
+        if second.isOffline { return second }
         return first
     }
 

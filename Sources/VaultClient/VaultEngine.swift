@@ -2,6 +2,8 @@ import AsyncHTTPClient
 import Foundation
 import GRDB
 import Logging
+import NIOConcurrencyHelpers
+import NIOSSL
 import VaultAPI
 import VaultCrypto
 import VaultModels
@@ -57,6 +59,9 @@ public actor VaultEngine {
     /// Why the configured server address may not be used (``ServerAddress``), `nil` when it may. Every
     /// call to the server checks it first (``requireUsableServer()``), so nothing is sent to it.
     nonisolated let serverRefusal: String?
+    /// Why no connection may be made with the configured CA file or proxy (``VaultError/caFileUnusable(path:reason:)``,
+    /// ``VaultError/proxyUnusable(_:)``), `nil` when they are usable. Checked with ``serverRefusal``.
+    nonisolated let connectionRefusal: VaultError?
 
     /// Opens the profile database at `databasePath`.
     public init(databasePath: String, configuration: EngineConfiguration, clock: any DeviceClock = SystemDeviceClock(),
@@ -67,7 +72,22 @@ public actor VaultEngine {
         self.clock = clock
         self.random = random
         self.logger = logger
-        self.httpClient = httpClient ?? sharedHTTPClient
+        var connection = ConnectionSettings()
+        var connectionRefusal: VaultError?
+        if let path = configuration.caFile {
+            do {
+                connection.authorities = try CertificateAuthorityFile.load(path: path)
+            } catch let error as CertificateAuthorityFileError {
+                connectionRefusal = .caFileUnusable(path: error.path, reason: error.reason)
+            }
+        }
+        do {
+            connection.proxy = try configuration.proxy.proxy(for: configuration.serverURL)
+        } catch let error as ProxySettingError {
+            connectionRefusal = connectionRefusal ?? .proxyUnusable(error.description)
+        }
+        self.connectionRefusal = connectionRefusal
+        self.httpClient = httpClient ?? HTTPClients.client(for: connection)
         var refusal: String?
         switch ServerAddress.check(configuration.serverURL, allowPlainHTTP: configuration.insecureAllowPlainHTTP) {
         case .refused(let reason) where !configuration.serverURL.isEmpty:
@@ -81,7 +101,7 @@ public actor VaultEngine {
         serverRefusal = refusal
         let box = clockOffsetBox
         api = BitwardenAPI(baseURL: configuration.serverURL, httpClient: self.httpClient, configuration: configuration.api,
-                           now: { clock.now() }, onClockSample: { box.record($0) }, logger: logger)
+                           now: { clock.now() }, onClockSample: { box.record($0) }, logger: logger, connection: connection)
     }
 
     /// Ends the session's in-memory state. (The HTTP client is shared by the process and lives as long.)
@@ -164,6 +184,7 @@ public actor VaultEngine {
     /// Refuses before any request when the server address is not allowed (plain HTTP to another machine).
     func requireUsableServer() throws {
         if let serverRefusal { throw VaultError.insecureServer(serverRefusal) }
+        if let connectionRefusal { throw connectionRefusal }
     }
 
     /// Tokens to use after `refused` got 401: those another call already obtained, the refresh in
@@ -204,15 +225,19 @@ public actor VaultEngine {
         }
     }
 
-    /// Records whether the server answered, for status and the known-offline shortcut.
-    func recordContact(success: Bool) async {
+    /// Records whether the server answered, for status and the known-offline shortcut, and the
+    /// certificate problem when that was why it could not be used (cleared by any other outcome).
+    func recordContact(success: Bool, certificateProblem: CertificateProblem? = nil) async {
         guard let userID = session?.userID else { return }
         let now = clock.now().microsecondsSinceEpoch
         let offset = clockOffsetBox.current.flatMap { try? JSONEncoder().encode($0) }.map { String(decoding: $0, as: UTF8.self) }
+        let problem = certificateProblem.flatMap { try? JSONEncoder().encode($0) }.map { String(decoding: $0, as: UTF8.self) }
+        if let certificateProblem { publishStatus(lastError: certificateProblem.description) }
         _ = try? store.writeNow { db in
             var state = try SyncStateRow.fetchOne(db, key: userID) ?? SyncStateRow(userID: userID)
             state.lastContactDate = now
             state.lastContactFailed = !success
+            state.lastContactProblem = problem
             if let offset { state.clockOffset = offset }
             try state.save(db)
         }
@@ -228,13 +253,50 @@ public actor VaultEngine {
 
 /// One HTTP client per process, as AsyncHTTPClient recommends; per-request timeouts come from each
 /// engine's configuration. Never shut down (it lives as long as the process).
-let sharedHTTPClient: HTTPClient = {
-    var configuration = HTTPClient.Configuration()
-    configuration.timeout = .init(connect: .seconds(5), read: .seconds(60))
-    // A refused connection means "offline" now, not after retries until the request deadline.
-    configuration.connectionPool.retryConnectionEstablishment = false
-    return HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
-}()
+let sharedHTTPClient = HTTPClient(eventLoopGroupProvider: .singleton, configuration: HTTPClients.baseConfiguration())
+
+/// The HTTP clients of engines with extra certificate authorities or a proxy: one per distinct
+/// setting per process, created on first use and, like ``sharedHTTPClient``, never shut down.
+enum HTTPClients {
+    struct Key: Hashable {
+        var authorities: [NIOSSLCertificate]?
+        var proxy: ProxyEndpoint?
+    }
+
+    private static let cache = NIOLockedValueBox<[Key: HTTPClient]>([:])
+
+    /// The shared client when nothing is set, else the cached client for these settings.
+    static func client(for settings: ConnectionSettings) -> HTTPClient {
+        guard settings.authorities != nil || settings.proxy != nil else { return sharedHTTPClient }
+        let key = Key(authorities: settings.authorities?.certificates, proxy: settings.proxy)
+        return cache.withLockedValue { clients in
+            if let client = clients[key] { return client }
+            var configuration = baseConfiguration()
+            if let authorities = settings.authorities {
+                var tls = TLSConfiguration.makeClientConfiguration()
+                // In addition to the system's authorities, not instead of them.
+                tls.additionalTrustRoots = [.certificates(authorities.certificates)]
+                configuration.tlsConfiguration = tls
+            }
+            if let proxy = settings.proxy {
+                configuration.proxy = .server(host: proxy.host, port: proxy.port,
+                                              authorization: proxy.username.map { .basic(username: $0, password: proxy.password ?? "") })
+            }
+            let client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
+            clients[key] = client
+            return client
+        }
+    }
+
+    /// The settings every client of the engine shares.
+    static func baseConfiguration() -> HTTPClient.Configuration {
+        var configuration = HTTPClient.Configuration()
+        configuration.timeout = .init(connect: .seconds(5), read: .seconds(60))
+        // A refused connection means "offline" now, not after retries until the request deadline.
+        configuration.connectionPool.retryConnectionEstablishment = false
+        return configuration
+    }
+}
 
 /// Collects clock samples from responses (called from the HTTP client's tasks).
 final class ClockOffsetBox: @unchecked Sendable {

@@ -3,6 +3,7 @@ import VaultAPI
 import VaultCrypto
 import VaultModels
 import VaultStore
+import VaultSyncCore
 
 /// Every way a vault operation can fail, with a message a user can act on.
 public enum VaultError: Error, Sendable, Equatable {
@@ -51,6 +52,13 @@ public enum VaultError: Error, Sendable, Equatable {
     case organizationKeyChanged(String)
     /// No key for this organization on this device (not a confirmed membership, or its key did not unwrap).
     case organizationUnavailable(String)
+    /// The server's certificate was refused (untrusted issuer, self-signed, expired, not yet valid, other
+    /// names): nothing was sent to it (docs/SECURITY.md, "TLS trust and proxies").
+    case untrustedCertificate(CertificateProblem)
+    /// The configured CA file cannot be used (missing, unreadable, not PEM); nothing was sent.
+    case caFileUnusable(path: String, reason: String)
+    /// A proxy setting cannot be used; nothing was sent (never directly instead of through the proxy).
+    case proxyUnusable(String)
 }
 
 extension VaultError: LocalizedError {
@@ -91,6 +99,12 @@ extension VaultError: LocalizedError {
             return "Nothing was saved: the server now hands out another key for the organization \(organization) than the one you trusted. Trust it again only if you know why its key changed."
         case .organizationUnavailable(let organization):
             return "No key for the organization \(organization) on this device: it is not a confirmed membership of this account (sync, or ask its administrator to confirm you)."
+        case .untrustedCertificate(let problem):
+            return "The server was not used: \(problem)"
+        case .caFileUnusable(let path, let reason):
+            return "The CA file \(path) cannot be used: \(reason). Nothing was sent to the server; fix the file or change the setting (vaultsync config ca-file)."
+        case .proxyUnusable(let reason):
+            return "The proxy cannot be used: \(reason). Nothing was sent to the server."
         case .exportUnreadable(let ids):
             return "\(ids.count) item(s) cannot be decrypted (\(ids.prefix(3).joined(separator: ", "))), so an export would leave them out; nothing was written. Sync, or see `vaultsync list` for the damaged items."
         }
@@ -106,10 +120,30 @@ public enum SaveOutcome: Sendable, Equatable {
     case synced
     /// Saved on this device and queued; `pendingCount` changes are waiting for the server.
     case savedOffline(pendingCount: Int)
+    /// Saved on this device and queued because the server's certificate was refused: the server was not
+    /// used. The change waits until the certificate is trusted (a CA file) or fixed on the server.
+    case savedUntrustedServer(pendingCount: Int, problem: CertificateProblem)
 
+    /// Whether the save stayed on this device (queued), for either reason.
     public var isOffline: Bool {
-        if case .savedOffline = self { return true }
-        return false
+        switch self {
+        case .synced: return false
+        case .savedOffline, .savedUntrustedServer: return true
+        }
+    }
+
+    /// The queued changes after the save (`nil` when it reached the server).
+    public var pendingCount: Int? {
+        switch self {
+        case .synced: return nil
+        case .savedOffline(let count), .savedUntrustedServer(let count, _): return count
+        }
+    }
+
+    /// Why the server was not used, when its certificate was refused.
+    public var certificateProblem: CertificateProblem? {
+        if case .savedUntrustedServer(_, let problem) = self { return problem }
+        return nil
     }
 }
 
@@ -144,6 +178,13 @@ public struct EngineConfiguration: Sendable {
     /// the login hash and the tokens would cross the network readable (docs/SECURITY.md). Only for a
     /// test network the user controls; every engine started with it logs a warning.
     public var insecureAllowPlainHTTP = false
+    /// A PEM file of certificate authorities trusted in addition to the system's (a private CA of a
+    /// self-hosted server). Checked when the engine starts; a file that cannot be used fails every
+    /// server call with ``VaultError/caFileUnusable(path:reason:)``, naming it.
+    public var caFile: String?
+    /// Proxies, as the caller read them (the command line: HTTPS_PROXY, HTTP_PROXY, NO_PROXY…). The
+    /// engine never reads environment variables itself. Empty: direct connections.
+    public var proxy = ProxySettings()
 
     public init(serverURL: String) {
         self.serverURL = serverURL

@@ -212,6 +212,8 @@ public struct SyncStateRow: Codable, Sendable, Equatable, FetchableRecord, Persi
     public var clockOffset: String?
     public var lastContactDate: Int64?
     public var lastContactFailed: Bool
+    /// The certificate problem of the last contact (JSON of `CertificateProblem`), `nil` otherwise.
+    public var lastContactProblem: String?
 
     public init(userID: String) {
         self.userID = userID

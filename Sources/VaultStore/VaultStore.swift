@@ -203,6 +203,13 @@ public final class VaultStore: Sendable {
                 t.primaryKey(["userID", "organizationID"])
             }
         }
+        migrator.registerMigration("v8: why the last server contact failed, when its certificate was refused") { db in
+            // docs/SECURITY.md, "TLS trust and proxies": a refused certificate is shown by `status` in later
+            // processes too (JSON of CertificateProblem; NULL after any other outcome).
+            try db.alter(table: "syncState") { t in
+                t.add(column: "lastContactProblem", .text)
+            }
+        }
         return migrator
     }
 }

@@ -136,12 +136,13 @@ struct QueueRulesTests {
 
 @Suite("Failure classification (seed 001 §16.1)")
 struct FailureClassificationTests {
-    @Test("the server's refusals are reported, everything else goes offline", arguments: [
+    @Test("the server's refusals are reported, a distrusted certificate is its own class, everything else goes offline", arguments: [
         (CallFailure.status(400), FailureClass.refused), (.status(401), .refused), (.status(403), .refused),
         (.status(404), .refused), (.status(409), .refused), (.status(413), .refused), (.status(422), .refused),
         (.status(408), .offline), (.status(429), .offline),
         (.status(500), .offline), (.status(502), .offline), (.status(503), .offline), (.status(504), .offline),
         (.timeout, .offline), (.unreachable, .offline), (.connectionLost, .offline), (.tls, .offline), (.malformedResponse, .offline),
+        (.certificate, .untrusted),
     ])
     func classify(failure: CallFailure, expected: FailureClass) {
         #expect(FailureClassification.classify(failure) == expected)
@@ -149,7 +150,7 @@ struct FailureClassificationTests {
 
     @Test("a request may have done its work unless no connection was made", arguments: [
         (CallFailure.status(500), true), (.status(502), true), (.status(400), true), (.timeout, true), (.connectionLost, true),
-        (.malformedResponse, true), (.unreachable, false), (.tls, false),
+        (.malformedResponse, true), (.unreachable, false), (.tls, false), (.certificate, false),
     ])
     func mayHaveReachedServer(failure: CallFailure, expected: Bool) {
         #expect(FailureClassification.mayHaveReachedServer(failure) == expected)

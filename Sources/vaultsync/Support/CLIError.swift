@@ -91,6 +91,10 @@ func describe(_ error: any Error) -> (message: String, status: ExitStatus) {
         case .insecureServer: status = .usage
         case .organizationNotTrusted, .organizationKeyChanged: status = .verificationFailed
         case .organizationUnavailable: status = .notFound
+        // The server's certificate was refused before anything was sent: a verification failure.
+        case .untrustedCertificate: status = .verificationFailed
+        case .caFileUnusable: status = .badInput
+        case .proxyUnusable: status = .usage
         }
         return (error.description, status)
     case let error as ExchangeError:
@@ -107,6 +111,7 @@ func describe(_ error: any Error) -> (message: String, status: ExitStatus) {
         case .transport(_, let detail):
             return ("The server could not be reached (\(detail)). Changes stay queued on this device.", .serverUnreachable)
         case .invalidResponse(let reason): return (VaultError.serverAnswerInvalid(reason).description, .serverUnreachable)
+        case .certificate(let problem): return (VaultError.untrustedCertificate(problem).description, .verificationFailed)
         }
     default:
         return (String(describing: error), .failure)
