@@ -13,8 +13,12 @@ import VaultSyncCore
 public struct CertificateAuthorityFile: Sendable {
     public let path: String
     public let certificates: [NIOSSLCertificate]
-    /// The same certificates for swift-certificates' verifier (the diagnosis).
-    public let parsed: [Certificate]
+
+    /// The same certificates for swift-certificates' verifier (the diagnosis; read only then: a system
+    /// bundle in SSL_CERT_FILE holds well over a hundred).
+    public var parsed: [Certificate] {
+        certificates.compactMap { try? Certificate(derEncoded: try $0.toDERBytes()) }
+    }
 
     /// Reads and checks `path`: readable, PEM, at least one certificate, every one of them parseable.
     public static func load(path: String) throws -> CertificateAuthorityFile {
@@ -27,15 +31,13 @@ public struct CertificateAuthorityFile: Sendable {
             throw CertificateAuthorityFileError(path: path, reason: "it holds no PEM certificate (\"-----BEGIN CERTIFICATE-----\"); convert a DER file with `openssl x509 -inform der -in FILE -out FILE.pem`")
         }
         let certificates: [NIOSSLCertificate]
-        let parsed: [Certificate]
         do {
             certificates = try NIOSSLCertificate.fromPEMBytes(Array(data))
-            parsed = try certificates.map { try Certificate(derEncoded: try $0.toDERBytes()) }
         } catch {
             throw CertificateAuthorityFileError(path: path, reason: "a certificate in it cannot be read (\(error))")
         }
         guard !certificates.isEmpty else { throw CertificateAuthorityFileError(path: path, reason: "it holds no certificate") }
-        return CertificateAuthorityFile(path: path, certificates: certificates, parsed: parsed)
+        return CertificateAuthorityFile(path: path, certificates: certificates)
     }
 
     /// The subjects of the certificates (for messages).

@@ -14,9 +14,10 @@ struct ConfigCommand: AsyncParsableCommand {
           vaultsync config server https://vault.example.com
           vaultsync config lock-timeout 900
           vaultsync config conflict-folder on
+          vaultsync config ca-file ~/company-root-ca.pem
           vaultsync config show --json
         """,
-        subcommands: [Server.self, LockTimeout.self, ConflictFolder.self, Show.self],
+        subcommands: [Server.self, LockTimeout.self, ConflictFolder.self, CAFile.self, Show.self],
         defaultSubcommand: Show.self
     )
 
@@ -116,6 +117,8 @@ struct ConfigCommand: AsyncParsableCommand {
                     "email": Presentation.string(settings.email),
                     "lockTimeout": .int(settings.lockTimeout ?? ProfileSettings.defaultLockTimeout),
                     "conflictFolder": .bool(settings.conflictFolder ?? false),
+                    "caFile": Presentation.string(settings.effectiveCAFile(environment: context.environment)?.path),
+                    "proxy": .string(ConnectionDescription.proxy(settings, environment: context.environment)),
                 ]))
                 return
             }
@@ -124,6 +127,8 @@ struct ConfigCommand: AsyncParsableCommand {
             print("account          \(settings.email ?? "(not logged in)")")
             print("lock timeout     \(settings.lockTimeout ?? ProfileSettings.defaultLockTimeout) s")
             print("conflict folder  \(settings.conflictFolder ?? false ? "on" : "off")")
+            print("CA file          \(ConnectionDescription.caFile(settings, environment: context.environment))")
+            print("proxy            \(ConnectionDescription.proxy(settings, environment: context.environment))")
         }
     }
 }
@@ -341,6 +346,7 @@ struct StatusSnapshot {
     var status: SyncStatus
 
     var connection: String {
+        if status.certificateProblem != nil { return "untrusted-certificate" }
         switch status.online {
         case .some(true): return "online"
         case .some(false): return "offline"
@@ -359,6 +365,7 @@ struct StatusSnapshot {
             "needsAttention": status.locked ? .null : .int(status.needsAttentionCount),
             "newConflicts": status.locked ? .null : .int(status.unreviewedConflicts),
             "lastSync": Presentation.date(status.lastSync),
+            "certificateProblem": ConnectionDescription.problemJSON(status.certificateProblem),
         ])
     }
 
@@ -369,12 +376,13 @@ struct StatusSnapshot {
             let text = seconds < 60 ? "\(max(seconds, 0)) s ago" : seconds < 3600 ? "\(seconds / 60) min ago" : "\(seconds / 3600) h ago"
             return "\(date.iso8601.prefix(19))Z (\(text))"
         }
-        let connectionText: String
+        var connectionText: String
         switch status.online {
         case .some(true): connectionText = Console.styled("online", .green)
         case .some(false): connectionText = Console.styled("offline", .yellow)
         case .none: connectionText = "unknown"
         }
+        if status.certificateProblem != nil { connectionText = Console.styled("untrusted certificate", .red) }
         var lines = [
             "server          \(settings.server ?? "(not set)")",
             "account         \(settings.email ?? "(not logged in)")",
@@ -389,6 +397,7 @@ struct StatusSnapshot {
             lines.append("new conflicts   \(status.unreviewedConflicts == 0 ? "0" : Console.styled("\(status.unreviewedConflicts)", .yellow))")
         }
         lines.append("last sync       \(ago(status.lastSync))")
+        if let problem = status.certificateProblem { lines.append("certificate     \(problem)") }
         return lines
     }
 }

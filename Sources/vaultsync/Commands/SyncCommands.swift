@@ -38,7 +38,7 @@ struct SyncCommand: VaultCommand {
         } catch {
             progress.cancel()
             if showProgress { FileHandle.standardError.write(Data("\r\u{1B}[K".utf8)) }
-            if describe(error).status == .serverUnreachable, let waiting = try? await engine.pendingCount() {
+            if [.serverUnreachable, .verificationFailed].contains(describe(error).status), let waiting = try? await engine.pendingCount() {
                 Console.note("\(waiting) change\(waiting == 1 ? "" : "s") stay queued on this device.")
             }
             throw error

@@ -30,7 +30,7 @@ struct CLIContext {
         try profile.prepare()
         profile.removeSessionIfExpired()
         let settings = try profile.loadSettings()
-        let engine = try VaultEngine(databasePath: profile.databasePath, configuration: settings.engineConfiguration())
+        let engine = try VaultEngine(databasePath: profile.databasePath, configuration: settings.engineConfiguration(environment: environment))
         return CLIContext(profile: profile, settings: settings, engine: engine, options: options, environment: environment)
     }
 
@@ -155,7 +155,12 @@ func report(_ error: any Error) -> ExitCode {
 
 /// Prints the "saved offline" note when a save did not reach the server.
 func noteOutcome(_ outcome: SaveOutcome) {
-    if case .savedOffline(let pending) = outcome {
+    switch outcome {
+    case .synced:
+        break
+    case .savedOffline(let pending):
         Console.note("saved offline — \(pending) change\(pending == 1 ? "" : "s") pending (they sync when the server is reachable)")
+    case .savedUntrustedServer(let pending, let problem):
+        Console.note("saved on this device only — the server was not used: \(problem) \(pending) change\(pending == 1 ? "" : "s") pending (they sync once the certificate is trusted)")
     }
 }

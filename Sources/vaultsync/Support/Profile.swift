@@ -1,5 +1,6 @@
 import Foundation
 import VaultClient
+import VaultSyncCore
 
 /// The profile directory: the encrypted vault database, the settings and the sealed session.
 ///
@@ -108,13 +109,27 @@ struct ProfileSettings: Codable, Equatable {
     var conflictFolder: Bool?
     /// Plain HTTP to a server on another machine, allowed on purpose (`config server URL --insecure-allow-plain-http`).
     var insecureAllowPlainHTTP: Bool?
+    /// A PEM file of extra certificate authorities (`config ca-file PATH`), absolute.
+    var caFile: String?
 
     static let defaultLockTimeout = 3600
 
-    func engineConfiguration() -> EngineConfiguration {
+    /// The engine's settings from these and the environment: SSL_CERT_FILE when no CA file is set (as
+    /// OpenSSL reads it, but added to the system's authorities), and the proxy variables
+    /// (HTTPS_PROXY, HTTP_PROXY, ALL_PROXY, NO_PROXY, lower case first). The library reads none itself.
+    func engineConfiguration(environment: [String: String] = [:]) -> EngineConfiguration {
         var configuration = EngineConfiguration(serverURL: server ?? "")
         configuration.backupsInConflictFolder = conflictFolder ?? false
         configuration.insecureAllowPlainHTTP = insecureAllowPlainHTTP ?? false
+        configuration.caFile = effectiveCAFile(environment: environment)?.path
+        configuration.proxy = ProxySettings.fromEnvironment(environment)
         return configuration
+    }
+
+    /// The CA file in use and where the setting came from.
+    func effectiveCAFile(environment: [String: String]) -> (path: String, source: String)? {
+        if let caFile { return (caFile, "config ca-file") }
+        if let path = environment["SSL_CERT_FILE"], !path.isEmpty { return (path, "SSL_CERT_FILE") }
+        return nil
     }
 }
