@@ -85,6 +85,10 @@ struct CLIDevice {
         environment["NO_COLOR"] = "1"
         environment.removeValue(forKey: "VAULTSYNC_SESSION")
         environment.removeValue(forKey: "VAULTSYNC_PASSWORD")
+        // The test servers are on loopback, which a proxy of the machine's would get too (as with curl).
+        for name in ["https_proxy", "HTTPS_PROXY", "http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY", "no_proxy", "NO_PROXY"] {
+            environment.removeValue(forKey: name)
+        }
         if let password { environment["VAULTSYNC_PASSWORD"] = password }
         self.environment = environment
     }
