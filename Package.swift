@@ -126,6 +126,7 @@ let package = Package(
             name: "VaultTestSupport",
             dependencies: [
                 "VaultServer",
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "Hummingbird", package: "hummingbird"),
