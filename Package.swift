@@ -197,6 +197,12 @@ let package = Package(
                 "VaultClient", "VaultStore", "VaultAPI", "VaultSyncCore", "VaultModels", "VaultCrypto", "VaultTestSupport", "VaultServer",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                // TLSTrustTests: a TLS endpoint presenting the test certificates.
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOTLS", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
             ],
             swiftSettings: strict
         ),

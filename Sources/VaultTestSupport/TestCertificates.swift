@@ -22,9 +22,11 @@ public struct TestCertificateAuthority: Sendable {
     /// Makes a new authority and server certificate in `directory` (created if missing). The server
     /// certificate names every one of `hosts` as a subject alternative name: IP address literals as IP
     /// addresses, anything else as a DNS name. Both are valid from an hour ago for 30 days, and the key
-    /// files are readable by the owner only.
+    /// files are readable by the owner only. `serverValidity` gives the server certificate other dates
+    /// (an expired or not yet valid certificate; the CA keeps its own).
     public static func make(directory: URL, commonName: String = "VaultSync Test CA",
-                            hosts: [String] = ["127.0.0.1", "localhost"]) throws -> TestCertificateAuthority {
+                            hosts: [String] = ["127.0.0.1", "localhost"],
+                            serverValidity: ClosedRange<Date>? = nil) throws -> TestCertificateAuthority {
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         let now = Date()
         let notBefore = now.addingTimeInterval(-3600)
@@ -51,7 +53,8 @@ public struct TestCertificateAuthority: Sendable {
         let serverName = try DistinguishedName { CommonName(hosts.first ?? "localhost") }
         let server = try Certificate(
             version: .v3, serialNumber: .init(), publicKey: .init(serverKey.publicKey),
-            notValidBefore: notBefore, notValidAfter: notAfter, issuer: caName, subject: serverName,
+            notValidBefore: serverValidity?.lowerBound ?? notBefore, notValidAfter: serverValidity?.upperBound ?? notAfter,
+            issuer: caName, subject: serverName,
             signatureAlgorithm: .ecdsaWithSHA256,
             extensions: try Certificate.Extensions {
                 Critical(BasicConstraints.notCertificateAuthority)
