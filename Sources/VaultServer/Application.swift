@@ -155,6 +155,7 @@ public func buildApplication(
     let twoFactor = TwoFactorController(services: services)
     twoFactor.addPublicRoutes(to: router)
     twoFactor.addRoutes(to: api)
+    APIKeyController(services: services).addRoutes(to: api)
 
     let location = database.location
     let startLogger = logger
