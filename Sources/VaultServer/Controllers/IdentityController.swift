@@ -150,6 +150,8 @@ struct IdentityController {
         switch field("grant_type") {
         case "password":
             return try await passwordGrant(field, address: services.clientAddress(request, context))
+        case "client_credentials":
+            return try await clientCredentialsGrant(field, address: services.clientAddress(request, context))
         case "refresh_token":
             guard let refresh = field("refresh_token"), !refresh.isEmpty else {
                 throw Self.grantError("invalid_grant", message: "refresh_token cannot be blank")
@@ -242,7 +244,9 @@ struct IdentityController {
         return nil
     }
 
-    private func tokenFields(user: UserRecord, device: String, deviceType: Int, clientID: String, refresh: String) -> JSONObject {
+    /// The token endpoint's answer fields. `refresh` nil: no refresh token (the `client_credentials` grant).
+    func tokenFields(user: UserRecord, device: String, deviceType: Int, clientID: String, refresh: String?,
+                     scope: String = "api offline_access") -> JSONObject {
         let now = services.now() / 1_000_000
         let lifetime = services.configuration.accessTokenLifetime
         let access = services.signer.sign(AccessClaims(
@@ -252,8 +256,8 @@ struct IdentityController {
         object["access_token"] = .string(access)
         object["expires_in"] = .number(String(lifetime))
         object["token_type"] = .string("Bearer")
-        object["refresh_token"] = .string(refresh)
-        object["scope"] = .string("api offline_access")
+        if let refresh { object["refresh_token"] = .string(refresh) }
+        object["scope"] = .string(scope)
         object["Key"] = .string(user.akey)
         object["PrivateKey"] = user.privateKey.map(JSONValue.string) ?? .null
         object["Kdf"] = .int(user.kdfType)
