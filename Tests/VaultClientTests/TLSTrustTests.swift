@@ -260,3 +260,81 @@ struct ProxyTests {
         await proxy.stop()
     }
 }
+
+@Suite("TLS trust against the real server over https (a private CA)", .timeLimit(.minutes(3)))
+struct TLSServerTests {
+    static func httpsServer(_ authority: TestCertificateAuthority) async throws -> LiveServer {
+        let server = LiveServer { $0.tls = .init(certificateChainPath: authority.certificatePath, privateKeyPath: authority.keyPath) }
+        try await server.start()
+        return server
+    }
+
+    @Test("trusted through the CA file it works; without it an edit stays here with the reason and nothing reaches the server; once trusted, sync pushes it")
+    func trustFixedLater() async throws {
+        let authority = try testAuthority(commonName: "Example Private CA")
+        let server = try await Self.httpsServer(authority)
+        let url = await server.url
+        #expect(url.hasPrefix("https://127.0.0.1:"))
+        let scenario = Scenario(server: server, email: "tls-\(UUID().uuidString.prefix(8).lowercased())@example.com")
+        let trusting: (inout EngineConfiguration) -> Void = { $0.caFile = authority.caPath }
+        let other = try await scenario.device(register: true, configure: trusting)
+        #expect(try await other.engine.addItem(loginItem("Online")).outcome == .synced)
+
+        // The same account on a device that does not trust the CA (system authorities only).
+        let setUp = try await scenario.device(configure: trusting)
+        await setUp.engine.shutdown()
+        let untrusting = try setUp.reopen(url: url)
+        try await untrusting.engine.unlock(email: scenario.email, password: scenario.password)
+        do {
+            _ = try await untrusting.engine.sync()
+            Issue.record("a sync went ahead with an untrusted certificate")
+        } catch VaultError.untrustedCertificate(let problem) {
+            #expect(problem.reason == .untrustedIssuer && problem.issuer == "Example Private CA" && problem.host == "127.0.0.1")
+        }
+        let kept = try await untrusting.engine.addItem(loginItem("Kept here"))
+        #expect(kept.outcome.certificateProblem?.issuer == "Example Private CA")
+        #expect(kept.outcome.pendingCount == 1)
+        #expect(try await untrusting.engine.status().certificateProblem != nil)
+        _ = try await other.engine.sync()
+        #expect(try await other.engine.view(named: "Kept here") == nil, "nothing may reach a server whose certificate was refused")
+
+        // The CA is added: the queued change goes, and the problem is gone from the status.
+        await untrusting.engine.shutdown()
+        let fixed = try untrusting.reopen(url: url, configure: trusting)
+        try await fixed.engine.unlock(email: scenario.email, password: scenario.password)
+        let report = try await fixed.engine.sync()
+        #expect(report.resolved == 1 && report.stillPending == 0)
+        let status = try await fixed.engine.status()
+        #expect(status.certificateProblem == nil && status.online == true)
+        _ = try await other.engine.sync()
+        #expect(try await other.engine.view(named: "Kept here") != nil)
+        await scenario.finish([other, fixed])
+    }
+
+    @Test("through HTTPS_PROXY to the https server (TLS end to end inside the tunnel), directly with NO_PROXY")
+    func proxiedHTTPS() async throws {
+        let authority = try testAuthority()
+        let server = try await Self.httpsServer(authority)
+        let port = await server.port
+        let proxy = ConnectProxy()
+        try await proxy.start()
+        let proxyURL = await proxy.url
+        let scenario = Scenario(server: server, email: "proxy-\(UUID().uuidString.prefix(8).lowercased())@example.com")
+        let proxied = try await scenario.device(register: true) {
+            $0.caFile = authority.caPath
+            $0.proxy = ProxySettings.fromEnvironment(["HTTPS_PROXY": proxyURL])
+        }
+        #expect(try await proxied.engine.addItem(loginItem("Proxied")).outcome == .synced)
+        #expect(proxy.tunnelCount >= 1)
+        #expect(Set(proxy.tunnelTargets) == ["127.0.0.1:\(port)"])
+        let before = proxy.tunnelCount
+        let direct = try await scenario.device {
+            $0.caFile = authority.caPath
+            $0.proxy = ProxySettings.fromEnvironment(["HTTPS_PROXY": proxyURL, "NO_PROXY": "127.0.0.1"])
+        }
+        #expect(try await direct.engine.view(named: "Proxied") != nil)
+        #expect(proxy.tunnelCount == before)
+        await proxy.stop()
+        await scenario.finish([proxied, direct])
+    }
+}
