@@ -183,7 +183,7 @@ extension VaultEngine {
     public func logout(email: String) async throws -> Bool {
         let normalised = MasterKey.normaliseSalt(email)
         var revoked = false
-        if serverRefusal == nil, let current = session, current.email == normalised, let tokens = current.tokens {
+        if (try? requireUsableServer()) != nil, let current = session, current.email == normalised, let tokens = current.tokens {
             do {
                 try await api.revoke(token: tokens.refreshToken)
                 revoked = true

@@ -170,7 +170,11 @@ extension VaultEngine {
               online: @escaping @Sendable (BitwardenAPI, String) async throws -> CipherWire?) async throws -> SaveResult<CipherWire?> {
         let current = try requireSession()
         let userID = current.userID
-        if isOrganization, await knownOffline(userID: userID) { throw VaultError.organizationItemOffline }
+        if isOrganization, await knownOffline(userID: userID) {
+            // Refused at once, as when offline, but for what it is when the certificate was the reason.
+            if let problem = storedCertificateProblem(userID: userID) { throw VaultError.untrustedCertificate(problem) }
+            throw VaultError.organizationItemOffline
+        }
         let existing = try await pendingChange(itemKind: .cipher, itemID: itemID, userID: userID)
         var createSent = false
         var untrusted: CertificateProblem?

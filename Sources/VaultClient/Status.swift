@@ -102,7 +102,7 @@ extension VaultEngine {
         }
         let changes = rows.compactMap { try? $0.open(key: current.keys.userKey) }
         let attention = changes.filter { $0.metadata.state == .needsAttention }.count
-        let problem = state?.lastContactProblem.flatMap { try? JSONDecoder().decode(CertificateProblem.self, from: Data($0.utf8)) }
+        let problem = state?.lastContactFailed == true ? storedCertificateProblem(userID: userID) : nil
         var status = SyncStatus(
             online: state?.lastContactDate == nil ? nil : !(state?.lastContactFailed ?? false),
             lastContact: state?.lastContactDate.map(WireDate.init(microsecondsSinceEpoch:)),

@@ -243,6 +243,12 @@ public actor VaultEngine {
         }
     }
 
+    /// The certificate problem stored with the last contact, if that is why it failed.
+    func storedCertificateProblem(userID: String) -> CertificateProblem? {
+        guard let text = try? store.readNow({ db in try SyncStateRow.fetchOne(db, key: userID)?.lastContactProblem }) ?? nil else { return nil }
+        return try? JSONDecoder().decode(CertificateProblem.self, from: Data(text.utf8))
+    }
+
     /// Whether the last contact failed recently enough to treat the server as unreachable.
     func knownOffline(userID: String) async -> Bool {
         guard let state = try? store.readNow({ db in try SyncStateRow.fetchOne(db, key: userID) }),
