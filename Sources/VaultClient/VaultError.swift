@@ -3,6 +3,7 @@ import VaultAPI
 import VaultCrypto
 import VaultModels
 import VaultStore
+import VaultSyncCore
 
 /// Every way a vault operation can fail, with a message a user can act on.
 public enum VaultError: Error, Sendable, Equatable {
@@ -51,6 +52,18 @@ public enum VaultError: Error, Sendable, Equatable {
     case organizationKeyChanged(String)
     /// No key for this organization on this device (not a confirmed membership, or its key did not unwrap).
     case organizationUnavailable(String)
+    /// The password was right and the account needs a second factor: log in again with one of the
+    /// listed providers' codes (``LoginOptions/secondFactor``).
+    case twoFactorRequired(TwoFactorChallenge)
+    /// The server refused the second factor (its message).
+    case twoFactorCodeInvalid(provider: TwoFactorProviderType, message: String)
+    /// The official server does not know this device and mailed a code to the account's address: log
+    /// in again with it (``LoginOptions/newDeviceCode``).
+    case newDeviceVerificationRequired(email: String)
+    /// The server refused the new-device code.
+    case newDeviceCodeInvalid
+    /// The API key was refused (why).
+    case apiKeyRefused(String)
 }
 
 extension VaultError: LocalizedError {
@@ -91,6 +104,22 @@ extension VaultError: LocalizedError {
             return "Nothing was saved: the server now hands out another key for the organization \(organization) than the one you trusted. Trust it again only if you know why its key changed."
         case .organizationUnavailable(let organization):
             return "No key for the organization \(organization) on this device: it is not a confirmed membership of this account (sync, or ask its administrator to confirm you)."
+        case .twoFactorRequired(let challenge):
+            let usable = challenge.providers.filter { TwoFactorRules.supported.contains($0) }
+            var text = "This account uses two-step login"
+            text += usable.isEmpty ? "." : " (\(usable.map(\.name).joined(separator: ", "))): log in again with a code."
+            if let note = TwoFactorRules.unsupportedNote(offered: challenge.providers, also: !usable.isEmpty) {
+                text += " Note: \(note)."
+            }
+            return text
+        case .twoFactorCodeInvalid(let provider, let message):
+            return "The \(provider.name) code was not accepted (\(message)). Check it and try again; nothing was changed."
+        case .newDeviceVerificationRequired(let email):
+            return "The server does not know this device yet and has emailed a verification code to \(email). Log in again with that code."
+        case .newDeviceCodeInvalid:
+            return "The new-device verification code was not accepted. Check the latest email, or ask for a new code."
+        case .apiKeyRefused(let reason):
+            return "The API key was not accepted: \(reason)."
         case .exportUnreadable(let ids):
             return "\(ids.count) item(s) cannot be decrypted (\(ids.prefix(3).joined(separator: ", "))), so an export would leave them out; nothing was written. Sync, or see `vaultsync list` for the damaged items."
         }
@@ -99,6 +128,27 @@ extension VaultError: LocalizedError {
 
 extension VaultError: CustomStringConvertible {
     public var description: String { errorDescription ?? "VaultError" }
+}
+
+/// What a login may need beyond the master password.
+public struct LoginOptions: Sendable, Equatable {
+    /// KDF settings the user confirmed (see ``KdfPolicy``).
+    public var acceptingKdf: KdfConfiguration?
+    /// A code for two-step login (after ``VaultError/twoFactorRequired(_:)``).
+    public var secondFactor: SecondFactor?
+    /// The official server's emailed new-device code (after ``VaultError/newDeviceVerificationRequired(email:)``).
+    public var newDeviceCode: String?
+    /// The token the official server sent with its two-step challenge that authorizes the email-code
+    /// request (``TwoFactorChallenge/emailSessionToken``).
+    public var emailSessionToken: String?
+
+    public init(acceptingKdf: KdfConfiguration? = nil, secondFactor: SecondFactor? = nil, newDeviceCode: String? = nil,
+                emailSessionToken: String? = nil) {
+        self.acceptingKdf = acceptingKdf
+        self.secondFactor = secondFactor
+        self.newDeviceCode = newDeviceCode
+        self.emailSessionToken = emailSessionToken
+    }
 }
 
 /// Whether a save reached the server or was kept locally for later.

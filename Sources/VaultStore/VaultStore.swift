@@ -203,6 +203,16 @@ public final class VaultStore: Sendable {
                 t.primaryKey(["userID", "organizationID"])
             }
         }
+        migrator.registerMigration("v8: remembered two-step logins and device identifiers") { db in
+            // docs/SECURITY.md, "Remember this device": kept across logout (no reference to the
+            // account row), one per email; the token is sealed with a key derived from the master key.
+            try db.create(table: "rememberedLogin") { t in
+                t.primaryKey("email", .text)
+                t.column("deviceIdentifier", .text).notNull()
+                t.column("sealedTwoFactorToken", .text)
+                t.column("updatedAt", .integer).notNull()
+            }
+        }
         return migrator
     }
 }

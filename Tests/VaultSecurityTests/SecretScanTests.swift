@@ -129,17 +129,19 @@ struct SecretScanTests {
         let master = try MasterKey.derive(password: session.password, salt: session.email, kdf: securityKDF)
         let passwordHash = master.serverAuthorizationHash(password: session.password)
         let api = BitwardenAPI(baseURL: await session.server.url, httpClient: SecurityHTTP.client, logger: session.logs.logger("vaultsync.api"))
-        let tokens = try await api.login(email: session.email, passwordHash: passwordHash, deviceIdentifier: UUID().uuidString, deviceName: "log test")
+        let tokens = try await api.login(email: session.email, passwordHash: passwordHash, deviceIdentifier: UUID().uuidString, deviceName: "log test").tokens()
         _ = try await api.sync(token: tokens.accessToken)
-        let refreshed = try await api.refresh(refreshToken: tokens.refreshToken)
+        let refreshToken = try #require(tokens.refreshToken)
+        let refreshed = try await api.refresh(refreshToken: refreshToken)
+        let rotated = try #require(refreshed.refreshToken)
         _ = try? await api.login(email: session.email, passwordHash: "d3JvbmcgaGFzaA==", deviceIdentifier: "x", deviceName: "wrong password")
 
         let signature = String(tokens.accessToken.split(separator: ".").last ?? "")
         let scanner = SecretScanner(session.secrets + [
             ("master password", session.password), ("master password hash", passwordHash),
             ("local authorization hash", master.localAuthorizationHash(password: session.password)),
-            ("access token", tokens.accessToken), ("access token signature", signature), ("refresh token", tokens.refreshToken),
-            ("refreshed access token", refreshed.accessToken), ("rotated refresh token", refreshed.refreshToken),
+            ("access token", tokens.accessToken), ("access token signature", signature), ("refresh token", refreshToken),
+            ("refreshed access token", refreshed.accessToken), ("rotated refresh token", rotated),
         ])
         let lines = session.logs.all
         #expect(lines.count > 10, "the logs were captured: \(lines.count) lines")

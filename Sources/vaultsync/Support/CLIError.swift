@@ -91,6 +91,9 @@ func describe(_ error: any Error) -> (message: String, status: ExitStatus) {
         case .insecureServer: status = .usage
         case .organizationNotTrusted, .organizationKeyChanged: status = .verificationFailed
         case .organizationUnavailable: status = .notFound
+        // A login that needs more than the password, or whose second factor or API key was refused.
+        case .twoFactorRequired, .twoFactorCodeInvalid, .newDeviceVerificationRequired, .newDeviceCodeInvalid, .apiKeyRefused:
+            status = .authenticationFailed
         }
         return (error.description, status)
     case let error as ExchangeError:
