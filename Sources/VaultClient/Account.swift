@@ -351,8 +351,12 @@ extension VaultEngine {
     /// When the vault is unlocked, the server is first asked to end this device's session (token
     /// revocation), so a copy of the refresh token taken from this device stops working too. Returns
     /// whether the server confirmed that; logging out never waits on it to succeed.
+    ///
+    /// What this device keeps of the account across logouts (its device identifier and a remembered
+    /// two-step login, sealed) stays unless `forgetDevice`: then the next login here is a new device
+    /// that must give a code again.
     @discardableResult
-    public func logout(email: String) async throws -> Bool {
+    public func logout(email: String, forgetDevice: Bool = false) async throws -> Bool {
         let normalised = MasterKey.normaliseSalt(email)
         var revoked = false
         if serverRefusal == nil, let current = session, current.email == normalised, let refreshToken = current.tokens?.refreshToken {
@@ -365,6 +369,7 @@ extension VaultEngine {
         }
         try await write { db in
             _ = try AccountRecord.filter(Column("email") == normalised).deleteAll(db)
+            if forgetDevice { _ = try RememberedLoginRow.deleteOne(db, key: normalised) }
         }
         if session?.email == normalised { session = nil }
         return revoked
@@ -378,6 +383,13 @@ extension VaultEngine {
                 SELECT COALESCE(SUM(n), 0) FROM pendingChangeCount WHERE userID IN (SELECT userID FROM account WHERE email = ?)
                 """, arguments: [normalised]) ?? 0
         }
+    }
+
+    /// Whether this device keeps a remembered two-step login for `email` (the token itself stays
+    /// sealed; this only tells that one is there).
+    public func hasRememberedTwoFactor(email: String) async throws -> Bool {
+        let normalised = MasterKey.normaliseSalt(email)
+        return try await read { db in try RememberedLoginRow.fetchOne(db, key: normalised)?.sealedTwoFactorToken != nil }
     }
 
     /// The accounts on this device.

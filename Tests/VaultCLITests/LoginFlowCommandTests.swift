@@ -41,6 +41,12 @@ struct LoginFlowCommandTests {
         let again = try await device.expect(["login", scenario.email, "--accept-kdf", "pbkdf2:100000"])
         #expect(again.stdout.contains("Logged in as \(scenario.email)"))
         #expect(gate.mailbox.count == mails, "the remembered device was asked for nothing")
+        // --forget-device drops it: the next login is asked for a code again.
+        let out = try await device.expect(["logout"])
+        #expect(out.stderr.contains("still remembers the two-step login"))
+        try await device.expect(["login", scenario.email, "--accept-kdf", "pbkdf2:100000"])
+        try await device.expect(["logout", "--forget-device"])
+        try await device.expect(["login", scenario.email, "--accept-kdf", "pbkdf2:100000"], status: 3)
         await gate.stop()
         await scenario.finish([device])
     }

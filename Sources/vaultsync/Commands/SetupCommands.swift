@@ -180,13 +180,17 @@ struct LogoutCommand: VaultCommand {
         abstract: "Remove the account and all its data from this device.",
         discussion: """
         Changes still waiting for the server are lost; `logout` refuses while there are any unless --force.
+        A remembered two-step login ("login --remember") stays on this device, sealed so that only the         master password opens it; --forget-device removes it too, and the next login here needs a code.
 
         Example:
           vaultsync logout
+          vaultsync logout --forget-device
         """)
     static var needsUnlock: Bool { false }
     @OptionGroup var global: GlobalOptions
     @Flag(help: "Log out even if changes are still waiting for the server.") var force = false
+    @Flag(name: .customLong("forget-device"), help: "Also forget this device's remembered two-step login and identifier.")
+    var forgetDevice = false
 
     func execute(_ context: CLIContext) async throws {
         let email = try context.requireEmail()
@@ -198,12 +202,16 @@ struct LogoutCommand: VaultCommand {
         }
         // Unlocked (a session or a password at hand), the server is asked to end this device's session too.
         try? await context.unlock(prompt: false)
-        let revoked = try await context.engine.logout(email: email)
+        let remembered = try await context.engine.hasRememberedTwoFactor(email: email)
+        let revoked = try await context.engine.logout(email: email, forgetDevice: forgetDevice)
         context.profile.removeSession()
         var context = context
         context.settings.email = nil
         try context.saveSettings()
         print("Logged out; the account's data was removed from this device.")
+        if remembered && !forgetDevice {
+            Console.note("This device still remembers the two-step login (only your master password opens it); `logout --forget-device` would remove it.")
+        }
         if !revoked {
             Console.note("The server was not told (locked, offline, or a server without token revocation): this device's session ends there when its tokens expire.")
         }
