@@ -36,6 +36,10 @@ let package = Package(
         .package(url: "https://github.com/vapor/postgres-nio.git", from: "1.33.2"),
         .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
         .package(url: "https://github.com/apple/swift-http-types.git", from: "1.8.0"),
+        // The server's optional TLS (NIOSSL, as HummingbirdTLS uses), and test certificates (VaultTestSupport).
+        .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.37.6"),
+        .package(url: "https://github.com/apple/swift-certificates.git", from: "1.21.1"),
+        .package(url: "https://github.com/apple/swift-asn1.git", from: "1.7.4"),
     ],
     targets: [
         // Argon2id: the reference implementation, vendored and compiled in, so no platform needs a
@@ -102,6 +106,8 @@ let package = Package(
             dependencies: [
                 "VaultModels", "VaultCrypto",
                 .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdTLS", package: "hummingbird"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "GRDB", package: "GRDB.swift"),
@@ -118,6 +124,10 @@ let package = Package(
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "X509", package: "swift-certificates"),
+                .product(name: "SwiftASN1", package: "swift-asn1"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
             ],
             swiftSettings: strict
         ),
@@ -180,7 +190,10 @@ let package = Package(
         ),
         .testTarget(
             name: "VaultCLITests",
-            dependencies: ["VaultClient", "VaultModels", "VaultCrypto", "VaultExchange", "VaultTestSupport"],
+            dependencies: [
+                "VaultClient", "VaultModels", "VaultCrypto", "VaultExchange", "VaultTestSupport",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+            ],
             swiftSettings: strict
         ),
         .testTarget(
@@ -195,9 +208,10 @@ let package = Package(
         .testTarget(
             name: "VaultServerTests",
             dependencies: [
-                "VaultServer", "VaultModels", "VaultCrypto",
+                "VaultServer", "VaultModels", "VaultCrypto", "VaultTestSupport",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
             ],
             swiftSettings: strict

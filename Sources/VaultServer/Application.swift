@@ -15,6 +15,9 @@ struct ServerServices: Sendable {
     let limiter: LoginRateLimiter
     /// Registrations: per email and per address, and lockouts for addresses probing taken emails.
     let registrationLimiter: LoginRateLimiter
+    /// Wrong two-step codes, per account: lockouts that grow (docs/PROTOCOL.md, "Two-step login").
+    let twoFactorLimiter: LoginRateLimiter
+    let twoFactorSecrets: TwoFactorSecrets
     let configuration: ServerConfiguration
     let logger: Logger
 
@@ -123,6 +126,15 @@ public func buildApplication(
             addressEscalation: .init(threshold: configuration.registrationLockoutThreshold, baseSeconds: configuration.loginLockoutBaseSeconds,
                                      maxSeconds: configuration.loginLockoutMaxSeconds),
             now: { [now = configuration.now] in Double(now()) / 1_000_000 }),
+        twoFactorLimiter: LoginRateLimiter(
+            // Only the lockouts count: the buckets are the login limiter's job.
+            account: .init(burst: .greatestFiniteMagnitude, refillPerSecond: 1),
+            address: .init(burst: .greatestFiniteMagnitude, refillPerSecond: 1),
+            accountEscalation: .init(threshold: configuration.twoFactorLockoutThreshold, baseSeconds: configuration.loginLockoutBaseSeconds,
+                                     maxSeconds: configuration.loginLockoutMaxSeconds),
+            addressEscalation: .init(threshold: .max, baseSeconds: 0, maxSeconds: 0),
+            now: { [now = configuration.now] in Double(now()) / 1_000_000 }),
+        twoFactorSecrets: TwoFactorSecrets(tokenKey: tokenKey),
         configuration: configuration,
         logger: logger)
 
@@ -140,6 +152,10 @@ public func buildApplication(
     CiphersController(services: services).addRoutes(to: api)
     AttachmentsController(services: services).addRoutes(to: api)
     OrganizationsController(services: services).addRoutes(to: api)
+    let twoFactor = TwoFactorController(services: services)
+    twoFactor.addPublicRoutes(to: router)
+    twoFactor.addRoutes(to: api)
+    APIKeyController(services: services).addRoutes(to: api)
 
     let location = database.location
     let startLogger = logger

@@ -57,6 +57,9 @@ public struct ServerConfiguration: Sendable {
     public var addressLockoutThreshold = 200
     public var loginLockoutBaseSeconds = 60.0
     public var loginLockoutMaxSeconds = 86_400.0
+    /// Wrong two-step codes in a row for one account (from any address: whoever sends them knows the
+    /// password) before it is locked out for `loginLockoutBaseSeconds`, doubling with each further one.
+    public var twoFactorLockoutThreshold = 5
     /// Registrations per client address: burst, then one per `registrationRefillSeconds`.
     public var registrationBurst = 60.0
     public var registrationRefillSeconds = 60.0

@@ -150,6 +150,8 @@ struct IdentityController {
         switch field("grant_type") {
         case "password":
             return try await passwordGrant(field, address: services.clientAddress(request, context))
+        case "client_credentials":
+            return try await clientCredentialsGrant(field, address: services.clientAddress(request, context))
         case "refresh_token":
             guard let refresh = field("refresh_token"), !refresh.isEmpty else {
                 throw Self.grantError("invalid_grant", message: "refresh_token cannot be blank")
@@ -201,24 +203,7 @@ struct IdentityController {
             error.retryAfter = wait
             throw error
         }
-        let found = try await services.repository.user(email: email)
-        let verified: UserRecord?
-        let presented = field("password")!
-        if let user = found, let salt = Data(base64Encoded: user.passwordSalt), let expected = Data(base64Encoded: user.passwordHash) {
-            let iterations = user.passwordIterations
-            let matches = try await slowHash {
-                StoredPasswordHash.verify(clientHash: presented, salt: Array(salt), iterations: iterations, expected: Array(expected))
-            }
-            verified = matches ? user : nil
-        } else {
-            // An unknown account costs the same slow hash as a wrong password, so the answer's timing
-            // does not tell whether the account exists (as prelogin's default KDF does not).
-            let iterations = storedHashIterations
-            _ = try await slowHash {
-                StoredPasswordHash.verify(clientHash: presented, salt: Self.decoySalt, iterations: iterations, expected: [])
-            }
-            verified = nil
-        }
+        let verified = try await verifyPassword(email: email, presented: field("password")!)
         guard let user = verified else {
             await services.limiter.recordFailure(account: email, address: address)
             services.logger.info("login failed", metadata: ["address": "\(address)"])
@@ -226,15 +211,42 @@ struct IdentityController {
         }
         await services.limiter.recordSuccess(account: email, address: address)
         let device = field("deviceIdentifier")!
+        // Two-step login, after the password (docs/PROTOCOL.md, "Two-step login").
+        let step = try await twoFactorStep(field, user: user, device: device)
         let deviceType = Int(field("deviceType")!) ?? 14
         let (_, refresh) = try await services.repository.registerDevice(
             userID: user.id, identifier: device, name: String(field("deviceName")!.prefix(100)), type: deviceType,
             now: services.now(), makeToken: RefreshTokens.make(chain:))
+        var object = tokenFields(user: user, device: device, deviceType: deviceType, clientID: field("client_id")!, refresh: refresh)
+        if step.remember {
+            object["TwoFactorToken"] = .string(try await rememberDevice(user: user, device: device))
+        }
         services.logger.info("login", metadata: ["user": "\(user.id)"])
-        return JSONResponse.make(.object(tokenFields(user: user, device: device, deviceType: deviceType, clientID: field("client_id")!, refresh: refresh)))
+        return JSONResponse.make(.object(object))
     }
 
-    private func tokenFields(user: UserRecord, device: String, deviceType: Int, clientID: String, refresh: String) -> JSONObject {
+    /// The account of `email` if `presented` is its master password hash. An unknown account costs the
+    /// same slow hash as a wrong password, so the answer's timing does not tell whether the account exists
+    /// (as prelogin's default KDF does not).
+    func verifyPassword(email: String, presented: String) async throws -> UserRecord? {
+        let found = try await services.repository.user(email: email)
+        if let user = found, let salt = Data(base64Encoded: user.passwordSalt), let expected = Data(base64Encoded: user.passwordHash) {
+            let iterations = user.passwordIterations
+            let matches = try await slowHash {
+                StoredPasswordHash.verify(clientHash: presented, salt: Array(salt), iterations: iterations, expected: Array(expected))
+            }
+            return matches ? user : nil
+        }
+        let iterations = storedHashIterations
+        _ = try await slowHash {
+            StoredPasswordHash.verify(clientHash: presented, salt: Self.decoySalt, iterations: iterations, expected: [])
+        }
+        return nil
+    }
+
+    /// The token endpoint's answer fields. `refresh` nil: no refresh token (the `client_credentials` grant).
+    func tokenFields(user: UserRecord, device: String, deviceType: Int, clientID: String, refresh: String?,
+                     scope: String = "api offline_access") -> JSONObject {
         let now = services.now() / 1_000_000
         let lifetime = services.configuration.accessTokenLifetime
         let access = services.signer.sign(AccessClaims(
@@ -244,8 +256,8 @@ struct IdentityController {
         object["access_token"] = .string(access)
         object["expires_in"] = .number(String(lifetime))
         object["token_type"] = .string("Bearer")
-        object["refresh_token"] = .string(refresh)
-        object["scope"] = .string("api offline_access")
+        if let refresh { object["refresh_token"] = .string(refresh) }
+        object["scope"] = .string(scope)
         object["Key"] = .string(user.akey)
         object["PrivateKey"] = user.privateKey.map(JSONValue.string) ?? .null
         object["Kdf"] = .int(user.kdfType)

@@ -10,6 +10,9 @@ public struct APIError: Error, Sendable {
     public var validationErrors: [String: [String]]?
     /// For the identity endpoint: OAuth `error` / `error_description`.
     public var oauthError: (error: String, description: String)?
+    /// A body answered exactly as given instead of the usual shape (the token endpoint's "Two factor
+    /// required." and `invalid_client` answers).
+    var exactBody: JSONObject?
 
     public init(_ status: HTTPResponse.Status, _ message: String, validationErrors: [String: [String]]? = nil) {
         self.status = status
@@ -62,6 +65,7 @@ public struct APIError: Error, Sendable {
 
     /// The response body.
     func body() -> JSONObject {
+        if let exactBody { return exactBody }
         if let oauthError {
             var object = JSONObject()
             object["error"] = .string(oauthError.error)

@@ -202,6 +202,31 @@ enum Migrations {
                 "CREATE INDEX organization_invites_email ON organization_invites(email)",
             ]
         },
+        Migration(version: 7, name: "two-step login, remembered devices, personal API keys") { d in
+            [
+                // One row per provider an account has set up (0: authenticator, whose data is the Base32 key).
+                // last_used_step: the time step of the last code accepted; that code and older ones are refused.
+                """
+                CREATE TABLE two_factor (
+                    user_id TEXT NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+                    type \(d.integer) NOT NULL,
+                    enabled \(d.integer) NOT NULL,
+                    data TEXT NOT NULL,
+                    last_used_step \(d.integer) NOT NULL DEFAULT 0,
+                    created_at \(d.integer) NOT NULL,
+                    updated_at \(d.integer) NOT NULL,
+                    PRIMARY KEY (user_id, type)
+                )
+                """,
+                // The recovery code (shown to the user again by get-recover) and the personal API key, sealed.
+                "ALTER TABLE users ADD COLUMN two_factor_recovery_code TEXT",
+                "ALTER TABLE users ADD COLUMN api_key TEXT",
+                // A device's remember token: its hash, expiry, and the security stamp it was issued under.
+                "ALTER TABLE devices ADD COLUMN two_factor_remember_hash TEXT",
+                "ALTER TABLE devices ADD COLUMN two_factor_remember_expires_at \(d.integer)",
+                "ALTER TABLE devices ADD COLUMN two_factor_remember_stamp TEXT",
+            ]
+        },
     ]
 
     /// Applies every migration not applied yet, in one transaction per migration. On PostgreSQL an

@@ -1,0 +1,66 @@
+import Foundation
+import Hummingbird
+import VaultCrypto
+import VaultModels
+
+/// The `client_credentials` grant at the token endpoint (docs/PROTOCOL.md, "Personal API keys").
+extension IdentityController {
+    /// 400 `{"error":"invalid_client"}`: an unknown client or a wrong secret, told apart by nothing.
+    static var invalidClient: APIError {
+        var error = APIError(.badRequest, "invalid_client")
+        error.exactBody = ["error": .string("invalid_client")]
+        return error
+    }
+
+    /// `grant_type=client_credentials` with `client_id=user.<id>`, `client_secret=<API key>`, `scope=api`
+    /// and the device fields: an access token for the account without a password or two-step login, and
+    /// without a refresh token (the client logs in again with the key).
+    func clientCredentialsGrant(_ field: (String) -> String?, address: String) async throws -> Response {
+        guard let clientID = field("client_id")?.lowercased(), !clientID.isEmpty,
+              let secret = field("client_secret"), !secret.isEmpty, secret.count <= 256 else {
+            throw Self.invalidClient
+        }
+        guard field("scope") == "api" else {
+            var error = APIError(.badRequest, "invalid_scope")
+            error.exactBody = ["error": .string("invalid_scope")]
+            throw error
+        }
+        for name in ["deviceIdentifier", "deviceName", "deviceType"] {
+            guard let value = field(name), !value.isEmpty else {
+                var error = APIError(.badRequest, "no device information provided")
+                error.oauthError = ("device_error", "No device information provided")
+                throw error
+            }
+        }
+        if let wait = await services.limiter.attempt(account: clientID, address: address) {
+            var error = APIError(.tooManyRequests, "Too many login attempts. Try again in \(Int(wait.rounded(.up))) seconds.")
+            error.retryAfter = wait
+            throw error
+        }
+        let userID = clientID.hasPrefix("user.") ? String(clientID.dropFirst(5)) : ""
+        let user = UUID(uuidString: userID) == nil ? nil : try await services.repository.user(id: userID)
+        let stored = try await user.asyncFlatMap { try await services.repository.sealedAPIKey(userID: $0.id) }
+            .flatMap { services.twoFactorSecrets.unseal($0) }
+        guard let user, let stored, constantTimeEqual(stored, secret) else {
+            await services.limiter.recordFailure(account: clientID, address: address)
+            services.logger.info("api key login failed", metadata: ["address": "\(address)"])
+            throw Self.invalidClient
+        }
+        await services.limiter.recordSuccess(account: clientID, address: address)
+        let device = field("deviceIdentifier")!
+        let deviceType = Int(field("deviceType")!) ?? 14
+        _ = try await services.repository.registerDevice(
+            userID: user.id, identifier: device, name: String(field("deviceName")!.prefix(100)), type: deviceType,
+            now: services.now(), makeToken: RefreshTokens.make(chain:))
+        services.logger.info("api key login", metadata: ["user": "\(user.id)"])
+        return JSONResponse.make(.object(tokenFields(user: user, device: device, deviceType: deviceType, clientID: clientID,
+                                                      refresh: nil, scope: "api")))
+    }
+}
+
+extension Optional {
+    func asyncFlatMap<U>(_ transform: (Wrapped) async throws -> U?) async rethrows -> U? {
+        guard let value = self else { return nil }
+        return try await transform(value)
+    }
+}
