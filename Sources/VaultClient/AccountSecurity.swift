@@ -90,7 +90,8 @@ extension AuthenticatorSetup {
     public func uri(email: String, issuer: String = "VaultSync") -> String {
         var allowed = CharacterSet.alphanumerics
         allowed.insert(charactersIn: "-._~@")
-        let label = "\(issuer):\(email)".addingPercentEncoding(withAllowedCharacters: allowed) ?? email
+        // The label is "issuer:account"; the colon stays literal (the key-URI format allows either).
+        let label = [issuer, email].map { $0.addingPercentEncoding(withAllowedCharacters: allowed) ?? $0 }.joined(separator: ":")
         return "otpauth://totp/\(label)?secret=\(key)&issuer=\(issuer.addingPercentEncoding(withAllowedCharacters: allowed) ?? issuer)"
     }
 }
