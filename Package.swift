@@ -191,7 +191,7 @@ let package = Package(
         .testTarget(
             name: "VaultCLITests",
             dependencies: [
-                "VaultClient", "VaultModels", "VaultCrypto", "VaultExchange", "VaultTestSupport",
+                "VaultClient", "VaultModels", "VaultCrypto", "VaultExchange", "VaultTestSupport", "VaultServer",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
             ],
             swiftSettings: strict

@@ -10,7 +10,18 @@ import Darwin
 /// caused meanwhile (a code it had mailed).
 struct TerminalStep: Sendable {
     var prompt: String
-    var answer: @Sendable () -> String
+    /// Gets what the terminal has shown so far.
+    var answer: @Sendable (String) -> String
+
+    init(prompt: String, answer: @escaping @Sendable (String) -> String) {
+        self.prompt = prompt
+        self.answer = answer
+    }
+
+    init(prompt: String, answer: @escaping @Sendable () -> String) {
+        self.prompt = prompt
+        self.answer = { _ in answer() }
+    }
 }
 
 /// The C library's pseudo-terminal calls, looked up at run time (Swift's Glibc module leaves them out
@@ -103,7 +114,7 @@ func runOnTerminal(_ executable: URL, _ arguments: [String], environment: [Strin
                 while step < conversation.count {
                     let unread = String(decoding: transcript[searchFrom...], as: UTF8.self)
                     guard unread.contains(conversation[step].prompt) else { break }
-                    let line = Array((conversation[step].answer() + "\n").utf8)
+                    let line = Array((conversation[step].answer(String(decoding: transcript, as: UTF8.self)) + "\n").utf8)
                     _ = line.withUnsafeBytes { write(master, $0.baseAddress, $0.count) }
                     searchFrom = transcript.count
                     step += 1
