@@ -78,7 +78,7 @@ extension VaultError: LocalizedError {
         case .folderNotFound(let id): return "No folder \(id) in this vault."
         case .organizationItemOffline:
             return "Organization items cannot be edited while offline. Reconnect to save changes to this item."
-        case .serverRefused(let status, let message): return "The server refused the change (\(status)): \(message)"
+        case .serverRefused(let status, let message): return "The server refused the request (\(status)): \(message)"
         case .serverUnreachable(let detail): return "The server could not be reached: \(detail)."
         case .serverAnswerInvalid(let reason):
             return "The server's answer could not be understood (\(reason)). Nothing was changed on this device; queued changes stay queued."
