@@ -57,6 +57,9 @@ struct LoginFlowCommandTests {
         let wrongMethod = try await device.expect(["login", scenario.email, "--accept-kdf", "pbkdf2:100000",
                                                    "--method", "authenticator"], status: 3)
         #expect(wrongMethod.stderr.contains("This account does not use authenticator app for two-step login; it offers: email, YubiKey."))
+        // A code of a provider the account does not have is answered with the challenge (as Vaultwarden does).
+        let wrongProvider = try await device.expect(["login", scenario.email, "--accept-kdf", "pbkdf2:100000", "--code", "123456"], status: 3)
+        #expect(wrongProvider.stderr.contains("This account does not use authenticator app for two-step login; it offers: email, YubiKey."))
         let literal = try await device.expect(["login", scenario.email, "--method", "recovery", "--code", "abcd-efgh"], status: 64)
         #expect(literal.stderr.contains("--method recovery takes the recovery code from - (standard input"))
         #expect(!literal.stderr.contains("abcd-efgh"), "the refusal does not repeat the code")

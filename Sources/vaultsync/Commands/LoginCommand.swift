@@ -203,7 +203,16 @@ struct LoginFlow {
             options.acceptingKdf = offered
             return options
         case .twoFactorRequired(let challenge):
-            guard options.secondFactor == nil else { throw refusal }
+            if let sent = options.secondFactor {
+                // Vaultwarden answers a code of a provider the account does not have with the challenge.
+                guard challenge.providers.contains(sent.provider) || sent.provider == .recoveryCode else {
+                    throw CLIError.codeRequired("""
+                        This account does not use \(sent.provider.name) for two-step login; it offers: \
+                        \(challenge.providers.map(\.name).joined(separator: ", ")). Pick one with --method.
+                        """)
+                }
+                throw refusal
+            }
             let provider = try choose(challenge)
             if provider == .email && !emailCodeSent {
                 var request = options
