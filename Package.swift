@@ -118,7 +118,7 @@ let package = Package(
         .target(
             name: "VaultTestSupport",
             dependencies: [
-                "VaultServer",
+                "VaultServer", "VaultCrypto",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "Hummingbird", package: "hummingbird"),

@@ -7,39 +7,14 @@ import VaultModels
 import VaultServer
 import VaultTestSupport
 
-/// A server clock frozen at the start and moved by the test: each authenticator code belongs to a
-/// known time step, and a fresh step is one `advance` away (the server refuses a step it has seen).
-final class FrozenServerClock: @unchecked Sendable {
-    private let lock = NSLock()
-    private var micros = Int64((Date().timeIntervalSince1970 * 1_000_000).rounded())
-
-    var now: Int64 {
-        lock.lock()
-        defer { lock.unlock() }
-        return micros
-    }
-
-    /// Moves to the next 30-second step.
-    func nextStep() {
-        lock.lock()
-        micros += 30_000_000
-        lock.unlock()
-    }
-
-    /// The authenticator code of `key` now.
-    func code(_ key: String) throws -> String {
-        try TOTP(secretOrURI: key).code(counter: UInt64(now / 1_000_000 / 30))
-    }
-}
-
 /// Two-step login with an authenticator app and API-key login, through the engine against the real
 /// server on loopback (docs/PROTOCOL.md, "Signing in").
 @Suite("Two-step and API-key login against the real server")
 struct TwoStepLoginTests {
     /// A server on a frozen clock, a registered account with the authenticator on (set up through the
     /// library, as `vaultsync two-step enable` does), and its key and recovery code.
-    func withAuthenticator() async throws -> (Scenario, FrozenServerClock, Device, key: String, recovery: String) {
-        let clock = FrozenServerClock()
+    func withAuthenticator() async throws -> (Scenario, SteppedServerClock, Device, key: String, recovery: String) {
+        let clock = SteppedServerClock()
         let scenario = try await Scenario.start { $0.now = { clock.now } }
         let first = try await scenario.device(register: true)
         #expect(try await first.engine.twoStepStatus().enabled == [])

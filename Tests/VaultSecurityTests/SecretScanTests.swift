@@ -162,7 +162,7 @@ struct SecretScanTests {
     @Test("after two-step, remembered and API-key logins no client file and no log holds a code, remember token, authenticator key, recovery code or API secret")
     func signInSecrets() async throws {
         let logs = CapturedLogs()
-        let clock = FrozenClockForScan()
+        let clock = SteppedServerClock()
         let server = LiveServer(logger: logs.logger("vaultsync-server")) { configuration in
             configuration.logLevel = .trace
             configuration.now = { clock.now }
@@ -230,24 +230,3 @@ struct SecretScanTests {
     }
 }
 
-/// The server's clock, frozen and moved a time step at a time (authenticator codes).
-final class FrozenClockForScan: @unchecked Sendable {
-    private let lock = NSLock()
-    private var micros = Int64((Date().timeIntervalSince1970 * 1_000_000).rounded())
-
-    var now: Int64 {
-        lock.lock()
-        defer { lock.unlock() }
-        return micros
-    }
-
-    func nextStep() {
-        lock.lock()
-        micros += 30_000_000
-        lock.unlock()
-    }
-
-    func code(_ key: String) throws -> String {
-        try TOTP(secretOrURI: key).code(counter: UInt64(now / 1_000_000 / 30))
-    }
-}
