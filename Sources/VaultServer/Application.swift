@@ -1,6 +1,8 @@
 import Foundation
 import HTTPTypes
 import Hummingbird
+import HummingbirdCore
+import HummingbirdTLS
 import Logging
 import ServiceLifecycle
 import VaultCrypto
@@ -25,8 +27,8 @@ struct ServerServices: Sendable {
 
     /// `http://host:port` as the client addressed us (for links in responses).
     func baseURL(for request: Request?) -> String {
-        if let host = request?.head.authority, !host.isEmpty { return "http://\(host)" }
-        return "http://\(configuration.host):\(configuration.port)"
+        if let host = request?.head.authority, !host.isEmpty { return "\(configuration.scheme)://\(host)" }
+        return "\(configuration.scheme)://\(configuration.host):\(configuration.port)"
     }
 
     /// The client's address: the socket's peer, or, when that peer is a configured trusted proxy, the
@@ -102,6 +104,9 @@ public func buildApplication(
 ) async throws -> some ApplicationProtocol {
     var logger = providedLogger ?? Logger(label: "vaultsync-server")
     logger.logLevel = configuration.logLevel
+    // TLS files are checked before anything is opened or stored.
+    let server: HTTPServerBuilder = try configuration.tls.map { try .tls(.http1(), tlsConfiguration: TLSSetup.serverConfiguration($0)) }
+        ?? .http1()
     let database = try providedDatabase ?? openDatabase(configuration, logger: logger)
     let repository = VaultRepository(database: database)
     try await repository.migrate()
@@ -161,10 +166,11 @@ public func buildApplication(
     let startLogger = logger
     var app = Application(
         router: router,
+        server: server,
         configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "VaultSync"),
         onServerRunning: { channel in
             let port = channel.localAddress?.port ?? configuration.port
-            startLogger.info("vaultsync-server listening on http://\(configuration.host):\(port); storing data in \(location)")
+            startLogger.info("vaultsync-server listening on \(configuration.scheme)://\(configuration.host):\(port); storing data in \(location)")
             await onServerRunning(port)
         },
         logger: logger)

@@ -22,8 +22,8 @@ public actor EmbeddedServer {
     /// The port the server listens on (after the first start).
     public var port: Int { configuration.port }
 
-    /// `http://HOST:PORT`.
-    public var url: String { "http://\(configuration.host):\(configuration.port)" }
+    /// `http://HOST:PORT` (`https://` with TLS).
+    public var url: String { "\(configuration.scheme)://\(configuration.host):\(configuration.port)" }
 
     public var isRunning: Bool { group != nil }
 

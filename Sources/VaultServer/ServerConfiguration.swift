@@ -74,6 +74,8 @@ public struct ServerConfiguration: Sendable {
     public var bulkUpdateEnabled = true
     /// Most ciphers in one bulk update.
     public var bulkUpdateLimit = 1000
+    /// Serve HTTPS with this certificate and key instead of plain HTTP (docs/PROTOCOL.md, "TLS").
+    public var tls: TLSFiles?
     /// The clock, in microseconds since the epoch (tests move it to expire tokens).
     public var now: @Sendable () -> Int64 = { Int64((Date().timeIntervalSince1970 * 1_000_000).rounded()) }
 
@@ -92,13 +94,37 @@ public struct ServerConfiguration: Sendable {
     public var tokenKeyPath: String { (dataDirectory as NSString).appendingPathComponent("token-signing.key") }
 }
 
+extension ServerConfiguration {
+    /// PEM files for HTTPS: the certificate chain (the server's certificate first) and its private key.
+    public struct TLSFiles: Sendable, Equatable {
+        public var certificateChainPath: String
+        public var privateKeyPath: String
+
+        public init(certificateChainPath: String, privateKeyPath: String) {
+            self.certificateChainPath = certificateChainPath
+            self.privateKeyPath = privateKeyPath
+        }
+
+        /// Reads both files and checks that they make a TLS server (the key belongs to the certificate);
+        /// throws ``ServerConfigurationError/tls(_:)`` saying which file is wrong.
+        public func validate() throws {
+            _ = try TLSSetup.serverConfiguration(self)
+        }
+    }
+
+    /// `http` or `https`.
+    public var scheme: String { tls == nil ? "http" : "https" }
+}
+
 /// Configuration errors, reported before the server starts.
 public enum ServerConfigurationError: Error, CustomStringConvertible {
     case dataDirectory(String)
     case tokenKey(String)
+    case tls(String)
 
     public var description: String {
         switch self {
+        case .tls(let reason): return "TLS: \(reason)"
         case .dataDirectory(let reason): return "data directory: \(reason)"
         case .tokenKey(let reason): return "token signing key: \(reason)"
         }

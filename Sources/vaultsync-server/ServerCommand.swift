@@ -24,6 +24,7 @@ struct ServerCommand: AsyncParsableCommand {
           vaultsync-server
           vaultsync-server --port 0 --data-dir /tmp/vs
           vaultsync-server --database-url-file /etc/vaultsync/database-url --token-key-file /etc/vaultsync/token.key
+          vaultsync-server --host 0.0.0.0 --tls-cert-file /etc/vaultsync/fullchain.pem --tls-key-file /etc/vaultsync/key.pem
           VAULTSYNC_DATABASE_URL=postgres://vaultsync:…@127.0.0.1:5432/vaultsync vaultsync-server
         """)
 
@@ -134,6 +135,36 @@ struct ServerCommand: AsyncParsableCommand {
     var trustedProxies: [String] = (environment("VAULTSYNC_TRUSTED_PROXIES") ?? "").split(separator: ",")
         .map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
 
+    @Option(name: .customLong("tls-cert-file"), help: ArgumentHelp("""
+        Serve HTTPS instead of HTTP, with the PEM certificate chain in FILE (the server's certificate first); \
+        needs --tls-key-file (VAULTSYNC_TLS_CERT_FILE).
+        """, valueName: "FILE"))
+    var tlsCertFile: String? = environment("VAULTSYNC_TLS_CERT_FILE")
+
+    @Option(name: .customLong("tls-key-file"), help: ArgumentHelp(
+        "The PEM private key of --tls-cert-file's certificate (VAULTSYNC_TLS_KEY_FILE).", valueName: "FILE"))
+    var tlsKeyFile: String? = environment("VAULTSYNC_TLS_KEY_FILE")
+
+    /// The TLS files, both or neither (`nil`: plain HTTP), checked: readable, PEM, a key that fits.
+    func tlsFiles() throws -> ServerConfiguration.TLSFiles? {
+        switch (tlsCertFile, tlsKeyFile) {
+        case (nil, nil):
+            return nil
+        case (.some, nil):
+            throw ValidationError("--tls-cert-file needs --tls-key-file (the certificate's private key): give both for HTTPS, or neither for HTTP.")
+        case (nil, .some):
+            throw ValidationError("--tls-key-file needs --tls-cert-file (the certificate chain): give both for HTTPS, or neither for HTTP.")
+        case (.some(let certificate), .some(let key)):
+            let files = ServerConfiguration.TLSFiles(certificateChainPath: certificate, privateKeyPath: key)
+            do {
+                try files.validate()
+            } catch {
+                throw ValidationError("\(error)")
+            }
+            return files
+        }
+    }
+
     func validate() throws {
         for proxy in trustedProxies where !ServerConfiguration.isIPAddress(proxy) {
             throw ValidationError("--trusted-proxy must be an IP address, not \"\(proxy)\".")
@@ -150,6 +181,7 @@ struct ServerCommand: AsyncParsableCommand {
         guard (0...65535).contains(port) else { throw ValidationError("--port must be between 0 and 65535.") }
         guard Logger.Level(rawValue: logLevel) != nil else { throw ValidationError("--log-level must be one of trace, debug, info, notice, warning, error, critical.") }
         _ = try secrets()
+        _ = try tlsFiles()
     }
 
     func run() async throws {
@@ -162,6 +194,7 @@ struct ServerCommand: AsyncParsableCommand {
         configuration.logLevel = Logger.Level(rawValue: logLevel) ?? .info
         configuration.disableSignups = disableSignups
         configuration.trustedProxies = trustedProxies
+        configuration.tls = try tlsFiles()
         // No file and no variable: the key file in the data directory.
         configuration.tokenKey = secrets.tokenKey
         let level = configuration.logLevel

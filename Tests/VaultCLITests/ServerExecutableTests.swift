@@ -1,3 +1,4 @@
+import AsyncHTTPClient
 import Foundation
 import Testing
 import VaultTestSupport
@@ -99,6 +100,65 @@ struct ServerExecutableTests {
         #expect(help.stdout.contains("readable only by the same user"), "\(help.stdout)")
     }
 
+    @Test("--tls-cert-file and --tls-key-file: the server answers /alive over https to a client that trusts the CA")
+    func tls() async throws {
+        let folder = try emptyFolder()
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let authority = try TestCertificateAuthority.make(directory: URL(fileURLWithPath: folder + "/certificates"))
+        var environment = freshEnvironment(home: folder)
+        environment["VAULTSYNC_PORT"] = "0"
+        let (server, log) = try await Self.startServer(in: folder, environment: environment,
+                                                       arguments: ["--tls-cert-file", authority.certificatePath, "--tls-key-file", authority.keyPath])
+        let port = log.text.split(separator: "\n").first { $0.contains("listening on https://127.0.0.1:") }
+            .flatMap { $0.split(separator: "https://127.0.0.1:").last }.flatMap { Int($0.prefix { $0.isNumber }) }
+        #expect(port != nil, "\(log.text)")
+        if let port {
+            let client = try authority.makeHTTPClient()
+            do {
+                let response = try await client.execute(HTTPClientRequest(url: "https://127.0.0.1:\(port)/alive"), timeout: .seconds(30))
+                #expect(response.status == .ok)
+            } catch {
+                Issue.record("/alive over https: \(error)")
+            }
+            try await client.shutdown()
+        }
+        kill(server.processIdentifier, SIGTERM)
+        #expect(await waitUntil { !server.isRunning }, "it stops on SIGTERM")
+        (server.standardError as? Pipe)?.fileHandleForReading.readabilityHandler = nil
+    }
+
+    @Test("one TLS flag without the other, or a file that cannot be read, is refused with exit 64 and a clear message",
+          arguments: [
+              (["--tls-cert-file", "CERT"], "--tls-cert-file needs --tls-key-file"),
+              (["--tls-key-file", "KEY"], "--tls-key-file needs --tls-cert-file"),
+              (["--tls-cert-file", "MISSING", "--tls-key-file", "KEY"], "TLS: cannot read"),
+              (["--tls-cert-file", "KEY", "--tls-key-file", "KEY"], "does not hold a PEM certificate"),
+          ] as [([String], String)])
+    func tlsFlagsRefused(arguments: [String], message: String) async throws {
+        let folder = try emptyFolder()
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let authority = try TestCertificateAuthority.make(directory: URL(fileURLWithPath: folder + "/certificates"))
+        let resolved = arguments.map { argument in
+            switch argument {
+            case "CERT": return authority.certificatePath
+            case "KEY": return authority.keyPath
+            case "MISSING": return folder + "/missing.pem"
+            default: return argument
+            }
+        }
+        let result = try await runExecutable("vaultsync-server", ["--port", "0"] + resolved, environment: freshEnvironment(home: folder), in: folder)
+        #expect(result.status == 64, "\(result)")
+        #expect(result.stderr.contains(message), "\(result.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: folder + "/vaultsync-data"))
+        // The same from the environment.
+        if arguments.count == 2 {
+            let name = arguments[0] == "--tls-cert-file" ? "VAULTSYNC_TLS_CERT_FILE" : "VAULTSYNC_TLS_KEY_FILE"
+            let fromEnvironment = try await runExecutable("vaultsync-server", ["--port", "0"],
+                                                          environment: freshEnvironment(home: folder).merging([name: resolved[1]]) { $1 }, in: folder)
+            #expect(fromEnvironment.status == 64 && fromEnvironment.stderr.contains(message), "\(fromEnvironment)")
+        }
+    }
+
     /// Starts the built `vaultsync-server` in `folder` and waits until it listens (or ends); the start
     /// line goes to standard error (the log), as every other line the server prints.
     static func startServer(in folder: String, environment: [String: String], arguments: [String] = []) async throws
@@ -114,7 +174,8 @@ struct ServerExecutableTests {
         server.standardError = errors
         server.standardOutput = Pipe()
         try server.run()
-        let started = await waitUntil { log.text.contains("listening on http://127.0.0.1:") || !server.isRunning }
+        // http:// or https://
+        let started = await waitUntil { log.text.contains("listening on http") || !server.isRunning }
         #expect(started && server.isRunning, "it listens: \(log.text)")
         return (server, log)
     }
