@@ -129,7 +129,7 @@ let package = Package(
         .target(
             name: "VaultTestSupport",
             dependencies: [
-                "VaultServer",
+                "VaultServer", "VaultCrypto",
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
@@ -209,7 +209,7 @@ let package = Package(
         .testTarget(
             name: "VaultCLITests",
             dependencies: [
-                "VaultClient", "VaultModels", "VaultCrypto", "VaultExchange", "VaultTestSupport",
+                "VaultClient", "VaultModels", "VaultCrypto", "VaultExchange", "VaultTestSupport", "VaultServer",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
             ],
             swiftSettings: strict

@@ -30,11 +30,16 @@ public struct ClockSample: Sendable {
 /// The answer of the token endpoint (spec §2.3).
 public struct TokenResponse: Sendable {
     public var accessToken: String
-    public var refreshToken: String
+    /// `nil` after an API-key login: that session renews by logging in with the key again.
+    public var refreshToken: String?
     public var expiresIn: Int
     public var key: String?
     public var privateKey: String?
     public var kdf: KdfConfiguration?
+    /// The "remember this device" token, when two-step login was completed with remember asked.
+    public var twoFactorToken: String?
+    /// The KDF salt (the account's email), from `UserDecryptionOptions.MasterPasswordUnlock.Salt`.
+    public var salt: String?
 }
 
 /// The answer of `/api/sync`, kept as the server sent it for the local cache.
@@ -84,7 +89,8 @@ public final class BitwardenAPI: Sendable {
     }
 
     func send(_ method: HTTPMethod, _ path: String, token: String? = nil, json: JSONValue? = nil, form: [(String, String)]? = nil,
-              bytes: [UInt8]? = nil, contentType: String? = nil, idempotencyKey: String? = nil) async throws -> Reply {
+              bytes: [UInt8]? = nil, contentType: String? = nil, idempotencyKey: String? = nil,
+              acceptingErrors: Bool = false) async throws -> Reply {
         var request = HTTPClientRequest(url: baseURL + path)
         request.method = method
         request.headers.add(name: "Accept", value: "application/json")
@@ -119,7 +125,7 @@ public final class BitwardenAPI: Sendable {
         }
         let bytes = Array(body.readableBytesView)
         let status = Int(response.status.code)
-        guard (200..<300).contains(status) else {
+        guard (200..<300).contains(status) || acceptingErrors else {
             throw ServerCallError.http(status: status, message: Self.errorMessage(bytes, status: status))
         }
         return Reply(status: status, body: bytes)
@@ -217,16 +223,6 @@ public final class BitwardenAPI: Sendable {
         _ = try await send(.POST, "/identity/accounts/register", json: .object(body))
     }
 
-    /// Password grant.
-    public func login(email: String, passwordHash: String, deviceIdentifier: String, deviceName: String) async throws -> TokenResponse {
-        let reply = try await send(.POST, "/identity/connect/token", form: [
-            ("grant_type", "password"), ("username", email), ("password", passwordHash), ("scope", "api offline_access"),
-            ("client_id", configuration.clientName), ("deviceType", String(configuration.deviceType)),
-            ("deviceIdentifier", deviceIdentifier), ("deviceName", deviceName),
-        ])
-        return try tokenResponse(reply)
-    }
-
     /// Refresh grant; `authenticationExpired` when the server refuses the refresh token.
     public func refresh(refreshToken: String) async throws -> TokenResponse {
         do {
@@ -251,9 +247,11 @@ public final class BitwardenAPI: Sendable {
 
     func tokenResponse(_ reply: Reply) throws -> TokenResponse {
         let object = try object(reply)
-        guard let access = object["access_token"]?.stringValue, let refresh = object["refresh_token"]?.stringValue else {
-            throw ServerCallError.invalidResponse("token response without tokens")
+        // An API-key login (client_credentials) answers without a refresh token (docs/PROTOCOL.md).
+        guard let access = object["access_token"]?.stringValue else {
+            throw ServerCallError.invalidResponse("token response without an access token")
         }
+        let refresh = object["refresh_token"]?.stringValue
         let unlock = object["UserDecryptionOptions"]?.objectValue?["MasterPasswordUnlock"]?.objectValue
         let key = object["Key"]?.stringValue ?? unlock?["MasterKeyWrappedUserKey"]?.stringValue ?? unlock?["MasterKeyEncryptedUserKey"]?.stringValue
         var kdf: KdfConfiguration?
@@ -262,7 +260,8 @@ public final class BitwardenAPI: Sendable {
                                         parallelism: object["KdfParallelism"]?.intValue)
         }
         return TokenResponse(accessToken: access, refreshToken: refresh, expiresIn: object["expires_in"]?.intValue ?? 3600,
-                             key: key, privateKey: object["PrivateKey"]?.stringValue, kdf: kdf)
+                             key: key, privateKey: object["PrivateKey"]?.stringValue, kdf: kdf,
+                             twoFactorToken: object["TwoFactorToken"]?.stringValue, salt: unlock?["Salt"]?.stringValue)
     }
 
     // MARK: Vault

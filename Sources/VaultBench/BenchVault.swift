@@ -48,7 +48,7 @@ struct BenchAccount: Sendable {
         let api = BitwardenAPI(baseURL: url, httpClient: HTTPClient.shared)
         let master = try MasterKey.derive(password: password, salt: email, kdf: kdf)
         let tokens = try await api.login(email: email, passwordHash: master.serverAuthorizationHash(password: password),
-                                         deviceIdentifier: UUID().uuidString, deviceName: "bench")
+                                         deviceIdentifier: UUID().uuidString, deviceName: "bench").tokens()
         let keys = VaultKeys(userKey: try master.decryptUserKey(EncString(tokens.key!)))
         return BenchAccount(url: url, email: email, password: password, api: api, accessToken: tokens.accessToken, keys: keys)
     }

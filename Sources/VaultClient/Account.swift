@@ -37,13 +37,106 @@ extension VaultEngine {
     /// is lifted only by `acceptingKdf`: the exact settings the user was shown and confirmed. After
     /// a successful login the settings that unlocked the account are pinned.
     public func login(email: String, password: String, acceptingKdf: KdfConfiguration? = nil) async throws {
-        try await login(email: email, password: password, knownKdf: nil, acceptingKdf: acceptingKdf)
+        try await login(email: email, password: password, options: LoginOptions(acceptingKdf: acceptingKdf))
     }
 
-    func login(email: String, password: String, knownKdf: KdfConfiguration?, acceptingKdf: KdfConfiguration? = nil) async throws {
+    /// Logs in with what a login may need beyond the password (docs/PROTOCOL.md, "Two-step login"):
+    ///
+    /// - An account with two-step login is refused with ``VaultError/twoFactorRequired(_:)``, which
+    ///   lists the account's providers; log in again with `options.secondFactor` (for an email code,
+    ///   call ``requestEmailCode(email:password:options:)`` first). With `remember`, the server's
+    ///   "remember this device" token is kept for this email across logouts, sealed with a key derived
+    ///   from the master key, and sent instead of a code by the next login here; when the server no
+    ///   longer accepts it, that login is refused with ``VaultError/twoFactorRequired(_:)`` again.
+    /// - The official server asks a device it does not know for an emailed code:
+    ///   ``VaultError/newDeviceVerificationRequired(email:)``; log in again with
+    ///   `options.newDeviceCode` (``resendNewDeviceCode(email:password:options:)`` mails another).
+    public func login(email: String, password: String, options: LoginOptions) async throws {
+        try await login(email: email, password: password, knownKdf: nil, options: options)
+    }
+
+    /// Asks the server to mail the two-step login code of `email` (its answer to
+    /// ``VaultError/twoFactorRequired(_:)`` listed email). Needs the password: the request proves it.
+    public func requestEmailCode(email: String, password: String, options: LoginOptions = LoginOptions()) async throws {
+        let prepared = try await prepareLogin(email: email, password: password, knownKdf: nil, options: options)
+        do {
+            try await api.sendEmailLoginCode(email: prepared.email, passwordHash: prepared.master.serverAuthorizationHash(password: password),
+                                             deviceIdentifier: prepared.deviceIdentifier,
+                                             sessionToken: options.emailSessionToken)
+        } catch let error as ServerCallError {
+            throw Self.onlineOnly(error)
+        }
+    }
+
+    /// Asks the official server to mail another new-device code for `email`.
+    public func resendNewDeviceCode(email: String, password: String, options: LoginOptions = LoginOptions()) async throws {
+        let prepared = try await prepareLogin(email: email, password: password, knownKdf: nil, options: options)
+        do {
+            try await api.resendNewDeviceCode(email: prepared.email, passwordHash: prepared.master.serverAuthorizationHash(password: password))
+        } catch let error as ServerCallError {
+            throw Self.onlineOnly(error)
+        }
+    }
+
+    /// Logs in with a personal API key (as `bw login --apikey`), then unlocks with the master
+    /// password, which never leaves the device: it only opens the user key the server returned.
+    /// The server asks no second factor for an API key. The key is kept (sealed with the user key)
+    /// to renew the session, which has no refresh token.
+    ///
+    /// The KDF settings come with the server's answer. They are not checked against ``KdfPolicy``:
+    /// nothing derived from the password is sent, and settings other than the account's real ones
+    /// cannot open the user key (the login then fails as a wrong password).
+    public func login(apiKey: APIKeyCredentials, password: String) async throws {
+        try requireUsableServer()
+        guard let keyUserID = apiKey.userID else {
+            throw VaultError.apiKeyRefused("the client id must have the form user.<user id> (it is shown with the API key)")
+        }
+        let existing = try await read { db in try AccountRecord.fetchOne(db, key: keyUserID) }
+        let deviceIdentifier = existing?.deviceIdentifier ?? UUID().uuidString.lowercased()
+        let outcome: LoginOutcome
+        do {
+            outcome = try await api.login(clientID: apiKey.clientID, clientSecret: apiKey.clientSecret,
+                                          deviceIdentifier: deviceIdentifier, deviceName: configuration.deviceName)
+        } catch let error as ServerCallError {
+            throw Self.onlineOnly(error)
+        }
+        let tokens: TokenResponse
+        switch outcome {
+        case .tokens(let answer): tokens = answer
+        case .invalidClient: throw VaultError.apiKeyRefused("the server does not accept this client id and secret")
+        case .wrongPassword, .invalidTwoFactorCode, .invalidNewDeviceCode, .twoFactorRequired, .newDeviceVerificationRequired:
+            throw VaultError.apiKeyRefused("the server answered an API-key login as if it were a password login")
+        }
+        guard let kdf = tokens.kdf else { throw VaultError.serverAnswerInvalid("the API-key login's answer has no KDF settings") }
+        guard let userID = Self.claim("sub", ofJWT: tokens.accessToken)?.lowercased(), userID == keyUserID else {
+            throw VaultError.serverAnswerInvalid("the access token is not for the API key's user")
+        }
+        guard let salt = tokens.salt ?? Self.claim("email", ofJWT: tokens.accessToken) else {
+            throw VaultError.serverAnswerInvalid("the API-key login's answer names no email")
+        }
+        let email = MasterKey.normaliseSalt(salt)
+        let master = try cryptoCall { try MasterKey.derive(password: password, salt: email, kdf: kdf) }
+        try await finishLogin(email: email, password: password, kdf: kdf, master: master, deviceIdentifier: deviceIdentifier,
+                              tokens: tokens, apiKey: apiKey)
+    }
+
+    /// What a password login has worked out before it sends anything.
+    struct PreparedLogin {
+        var email: String
+        var kdf: KdfConfiguration
+        var master: MasterKey
+        var deviceIdentifier: String
+        var remembered: RememberedLoginRow?
+    }
+
+    /// Prelogin, the KDF check and the key derivation; the device identifier this device uses for
+    /// the account (kept across logout, so a remembered two-step login stays valid).
+    func prepareLogin(email: String, password: String, knownKdf: KdfConfiguration?, options: LoginOptions) async throws -> PreparedLogin {
         try requireUsableServer()
         let normalised = MasterKey.normaliseSalt(email)
-        let existing = try await read { db in try AccountRecord.filter(Column("email") == normalised).fetchOne(db) }
+        let (existing, remembered) = try await read { db in
+            (try AccountRecord.filter(Column("email") == normalised).fetchOne(db), try RememberedLoginRow.fetchOne(db, key: normalised))
+        }
         let kdf: KdfConfiguration
         if let knownKdf {
             kdf = knownKdf
@@ -54,7 +147,7 @@ extension VaultEngine {
                 throw Self.onlineOnly(error)
             }
             let pinned = existing.flatMap { try? $0.kdf }
-            switch KdfPolicy.evaluate(offered: kdf, pinned: pinned, confirmed: acceptingKdf) {
+            switch KdfPolicy.evaluate(offered: kdf, pinned: pinned, confirmed: options.acceptingKdf) {
             case .accept:
                 break
             case .belowMinimums(let offered):
@@ -67,25 +160,101 @@ extension VaultEngine {
             }
         }
         let master = try cryptoCall { try MasterKey.derive(password: password, salt: normalised, kdf: kdf) }
-        let deviceIdentifier = existing?.deviceIdentifier ?? UUID().uuidString.lowercased()
-        let tokens: TokenResponse
+        var deviceIdentifier = existing?.deviceIdentifier ?? remembered?.deviceIdentifier
+        if deviceIdentifier == nil {
+            let made = UUID().uuidString.lowercased()
+            let now = clock.now().microsecondsSinceEpoch
+            try await write { db in
+                try RememberedLoginRow(email: normalised, deviceIdentifier: made, sealedTwoFactorToken: nil, updatedAt: now).insert(db)
+            }
+            deviceIdentifier = made
+        }
+        return PreparedLogin(email: normalised, kdf: kdf, master: master, deviceIdentifier: deviceIdentifier!, remembered: remembered)
+    }
+
+    /// The key that seals the remembered two-step token: derived from the master key, so a copy of
+    /// the profile without the master password cannot use it.
+    static let rememberPurpose = "two-factor-remember"
+
+    func login(email: String, password: String, knownKdf: KdfConfiguration?, options: LoginOptions = LoginOptions()) async throws {
+        let prepared = try await prepareLogin(email: email, password: password, knownKdf: knownKdf, options: options)
+        let normalised = prepared.email
+        let rememberKey = prepared.master.purposeKey(Self.rememberPurpose)
+        var secondFactor = options.secondFactor.map {
+            SecondFactor(provider: $0.provider, code: TwoFactorRules.normalisedCode($0.code, provider: $0.provider), remember: $0.remember)
+        }
+        var sentRemembered = false
+        if secondFactor == nil, let sealed = prepared.remembered?.sealedTwoFactorToken,
+           let token = try? EncString(sealed).decrypt(key: rememberKey) {
+            secondFactor = SecondFactor(provider: .remember, code: String(decoding: token, as: UTF8.self), remember: false)
+            sentRemembered = true
+        }
+        let outcome: LoginOutcome
         do {
-            tokens = try await api.login(email: normalised, passwordHash: master.serverAuthorizationHash(password: password),
-                                         deviceIdentifier: deviceIdentifier, deviceName: configuration.deviceName)
+            outcome = try await api.login(email: normalised, passwordHash: prepared.master.serverAuthorizationHash(password: password),
+                                          deviceIdentifier: prepared.deviceIdentifier, deviceName: configuration.deviceName,
+                                          secondFactor: secondFactor, newDeviceCode: options.newDeviceCode?.filter { !$0.isWhitespace })
         } catch let error as ServerCallError {
-            if case .http(400, let message) = error, message.lowercased().contains("username or password") { throw VaultError.wrongPassword }
             throw Self.onlineOnly(error)
         }
+        switch outcome {
+        case .tokens(let tokens):
+            if let token = tokens.twoFactorToken, secondFactor?.provider != .remember {
+                let sealed = try cryptoCall { try EncString.encrypt(Array(token.utf8), key: rememberKey, random: random).serialized }
+                try await updateRemembered(email: normalised, sealedToken: sealed)
+            }
+            try await finishLogin(email: normalised, password: password, kdf: prepared.kdf, master: prepared.master,
+                                  deviceIdentifier: prepared.deviceIdentifier, tokens: tokens, apiKey: nil)
+        case .twoFactorRequired(let challenge):
+            if sentRemembered {
+                // The server no longer accepts the remembered token (expired, revoked, password
+                // changed): forget it, and ask for a code as if it had never been there.
+                logger.info("the remembered two-step login was not accepted; asking for a code")
+                try await updateRemembered(email: normalised, sealedToken: nil)
+            }
+            throw VaultError.twoFactorRequired(challenge)
+        case .invalidTwoFactorCode(let message):
+            throw VaultError.twoFactorCodeInvalid(provider: secondFactor?.provider ?? .authenticator, message: message)
+        case .newDeviceVerificationRequired:
+            throw VaultError.newDeviceVerificationRequired(email: normalised)
+        case .invalidNewDeviceCode:
+            throw VaultError.newDeviceCodeInvalid
+        case .wrongPassword:
+            throw VaultError.wrongPassword
+        case .invalidClient:
+            throw VaultError.serverRefused(status: 400, message: "invalid_client")
+        }
+    }
+
+    /// Replaces (or with `nil` forgets) the remembered two-step token of `email`.
+    func updateRemembered(email: String, sealedToken: String?) async throws {
+        let now = clock.now().microsecondsSinceEpoch
+        try await write { db in
+            guard var row = try RememberedLoginRow.fetchOne(db, key: email) else { return }
+            row.sealedTwoFactorToken = sealedToken
+            row.updatedAt = now
+            try row.update(db)
+        }
+    }
+
+    /// Stores what a successful login returned (the wrapped keys for offline unlock, the sealed
+    /// tokens, the pinned KDF) and leaves the vault unlocked; then fetches the vault.
+    func finishLogin(email normalised: String, password: String, kdf: KdfConfiguration, master: MasterKey, deviceIdentifier: String,
+                     tokens: TokenResponse, apiKey: APIKeyCredentials?) async throws {
         guard let protectedKey = tokens.key else { throw VaultError.serverRefused(status: 200, message: "the token response has no Key") }
         let userKey = try master.decryptUserKeyMapped(try cryptoCall { try EncString(protectedKey) })
         guard let userID = Self.subject(ofJWT: tokens.accessToken) else {
             throw VaultError.serverRefused(status: 200, message: "the access token has no subject")
         }
-        let sessionTokens = SessionTokens(accessToken: tokens.accessToken, refreshToken: tokens.refreshToken)
+        guard tokens.refreshToken != nil || apiKey != nil else {
+            throw VaultError.serverAnswerInvalid("the token response has no refresh token")
+        }
+        let sessionTokens = SessionTokens(accessToken: tokens.accessToken, refreshToken: tokens.refreshToken, apiKey: apiKey)
         let account = AccountRecord(
             userID: userID, email: normalised, deviceIdentifier: deviceIdentifier, kdf: kdf, protectedUserKey: protectedKey,
             localAuthorizationHash: master.localAuthorizationHash(password: password), encryptedPrivateKey: tokens.privateKey,
             publicKey: nil, sealedTokens: try Sealed.seal(sessionTokens, key: userKey), createdAt: clock.now().microsecondsSinceEpoch)
+        let now = clock.now().microsecondsSinceEpoch
         try await write { db in
             if var current = try AccountRecord.fetchOne(db, key: userID) {
                 current.kdfType = account.kdfType
@@ -99,6 +268,9 @@ extension VaultEngine {
                 try current.update(db)
             } else {
                 try account.insert(db)
+            }
+            if try RememberedLoginRow.fetchOne(db, key: normalised) == nil {
+                try RememberedLoginRow(email: normalised, deviceIdentifier: deviceIdentifier, sealedTwoFactorToken: nil, updatedAt: now).insert(db)
             }
         }
         session = UnlockedSession(userID: userID, email: normalised, keys: VaultKeys(userKey: userKey), tokens: sessionTokens)
@@ -179,13 +351,17 @@ extension VaultEngine {
     /// When the vault is unlocked, the server is first asked to end this device's session (token
     /// revocation), so a copy of the refresh token taken from this device stops working too. Returns
     /// whether the server confirmed that; logging out never waits on it to succeed.
+    ///
+    /// What this device keeps of the account across logouts (its device identifier and a remembered
+    /// two-step login, sealed) stays unless `forgetDevice`: then the next login here is a new device
+    /// that must give a code again.
     @discardableResult
-    public func logout(email: String) async throws -> Bool {
+    public func logout(email: String, forgetDevice: Bool = false) async throws -> Bool {
         let normalised = MasterKey.normaliseSalt(email)
         var revoked = false
-        if (try? requireUsableServer()) != nil, let current = session, current.email == normalised, let tokens = current.tokens {
+        if (try? requireUsableServer()) != nil, let current = session, current.email == normalised, let refreshToken = current.tokens?.refreshToken {
             do {
-                try await api.revoke(token: tokens.refreshToken)
+                try await api.revoke(token: refreshToken)
                 revoked = true
             } catch {
                 logger.info("the server was not told about the logout", metadata: ["reason": "\(error)"])
@@ -193,6 +369,7 @@ extension VaultEngine {
         }
         try await write { db in
             _ = try AccountRecord.filter(Column("email") == normalised).deleteAll(db)
+            if forgetDevice { _ = try RememberedLoginRow.deleteOne(db, key: normalised) }
         }
         if session?.email == normalised { session = nil }
         return revoked
@@ -206,6 +383,13 @@ extension VaultEngine {
                 SELECT COALESCE(SUM(n), 0) FROM pendingChangeCount WHERE userID IN (SELECT userID FROM account WHERE email = ?)
                 """, arguments: [normalised]) ?? 0
         }
+    }
+
+    /// Whether this device keeps a remembered two-step login for `email` (the token itself stays
+    /// sealed; this only tells that one is there).
+    public func hasRememberedTwoFactor(email: String) async throws -> Bool {
+        let normalised = MasterKey.normaliseSalt(email)
+        return try await read { db in try RememberedLoginRow.fetchOne(db, key: normalised)?.sealedTwoFactorToken != nil }
     }
 
     /// The accounts on this device.
@@ -236,12 +420,17 @@ extension VaultEngine {
 
     /// The `sub` claim of a JWT (decoded without verifying, as clients do).
     static func subject(ofJWT token: String) -> String? {
+        claim("sub", ofJWT: token)?.lowercased()
+    }
+
+    /// A string claim of a JWT (decoded without verifying, as clients do).
+    static func claim(_ name: String, ofJWT token: String) -> String? {
         let parts = token.split(separator: ".")
         guard parts.count == 3 else { return nil }
         var base64 = parts[1].replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
         while base64.utf8.count % 4 != 0 { base64 += "=" }
         guard let data = Data(base64Encoded: base64), let object = try? JSONParser.parseObject(data) else { return nil }
-        return object["sub"]?.stringValue?.lowercased()
+        return object[name]?.stringValue
     }
 
     /// Errors of calls that only make sense online (login, register).

@@ -13,7 +13,33 @@ import VaultSyncCore
 /// Tokens of the signed-in session, sealed with the user key at rest.
 struct SessionTokens: Codable, Sendable {
     var accessToken: String
-    var refreshToken: String
+    /// `nil` for a session opened with an API key: it renews by logging in with the key again.
+    var refreshToken: String?
+    /// The API key of a session opened with one (sealed with the rest, never on disk in the clear).
+    var apiKey: APIKeyCredentials?
+
+    init(accessToken: String, refreshToken: String?, apiKey: APIKeyCredentials? = nil) {
+        self.accessToken = accessToken
+        self.refreshToken = refreshToken
+        self.apiKey = apiKey
+    }
+}
+
+/// A personal API key: client id `user.<user id>` and its secret (docs/PROTOCOL.md, "API keys").
+public struct APIKeyCredentials: Codable, Sendable, Equatable {
+    public var clientID: String
+    public var clientSecret: String
+
+    public init(clientID: String, clientSecret: String) {
+        self.clientID = clientID
+        self.clientSecret = clientSecret
+    }
+
+    /// The user id in a client id of the form `user.<user id>`, `nil` for any other form.
+    public var userID: String? {
+        guard clientID.hasPrefix("user."), clientID.count > 5 else { return nil }
+        return String(clientID.dropFirst(5)).lowercased()
+    }
 }
 
 /// What is in memory while the vault is unlocked. Dropped on `lock()`.
@@ -193,13 +219,26 @@ public actor VaultEngine {
         if let current = session?.tokens, current.accessToken != refused.accessToken { return current }
         if let refreshing { return try await refreshing.value }
         let task = Task<SessionTokens, any Error> {
-            let renewed: TokenResponse
-            do {
-                renewed = try await self.api.refresh(refreshToken: refused.refreshToken)
-            } catch ServerCallError.authenticationExpired {
+            let tokens: SessionTokens
+            if let refreshToken = refused.refreshToken {
+                let renewed: TokenResponse
+                do {
+                    renewed = try await self.api.refresh(refreshToken: refreshToken)
+                } catch ServerCallError.authenticationExpired {
+                    throw VaultError.sessionExpired
+                }
+                tokens = SessionTokens(accessToken: renewed.accessToken, refreshToken: renewed.refreshToken ?? refreshToken)
+            } else if let apiKey = refused.apiKey {
+                // An API-key session has no refresh token: it logs in with the key again (as `bw` does).
+                let userID = self.session?.userID ?? ""
+                let device = try await self.read { db in try AccountRecord.fetchOne(db, key: userID)?.deviceIdentifier }
+                let outcome = try await self.api.login(clientID: apiKey.clientID, clientSecret: apiKey.clientSecret,
+                                                       deviceIdentifier: device ?? "", deviceName: self.configuration.deviceName)
+                guard case .tokens(let renewed) = outcome else { throw VaultError.sessionExpired }
+                tokens = SessionTokens(accessToken: renewed.accessToken, refreshToken: nil, apiKey: apiKey)
+            } else {
                 throw VaultError.sessionExpired
             }
-            let tokens = SessionTokens(accessToken: renewed.accessToken, refreshToken: renewed.refreshToken)
             try await self.storeTokens(tokens)
             return tokens
         }

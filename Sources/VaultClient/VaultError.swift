@@ -52,6 +52,18 @@ public enum VaultError: Error, Sendable, Equatable {
     case organizationKeyChanged(String)
     /// No key for this organization on this device (not a confirmed membership, or its key did not unwrap).
     case organizationUnavailable(String)
+    /// The password was right and the account needs a second factor: log in again with one of the
+    /// listed providers' codes (``LoginOptions/secondFactor``).
+    case twoFactorRequired(TwoFactorChallenge)
+    /// The server refused the second factor (its message).
+    case twoFactorCodeInvalid(provider: TwoFactorProviderType, message: String)
+    /// The official server does not know this device and mailed a code to the account's address: log
+    /// in again with it (``LoginOptions/newDeviceCode``).
+    case newDeviceVerificationRequired(email: String)
+    /// The server refused the new-device code.
+    case newDeviceCodeInvalid
+    /// The API key was refused (why).
+    case apiKeyRefused(String)
     /// The server's certificate was refused (untrusted issuer, self-signed, expired, not yet valid, other
     /// names): nothing was sent to it (docs/SECURITY.md, "TLS trust and proxies").
     case untrustedCertificate(CertificateProblem)
@@ -73,7 +85,7 @@ extension VaultError: LocalizedError {
         case .folderNotFound(let id): return "No folder \(id) in this vault."
         case .organizationItemOffline:
             return "Organization items cannot be edited while offline. Reconnect to save changes to this item."
-        case .serverRefused(let status, let message): return "The server refused the change (\(status)): \(message)"
+        case .serverRefused(let status, let message): return "The server refused the request (\(status)): \(message)"
         case .serverUnreachable(let detail): return "The server could not be reached: \(detail)."
         case .serverAnswerInvalid(let reason):
             return "The server's answer could not be understood (\(reason)). Nothing was changed on this device; queued changes stay queued."
@@ -99,6 +111,22 @@ extension VaultError: LocalizedError {
             return "Nothing was saved: the server now hands out another key for the organization \(organization) than the one you trusted. Trust it again only if you know why its key changed."
         case .organizationUnavailable(let organization):
             return "No key for the organization \(organization) on this device: it is not a confirmed membership of this account (sync, or ask its administrator to confirm you)."
+        case .twoFactorRequired(let challenge):
+            let usable = challenge.providers.filter { TwoFactorRules.supported.contains($0) }
+            var text = "This account uses two-step login"
+            text += usable.isEmpty ? "." : " (\(usable.map(\.name).joined(separator: ", "))): log in again with a code."
+            if let note = TwoFactorRules.unsupportedNote(offered: challenge.providers, also: !usable.isEmpty) {
+                text += " Note: \(note)."
+            }
+            return text
+        case .twoFactorCodeInvalid(let provider, let message):
+            return "The \(provider.name) code was not accepted (\(message)). Check it and try again; nothing was changed."
+        case .newDeviceVerificationRequired(let email):
+            return "The server does not know this device yet and has emailed a verification code to \(email). Log in again with that code."
+        case .newDeviceCodeInvalid:
+            return "The new-device verification code was not accepted. Check the latest email, or ask for a new code."
+        case .apiKeyRefused(let reason):
+            return "The API key was not accepted: \(reason)."
         case .untrustedCertificate(let problem):
             return "The server was not used: \(problem)"
         case .caFileUnusable(let path, let reason):
@@ -113,6 +141,27 @@ extension VaultError: LocalizedError {
 
 extension VaultError: CustomStringConvertible {
     public var description: String { errorDescription ?? "VaultError" }
+}
+
+/// What a login may need beyond the master password.
+public struct LoginOptions: Sendable, Equatable {
+    /// KDF settings the user confirmed (see ``KdfPolicy``).
+    public var acceptingKdf: KdfConfiguration?
+    /// A code for two-step login (after ``VaultError/twoFactorRequired(_:)``).
+    public var secondFactor: SecondFactor?
+    /// The official server's emailed new-device code (after ``VaultError/newDeviceVerificationRequired(email:)``).
+    public var newDeviceCode: String?
+    /// The token the official server sent with its two-step challenge that authorizes the email-code
+    /// request (``TwoFactorChallenge/emailSessionToken``).
+    public var emailSessionToken: String?
+
+    public init(acceptingKdf: KdfConfiguration? = nil, secondFactor: SecondFactor? = nil, newDeviceCode: String? = nil,
+                emailSessionToken: String? = nil) {
+        self.acceptingKdf = acceptingKdf
+        self.secondFactor = secondFactor
+        self.newDeviceCode = newDeviceCode
+        self.emailSessionToken = emailSessionToken
+    }
 }
 
 /// Whether a save reached the server or was kept locally for later.

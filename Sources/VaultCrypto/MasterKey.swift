@@ -79,6 +79,19 @@ public struct MasterKey: Sendable {
         return try! SymmetricCryptoKey(bytes: bytes)
     }
 
+    /// A key of this device's own, derived from the master key for one `purpose` (HKDF-Expand-SHA256
+    /// with info "vaultsync:" + purpose + ":enc" and ":mac"): something kept across logouts that only
+    /// whoever knows the master password can open, such as the "remember this device" token of
+    /// two-step login (docs/SECURITY.md). Different purposes give unrelated keys, and none equals
+    /// the stretched key that protects the user key.
+    public func purposeKey(_ purpose: String) -> SymmetricCryptoKey {
+        let enc = HKDF<SHA256>.expand(pseudoRandomKey: key, info: Array("vaultsync:\(purpose):enc".utf8), outputByteCount: 32)
+        let mac = HKDF<SHA256>.expand(pseudoRandomKey: key, info: Array("vaultsync:\(purpose):mac".utf8), outputByteCount: 32)
+        var bytes = enc.withUnsafeBytes { Array($0) } + mac.withUnsafeBytes { Array($0) }
+        defer { bytes.withUnsafeMutableBytes { zero($0) } }
+        return try! SymmetricCryptoKey(bytes: bytes)
+    }
+
     /// Unwraps the protected user key (spec §1.8): type 2 with the stretched key, legacy type 0 with the
     /// raw master key.
     /// - Throws: ``CryptoError/wrongPassword`` when the MAC fails (the usual sign of a wrong password),

@@ -81,3 +81,40 @@ public struct SecureNoteType: OpenWireEnum {
     public init(rawValue: Int) { self.rawValue = rawValue }
     public static let generic = SecureNoteType(rawValue: 0)
 }
+
+/// `TwoFactorProviderType` (docs/PROTOCOL.md, "Two-step login"): the number a server lists in
+/// `TwoFactorProviders2` and a client sends as `twoFactorProvider`. The same numbers on the official
+/// server and on Vaultwarden.
+public struct TwoFactorProviderType: OpenWireEnum, Comparable {
+    public let rawValue: Int
+    public init(rawValue: Int) { self.rawValue = rawValue }
+    public static let authenticator = TwoFactorProviderType(rawValue: 0)
+    public static let email = TwoFactorProviderType(rawValue: 1)
+    public static let duo = TwoFactorProviderType(rawValue: 2)
+    public static let yubiKey = TwoFactorProviderType(rawValue: 3)
+    public static let u2f = TwoFactorProviderType(rawValue: 4)
+    /// Not a provider a person uses: the "remember this device" token sent in place of a code.
+    public static let remember = TwoFactorProviderType(rawValue: 5)
+    public static let organizationDuo = TwoFactorProviderType(rawValue: 6)
+    public static let webAuthn = TwoFactorProviderType(rawValue: 7)
+    /// The recovery code, which turns two-step login off when it is used.
+    public static let recoveryCode = TwoFactorProviderType(rawValue: 8)
+
+    /// A name for people ("authenticator app", "YubiKey", …).
+    public var name: String {
+        switch rawValue {
+        case 0: return "authenticator app"
+        case 1: return "email"
+        case 2: return "Duo"
+        case 3: return "YubiKey"
+        case 4: return "U2F key"
+        case 5: return "remembered device"
+        case 6: return "Duo (organization)"
+        case 7: return "security key (WebAuthn/FIDO2)"
+        case 8: return "recovery code"
+        default: return "provider \(rawValue)"
+        }
+    }
+
+    public static func < (lhs: TwoFactorProviderType, rhs: TwoFactorProviderType) -> Bool { lhs.rawValue < rhs.rawValue }
+}

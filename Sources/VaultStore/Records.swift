@@ -220,3 +220,21 @@ public struct SyncStateRow: Codable, Sendable, Equatable, FetchableRecord, Persi
         lastContactFailed = false
     }
 }
+
+/// What this device keeps of an account across logout (migration v8): the device identifier the
+/// server knows it by, and the "remember this device" token of two-step login, sealed with a key
+/// derived from the master key (so only the master password opens it).
+public struct RememberedLoginRow: Codable, Sendable, Equatable, FetchableRecord, PersistableRecord {
+    public static let databaseTableName = "rememberedLogin"
+    public var email: String
+    public var deviceIdentifier: String
+    public var sealedTwoFactorToken: String?
+    public var updatedAt: Int64
+
+    public init(email: String, deviceIdentifier: String, sealedTwoFactorToken: String?, updatedAt: Int64) {
+        self.email = email
+        self.deviceIdentifier = deviceIdentifier
+        self.sealedTwoFactorToken = sealedTwoFactorToken
+        self.updatedAt = updatedAt
+    }
+}

@@ -203,7 +203,17 @@ public final class VaultStore: Sendable {
                 t.primaryKey(["userID", "organizationID"])
             }
         }
-        migrator.registerMigration("v8: why the last server contact failed, when its certificate was refused") { db in
+        migrator.registerMigration("v8: remembered two-step logins and device identifiers") { db in
+            // docs/SECURITY.md, "Remember this device": kept across logout (no reference to the
+            // account row), one per email; the token is sealed with a key derived from the master key.
+            try db.create(table: "rememberedLogin") { t in
+                t.primaryKey("email", .text)
+                t.column("deviceIdentifier", .text).notNull()
+                t.column("sealedTwoFactorToken", .text)
+                t.column("updatedAt", .integer).notNull()
+            }
+        }
+        migrator.registerMigration("v9: why the last server contact failed, when its certificate was refused") { db in
             // docs/SECURITY.md, "TLS trust and proxies": a refused certificate is shown by `status` in later
             // processes too (JSON of CertificateProblem; NULL after any other outcome).
             try db.alter(table: "syncState") { t in

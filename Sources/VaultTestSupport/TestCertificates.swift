@@ -61,7 +61,7 @@ public struct TestCertificateAuthority: Sendable {
                 Critical(KeyUsage(digitalSignature: true))
                 try ExtendedKeyUsage([.serverAuth])
                 SubjectAlternativeNames(names)
-                AuthorityKeyIdentifier(keyIdentifier: try SubjectKeyIdentifier(hash: Certificate.PublicKey(caKey.publicKey)).keyIdentifier)
+                AuthorityKeyIdentifier(keyIdentifier: SubjectKeyIdentifier(hash: Certificate.PublicKey(caKey.publicKey)).keyIdentifier)
             },
             issuerPrivateKey: .init(caKey))
 

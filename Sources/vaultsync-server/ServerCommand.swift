@@ -139,11 +139,15 @@ struct ServerCommand: AsyncParsableCommand {
         Serve HTTPS instead of HTTP, with the PEM certificate chain in FILE (the server's certificate first); \
         needs --tls-key-file (VAULTSYNC_TLS_CERT_FILE).
         """, valueName: "FILE"))
-    var tlsCertFile: String? = environment("VAULTSYNC_TLS_CERT_FILE")
+    var tlsCertFileFlag: String?
 
     @Option(name: .customLong("tls-key-file"), help: ArgumentHelp(
         "The PEM private key of --tls-cert-file's certificate (VAULTSYNC_TLS_KEY_FILE).", valueName: "FILE"))
-    var tlsKeyFile: String? = environment("VAULTSYNC_TLS_KEY_FILE")
+    var tlsKeyFileFlag: String?
+
+    /// The flag, else its environment variable (an optional option cannot have a default value).
+    var tlsCertFile: String? { tlsCertFileFlag ?? environment("VAULTSYNC_TLS_CERT_FILE") }
+    var tlsKeyFile: String? { tlsKeyFileFlag ?? environment("VAULTSYNC_TLS_KEY_FILE") }
 
     /// The TLS files, both or neither (`nil`: plain HTTP), checked: readable, PEM, a key that fits.
     func tlsFiles() throws -> ServerConfiguration.TLSFiles? {

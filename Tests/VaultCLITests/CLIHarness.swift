@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import VaultModels
+import VaultServer
 import VaultTestSupport
 
 /// The built `vaultsync` executable.
@@ -135,8 +136,8 @@ struct CLIScenario {
     let email: String
     let password = "correct horse battery staple"
 
-    static func start() async throws -> CLIScenario {
-        let server = LiveServer()
+    static func start(server configure: @escaping @Sendable (inout ServerConfiguration) -> Void = { _ in }) async throws -> CLIScenario {
+        let server = LiveServer(configure: configure)
         try await server.start()
         return CLIScenario(server: server, email: "cli-\(UUID().uuidString.prefix(8).lowercased())@example.com")
     }

@@ -261,7 +261,7 @@ enum OrganizationSetup {
         let kdf = try await api.prelogin(email: email)
         let master = try MasterKey.derive(password: password, salt: email, kdf: kdf)
         let tokens = try await api.login(email: email, passwordHash: master.serverAuthorizationHash(password: password),
-                                         deviceIdentifier: UUID().uuidString, deviceName: "setup")
+                                         deviceIdentifier: UUID().uuidString, deviceName: "setup").tokens()
         let userKey = try master.decryptUserKey(EncString(tokens.key!))
         let privateKey = try RSAPrivateKey.decrypt(EncString(tokens.privateKey!), userKey: userKey)
         let orgKey = SymmetricCryptoKey.generate()

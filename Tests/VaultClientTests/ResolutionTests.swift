@@ -296,7 +296,7 @@ struct ResolutionTests {
         let kdf = try await api.prelogin(email: devices.scenario.email)
         let master = try MasterKey.derive(password: devices.scenario.password, salt: devices.scenario.email, kdf: kdf)
         let tokens = try await api.login(email: devices.scenario.email, passwordHash: master.serverAuthorizationHash(password: devices.scenario.password),
-                                         deviceIdentifier: UUID().uuidString, deviceName: "lost-answer")
+                                         deviceIdentifier: UUID().uuidString, deviceName: "lost-answer").tokens()
         _ = try await api.createCipher(try row.wire(), token: tokens.accessToken)
         let online = try await comeBack(devices)
         _ = try await online.engine.sync()

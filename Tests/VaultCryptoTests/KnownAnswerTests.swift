@@ -214,3 +214,31 @@ struct OrganizationVectorTests {
         #expect(throws: CryptoError.macMismatch) { try EncString(expected).decryptString(key: orgKey) }
     }
 }
+
+@Suite("Purpose keys derived from the master key")
+struct PurposeKeyTests {
+    @Test("deterministic per purpose, unrelated across purposes and to the stretched key")
+    func purposeKeys() throws {
+        let master = try MasterKey.derive(password: "correct horse battery staple", salt: "user@example.com", kdf: .pbkdf2(iterations: 5_000))
+        let again = try MasterKey.derive(password: "correct horse battery staple", salt: "user@example.com", kdf: .pbkdf2(iterations: 5_000))
+        let other = try MasterKey.derive(password: "another password", salt: "user@example.com", kdf: .pbkdf2(iterations: 5_000))
+        let remember = master.purposeKey("two-factor-remember")
+        #expect(remember.base64 == again.purposeKey("two-factor-remember").base64)
+        #expect(remember.base64 != master.purposeKey("something-else").base64)
+        #expect(remember.base64 != master.stretched().base64)
+        #expect(remember.base64 != other.purposeKey("two-factor-remember").base64)
+        // Something sealed with it opens only with the same password.
+        let sealed = try EncString.encrypt(Data("token".utf8), key: remember)
+        #expect(try Array(sealed.decrypt(key: again.purposeKey("two-factor-remember"))) == Array("token".utf8))
+        #expect(throws: CryptoError.self) { try sealed.decrypt(key: other.purposeKey("two-factor-remember")) }
+    }
+
+    /// The vector was computed independently (Python's hmac: HKDF-Expand is one HMAC-SHA256 block of
+    /// info || 0x01 for 32 bytes) from TV1's master key.
+    @Test("known answer: TV1's master key, purpose two-factor-remember")
+    func vector() throws {
+        let master = try MasterKey.derive(password: "67t9b5g67$%Dh89n", salt: "test_key", kdf: .pbkdf2(iterations: 10_000))
+        #expect(master.purposeKey("two-factor-remember").base64 ==
+                "21mjipsosvManeBox40uXkeOr2xkMrlPNirXayHmcO7wTJuvIjFWqsBpU3uPtHHFvtI3Sa5mYdr3RUP2Y1Kqeg==")
+    }
+}

@@ -349,7 +349,7 @@ struct MaliciousServerTests {
         let kdf = try await api.prelogin(email: email)
         let master = try MasterKey.derive(password: password, salt: email, kdf: kdf)
         let tokens = try await api.login(email: email, passwordHash: master.serverAuthorizationHash(password: password),
-                                         deviceIdentifier: UUID().uuidString, deviceName: "attacker-view")
+                                         deviceIdentifier: UUID().uuidString, deviceName: "attacker-view").tokens()
         return (api, tokens, try master.decryptUserKey(EncString(tokens.key!)))
     }
 

@@ -48,7 +48,7 @@ struct FuzzAccount {
         let master = try MasterKey.derive(password: password, salt: email, kdf: securityKDF)
         let hash = master.serverAuthorizationHash(password: password)
         let api = BitwardenAPI(baseURL: url, httpClient: SecurityHTTP.client)
-        let tokens = try await api.login(email: email, passwordHash: hash, deviceIdentifier: UUID().uuidString, deviceName: "fuzz")
+        let tokens = try await api.login(email: email, passwordHash: hash, deviceIdentifier: UUID().uuidString, deviceName: "fuzz").tokens()
         let userKey = try master.decryptUserKey(EncString(try #require(tokens.key)))
         await device.engine.shutdown()
         try? FileManager.default.removeItem(atPath: device.profile)

@@ -71,7 +71,7 @@ struct ResponseFuzzTests {
     static let calls: [(name: String, corpus: [String], call: Call)] = [
         ("prelogin", [ResponseCorpus.prelogin], { api in _ = try await api.prelogin(email: "a@example.com") }),
         ("token", [ResponseCorpus.token], { api in
-            _ = try await api.login(email: "a@example.com", passwordHash: "aGFzaA==", deviceIdentifier: "d", deviceName: "n")
+            _ = try await api.login(email: "a@example.com", passwordHash: "aGFzaA==", deviceIdentifier: "d", deviceName: "n").tokens()
         }),
         ("refresh", [ResponseCorpus.token], { api in _ = try await api.refresh(refreshToken: "r") }),
         ("sync", [ResponseCorpus.sync], { api in _ = try await api.sync(token: "t") }),

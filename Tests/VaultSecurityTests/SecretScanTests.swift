@@ -7,9 +7,11 @@ import Foundation
 import Logging
 import Testing
 import VaultAPI
-import VaultClient
+@testable import VaultClient
 import VaultCrypto
 import VaultModels
+import VaultServer
+import VaultStore
 import VaultTestSupport
 
 /// Finds known secrets in bytes: as plaintext, and as standard or URL-safe base64 at each of the three
@@ -129,17 +131,19 @@ struct SecretScanTests {
         let master = try MasterKey.derive(password: session.password, salt: session.email, kdf: securityKDF)
         let passwordHash = master.serverAuthorizationHash(password: session.password)
         let api = BitwardenAPI(baseURL: await session.server.url, httpClient: SecurityHTTP.client, logger: session.logs.logger("vaultsync.api"))
-        let tokens = try await api.login(email: session.email, passwordHash: passwordHash, deviceIdentifier: UUID().uuidString, deviceName: "log test")
+        let tokens = try await api.login(email: session.email, passwordHash: passwordHash, deviceIdentifier: UUID().uuidString, deviceName: "log test").tokens()
         _ = try await api.sync(token: tokens.accessToken)
-        let refreshed = try await api.refresh(refreshToken: tokens.refreshToken)
+        let refreshToken = try #require(tokens.refreshToken)
+        let refreshed = try await api.refresh(refreshToken: refreshToken)
+        let rotated = try #require(refreshed.refreshToken)
         _ = try? await api.login(email: session.email, passwordHash: "d3JvbmcgaGFzaA==", deviceIdentifier: "x", deviceName: "wrong password")
 
         let signature = String(tokens.accessToken.split(separator: ".").last ?? "")
         let scanner = SecretScanner(session.secrets + [
             ("master password", session.password), ("master password hash", passwordHash),
             ("local authorization hash", master.localAuthorizationHash(password: session.password)),
-            ("access token", tokens.accessToken), ("access token signature", signature), ("refresh token", tokens.refreshToken),
-            ("refreshed access token", refreshed.accessToken), ("rotated refresh token", refreshed.refreshToken),
+            ("access token", tokens.accessToken), ("access token signature", signature), ("refresh token", refreshToken),
+            ("refreshed access token", refreshed.accessToken), ("rotated refresh token", rotated),
         ])
         let lines = session.logs.all
         #expect(lines.count > 10, "the logs were captured: \(lines.count) lines")
@@ -154,4 +158,75 @@ struct SecretScanTests {
         print("log scan: \(lines.count) lines at trace level, \(scanner.needles.count) needles, \(leaks.count) leaks")
         await session.finish()
     }
+
+    @Test("after two-step, remembered and API-key logins no client file and no log holds a code, remember token, authenticator key, recovery code or API secret")
+    func signInSecrets() async throws {
+        let logs = CapturedLogs()
+        let clock = SteppedServerClock()
+        let server = LiveServer(logger: logs.logger("vaultsync-server")) { configuration in
+            configuration.logLevel = .trace
+            configuration.now = { clock.now }
+        }
+        try await server.start()
+        let url = await server.url
+        let email = uniqueEmail("signin")
+        let password = "Master-\(UUID().uuidString.prefix(12))-password"
+        let first = try SecureDevice.make(url: url, logger: logs.logger("vaultsync.engine.first"))
+        try await first.engine.register(email: email, password: password, kdf: securityKDF)
+        let setup = try await first.engine.authenticatorSetup(password: password)
+        let enableCode = try clock.code(setup.key)
+        let recovery = try #require(try await first.engine.enableAuthenticator(setup: setup, code: enableCode, password: password))
+        let apiKey = try await first.engine.personalAPIKey(password: password)
+        clock.nextStep()
+
+        // A second device: two-step login remembered, logout, a login with the remembered token, an API-key login.
+        let second = try SecureDevice.make(url: url, logger: logs.logger("vaultsync.engine.second"))
+        let loginCode = try clock.code(setup.key)
+        try await second.engine.login(email: email, password: password, options: LoginOptions(
+            acceptingKdf: securityKDF, secondFactor: SecondFactor(provider: .authenticator, code: loginCode, remember: true)))
+        try await second.engine.logout(email: email)
+        try await second.engine.login(email: email, password: password, options: LoginOptions(acceptingKdf: securityKDF))
+        // The remember token's value, opened the only way there is: with a key from the master password.
+        let sealed = try #require(try await second.engine.localStore.read { db in
+            try RememberedLoginRow.fetchOne(db, key: email)?.sealedTwoFactorToken
+        })
+        let master = try MasterKey.derive(password: password, salt: email, kdf: securityKDF)
+        let remember = String(decoding: try EncString(sealed).decrypt(key: master.purposeKey("two-factor-remember")), as: UTF8.self)
+        let third = try SecureDevice.make(url: url, logger: logs.logger("vaultsync.engine.third"))
+        try await third.engine.login(apiKey: apiKey, password: password)
+        await third.engine.invalidateAccessToken()
+        _ = try await third.engine.sync()
+
+        let scanner = SecretScanner([
+            ("master password", password), ("authenticator key", setup.key), ("recovery code", recovery),
+            ("API key secret", apiKey.clientSecret), ("remember token", remember),
+        ])
+        // Six-digit codes are too short to search for as bytes without false hits; they are looked for
+        // as whole words in the logs, next to the fields that carry them.
+        let devices = [first, second, third]
+        for device in devices { try device.engine.localStore.checkpoint() }
+        for file in devices.flatMap({ SecretScanner.files(under: $0.profile) }) {
+            guard let data = readFileKeepingLocks(file) else { continue }
+            let found = scanner.findings(in: Array(data))
+            #expect(found.isEmpty, "\(file) holds \(found)")
+        }
+        let lines = logs.all
+        #expect(lines.count > 10)
+        var leaks: [String] = []
+        for line in lines {
+            let found = scanner.findings(in: Array(line.utf8))
+            if !found.isEmpty { leaks.append("\(found): \(line.prefix(300))") }
+            for code in [enableCode, loginCode] where line.split(whereSeparator: { !$0.isNumber }).contains(Substring(code)) {
+                leaks.append("two-step code: \(line.prefix(300))")
+            }
+        }
+        #expect(leaks.isEmpty, "secrets in logs:\n\(leaks.joined(separator: "\n"))")
+        print("sign-in scan: \(lines.count) log lines, \(scanner.needles.count) needles, \(leaks.count) leaks")
+        for device in devices {
+            await device.engine.shutdown()
+            try? FileManager.default.removeItem(atPath: device.profile)
+        }
+        await server.destroy()
+    }
 }
+

@@ -91,7 +91,7 @@ extension VaultRepository {
 
     /// Stores a device's remember token (its hash), replacing the device's earlier one.
     func rememberDevice(userID: String, identifier: String, tokenHash: String, expires: Int64, stamp: String) async throws {
-        try await transaction { session in
+        _ = try await transaction { session in
             try await session.query("""
                 UPDATE devices SET two_factor_remember_hash = ?, two_factor_remember_expires_at = ?, two_factor_remember_stamp = ?
                 WHERE user_id = ? AND identifier = ?

@@ -171,65 +171,6 @@ struct RegisterCommand: VaultCommand {
     }
 }
 
-struct LoginCommand: VaultCommand {
-    static let configuration = CommandConfiguration(
-        commandName: "login",
-        abstract: "Log in to the server and download the vault.",
-        discussion: """
-        Examples:
-          vaultsync login alice@example.com
-          vaultsync login alice@example.com --password-file ~/.vault-pass
-          vaultsync login alice@example.com --accept-kdf pbkdf2:100000
-
-        The key derivation settings the server announces are checked before anything is sent: on a device that has unlocked the account they may not be weaker than before, and a first login here refuses settings below Bitwarden's current minimums (PBKDF2 600,000 iterations; Argon2id 2 iterations, 16 MiB). If your account really uses such settings, confirm them exactly as the refusal names them with --accept-kdf (or answer the question on a terminal).
-        """)
-    static var needsUnlock: Bool { false }
-    @OptionGroup var global: GlobalOptions
-    @Argument(help: "The account's email.") var email: String
-    @Option(name: .customLong("accept-kdf"), help: ArgumentHelp(
-        "Confirm weaker key derivation settings exactly as the refusal names them (pbkdf2:ITERATIONS or argon2id:ITERATIONS,MiB,LANES).",
-        valueName: "SETTINGS"))
-    var acceptKdf: String?
-
-    func validate() throws {
-        if let acceptKdf, KdfConfiguration(spec: acceptKdf) == nil {
-            throw ValidationError("--accept-kdf takes pbkdf2:ITERATIONS or argon2id:ITERATIONS,MiB,LANES (got \"\(acceptKdf)\")")
-        }
-    }
-
-    func execute(_ context: CLIContext) async throws {
-        _ = try context.requireServer()
-        let normalised = MasterKey.normaliseSalt(email)
-        if let current = context.settings.email, current != normalised {
-            throw CLIError.usage("this profile is logged in as \(current); log out first (or use another VAULTSYNC_HOME)")
-        }
-        guard let password = try context.masterPassword() else {
-            throw CLIError.usage("give the master password (prompt, --password-file or VAULTSYNC_PASSWORD)")
-        }
-        do {
-            try await context.engine.login(email: normalised, password: password, acceptingKdf: acceptKdf.flatMap(KdfConfiguration.init(spec:)))
-        } catch let refusal as VaultError {
-            // On a terminal the person can confirm the settings at once; nothing was sent yet.
-            let offered: KdfConfiguration
-            switch refusal {
-            case .kdfBelowMinimums(let settings), .kdfWeakened(_, let settings): offered = settings
-            default: throw refusal
-            }
-            guard Console.stdinIsTTY, Console.stderrIsTTY else { throw refusal }
-            Console.error(refusal.description)
-            guard Console.confirm("Log in with \(offered.summary)? [y/N] ") else { throw CLIError.aborted("nothing was sent to the server") }
-            try await context.engine.login(email: normalised, password: password, acceptingKdf: offered)
-        }
-        var context = context
-        context.settings.email = normalised
-        try context.saveSettings()
-        let key = try await context.startSession()
-        let count = try await context.engine.items().count
-        print("Logged in as \(normalised); \(count) item\(count == 1 ? "" : "s") downloaded.")
-        printSessionHint(key)
-    }
-}
-
 func printSessionHint(_ key: String) {
     if Console.stdoutIsTTY {
         print("To stay unlocked in this shell:\n  export VAULTSYNC_SESSION=\"\(key)\"")
@@ -244,13 +185,17 @@ struct LogoutCommand: VaultCommand {
         abstract: "Remove the account and all its data from this device.",
         discussion: """
         Changes still waiting for the server are lost; `logout` refuses while there are any unless --force.
+        A remembered two-step login ("login --remember") stays on this device, sealed so that only the         master password opens it; --forget-device removes it too, and the next login here needs a code.
 
         Example:
           vaultsync logout
+          vaultsync logout --forget-device
         """)
     static var needsUnlock: Bool { false }
     @OptionGroup var global: GlobalOptions
     @Flag(help: "Log out even if changes are still waiting for the server.") var force = false
+    @Flag(name: .customLong("forget-device"), help: "Also forget this device's remembered two-step login and identifier.")
+    var forgetDevice = false
 
     func execute(_ context: CLIContext) async throws {
         let email = try context.requireEmail()
@@ -262,12 +207,16 @@ struct LogoutCommand: VaultCommand {
         }
         // Unlocked (a session or a password at hand), the server is asked to end this device's session too.
         try? await context.unlock(prompt: false)
-        let revoked = try await context.engine.logout(email: email)
+        let remembered = try await context.engine.hasRememberedTwoFactor(email: email)
+        let revoked = try await context.engine.logout(email: email, forgetDevice: forgetDevice)
         context.profile.removeSession()
         var context = context
         context.settings.email = nil
         try context.saveSettings()
         print("Logged out; the account's data was removed from this device.")
+        if remembered && !forgetDevice {
+            Console.note("This device still remembers the two-step login (only your master password opens it); `logout --forget-device` would remove it.")
+        }
         if !revoked {
             Console.note("The server was not told (locked, offline, or a server without token revocation): this device's session ends there when its tokens expire.")
         }

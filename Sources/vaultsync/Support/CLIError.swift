@@ -33,6 +33,8 @@ enum CLIError: Error, CustomStringConvertible {
     case ambiguous(what: String, reference: String, candidates: [String])
     case aborted(String)
     case verificationFailed(String)
+    /// A login needs a code (two-step or new-device) and none was given where none can be asked for.
+    case codeRequired(String)
 
     var description: String {
         switch self {
@@ -50,6 +52,7 @@ enum CLIError: Error, CustomStringConvertible {
             return "\"\(reference)\" matches \(candidates.count) \(what)s; use an id:\n" + candidates.map { "  \($0)" }.joined(separator: "\n")
         case .aborted(let message): return message
         case .verificationFailed(let message): return message
+        case .codeRequired(let message): return message
         }
     }
 
@@ -63,6 +66,7 @@ enum CLIError: Error, CustomStringConvertible {
         case .notFound: return .notFound
         case .ambiguous: return .ambiguous
         case .verificationFailed: return .verificationFailed
+        case .codeRequired: return .authenticationFailed
         }
     }
 }
@@ -91,6 +95,9 @@ func describe(_ error: any Error) -> (message: String, status: ExitStatus) {
         case .insecureServer: status = .usage
         case .organizationNotTrusted, .organizationKeyChanged: status = .verificationFailed
         case .organizationUnavailable: status = .notFound
+        // A login that needs more than the password, or whose second factor or API key was refused.
+        case .twoFactorRequired, .twoFactorCodeInvalid, .newDeviceVerificationRequired, .newDeviceCodeInvalid, .apiKeyRefused:
+            status = .authenticationFailed
         // The server's certificate was refused before anything was sent: a verification failure.
         case .untrustedCertificate: status = .verificationFailed
         case .caFileUnusable: status = .badInput

@@ -42,6 +42,12 @@ enum Console {
         return answer == "y" || answer == "yes"
     }
 
+    /// Asks on standard error and reads one line (`nil` at end of input).
+    static func ask(_ prompt: String) -> String? {
+        FileHandle.standardError.write(Data(prompt.utf8))
+        return Swift.readLine(strippingNewline: true)
+    }
+
     /// Reads a secret from the terminal without echo.
     static func readSecret(prompt: String) -> String? {
         FileHandle.standardError.write(Data(prompt.utf8))
