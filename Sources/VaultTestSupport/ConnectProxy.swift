@@ -6,12 +6,14 @@ import NIOPosix
 /// A small real HTTP proxy on loopback that only tunnels (`CONNECT host:port`), as corporate proxies
 /// do for https: it sees the target and the bytes, never the content of a TLS connection. Counts the
 /// tunnels it opened, by target; optionally requires basic authentication (407 otherwise).
+///
+/// Everything runs in channel handlers on the event loops, not in Swift tasks: a suite that keeps the
+/// cooperative threads busy (key derivations) cannot starve the tunnel into the client's timeouts.
 public actor ConnectProxy {
     public private(set) var port = 0
     let record = NIOLockedValueBox<Record>(Record())
     let credentials: (user: String, password: String)?
     private var serverChannel: (any Channel)?
-    private var acceptTask: Task<Void, Never>?
 
     struct Record {
         var tunnels: [String] = []
@@ -36,102 +38,131 @@ public actor ConnectProxy {
     public nonisolated var refusedCount: Int { record.withLockedValue { $0.refused } }
 
     public func start() async throws {
-        let channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
-            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
-            .bind(host: "127.0.0.1", port: 0) { channel in
-                channel.eventLoop.makeCompletedFuture {
-                    try NIOAsyncChannel<ByteBuffer, ByteBuffer>(wrappingChannelSynchronously: channel)
-                }
-            }
-        port = channel.channel.localAddress?.port ?? 0
-        serverChannel = channel.channel
         let record = self.record
         let expected = credentials.map { "Basic " + Data("\($0.user):\($0.password)".utf8).base64EncodedString() }
-        acceptTask = Task {
-            await withDiscardingTaskGroup { group in
-                do {
-                    try await channel.executeThenClose { inbound in
-                        for try await connection in inbound {
-                            group.addTask { await Self.serve(connection, record: record, expectedAuthorization: expected) }
-                        }
-                    }
-                } catch {}
-                group.cancelAll()
+        let channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+            .childChannelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHandler(ConnectHead(record: record, expectedAuthorization: expected))
+                }
             }
-        }
+            .bind(host: "127.0.0.1", port: 0).get()
+        port = channel.localAddress?.port ?? 0
+        serverChannel = channel
     }
 
     public func stop() async {
         try? await serverChannel?.close()
-        acceptTask?.cancel()
-        await acceptTask?.value
         serverChannel = nil
-        acceptTask = nil
     }
 
-    static func serve(_ connection: NIOAsyncChannel<ByteBuffer, ByteBuffer>, record: NIOLockedValueBox<Record>,
-                      expectedAuthorization: String?) async {
-        try? await connection.executeThenClose { inbound, outbound in
-            var iterator = inbound.makeAsyncIterator()
-            var received: [UInt8] = []
-            var headEnd: Range<Int>?
-            while headEnd == nil {
-                guard var buffer = try await iterator.next() else { return }
-                received += buffer.readBytes(length: buffer.readableBytes) ?? []
-                headEnd = received.firstRange(of: Array("\r\n\r\n".utf8))
-                if headEnd == nil, received.count > 16_384 { return }
-            }
-            let head = String(decoding: received[..<headEnd!.lowerBound], as: UTF8.self)
-            let leftover = Array(received[headEnd!.upperBound...])
-            let lines = head.components(separatedBy: "\r\n")
-            let parts = lines[0].split(separator: " ")
-            guard parts.count == 3, parts[0] == "CONNECT" else {
-                try await outbound.write(ByteBuffer(string: "HTTP/1.1 405 Method Not Allowed\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"))
+    /// Reads the CONNECT request, opens the upstream connection, answers 200 and hands over to two
+    /// ``Forwarder``s.
+    final class ConnectHead: ChannelInboundHandler, RemovableChannelHandler {
+        typealias InboundIn = ByteBuffer
+        typealias OutboundOut = ByteBuffer
+
+        let record: NIOLockedValueBox<Record>
+        let expectedAuthorization: String?
+        var received: [UInt8] = []
+        var connecting = false
+
+        init(record: NIOLockedValueBox<Record>, expectedAuthorization: String?) {
+            self.record = record
+            self.expectedAuthorization = expectedAuthorization
+        }
+
+        func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+            var buffer = unwrapInboundIn(data)
+            received += buffer.readBytes(length: buffer.readableBytes) ?? []
+            guard !connecting else { return }
+            guard let end = received.firstRange(of: Array("\r\n\r\n".utf8)) else {
+                if received.count > 16_384 { context.close(promise: nil) }
                 return
             }
+            let head = String(decoding: received[..<end.lowerBound], as: UTF8.self)
+            received = Array(received[end.upperBound...])
+            let lines = head.components(separatedBy: "\r\n")
+            let parts = lines[0].split(separator: " ")
+            guard parts.count == 3, parts[0] == "CONNECT" else { return answer(context, "405 Method Not Allowed") }
             if let expectedAuthorization {
                 let given = lines.dropFirst().first { $0.lowercased().hasPrefix("proxy-authorization:") }
                     .map { String($0.dropFirst("proxy-authorization:".count)).trimmingCharacters(in: .whitespaces) }
                 guard given == expectedAuthorization else {
                     record.withLockedValue { $0.refused += 1 }
-                    try await outbound.write(ByteBuffer(string: "HTTP/1.1 407 Proxy Authentication Required\r\nProxy-Authenticate: Basic realm=\"test\"\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"))
-                    return
+                    return answer(context, "407 Proxy Authentication Required", extra: "Proxy-Authenticate: Basic realm=\"test\"\r\n")
                 }
             }
             let target = String(parts[1])
             guard let colon = target.lastIndex(of: ":"), let port = Int(target[target.index(after: colon)...]) else {
-                try await outbound.write(ByteBuffer(string: "HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"))
-                return
+                return answer(context, "400 Bad Request")
             }
             var host = String(target[..<colon])
             if host.hasPrefix("["), host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
-            let upstream: NIOAsyncChannel<ByteBuffer, ByteBuffer>
-            do {
-                upstream = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
-                    .connectTimeout(.seconds(5))
-                    .connect(host: host, port: port) { channel in
-                        channel.eventLoop.makeCompletedFuture {
-                            try NIOAsyncChannel<ByteBuffer, ByteBuffer>(wrappingChannelSynchronously: channel)
-                        }
+            connecting = true
+            let client = context.channel
+            ClientBootstrap(group: context.eventLoop)
+                .connectTimeout(.seconds(10))
+                .channelInitializer { upstream in
+                    upstream.eventLoop.makeCompletedFuture {
+                        try upstream.pipeline.syncOperations.addHandler(Forwarder(peer: client))
                     }
-            } catch {
-                try await outbound.write(ByteBuffer(string: "HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"))
-                return
-            }
-            record.withLockedValue { $0.tunnels.append(target) }
-            try await outbound.write(ByteBuffer(string: "HTTP/1.1 200 Connection established\r\n\r\n"))
-            try await upstream.executeThenClose { upstreamInbound, upstreamOutbound in
-                if !leftover.isEmpty { try await upstreamOutbound.write(ByteBuffer(bytes: leftover)) }
-                try await withThrowingTaskGroup(of: Void.self) { group in
-                    group.addTask {
-                        for try await buffer in upstreamInbound { try await outbound.write(buffer) }
-                        outbound.finish()
-                    }
-                    while let buffer = try await iterator.next() { try await upstreamOutbound.write(buffer) }
-                    upstreamOutbound.finish()
-                    try await group.waitForAll()
                 }
+                .connect(host: host, port: port)
+                .assumeIsolated()
+                .whenComplete { result in
+                    switch result {
+                    case .success(let upstream):
+                        self.record.withLockedValue { $0.tunnels.append(target) }
+                        context.writeAndFlush(self.wrapOutboundOut(ByteBuffer(string: "HTTP/1.1 200 Connection established\r\n\r\n")),
+                                              promise: nil)
+                        do {
+                            try context.pipeline.syncOperations.addHandler(Forwarder(peer: upstream), position: .after(self))
+                        } catch {
+                            upstream.close(promise: nil)
+                            context.close(promise: nil)
+                            return
+                        }
+                        if !self.received.isEmpty { upstream.writeAndFlush(ByteBuffer(bytes: self.received), promise: nil) }
+                        self.received = []
+                        context.pipeline.syncOperations.removeHandler(context: context, promise: nil)
+                    case .failure:
+                        self.answer(context, "502 Bad Gateway")
+                    }
+                }
+        }
+
+        func answer(_ context: ChannelHandlerContext, _ status: String, extra: String = "") {
+            let text = "HTTP/1.1 \(status)\r\n\(extra)Content-Length: 0\r\nConnection: close\r\n\r\n"
+            context.writeAndFlush(wrapOutboundOut(ByteBuffer(string: text))).assumeIsolated().whenComplete { _ in
+                context.close(promise: nil)
             }
+        }
+
+        func errorCaught(context: ChannelHandlerContext, error: any Error) {
+            context.close(promise: nil)
+        }
+    }
+
+    /// Writes what one side sends to the other; closes the other when this side closes.
+    final class Forwarder: ChannelInboundHandler {
+        typealias InboundIn = ByteBuffer
+        let peer: any Channel
+
+        init(peer: any Channel) { self.peer = peer }
+
+        func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+            peer.writeAndFlush(unwrapInboundIn(data), promise: nil)
+        }
+
+        func channelInactive(context: ChannelHandlerContext) {
+            peer.close(promise: nil)
+            context.fireChannelInactive()
+        }
+
+        func errorCaught(context: ChannelHandlerContext, error: any Error) {
+            context.close(promise: nil)
         }
     }
 }
