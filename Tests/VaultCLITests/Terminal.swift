@@ -62,16 +62,36 @@ struct TerminalRun: CustomStringConvertible {
     var transcript: String
     /// How many steps were answered.
     var answered: Int
+    /// The program was still waiting after the time limit and was killed (a prompt never came, or
+    /// an answer was lost).
+    var killedWaiting = false
 
-    var description: String { "exit \(status), \(answered) answers\n\(transcript)" }
+    var description: String { "exit \(status), \(answered) answers\(killedWaiting ? ", killed while waiting" : "")\n\(transcript)" }
+}
+
+private final class KilledFlag: @unchecked Sendable {
+    private let lock = NSLock()
+    private var killed = false
+
+    func set() {
+        lock.lock()
+        killed = true
+        lock.unlock()
+    }
+
+    var value: Bool {
+        lock.lock()
+        defer { lock.unlock() }
+        return killed
+    }
 }
 
 /// Runs an executable with a pseudo-terminal as its standard input, output and error, as a person
 /// at a terminal runs it, and answers its prompts in order. Reading and waiting happen on a thread
-/// of its own (see ``runProcess``). The run ends when the program exits; a prompt that never comes
-/// leaves the program waiting, which the test's time limit ends.
+/// of its own (see ``runProcess``). The run ends when the program exits, or after `limit` (a failure
+/// the result reports, not a hang).
 func runOnTerminal(_ executable: URL, _ arguments: [String], environment: [String: String],
-                   conversation: [TerminalStep]) async throws -> TerminalRun {
+                   conversation: [TerminalStep], limit: DispatchTimeInterval = .seconds(120)) async throws -> TerminalRun {
     try await withCheckedThrowingContinuation { continuation in
         let worker = Thread {
             guard let (master, slavePath) = PTY.open() else {
@@ -102,6 +122,18 @@ func runOnTerminal(_ executable: URL, _ arguments: [String], environment: [Strin
             }
             // Only the child holds the terminal now: reading the master ends (EIO) when it exits.
             close(slave)
+            // A prompt that never comes (or an answer the program never reads) would leave the child
+            // waiting for ever: after `limit` it is killed, and the run reports it instead of hanging.
+            let finished = DispatchSemaphore(value: 0)
+            let killed = KilledFlag()
+            let watchdog = Thread {
+                if finished.wait(timeout: .now() + limit) == .timedOut {
+                    killed.set()
+                    process.terminate()
+                }
+            }
+            watchdog.start()
+            defer { finished.signal() }
             var transcript: [UInt8] = []
             var searchFrom = 0
             var step = 0
@@ -123,7 +155,8 @@ func runOnTerminal(_ executable: URL, _ arguments: [String], environment: [Strin
             process.waitUntilExit()
             close(master)
             continuation.resume(returning: TerminalRun(status: process.terminationStatus,
-                                                       transcript: String(decoding: transcript, as: UTF8.self), answered: step))
+                                                       transcript: String(decoding: transcript, as: UTF8.self), answered: step,
+                                                       killedWaiting: killed.value))
         }
         worker.start()
     }

@@ -50,7 +50,9 @@ enum Console {
 
     /// Reads a secret from the terminal without echo.
     static func readSecret(prompt: String) -> String? {
-        FileHandle.standardError.write(Data(prompt.utf8))
+        // Echo goes off (discarding what was typed before the question) before the prompt is shown:
+        // the other way round, an answer typed or pasted the moment the prompt appears could be
+        // discarded with the type-ahead, leaving the program waiting for a line already given.
         var original = termios()
         let haveTerminal = tcgetattr(STDIN_FILENO, &original) == 0
         if haveTerminal {
@@ -58,6 +60,7 @@ enum Console {
             silent.c_lflag &= ~tcflag_t(ECHO)
             tcsetattr(STDIN_FILENO, TCSAFLUSH, &silent)
         }
+        FileHandle.standardError.write(Data(prompt.utf8))
         defer {
             if haveTerminal {
                 tcsetattr(STDIN_FILENO, TCSAFLUSH, &original)
