@@ -88,7 +88,7 @@ struct SyncSnapshot: Sendable {
 
 extension VaultRepository {
     func syncSnapshot(userID: String) async throws -> SyncSnapshot {
-        try await transaction { session in
+        try await read { session in
             let user = try await Self.user(id: userID, session)
             let folders = try await session.query("SELECT * FROM folders WHERE user_id = ? ORDER BY created_at", [.text(userID)])
                 .map(FolderRecord.init(row:))
@@ -100,6 +100,6 @@ extension VaultRepository {
     }
 
     func profileOrganizations(userID: String) async throws -> [JSONValue] {
-        try await transaction { session in try await Self.profileOrganizations(userID: userID, session) }
+        try await read { session in try await Self.profileOrganizations(userID: userID, session) }
     }
 }

@@ -147,11 +147,11 @@ extension VaultRepository {
     }
 
     func visibleCiphers(userID: String) async throws -> [CipherRecord] {
-        try await transaction { session in try await Self.visibleCiphers(userID: userID, session) }
+        try await read { session in try await Self.visibleCiphers(userID: userID, session) }
     }
 
     func visibleCipher(id: String, userID: String) async throws -> CipherRecord? {
-        try await transaction { session in try await Self.visibleCiphers(userID: userID, onlyID: id, session).first }
+        try await read { session in try await Self.visibleCiphers(userID: userID, onlyID: id, session).first }
     }
 
     /// Users whose account revision must move when a cipher changes: the owner, or every confirmed
@@ -568,7 +568,7 @@ extension VaultRepository {
 
     /// Every cipher of an organization, for its owners and admins.
     func organizationCiphers(organizationID: String, userID: String) async throws -> [CipherRecord] {
-        try await transaction { session in
+        try await read { session in
             try await Self.visibleCiphers(userID: userID, session).filter { $0.organizationID == organizationID }
         }
     }
