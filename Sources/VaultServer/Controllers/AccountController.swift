@@ -66,11 +66,12 @@ struct AccountController {
         head["sends"] = .array([])
         head["userDecryption"] = .object(Renderer.userDecryption(user))
         var bytes = head.serialized()
+        bytes.reserveCapacity(bytes.count + snapshot.ciphers.reduce(0) { $0 + $1.data.utf8.count + 560 })
         bytes.removeLast()
         bytes.append(contentsOf: #","ciphers":["#.utf8)
         for (index, cipher) in snapshot.ciphers.enumerated() {
             if index > 0 { bytes.append(UInt8(ascii: ",")) }
-            bytes.append(contentsOf: renderer.cipher(cipher))
+            renderer.writeCipher(cipher, to: &bytes)
         }
         bytes.append(contentsOf: "]}".utf8)
         return JSONResponse.make(bytes: bytes)
