@@ -53,10 +53,15 @@ extension VaultRepository {
         let idFilter = onlyIDs.map { " AND c.id IN (\(placeholders($0.count)))" } ?? ""
         let idBind: [SQLValue] = onlyIDs.map { $0.map(SQLValue.text) } ?? []
         let stateJoin = "LEFT JOIN cipher_user_state s ON s.cipher_id = c.id AND s.user_id = ?"
-        var records = try await session.query("""
-            SELECT c.*, s.folder_id, s.favorite, s.archived_date FROM ciphers c \(stateJoin)
+        let ownRows = try await session.query("""
+            SELECT \(CipherRecord.selectColumns), s.folder_id, s.favorite, s.archived_date FROM ciphers c \(stateJoin)
             WHERE c.user_id = ?\(idFilter) ORDER BY c.created_at, c.id
-            """, [.text(userID), .text(userID)] + idBind).map { CipherRecord(row: $0, access: .owner) }
+            """, [.text(userID), .text(userID)] + idBind)
+        var records: [CipherRecord] = []
+        if let first = ownRows.first {
+            let layout = CipherRecord.Layout(first.columns)
+            records = ownRows.map { CipherRecord(row: $0, layout: layout, access: .owner) }
+        }
 
         let memberships = try await session.query(
             "SELECT * FROM memberships WHERE user_id = ? AND status = 2", [.text(userID)]).map(MembershipRecord.init(row:))
@@ -64,7 +69,7 @@ extension VaultRepository {
             let orgIDs = memberships.map(\.organizationID)
             let orgBinds = orgIDs.map(SQLValue.text)
             let orgCiphers = try await session.query("""
-                SELECT c.*, s.folder_id, s.favorite, s.archived_date FROM ciphers c \(stateJoin)
+                SELECT \(CipherRecord.selectColumns), s.folder_id, s.favorite, s.archived_date FROM ciphers c \(stateJoin)
                 WHERE c.organization_id IN (\(placeholders(orgIDs.count)))\(idFilter) ORDER BY c.created_at, c.id
                 """, [.text(userID)] + orgBinds + idBind)
             let links = try await session.query("""
@@ -84,12 +89,13 @@ extension VaultRepository {
                     edit: !row.bool("read_only"), viewPassword: !row.bool("hide_passwords"), manage: row.bool("manage"))
             }
             let membershipOfOrg = Dictionary(memberships.map { ($0.organizationID, $0) }, uniquingKeysWith: { first, _ in first })
+            let layout = CipherRecord.Layout(orgCiphers.first?.columns ?? [])
             for row in orgCiphers {
                 guard let orgID = row.text("organization_id"), let membership = membershipOfOrg[orgID] else { continue }
                 let collections = (collectionsOfCipher[row.text("id") ?? ""] ?? []).sorted()
                 var record: CipherRecord
                 if membership.hasFullAccess {
-                    record = CipherRecord(row: row, access: .owner)
+                    record = CipherRecord(row: row, layout: layout, access: .owner)
                     record.collectionIDs = collections
                 } else {
                     // organizations.md §4.4, per-flag most permissive over the user's collections.
@@ -98,7 +104,7 @@ extension VaultRepository {
                     let access = assigned.compactMap { rowOfCollection[$0] }.reduce(CipherAccess(edit: false, viewPassword: false, manage: false)) {
                         CipherAccess(edit: $0.edit || $1.edit, viewPassword: $0.viewPassword || $1.viewPassword, manage: $0.manage || $1.manage)
                     }
-                    record = CipherRecord(row: row, access: access)
+                    record = CipherRecord(row: row, layout: layout, access: access)
                     record.collectionIDs = assigned
                 }
                 records.append(record)
@@ -137,7 +143,7 @@ extension VaultRepository {
     /// Attachments are not loaded (a write does not change them; ``finishWrite`` adds them).
     static func cipherForWrite(id: String, userID: String, _ session: any SQLSession) async throws -> CipherRecord? {
         if let row = try await session.query("""
-            SELECT c.*, s.folder_id, s.favorite, s.archived_date FROM ciphers c
+            SELECT \(CipherRecord.selectColumns), s.folder_id, s.favorite, s.archived_date FROM ciphers c
             LEFT JOIN cipher_user_state s ON s.cipher_id = c.id AND s.user_id = ?
             WHERE c.id = ? AND c.user_id = ?
             """, [.text(userID), .text(id), .text(userID)]).first {

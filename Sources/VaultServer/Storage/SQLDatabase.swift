@@ -36,6 +36,17 @@ public struct SQLRow: Sendable {
 
     public func bool(_ column: String) -> Bool { (int(column) ?? 0) != 0 }
 
+    /// The value at a position found once for a whole result (see `CipherRecord.Layout`).
+    func text(at index: Int?) -> String? {
+        guard let index, case .text(let value) = values[index] else { return nil }
+        return value
+    }
+
+    func int(at index: Int?) -> Int64? {
+        guard let index, case .int(let value) = values[index] else { return nil }
+        return value
+    }
+
     public func blob(_ column: String) -> Data? {
         switch self[column] {
         case .blob(let data): return data
