@@ -27,6 +27,7 @@ public final class SQLiteDatabase: SQLDatabase {
         configuration.busyMode = .timeout(10)
         configuration.prepareDatabase { db in
             try db.execute(sql: "PRAGMA foreign_keys = ON")
+            try Self.tune(db)
         }
         let queue = try DatabaseQueue(path: path, configuration: configuration)
         // The file holds password hashes and encrypted vaults: owner-only (SQLite gives -wal/-shm the same mode).
@@ -39,11 +40,21 @@ public final class SQLiteDatabase: SQLDatabase {
         readConfiguration.readonly = true
         readConfiguration.allowsUnsafeTransactions = true
         readConfiguration.busyMode = .timeout(10)
+        readConfiguration.prepareDatabase { db in try Self.tune(db) }
         let readerQueues = try (0..<Self.readerCount).map { _ in try DatabaseQueue(path: path, configuration: readConfiguration) }
         writer = ConnectionPool([queue])
         readers = ConnectionPool(readerQueues)
         connections = [queue] + readerQueues
         location = "SQLite at \(path)"
+    }
+
+    /// Every connection maps the file (pages are read from the kernel's page cache in place, shared by
+    /// all connections, instead of a `pread` copy per page into each connection's own cache) and keeps
+    /// 8 MiB of pages: with SQLite's default 2 MiB a sync of a 1,000-item vault re-read its pages
+    /// from the file on every request (`pread` was 6% of the sync profile).
+    static func tune(_ db: Database) throws {
+        try db.execute(sql: "PRAGMA mmap_size = 268435456")
+        try db.execute(sql: "PRAGMA cache_size = -8192")
     }
 
     public func transaction<T: Sendable>(_ body: @Sendable (any SQLSession) async throws -> T) async throws -> T {
@@ -110,12 +121,13 @@ struct SQLiteSession: SQLSession {
                 let width = columns.count
                 var rows: [SQLRow] = []
                 let cursor = try Row.fetchCursor(statement, arguments: arguments)
-                while let row = try cursor.next() {
+                while try cursor.next() != nil {
                     var values: [SQLValue] = []
                     values.reserveCapacity(width)
                     for index in 0..<width {
-                        let value: DatabaseValue = row[index]
-                        switch value.storage {
+                        // Straight from the stepped statement: the generic Row subscript looked up type
+                        // metadata at run time for every value (5% of a sync's samples).
+                        switch DatabaseValue(sqliteStatement: statement.sqliteStatement, index: CInt(index)).storage {
                         case .null: values.append(.null)
                         case .int64(let int): values.append(.int(int))
                         case .double(let double): values.append(.int(Int64(double)))
