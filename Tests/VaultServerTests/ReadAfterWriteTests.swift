@@ -155,6 +155,72 @@ struct ReadAfterWriteTests {
     }
 }
 
+extension ReadAfterWriteTests {
+    /// Starts and uploads a 100-byte attachment on `cipherID` (key and name under `key`); returns its id.
+    static func attach(_ api: APIClient, token: String, cipherID: String, key: SymmetricCryptoKey, upload: Bool = true) async throws -> String {
+        let fileKey = SymmetricCryptoKey.generate()
+        let file = Array(try EncString.encrypt(Array(repeating: 7, count: 100), key: fileKey).binary())
+        let start = try await api.request(.post, "/api/ciphers/\(cipherID)/attachment/v2", token: token, json: .object([
+            "key": .string(try EncString.wrap(fileKey, with: key).serialized),
+            "fileName": .string(try EncString.encrypt("f.txt", key: key).serialized), "fileSize": .int(file.count),
+        ]))
+        let attachmentID = try #require(start.object["attachmentId"]?.stringValue, "start: \(start.message ?? "")")
+        if upload {
+            let uploaded = try await api.request(.post, "/api/ciphers/\(cipherID)/attachment/\(attachmentID)", token: token, body: file,
+                                                 headers: [.contentType: "application/octet-stream"])
+            #expect(uploaded.status == .ok)
+        }
+        return attachmentID
+    }
+
+    static func attachmentIDs(_ item: JSONObject?) -> [String]? {
+        item?["attachments"]?.arrayValue.map { $0.compactMap { $0.objectValue?["id"]?.stringValue } }
+    }
+
+    @Test("a sync lists the uploaded attachments of each item it shows (own and shared), and none after their deletion",
+          arguments: Backend.available)
+    func attachmentsInSync(backend: Backend) async throws {
+        try await withTestServer(backend) { api in
+            let shared = try await SharedOrganization.make(api)
+            let owner = shared.owner
+            let personal = try #require(try await api.request(.post, "/api/ciphers", token: shared.ownerToken,
+                                                              json: .object(try owner.loginItem(name: "Mine"))).object["id"]?.stringValue)
+            let plain = try #require(try await api.request(.post, "/api/ciphers", token: shared.ownerToken,
+                                                           json: .object(try owner.loginItem(name: "No files"))).object["id"]?.stringValue)
+            let first = try await Self.attach(api, token: shared.ownerToken, cipherID: personal, key: owner.userKey)
+            let second = try await Self.attach(api, token: shared.ownerToken, cipherID: personal, key: owner.userKey)
+            _ = try await Self.attach(api, token: shared.ownerToken, cipherID: plain, key: owner.userKey, upload: false)
+            let onShared = try await Self.attach(api, token: shared.ownerToken, cipherID: shared.cipherID, key: shared.orgKey)
+
+            let ownerSync = try await api.request(.get, "/api/sync", token: shared.ownerToken).object["ciphers"]?.arrayValue?.compactMap(\.objectValue) ?? []
+            func item(_ list: [JSONObject], _ id: String) -> JSONObject? { list.first { $0["id"] == .string(id) } }
+            #expect(Self.attachmentIDs(item(ownerSync, personal)) == [first, second])
+            #expect(Self.attachmentIDs(item(ownerSync, shared.cipherID)) == [onShared])
+            #expect(item(ownerSync, plain)?["attachments"] == .null, "a started, never uploaded file is not listed")
+            let readerSync = try await api.request(.get, "/api/sync", token: shared.readerToken).object["ciphers"]?.arrayValue?.compactMap(\.objectValue) ?? []
+            #expect(readerSync.count == 1)
+            #expect(Self.attachmentIDs(item(readerSync, shared.cipherID)) == [onShared])
+            // The same attachment objects as the single item's answer (download links are signed per answer).
+            func withoutURLs(_ item: JSONObject?) -> [JSONObject]? {
+                item?["attachments"]?.arrayValue?.compactMap(\.objectValue).map { object in
+                    JSONObject(entries: object.entries.filter { $0.key != "url" })
+                }
+            }
+            let single = try await api.request(.get, "/api/ciphers/\(personal)", token: shared.ownerToken).object
+            #expect(withoutURLs(single) == withoutURLs(item(ownerSync, personal)))
+            #expect(withoutURLs(single)?.count == 2)
+
+            for (cipher, attachment) in [(personal, first), (personal, second), (shared.cipherID, onShared)] {
+                #expect(try await api.request(.delete, "/api/ciphers/\(cipher)/attachment/\(attachment)", token: shared.ownerToken).status == .ok)
+            }
+            let after = try await api.request(.get, "/api/sync", token: shared.ownerToken).object["ciphers"]?.arrayValue?.compactMap(\.objectValue) ?? []
+            #expect(after.allSatisfy { $0["attachments"] == .null })
+            let readerAfter = try await api.request(.get, "/api/sync", token: shared.readerToken).object["ciphers"]?.arrayValue?.compactMap(\.objectValue)
+            #expect(readerAfter?.first?["attachments"] == .null)
+        }
+    }
+}
+
 /// A flag set once, read from several tasks.
 final class Flag: @unchecked Sendable {
     private let lock = NSLock()

@@ -111,12 +111,38 @@ extension VaultRepository {
             }
         }
         if !records.isEmpty {
-            let attachmentsOfCipher = try await attachments(of: records.map(\.id), session)
+            // Every visible cipher: the attachments of the user's and their organizations' ciphers in one
+            // query (a list of a thousand ids cost a thousand binds and probes); a few ids: by id.
+            let attachmentsOfCipher = onlyIDs == nil
+                ? try await attachments(userID: userID, organizationIDs: memberships.map(\.organizationID), session)
+                : try await attachments(of: records.map(\.id), session)
             for index in records.indices {
                 records[index].attachments = attachmentsOfCipher[records[index].id] ?? []
             }
         }
         return records
+    }
+
+    /// The uploaded attachments of the ciphers `userID` owns or that belong to `organizationIDs`, by cipher,
+    /// oldest first (the caller keeps those of the ciphers it shows).
+    static func attachments(userID: String, organizationIDs: [String], _ session: any SQLSession) async throws -> [String: [AttachmentRecord]] {
+        let organizations = organizationIDs.isEmpty ? "" : " OR organization_id IN (\(placeholders(organizationIDs.count)))"
+        let rows = try await session.query("""
+            SELECT id, cipher_id, file_name, akey, file_size FROM attachments
+            WHERE body IS NOT NULL AND cipher_id IN (SELECT id FROM ciphers WHERE user_id = ?\(organizations)) ORDER BY created_at, id
+            """, [.text(userID)] + organizationIDs.map(SQLValue.text))
+        return attachmentsByCipher(rows)
+    }
+
+    static func attachmentsByCipher(_ rows: [SQLRow]) -> [String: [AttachmentRecord]] {
+        var attachmentsOfCipher: [String: [AttachmentRecord]] = [:]
+        for row in rows {
+            let attachment = AttachmentRecord(id: row.text("id") ?? "", cipherID: row.text("cipher_id") ?? "",
+                                              fileName: row.text("file_name") ?? "", key: row.text("akey"),
+                                              fileSize: row.int("file_size") ?? 0)
+            attachmentsOfCipher[attachment.cipherID, default: []].append(attachment)
+        }
+        return attachmentsOfCipher
     }
 
     /// The uploaded attachments of `ids`, by cipher, oldest first.
@@ -126,14 +152,9 @@ extension VaultRepository {
         for chunk in stride(from: 0, to: ids.count, by: 500).map({ Array(ids[$0..<min($0 + 500, ids.count)]) }) {
             let rows = try await session.query("""
                 SELECT id, cipher_id, file_name, akey, file_size FROM attachments
-                WHERE body IS NOT NULL AND cipher_id IN (\(placeholders(chunk.count))) ORDER BY created_at
+                WHERE body IS NOT NULL AND cipher_id IN (\(placeholders(chunk.count))) ORDER BY created_at, id
                 """, chunk.map(SQLValue.text))
-            for row in rows {
-                let attachment = AttachmentRecord(id: row.text("id") ?? "", cipherID: row.text("cipher_id") ?? "",
-                                                  fileName: row.text("file_name") ?? "", key: row.text("akey"),
-                                                  fileSize: row.int("file_size") ?? 0)
-                attachmentsOfCipher[attachment.cipherID, default: []].append(attachment)
-            }
+            attachmentsOfCipher.merge(attachmentsByCipher(rows)) { first, _ in first }
         }
         return attachmentsOfCipher
     }
