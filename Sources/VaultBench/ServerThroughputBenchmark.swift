@@ -49,9 +49,11 @@ enum ServerThroughputBenchmark {
         let client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
         let token = account.accessToken
 
-        // `VAULTSYNC_PERF_CTL` (see ``PerfControl``) profiles one phase: `VAULTSYNC_PERF_P6=sync` (the default) or `put`.
-        let perf = PerfControl.fromEnvironment()
-        let perfPhase = ProcessInfo.processInfo.environment["VAULTSYNC_PERF_P6"] ?? "sync"
+        // `VAULTSYNC_PERF_CTL` (see ``PerfControl``) profiles one phase: `VAULTSYNC_PERF_P6=sync` (the default) or `put`,
+        // on every backend or only on `VAULTSYNC_PERF_BACKEND=SQLite|PostgreSQL`.
+        let environment = ProcessInfo.processInfo.environment
+        let perf = environment["VAULTSYNC_PERF_BACKEND"].map { $0 == backend } ?? true ? PerfControl.fromEnvironment() : nil
+        let perfPhase = environment["VAULTSYNC_PERF_P6"] ?? "sync"
 
         // Sync: every worker fetches the whole vault again and again.
         if perfPhase == "sync" { perf?.send("enable") }
