@@ -49,7 +49,15 @@ enum ServerThroughputBenchmark {
         let client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
         let token = account.accessToken
 
+        // `VAULTSYNC_PERF_CTL` (see ``PerfControl``) profiles one phase: `VAULTSYNC_PERF_P6=sync` (the default) or `put`,
+        // on every backend or only on `VAULTSYNC_PERF_BACKEND=SQLite|PostgreSQL`.
+        let environment = ProcessInfo.processInfo.environment
+        let perf = environment["VAULTSYNC_PERF_BACKEND"].map { $0 == backend } ?? true ? PerfControl.fromEnvironment() : nil
+        let perfPhase = environment["VAULTSYNC_PERF_P6"] ?? "sync"
+
         // Sync: every worker fetches the whole vault again and again.
+        if perfPhase == "sync" { perf?.send("enable") }
+        defer { perf?.send("disable") }
         let syncs = try await load(seconds: seconds) { _ in
             var request = HTTPClientRequest(url: url + "/api/sync?excludeDomains=true")
             request.headers.add(name: "Authorization", value: "Bearer \(token)")
@@ -63,6 +71,7 @@ enum ServerThroughputBenchmark {
         let snapshot = try await account.api.sync(token: token)
         let items = try snapshot.ciphers.map { try CipherWire(json: $0, path: "cipher") }
         let ledger = RevisionLedger(items)
+        perf?.send(perfPhase == "put" ? "enable" : "disable")
         let updates = try await load(seconds: seconds) { worker in
             let index = ledger.next(worker: worker, workers: concurrency)
             let (id, body) = ledger.body(index)

@@ -52,14 +52,21 @@ struct AccessTokenSigner: Sendable {
     }
 
     /// The claims of a valid, unexpired token signed with this key; `nil` otherwise.
+    ///
+    /// Runs on every `/api` request, so it works on the token's bytes: the parts are found by their dots
+    /// and decoded without intermediate strings (Foundation's `replacingOccurrences` and `split` were
+    /// ~5% of the update load's profile).
     func verify(_ token: String, nowSeconds: Int64) -> AccessClaims? {
-        let parts = token.split(separator: ".", omittingEmptySubsequences: false)
-        guard parts.count == 3, let signature = Self.decodeBase64URL(parts[2]) else { return nil }
-        let signed = Data("\(parts[0]).\(parts[1])".utf8)
+        let bytes = Array(token.utf8)
+        let dot = UInt8(ascii: ".")
+        guard let firstDot = bytes.firstIndex(of: dot), let secondDot = bytes[(firstDot + 1)...].firstIndex(of: dot),
+              !bytes[(secondDot + 1)...].contains(dot),
+              let signature = Self.decodeBase64URL(bytes: bytes[(secondDot + 1)...]) else { return nil }
+        let signed = bytes[..<secondDot]
         guard HMAC<SHA256>.isValidAuthenticationCode(signature, authenticating: signed, using: key) else { return nil }
-        guard let headerData = Self.decodeBase64URL(parts[0]),
+        guard let headerData = Self.decodeBase64URL(bytes: bytes[..<firstDot]),
               let header = try? JSONParser.parseObject(headerData), header["alg"]?.stringValue == "HS256",
-              let payloadData = Self.decodeBase64URL(parts[1]),
+              let payloadData = Self.decodeBase64URL(bytes: bytes[(firstDot + 1)..<secondDot]),
               let payload = try? JSONParser.parseObject(payloadData),
               let expires = payload["exp"]?.intValue, let notBefore = payload["nbf"]?.intValue,
               let subject = payload["sub"]?.stringValue else { return nil }
@@ -76,6 +83,21 @@ struct AccessTokenSigner: Sendable {
             .replacingOccurrences(of: "+", with: "-")
             .replacingOccurrences(of: "/", with: "_")
             .replacingOccurrences(of: "=", with: "")
+    }
+
+    /// ``decodeBase64URL(_:)`` of UTF-8 bytes.
+    static func decodeBase64URL(bytes: ArraySlice<UInt8>) -> Data? {
+        var base64: [UInt8] = []
+        base64.reserveCapacity(bytes.count + 3)
+        for byte in bytes {
+            switch byte {
+            case UInt8(ascii: "-"): base64.append(UInt8(ascii: "+"))
+            case UInt8(ascii: "_"): base64.append(UInt8(ascii: "/"))
+            default: base64.append(byte)
+            }
+        }
+        while base64.count % 4 != 0 { base64.append(UInt8(ascii: "=")) }
+        return Data(base64Encoded: Data(base64))
     }
 
     static func decodeBase64URL<S: StringProtocol>(_ text: S) -> Data? {

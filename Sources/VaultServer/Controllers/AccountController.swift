@@ -66,11 +66,12 @@ struct AccountController {
         head["sends"] = .array([])
         head["userDecryption"] = .object(Renderer.userDecryption(user))
         var bytes = head.serialized()
+        bytes.reserveCapacity(bytes.count + snapshot.ciphers.reduce(0) { $0 + $1.data.utf8.count + 560 })
         bytes.removeLast()
         bytes.append(contentsOf: #","ciphers":["#.utf8)
         for (index, cipher) in snapshot.ciphers.enumerated() {
             if index > 0 { bytes.append(UInt8(ascii: ",")) }
-            bytes.append(contentsOf: renderer.cipher(cipher))
+            renderer.writeCipher(cipher, to: &bytes)
         }
         bytes.append(contentsOf: "]}".utf8)
         return JSONResponse.make(bytes: bytes)
@@ -88,7 +89,7 @@ struct SyncSnapshot: Sendable {
 
 extension VaultRepository {
     func syncSnapshot(userID: String) async throws -> SyncSnapshot {
-        try await transaction { session in
+        try await read { session in
             let user = try await Self.user(id: userID, session)
             let folders = try await session.query("SELECT * FROM folders WHERE user_id = ? ORDER BY created_at", [.text(userID)])
                 .map(FolderRecord.init(row:))
@@ -100,6 +101,6 @@ extension VaultRepository {
     }
 
     func profileOrganizations(userID: String) async throws -> [JSONValue] {
-        try await transaction { session in try await Self.profileOrganizations(userID: userID, session) }
+        try await read { session in try await Self.profileOrganizations(userID: userID, session) }
     }
 }

@@ -78,7 +78,7 @@ extension VaultRepository {
     /// Whether an access token still stands: the account's security stamp is the one it carries and the
     /// device it was issued to is still signed in (not revoked).
     func accessTokenIsLive(userID: String, device: String, stamp: String) async throws -> Bool {
-        try await transaction { session in
+        try await read { session in
             guard let row = try await session.query("""
                 SELECT u.security_stamp, d.revoked_at FROM users u JOIN devices d ON d.user_id = u.id
                 WHERE u.id = ? AND d.identifier = ?

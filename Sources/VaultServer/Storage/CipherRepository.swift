@@ -53,10 +53,15 @@ extension VaultRepository {
         let idFilter = onlyIDs.map { " AND c.id IN (\(placeholders($0.count)))" } ?? ""
         let idBind: [SQLValue] = onlyIDs.map { $0.map(SQLValue.text) } ?? []
         let stateJoin = "LEFT JOIN cipher_user_state s ON s.cipher_id = c.id AND s.user_id = ?"
-        var records = try await session.query("""
-            SELECT c.*, s.folder_id, s.favorite, s.archived_date FROM ciphers c \(stateJoin)
+        let ownRows = try await session.query("""
+            SELECT \(CipherRecord.selectColumns), s.folder_id, s.favorite, s.archived_date FROM ciphers c \(stateJoin)
             WHERE c.user_id = ?\(idFilter) ORDER BY c.created_at, c.id
-            """, [.text(userID), .text(userID)] + idBind).map { CipherRecord(row: $0, access: .owner) }
+            """, [.text(userID), .text(userID)] + idBind)
+        var records: [CipherRecord] = []
+        if let first = ownRows.first {
+            let layout = CipherRecord.Layout(first.columns)
+            records = ownRows.map { CipherRecord(row: $0, layout: layout, access: .owner) }
+        }
 
         let memberships = try await session.query(
             "SELECT * FROM memberships WHERE user_id = ? AND status = 2", [.text(userID)]).map(MembershipRecord.init(row:))
@@ -64,7 +69,7 @@ extension VaultRepository {
             let orgIDs = memberships.map(\.organizationID)
             let orgBinds = orgIDs.map(SQLValue.text)
             let orgCiphers = try await session.query("""
-                SELECT c.*, s.folder_id, s.favorite, s.archived_date FROM ciphers c \(stateJoin)
+                SELECT \(CipherRecord.selectColumns), s.folder_id, s.favorite, s.archived_date FROM ciphers c \(stateJoin)
                 WHERE c.organization_id IN (\(placeholders(orgIDs.count)))\(idFilter) ORDER BY c.created_at, c.id
                 """, [.text(userID)] + orgBinds + idBind)
             let links = try await session.query("""
@@ -84,12 +89,13 @@ extension VaultRepository {
                     edit: !row.bool("read_only"), viewPassword: !row.bool("hide_passwords"), manage: row.bool("manage"))
             }
             let membershipOfOrg = Dictionary(memberships.map { ($0.organizationID, $0) }, uniquingKeysWith: { first, _ in first })
+            let layout = CipherRecord.Layout(orgCiphers.first?.columns ?? [])
             for row in orgCiphers {
                 guard let orgID = row.text("organization_id"), let membership = membershipOfOrg[orgID] else { continue }
                 let collections = (collectionsOfCipher[row.text("id") ?? ""] ?? []).sorted()
                 var record: CipherRecord
                 if membership.hasFullAccess {
-                    record = CipherRecord(row: row, access: .owner)
+                    record = CipherRecord(row: row, layout: layout, access: .owner)
                     record.collectionIDs = collections
                 } else {
                     // organizations.md §4.4, per-flag most permissive over the user's collections.
@@ -98,19 +104,45 @@ extension VaultRepository {
                     let access = assigned.compactMap { rowOfCollection[$0] }.reduce(CipherAccess(edit: false, viewPassword: false, manage: false)) {
                         CipherAccess(edit: $0.edit || $1.edit, viewPassword: $0.viewPassword || $1.viewPassword, manage: $0.manage || $1.manage)
                     }
-                    record = CipherRecord(row: row, access: access)
+                    record = CipherRecord(row: row, layout: layout, access: access)
                     record.collectionIDs = assigned
                 }
                 records.append(record)
             }
         }
         if !records.isEmpty {
-            let attachmentsOfCipher = try await attachments(of: records.map(\.id), session)
+            // Every visible cipher: the attachments of the user's and their organizations' ciphers in one
+            // query (a list of a thousand ids cost a thousand binds and probes); a few ids: by id.
+            let attachmentsOfCipher = onlyIDs == nil
+                ? try await attachments(userID: userID, organizationIDs: memberships.map(\.organizationID), session)
+                : try await attachments(of: records.map(\.id), session)
             for index in records.indices {
                 records[index].attachments = attachmentsOfCipher[records[index].id] ?? []
             }
         }
         return records
+    }
+
+    /// The uploaded attachments of the ciphers `userID` owns or that belong to `organizationIDs`, by cipher,
+    /// oldest first (the caller keeps those of the ciphers it shows).
+    static func attachments(userID: String, organizationIDs: [String], _ session: any SQLSession) async throws -> [String: [AttachmentRecord]] {
+        let organizations = organizationIDs.isEmpty ? "" : " OR organization_id IN (\(placeholders(organizationIDs.count)))"
+        let rows = try await session.query("""
+            SELECT id, cipher_id, file_name, akey, file_size FROM attachments
+            WHERE body IS NOT NULL AND cipher_id IN (SELECT id FROM ciphers WHERE user_id = ?\(organizations)) ORDER BY created_at, id
+            """, [.text(userID)] + organizationIDs.map(SQLValue.text))
+        return attachmentsByCipher(rows)
+    }
+
+    static func attachmentsByCipher(_ rows: [SQLRow]) -> [String: [AttachmentRecord]] {
+        var attachmentsOfCipher: [String: [AttachmentRecord]] = [:]
+        for row in rows {
+            let attachment = AttachmentRecord(id: row.text("id") ?? "", cipherID: row.text("cipher_id") ?? "",
+                                              fileName: row.text("file_name") ?? "", key: row.text("akey"),
+                                              fileSize: row.int("file_size") ?? 0)
+            attachmentsOfCipher[attachment.cipherID, default: []].append(attachment)
+        }
+        return attachmentsOfCipher
     }
 
     /// The uploaded attachments of `ids`, by cipher, oldest first.
@@ -120,14 +152,9 @@ extension VaultRepository {
         for chunk in stride(from: 0, to: ids.count, by: 500).map({ Array(ids[$0..<min($0 + 500, ids.count)]) }) {
             let rows = try await session.query("""
                 SELECT id, cipher_id, file_name, akey, file_size FROM attachments
-                WHERE body IS NOT NULL AND cipher_id IN (\(placeholders(chunk.count))) ORDER BY created_at
+                WHERE body IS NOT NULL AND cipher_id IN (\(placeholders(chunk.count))) ORDER BY created_at, id
                 """, chunk.map(SQLValue.text))
-            for row in rows {
-                let attachment = AttachmentRecord(id: row.text("id") ?? "", cipherID: row.text("cipher_id") ?? "",
-                                                  fileName: row.text("file_name") ?? "", key: row.text("akey"),
-                                                  fileSize: row.int("file_size") ?? 0)
-                attachmentsOfCipher[attachment.cipherID, default: []].append(attachment)
-            }
+            attachmentsOfCipher.merge(attachmentsByCipher(rows)) { first, _ in first }
         }
         return attachmentsOfCipher
     }
@@ -137,7 +164,7 @@ extension VaultRepository {
     /// Attachments are not loaded (a write does not change them; ``finishWrite`` adds them).
     static func cipherForWrite(id: String, userID: String, _ session: any SQLSession) async throws -> CipherRecord? {
         if let row = try await session.query("""
-            SELECT c.*, s.folder_id, s.favorite, s.archived_date FROM ciphers c
+            SELECT \(CipherRecord.selectColumns), s.folder_id, s.favorite, s.archived_date FROM ciphers c
             LEFT JOIN cipher_user_state s ON s.cipher_id = c.id AND s.user_id = ?
             WHERE c.id = ? AND c.user_id = ?
             """, [.text(userID), .text(id), .text(userID)]).first {
@@ -147,11 +174,11 @@ extension VaultRepository {
     }
 
     func visibleCiphers(userID: String) async throws -> [CipherRecord] {
-        try await transaction { session in try await Self.visibleCiphers(userID: userID, session) }
+        try await read { session in try await Self.visibleCiphers(userID: userID, session) }
     }
 
     func visibleCipher(id: String, userID: String) async throws -> CipherRecord? {
-        try await transaction { session in try await Self.visibleCiphers(userID: userID, onlyID: id, session).first }
+        try await read { session in try await Self.visibleCiphers(userID: userID, onlyID: id, session).first }
     }
 
     /// Users whose account revision must move when a cipher changes: the owner, or every confirmed
@@ -568,7 +595,7 @@ extension VaultRepository {
 
     /// Every cipher of an organization, for its owners and admins.
     func organizationCiphers(organizationID: String, userID: String) async throws -> [CipherRecord] {
-        try await transaction { session in
+        try await read { session in
             try await Self.visibleCiphers(userID: userID, session).filter { $0.organizationID == organizationID }
         }
     }

@@ -227,6 +227,13 @@ enum Migrations {
                 "ALTER TABLE devices ADD COLUMN two_factor_remember_stamp TEXT",
             ]
         },
+        Migration(version: 8, name: "a user's ciphers in creation order without a sort") { _ in
+            [
+                // A sync lists the user's ciphers ORDER BY created_at, id: with only ciphers(user_id), SQLite
+                // copied every row, payload included, into a temporary B-tree to sort it.
+                "CREATE INDEX ciphers_user_created ON ciphers(user_id, created_at, id)",
+            ]
+        },
     ]
 
     /// Applies every migration not applied yet, in one transaction per migration. On PostgreSQL an

@@ -42,6 +42,12 @@ public final class PostgresDatabase: SQLDatabase {
         }
     }
 
+    public func read<T: Sendable>(_ body: @Sendable (any SQLSession) async throws -> T) async throws -> T {
+        try await client.withConnection { connection in
+            try await body(PostgresSession(connection: connection, logger: logger))
+        }
+    }
+
     /// Runs one statement outside any transaction (`CREATE DATABASE` and other administration).
     public func executeOutsideTransaction(_ sql: String) async throws {
         try await client.query(PostgresQuery(unsafeSQL: sql), logger: logger)
@@ -70,14 +76,16 @@ struct PostgresSession: SQLSession {
         do {
             let rows = try await connection.query(query, logger: logger)
             var result: [SQLRow] = []
+            // Every row of a result has the same columns: one array, shared.
+            var columns: [String]?
             for try await row in rows {
-                var columns: [String] = []
                 var values: [SQLValue] = []
+                values.reserveCapacity(columns?.count ?? 16)
                 for cell in row {
-                    columns.append(cell.columnName)
                     values.append(try Self.value(of: cell))
                 }
-                result.append(SQLRow(columns: columns, values: values))
+                if columns == nil { columns = row.map(\.columnName) }
+                result.append(SQLRow(columns: columns ?? [], values: values))
             }
             return result
         } catch let error as PSQLError {

@@ -108,21 +108,49 @@ struct CipherRecord: Sendable {
     var attachments: [AttachmentRecord]
 
     init(row: SQLRow, access: CipherAccess) {
-        id = row.text("id") ?? ""
-        userID = row.text("user_id")
-        organizationID = row.text("organization_id")
-        type = Int(row.int("type") ?? 0)
-        data = row.text("data") ?? "{}"
-        createdAt = row.int("created_at") ?? 0
-        revisionDate = row.int("revision_date") ?? 0
-        deletedDate = row.int("deleted_date")
-        folderID = row.text("folder_id")
-        favorite = row.bool("favorite")
-        archivedDate = row.int("archived_date")
+        self.init(row: row, layout: Layout(row.columns), access: access)
+    }
+
+    /// Reads a row whose column positions `layout` found: a sync reads a thousand rows of one shape,
+    /// and looking each field up by name cost eleven string searches per row.
+    init(row: SQLRow, layout: Layout, access: CipherAccess) {
+        id = row.text(at: layout.id) ?? ""
+        userID = row.text(at: layout.userID)
+        organizationID = row.text(at: layout.organizationID)
+        type = Int(row.int(at: layout.type) ?? 0)
+        data = row.text(at: layout.data) ?? "{}"
+        createdAt = row.int(at: layout.createdAt) ?? 0
+        revisionDate = row.int(at: layout.revisionDate) ?? 0
+        deletedDate = row.int(at: layout.deletedDate)
+        folderID = row.text(at: layout.folderID)
+        favorite = (row.int(at: layout.favorite) ?? 0) != 0
+        archivedDate = row.int(at: layout.archivedDate)
         self.access = access
         collectionIDs = []
         attachments = []
     }
+
+    /// Where a cipher query's columns are (`nil`: absent, read as SQL NULL).
+    struct Layout {
+        let id, userID, organizationID, type, data, createdAt, revisionDate, deletedDate, folderID, favorite, archivedDate: Int?
+
+        init(_ columns: [String]) {
+            id = columns.firstIndex(of: "id")
+            userID = columns.firstIndex(of: "user_id")
+            organizationID = columns.firstIndex(of: "organization_id")
+            type = columns.firstIndex(of: "type")
+            data = columns.firstIndex(of: "data")
+            createdAt = columns.firstIndex(of: "created_at")
+            revisionDate = columns.firstIndex(of: "revision_date")
+            deletedDate = columns.firstIndex(of: "deleted_date")
+            folderID = columns.firstIndex(of: "folder_id")
+            favorite = columns.firstIndex(of: "favorite")
+            archivedDate = columns.firstIndex(of: "archived_date")
+        }
+    }
+
+    /// The columns cipher queries select (with the user's state `s.folder_id, s.favorite, s.archived_date`).
+    static let selectColumns = "c.id, c.user_id, c.organization_id, c.type, c.data, c.created_at, c.revision_date, c.deleted_date"
 }
 
 /// A folder as stored.

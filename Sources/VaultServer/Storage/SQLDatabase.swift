@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 /// A value bound to or read from SQL. Both backends store only these four kinds: booleans are
 /// integers, dates are microseconds since the epoch, JSON is text, so one SQL text serves both.
@@ -34,6 +35,17 @@ public struct SQLRow: Sendable {
     }
 
     public func bool(_ column: String) -> Bool { (int(column) ?? 0) != 0 }
+
+    /// The value at a position found once for a whole result (see `CipherRecord.Layout`).
+    func text(at index: Int?) -> String? {
+        guard let index, case .text(let value) = values[index] else { return nil }
+        return value
+    }
+
+    func int(at index: Int?) -> Int64? {
+        guard let index, case .int(let value) = values[index] else { return nil }
+        return value
+    }
 
     public func blob(_ column: String) -> Data? {
         switch self[column] {
@@ -75,6 +87,13 @@ public protocol SQLDatabase: Sendable {
     var location: String { get }
     /// Runs `body` in one transaction: committed when it returns, rolled back when it throws.
     func transaction<T: Sendable>(_ body: @Sendable (any SQLSession) async throws -> T) async throws -> T
+    /// Runs `body`, which only reads, on a connection that may run beside other reads and the writer:
+    /// SQLite reads one snapshot from a pool of read-only connections (WAL lets them run while a write
+    /// transaction is open); PostgreSQL runs the statements on a pooled connection without `BEGIN`/`COMMIT`
+    /// (under READ COMMITTED every statement reads its own snapshot in a transaction too, so the
+    /// transaction would add two round trips and nothing else). Whatever committed before the call is
+    /// seen. A write statement in `body` fails.
+    func read<T: Sendable>(_ body: @Sendable (any SQLSession) async throws -> T) async throws -> T
     /// Releases connections.
     func close() async
 }
@@ -97,24 +116,40 @@ public enum StorageError: Error, Sendable, CustomStringConvertible {
     }
 }
 
-/// A first-in, first-out async mutex: one holder at a time, waiters resume in order.
-actor AsyncMutex {
-    private var locked = false
-    private var waiters: [CheckedContinuation<Void, Never>] = []
-
-    func lock() async {
-        if !locked {
-            locked = true
-            return
-        }
-        await withCheckedContinuation { waiters.append($0) }
+/// A first-in, first-out pool of connections (one for the writer, several for readers): taking a free
+/// one is a lock and an array pop (no actor hop, no suspension); a caller finding none waits in line.
+final class ConnectionPool<Connection: Sendable>: Sendable {
+    private struct State {
+        var idle: [Connection]
+        var waiters: [CheckedContinuation<Connection, Never>] = []
     }
 
-    func unlock() {
-        if waiters.isEmpty {
-            locked = false
-        } else {
-            waiters.removeFirst().resume()
+    private let state: Mutex<State>
+
+    init(_ connections: [Connection]) {
+        state = Mutex(State(idle: connections))
+    }
+
+    func acquire() async -> Connection {
+        if let connection = state.withLock({ $0.idle.popLast() }) { return connection }
+        return await withCheckedContinuation { continuation in
+            let connection = state.withLock { state -> Connection? in
+                if let connection = state.idle.popLast() { return connection }
+                state.waiters.append(continuation)
+                return nil
+            }
+            if let connection { continuation.resume(returning: connection) }
         }
+    }
+
+    func release(_ connection: Connection) {
+        let waiter = state.withLock { state -> CheckedContinuation<Connection, Never>? in
+            if state.waiters.isEmpty {
+                state.idle.append(connection)
+                return nil
+            }
+            return state.waiters.removeFirst()
+        }
+        waiter?.resume(returning: connection)
     }
 }

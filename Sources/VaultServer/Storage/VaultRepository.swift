@@ -18,6 +18,11 @@ public final class VaultRepository: Sendable {
         try await database.transaction(body)
     }
 
+    /// A read-only operation (see ``SQLDatabase/read(_:)``): beside other reads and the writer on SQLite.
+    func read<T: Sendable>(_ body: @Sendable (any SQLSession) async throws -> T) async throws -> T {
+        try await database.read(body)
+    }
+
     // MARK: Users
 
     func user(email: String) async throws -> UserRecord? {
@@ -25,7 +30,7 @@ public final class VaultRepository: Sendable {
     }
 
     func user(id: String) async throws -> UserRecord? {
-        try await transaction { session in try await Self.user(id: id, session) }
+        try await read { session in try await Self.user(id: id, session) }
     }
 
     static func user(email: String, _ session: any SQLSession) async throws -> UserRecord? {
@@ -173,13 +178,13 @@ public final class VaultRepository: Sendable {
     // MARK: Folders
 
     func folders(userID: String) async throws -> [FolderRecord] {
-        try await transaction { session in
+        try await read { session in
             try await session.query("SELECT * FROM folders WHERE user_id = ? ORDER BY created_at", [.text(userID)]).map(FolderRecord.init(row:))
         }
     }
 
     func folder(id: String, userID: String) async throws -> FolderRecord? {
-        try await transaction { session in
+        try await read { session in
             try await session.query("SELECT * FROM folders WHERE id = ? AND user_id = ?", [.text(id), .text(userID)]).first.map(FolderRecord.init(row:))
         }
     }
@@ -221,7 +226,7 @@ public final class VaultRepository: Sendable {
     }
 
     func accountRevision(userID: String) async throws -> Int64? {
-        try await transaction { session in
+        try await read { session in
             try await session.query("SELECT revision_date FROM users WHERE id = ?", [.text(userID)]).first?.int("revision_date")
         }
     }
