@@ -12,10 +12,16 @@ struct TokenAnswerTests {
     func outcome(_ status: Int, _ body: String, secondFactor: SecondFactor? = nil, newDeviceCode: String? = nil) async throws -> LoginOutcome {
         let server = HostileServer { _, _ in .json(body, status: status) }
         try await server.start()
-        defer { Task { await server.stop() } }
         let api = BitwardenAPI(baseURL: await server.url, httpClient: HTTPClientHolder.shared)
-        return try await api.login(email: "a@example.com", passwordHash: "aGFzaA==", deviceIdentifier: "d", deviceName: "n",
-                                   secondFactor: secondFactor, newDeviceCode: newDeviceCode)
+        let outcome: Result<LoginOutcome, any Error>
+        do {
+            outcome = .success(try await api.login(email: "a@example.com", passwordHash: "aGFzaA==", deviceIdentifier: "d", deviceName: "n",
+                                                   secondFactor: secondFactor, newDeviceCode: newDeviceCode))
+        } catch {
+            outcome = .failure(error)
+        }
+        await server.stop()
+        return try outcome.get()
     }
 
     static let official2FA = """
