@@ -323,7 +323,8 @@ extension JSONValue {
         }
     }
 
-    static func writeString(_ text: String, to out: inout [UInt8]) {
+    /// Appends `text` as a JSON string (quoted, escaped): what `serialized()` writes for `.string`.
+    public static func writeString(_ text: String, to out: inout [UInt8]) {
         out.append(UInt8(ascii: "\""))
         var text = text
         text.withUTF8 { bytes in

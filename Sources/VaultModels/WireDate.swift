@@ -103,6 +103,44 @@ public struct WireDate: Sendable, Hashable, Comparable, CustomStringConvertible 
 
     /// Six fractional digits and `Z`: `2024-01-30T17:55:36.150123Z`.
     public var iso8601: String {
+        let parts = components
+        if (0...9999).contains(parts.year) {
+            // Fixed width: write the 27 bytes directly (this runs for every date of every cipher written).
+            return String(unsafeUninitializedCapacity: 27) { out in
+                Self.writeFixedWidth(parts, to: out, at: 0)
+                return 27
+            }
+        }
+        func pad(_ value: Int, _ width: Int) -> String {
+            let text = String(value)
+            return text.count >= width ? text : String(repeating: "0", count: width - text.count) + text
+        }
+        return "\(pad(parts.year, 4))-\(pad(parts.month, 2))-\(pad(parts.day, 2))T\(pad(Int(parts.secondOfDay / 3600), 2)):"
+            + "\(pad(Int(parts.secondOfDay % 3600 / 60), 2)):\(pad(Int(parts.secondOfDay % 60), 2)).\(pad(Int(parts.micros), 6))Z"
+    }
+
+    /// Appends ``iso8601`` in double quotes, as a JSON string, without making a `String` (the server
+    /// writes several per item of every sync).
+    public func writeJSON(to out: inout [UInt8]) {
+        let parts = components
+        guard (0...9999).contains(parts.year) else {
+            JSONValue.writeString(iso8601, to: &out)
+            return
+        }
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 29) { buffer in
+            buffer[0] = UInt8(ascii: "\"")
+            Self.writeFixedWidth(parts, to: buffer, at: 1)
+            buffer[28] = UInt8(ascii: "\"")
+            out.append(contentsOf: UnsafeBufferPointer(buffer))
+        }
+    }
+
+    private struct Components {
+        var year: Int, month: Int, day: Int
+        var secondOfDay: Int64, micros: Int64
+    }
+
+    private var components: Components {
         var seconds = microsecondsSinceEpoch / 1_000_000
         var micros = microsecondsSinceEpoch % 1_000_000
         if micros < 0 {
@@ -116,34 +154,28 @@ public struct WireDate: Sendable, Hashable, Comparable, CustomStringConvertible 
             days -= 1
         }
         let (year, month, day) = Self.civilFromDays(Int(days))
-        if (0...9999).contains(year) {
-            // Fixed width: write the 27 bytes directly (this runs for every date of every cipher written).
-            return String(unsafeUninitializedCapacity: 27) { out in
-                func put(_ value: Int, width: Int, at offset: Int) {
-                    var rest = value
-                    for index in stride(from: offset + width - 1, through: offset, by: -1) {
-                        out[index] = UInt8(ascii: "0") + UInt8(rest % 10)
-                        rest /= 10
-                    }
-                }
-                put(year, width: 4, at: 0)
-                put(month, width: 2, at: 5)
-                put(day, width: 2, at: 8)
-                put(Int(secondOfDay / 3600), width: 2, at: 11)
-                put(Int(secondOfDay % 3600 / 60), width: 2, at: 14)
-                put(Int(secondOfDay % 60), width: 2, at: 17)
-                put(Int(micros), width: 6, at: 20)
-                (out[4], out[7], out[10]) = (UInt8(ascii: "-"), UInt8(ascii: "-"), UInt8(ascii: "T"))
-                (out[13], out[16], out[19], out[26]) = (UInt8(ascii: ":"), UInt8(ascii: ":"), UInt8(ascii: "."), UInt8(ascii: "Z"))
-                return 27
+        return Components(year: year, month: month, day: day, secondOfDay: secondOfDay, micros: micros)
+    }
+
+    /// The 27 bytes of a date with a four-digit year, at `offset`.
+    private static func writeFixedWidth(_ parts: Components, to out: UnsafeMutableBufferPointer<UInt8>, at offset: Int) {
+        func put(_ value: Int, width: Int, at position: Int) {
+            var rest = value
+            for index in stride(from: offset + position + width - 1, through: offset + position, by: -1) {
+                out[index] = UInt8(ascii: "0") + UInt8(rest % 10)
+                rest /= 10
             }
         }
-        func pad(_ value: Int, _ width: Int) -> String {
-            let text = String(value)
-            return text.count >= width ? text : String(repeating: "0", count: width - text.count) + text
+        put(parts.year, width: 4, at: 0)
+        put(parts.month, width: 2, at: 5)
+        put(parts.day, width: 2, at: 8)
+        put(Int(parts.secondOfDay / 3600), width: 2, at: 11)
+        put(Int(parts.secondOfDay % 3600 / 60), width: 2, at: 14)
+        put(Int(parts.secondOfDay % 60), width: 2, at: 17)
+        put(Int(parts.micros), width: 6, at: 20)
+        for (position, character) in [(4, "-"), (7, "-"), (10, "T"), (13, ":"), (16, ":"), (19, "."), (26, "Z")] as [(Int, Unicode.Scalar)] {
+            out[offset + position] = UInt8(ascii: character)
         }
-        return "\(pad(year, 4))-\(pad(month, 2))-\(pad(day, 2))T\(pad(Int(secondOfDay / 3600), 2)):"
-            + "\(pad(Int(secondOfDay % 3600 / 60), 2)):\(pad(Int(secondOfDay % 60), 2)).\(pad(Int(micros), 6))Z"
     }
 
     static func isLeap(_ year: Int) -> Bool { (year % 4 == 0 && year % 100 != 0) || year % 400 == 0 }

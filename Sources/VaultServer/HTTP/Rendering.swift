@@ -170,34 +170,7 @@ struct Renderer: Sendable {
 /// `JSONValue.serialized()` gives).
 enum JSONBytes {
     static func string(_ text: String, to out: inout [UInt8]) {
-        out.append(UInt8(ascii: "\""))
-        var text = text
-        text.withUTF8 { bytes in
-            // Copy runs that need no escaping in one go (ids and EncStrings never need any).
-            var runStart = 0
-            for index in bytes.indices {
-                let byte = bytes[index]
-                guard byte < 0x20 || byte == 0x22 || byte == 0x5C else { continue }
-                out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[runStart..<index]))
-                escape(byte, to: &out)
-                runStart = index + 1
-            }
-            out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[runStart...]))
-        }
-        out.append(UInt8(ascii: "\""))
-    }
-
-    private static func escape(_ byte: UInt8, to out: inout [UInt8]) {
-        switch byte {
-        case 0x22: out.append(contentsOf: [0x5C, 0x22])
-        case 0x5C: out.append(contentsOf: [0x5C, 0x5C])
-        case 0x0A: out.append(contentsOf: [0x5C, UInt8(ascii: "n")])
-        case 0x0D: out.append(contentsOf: [0x5C, UInt8(ascii: "r")])
-        case 0x09: out.append(contentsOf: [0x5C, UInt8(ascii: "t")])
-        default:
-            let hex = Array("0123456789abcdef".utf8)
-            out.append(contentsOf: [0x5C, UInt8(ascii: "u"), 0x30, 0x30, hex[Int(byte >> 4)], hex[Int(byte & 0xF)]])
-        }
+        JSONValue.writeString(text, to: &out)
     }
 
     static func optionalString(_ text: String?, to out: inout [UInt8]) {
@@ -218,52 +191,6 @@ enum JSONBytes {
             out.append(contentsOf: "null".utf8)
             return
         }
-        var seconds = micros / 1_000_000
-        var fraction = micros % 1_000_000
-        if fraction < 0 {
-            fraction += 1_000_000
-            seconds -= 1
-        }
-        var days = seconds / 86_400
-        var secondOfDay = seconds % 86_400
-        if secondOfDay < 0 {
-            secondOfDay += 86_400
-            days -= 1
-        }
-        // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm, as WireDate's).
-        let z = days + 719_468
-        let era = (z >= 0 ? z : z - 146_096) / 146_097
-        let dayOfEra = z - era * 146_097
-        let yearOfEra = (dayOfEra - dayOfEra / 1460 + dayOfEra / 36_524 - dayOfEra / 146_096) / 365
-        let dayOfYear = dayOfEra - (365 * yearOfEra + yearOfEra / 4 - yearOfEra / 100)
-        let shiftedMonth = (5 * dayOfYear + 2) / 153
-        let day = dayOfYear - (153 * shiftedMonth + 2) / 5 + 1
-        let month = shiftedMonth < 10 ? shiftedMonth + 3 : shiftedMonth - 9
-        let year = yearOfEra + era * 400 + (month <= 2 ? 1 : 0)
-        guard (0...9999).contains(year) else {
-            string(WireDate(microsecondsSinceEpoch: micros).iso8601, to: &out)
-            return
-        }
-        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 29) { buffer in
-            func put(_ value: Int64, width: Int, at offset: Int) {
-                var rest = value
-                for index in stride(from: offset + width - 1, through: offset, by: -1) {
-                    buffer[index] = UInt8(ascii: "0") + UInt8(rest % 10)
-                    rest /= 10
-                }
-            }
-            buffer[0] = UInt8(ascii: "\"")
-            put(year, width: 4, at: 1)
-            put(month, width: 2, at: 6)
-            put(day, width: 2, at: 9)
-            put(secondOfDay / 3600, width: 2, at: 12)
-            put(secondOfDay % 3600 / 60, width: 2, at: 15)
-            put(secondOfDay % 60, width: 2, at: 18)
-            put(fraction, width: 6, at: 21)
-            (buffer[5], buffer[8], buffer[11]) = (UInt8(ascii: "-"), UInt8(ascii: "-"), UInt8(ascii: "T"))
-            (buffer[14], buffer[17], buffer[20], buffer[27]) = (UInt8(ascii: ":"), UInt8(ascii: ":"), UInt8(ascii: "."), UInt8(ascii: "Z"))
-            buffer[28] = UInt8(ascii: "\"")
-            out.append(contentsOf: UnsafeBufferPointer(buffer))
-        }
+        WireDate(microsecondsSinceEpoch: micros).writeJSON(to: &out)
     }
 }
