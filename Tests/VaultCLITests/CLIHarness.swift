@@ -41,30 +41,31 @@ func runProcess(_ executable: URL, _ arguments: [String], environment: [String: 
     try await withCheckedThrowingContinuation { continuation in
         let waiter = Thread {
             do {
-                let process = Process()
-                process.executableURL = executable
-                process.arguments = arguments
-                process.environment = environment
-                if let folder { process.currentDirectoryURL = URL(fileURLWithPath: folder) }
-                let output = Pipe(), errors = Pipe(), input = Pipe()
-                process.standardOutput = output
-                process.standardError = errors
-                process.standardInput = input
-                try process.run()
-                if let stdin { input.fileHandleForWriting.write(Data(stdin.utf8)) }
-                try? input.fileHandleForWriting.close()
+                // Started without Foundation's Process (see Spawn).
+                let input = try Spawn.pipe(), output = try Spawn.pipe(), errors = try Spawn.pipe()
+                let pid: pid_t
+                do {
+                    pid = try Spawn.start(executable.path, arguments, environment: environment, folder: folder,
+                                          stdin: input.read, stdout: output.write, stderr: errors.write)
+                } catch {
+                    for fd in [input.read, input.write, output.read, output.write, errors.read, errors.write] { close(fd) }
+                    throw error
+                }
+                for fd in [input.read, output.write, errors.write] { close(fd) }
+                // A child that exits without reading its input must not stop this thread with SIGPIPE.
+                signal(SIGPIPE, SIG_IGN)
+                Spawn.writeAll(Array((stdin ?? "").utf8), to: input.write)
                 let errorData = DataBox()
                 let errorsRead = DispatchSemaphore(value: 0)
                 let errorReader = Thread {
-                    errorData.data = errors.fileHandleForReading.readDataToEndOfFile()
+                    errorData.data = Spawn.readAll(errors.read)
                     errorsRead.signal()
                 }
                 errorReader.start()
-                let outputData = output.fileHandleForReading.readDataToEndOfFile()
+                let outputData = Spawn.readAll(output.read)
                 errorsRead.wait()
-                process.waitUntilExit()
-                continuation.resume(returning: Finished(status: process.terminationStatus,
-                                                        stdout: String(decoding: outputData, as: UTF8.self),
+                let status = Spawn.wait(pid)
+                continuation.resume(returning: Finished(status: status, stdout: String(decoding: outputData, as: UTF8.self),
                                                         stderr: String(decoding: errorData.data, as: UTF8.self)))
             } catch {
                 continuation.resume(throwing: error)

@@ -1,0 +1,91 @@
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// Starting a child without Foundation's `Process`: on Linux (Swift 6.3.1) its `run()` over-reads
+/// `/proc/self/fd` entries and its exit monitoring goes through a Dispatch source, and both crashed
+/// the whole test process in full runs (docs/RELIABILITY.md). Here: `posix_spawn` with the three
+/// standard descriptors given, every pipe end made close-on-exec (so no child keeps another child's
+/// pipe open), and `waitpid` on the caller's own thread.
+enum Spawn {
+    struct Failed: Error, CustomStringConvertible {
+        var description: String
+    }
+
+    /// A pipe whose two ends are closed in every child unless given to it as 0, 1 or 2.
+    static func pipe() throws -> (read: Int32, write: Int32) {
+        var fds: [Int32] = [0, 0]
+        guard Glibc.pipe(&fds) == 0 else { throw Failed(description: "pipe: \(errno)") }
+        for fd in fds { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
+        return (fds[0], fds[1])
+    }
+
+    typealias AddChdir = @convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>, UnsafePointer<CChar>) -> Int32
+
+    /// Starts `executable` with `arguments`, `environment`, in `folder`, with `stdin`, `stdout` and
+    /// `stderr` as its descriptors 0, 1 and 2. Returns its process id.
+    static func start(_ executable: String, _ arguments: [String], environment: [String: String], folder: String?,
+                      stdin: Int32, stdout: Int32, stderr: Int32) throws -> pid_t {
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_adddup2(&actions, stdin, 0)
+        posix_spawn_file_actions_adddup2(&actions, stdout, 1)
+        posix_spawn_file_actions_adddup2(&actions, stderr, 2)
+        if let folder {
+            // glibc ≥ 2.29; not in Swift's Glibc module, so looked up at run time.
+            guard let symbol = dlsym(dlopen(nil, RTLD_NOW), "posix_spawn_file_actions_addchdir_np") else {
+                throw Failed(description: "posix_spawn_file_actions_addchdir_np is missing")
+            }
+            let addChdir = unsafeBitCast(symbol, to: AddChdir.self)
+            guard addChdir(&actions, folder) == 0 else { throw Failed(description: "chdir action for \(folder)") }
+        }
+        let argv = ([executable] + arguments).map { strdup($0) } + [nil]
+        let envp = environment.map { strdup("\($0.key)=\($0.value)") } + [nil]
+        defer {
+            argv.forEach { free($0) }
+            envp.forEach { free($0) }
+        }
+        var pid: pid_t = 0
+        let result = posix_spawn(&pid, executable, &actions, nil, argv, envp)
+        guard result == 0 else { throw Failed(description: "posix_spawn \(executable): \(String(cString: strerror(result)))") }
+        return pid
+    }
+
+    /// Waits for `pid` to end: its exit status, or 128 + the signal that ended it.
+    static func wait(_ pid: pid_t) -> Int32 {
+        var status: Int32 = 0
+        while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+        let signal = status & 0x7F
+        return signal == 0 ? (status >> 8) & 0xFF : 128 + signal
+    }
+
+    /// Everything readable from `fd` until end of file; closes it.
+    static func readAll(_ fd: Int32) -> Data {
+        var data = Data()
+        var buffer = [UInt8](repeating: 0, count: 65_536)
+        while true {
+            let count = read(fd, &buffer, buffer.count)
+            if count < 0 && errno == EINTR { continue }
+            guard count > 0 else { break }
+            data.append(contentsOf: buffer[0..<count])
+        }
+        close(fd)
+        return data
+    }
+
+    /// Writes all of `bytes` to `fd` (a child that stops reading early is not an error); closes it.
+    static func writeAll(_ bytes: [UInt8], to fd: Int32) {
+        var offset = 0
+        while offset < bytes.count {
+            let written = bytes[offset...].withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+            if written < 0 && errno == EINTR { continue }
+            guard written > 0 else { break }
+            offset += written
+        }
+        close(fd)
+    }
+}
