@@ -49,8 +49,19 @@ enum Spawn {
             argv.forEach { free($0) }
             envp.forEach { free($0) }
         }
+        // Every signal at its default and none blocked in the child, as a shell starts it: a child
+        // inherits ignored signals (this process ignores SIGPIPE) and the spawning thread's mask.
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        var all = sigset_t(), none = sigset_t()
+        sigfillset(&all)
+        sigemptyset(&none)
+        posix_spawnattr_setsigdefault(&attributes, &all)
+        posix_spawnattr_setsigmask(&attributes, &none)
+        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK))
         var pid: pid_t = 0
-        let result = posix_spawn(&pid, executable, &actions, nil, argv, envp)
+        let result = posix_spawn(&pid, executable, &actions, &attributes, argv, envp)
         guard result == 0 else { throw Failed(description: "posix_spawn \(executable): \(String(cString: strerror(result)))") }
         return pid
     }
