@@ -39,7 +39,7 @@ enum OfflineSaveBenchmark {
         let userID = await engine.currentUserID!
 
         let bare = try BareStore(path: profile + "/bare.sqlite")
-        let rows = try await engine.localStore.read { db in try CipherRow.fetchAll(db) }
+        let rows = try await engine.localStore.readDatabase { db in try CipherRow.fetchAll(db) }
         try bare.fill(rows)
         let key = SymmetricCryptoKey.generate()
         let encKey = SymmetricKey(data: key.rawBytes.prefix(32))
@@ -63,7 +63,7 @@ enum OfflineSaveBenchmark {
             }
             // The bytes the engine stored for these items, for the bare reference.
             let ids = chunk.map { $0.id! }
-            let stored = try await engine.localStore.read { db in
+            let stored = try await engine.localStore.readDatabase { db in
                 try ids.map { id in
                     (try CipherRow.fetchOne(db, key: ["userID": userID, "id": id])!.json,
                      try String.fetchOne(db, sql: "SELECT sealed FROM pendingChange WHERE itemID = ?", arguments: [id])!)

@@ -1,5 +1,4 @@
 import Foundation
-import GRDB
 import VaultAPI
 import VaultCrypto
 import VaultModels
@@ -91,7 +90,7 @@ extension VaultEngine {
         guard let keyUserID = apiKey.userID else {
             throw VaultError.apiKeyRefused("the client id must have the form user.<user id> (it is shown with the API key)")
         }
-        let existing = try await read { db in try AccountRecord.fetchOne(db, key: keyUserID) }
+        let existing = try await read { tx in try tx.accounts.find(userID: keyUserID) }
         let deviceIdentifier = existing?.deviceIdentifier ?? UUID().uuidString.lowercased()
         let outcome: LoginOutcome
         do {
@@ -134,8 +133,8 @@ extension VaultEngine {
     func prepareLogin(email: String, password: String, knownKdf: KdfConfiguration?, options: LoginOptions) async throws -> PreparedLogin {
         try requireUsableServer()
         let normalised = MasterKey.normaliseSalt(email)
-        let (existing, remembered) = try await read { db in
-            (try AccountRecord.filter(Column("email") == normalised).fetchOne(db), try RememberedLoginRow.fetchOne(db, key: normalised))
+        let (existing, remembered) = try await read { tx in
+            (try tx.accounts.find(email: normalised), try tx.rememberedLogins.find(email: normalised))
         }
         let kdf: KdfConfiguration
         if let knownKdf {
@@ -164,8 +163,9 @@ extension VaultEngine {
         if deviceIdentifier == nil {
             let made = UUID().uuidString.lowercased()
             let now = clock.now().microsecondsSinceEpoch
-            try await write { db in
-                try RememberedLoginRow(email: normalised, deviceIdentifier: made, sealedTwoFactorToken: nil, updatedAt: now).insert(db)
+            try await write { tx in
+                try tx.rememberedLogins.addIfMissing(RememberedLoginRow(email: normalised, deviceIdentifier: made, sealedTwoFactorToken: nil,
+                                                                        updatedAt: now))
             }
             deviceIdentifier = made
         }
@@ -229,12 +229,7 @@ extension VaultEngine {
     /// Replaces (or with `nil` forgets) the remembered two-step token of `email`.
     func updateRemembered(email: String, sealedToken: String?) async throws {
         let now = clock.now().microsecondsSinceEpoch
-        try await write { db in
-            guard var row = try RememberedLoginRow.fetchOne(db, key: email) else { return }
-            row.sealedTwoFactorToken = sealedToken
-            row.updatedAt = now
-            try row.update(db)
-        }
+        try await write { tx in try tx.rememberedLogins.setSealedTwoFactorToken(sealedToken, email: email, at: now) }
     }
 
     /// Stores what a successful login returned (the wrapped keys for offline unlock, the sealed
@@ -255,23 +250,10 @@ extension VaultEngine {
             localAuthorizationHash: master.localAuthorizationHash(password: password), encryptedPrivateKey: tokens.privateKey,
             publicKey: nil, sealedTokens: try Sealed.seal(sessionTokens, key: userKey), createdAt: clock.now().microsecondsSinceEpoch)
         let now = clock.now().microsecondsSinceEpoch
-        try await write { db in
-            if var current = try AccountRecord.fetchOne(db, key: userID) {
-                current.kdfType = account.kdfType
-                current.kdfIterations = account.kdfIterations
-                current.kdfMemory = account.kdfMemory
-                current.kdfParallelism = account.kdfParallelism
-                current.protectedUserKey = account.protectedUserKey
-                current.localAuthorizationHash = account.localAuthorizationHash
-                current.encryptedPrivateKey = account.encryptedPrivateKey
-                current.sealedTokens = account.sealedTokens
-                try current.update(db)
-            } else {
-                try account.insert(db)
-            }
-            if try RememberedLoginRow.fetchOne(db, key: normalised) == nil {
-                try RememberedLoginRow(email: normalised, deviceIdentifier: deviceIdentifier, sealedTwoFactorToken: nil, updatedAt: now).insert(db)
-            }
+        try await write { tx in
+            try tx.accounts.storeLogin(account)
+            try tx.rememberedLogins.addIfMissing(RememberedLoginRow(email: normalised, deviceIdentifier: deviceIdentifier,
+                                                                    sealedTwoFactorToken: nil, updatedAt: now))
         }
         session = UnlockedSession(userID: userID, email: normalised, keys: VaultKeys(userKey: userKey), tokens: sessionTokens)
         await recordContact(success: true)
@@ -281,7 +263,7 @@ extension VaultEngine {
     /// Unlocks with the master password, without the server (seed 000 §4: the 2-iteration local hash).
     public func unlock(email: String, password: String) async throws {
         let normalised = MasterKey.normaliseSalt(email)
-        guard let account = try await read({ db in try AccountRecord.filter(Column("email") == normalised).fetchOne(db) }) else {
+        guard let account = try await read({ tx in try tx.accounts.find(email: normalised) }) else {
             throw VaultError.accountNotFound(normalised)
         }
         let kdf = try cryptoCall { try account.kdf }
@@ -315,7 +297,7 @@ extension VaultEngine {
             throw VaultError.sessionInvalid
         }
         guard clock.now().microsecondsSinceEpoch < payload.expiresAt else { throw VaultError.sessionInvalid }
-        guard let account = try await read({ db in try AccountRecord.filter(Column("email") == payload.email).fetchOne(db) }) else {
+        guard let account = try await read({ tx in try tx.accounts.find(email: payload.email) }) else {
             throw VaultError.accountNotFound(payload.email)
         }
         // The sealed key must open this account's data (a session of an older login is refused).
@@ -332,7 +314,7 @@ extension VaultEngine {
         var keys = VaultKeys(userKey: userKey)
         keys.organizationKeys = try await organizationKeys(userID: account.userID, account: account, userKey: userKey)
         session = UnlockedSession(userID: account.userID, email: normalised, keys: keys, tokens: tokens)
-        if let offset = try await read({ db in try SyncStateRow.fetchOne(db, key: account.userID)?.clockOffset }),
+        if let offset = try await read({ tx in try tx.syncState(of: account.userID).current()?.clockOffset }),
            let value = try? JSONDecoder().decode(ServerClockOffset.self, from: Data(offset.utf8)) {
             clockOffsetBox.restore(value)
         }
@@ -367,9 +349,9 @@ extension VaultEngine {
                 logger.info("the server was not told about the logout", metadata: ["reason": "\(error)"])
             }
         }
-        try await write { db in
-            _ = try AccountRecord.filter(Column("email") == normalised).deleteAll(db)
-            if forgetDevice { _ = try RememberedLoginRow.deleteOne(db, key: normalised) }
+        try await write { tx in
+            try tx.accounts.remove(email: normalised)
+            if forgetDevice { try tx.rememberedLogins.remove(email: normalised) }
         }
         if session?.email == normalised { session = nil }
         return revoked
@@ -378,29 +360,25 @@ extension VaultEngine {
     /// How many changes of an account wait for the server (readable while locked: the count is not secret).
     public func queuedChangeCount(email: String) async throws -> Int {
         let normalised = MasterKey.normaliseSalt(email)
-        return try await read { db in
-            try Int.fetchOne(db, sql: """
-                SELECT COALESCE(SUM(n), 0) FROM pendingChangeCount WHERE userID IN (SELECT userID FROM account WHERE email = ?)
-                """, arguments: [normalised]) ?? 0
-        }
+        return try await read { tx in try tx.accounts.queuedChangeCount(email: normalised) }
     }
 
     /// Whether this device keeps a remembered two-step login for `email` (the token itself stays
     /// sealed; this only tells that one is there).
     public func hasRememberedTwoFactor(email: String) async throws -> Bool {
         let normalised = MasterKey.normaliseSalt(email)
-        return try await read { db in try RememberedLoginRow.fetchOne(db, key: normalised)?.sealedTwoFactorToken != nil }
+        return try await read { tx in try tx.rememberedLogins.find(email: normalised)?.sealedTwoFactorToken != nil }
     }
 
     /// The accounts on this device.
     public func accounts() async throws -> [String] {
-        try await read { db in try AccountRecord.order(Column("email")).fetchAll(db).map(\.email) }
+        try await read { tx in try tx.accounts.emails() }
     }
 
     /// Unwraps the organization keys of the profile's confirmed memberships; one bad key only costs
     /// that organization (organizations.md §1.4).
     func organizationKeys(userID: String, account: AccountRecord, userKey: SymmetricCryptoKey) async throws -> [String: SymmetricCryptoKey] {
-        let rows = try await read { db in try OrganizationRow.filter(Column("userID") == userID).fetchAll(db) }
+        let rows = try await read { tx in try tx.organizations(of: userID).all() }
         // No memberships (most vaults): the private key is not opened (RSA key parsing on every pull).
         guard !rows.isEmpty else { return [:] }
         guard let encryptedPrivate = account.encryptedPrivateKey,

@@ -1,5 +1,4 @@
 import Foundation
-import GRDB
 import VaultAPI
 import VaultCrypto
 import VaultModels
@@ -17,7 +16,7 @@ extension VaultEngine {
     /// is refused here, without a request).
     func verifiedPasswordHash(_ password: String) async throws -> String {
         let current = try requireSession()
-        guard let account = try await read({ db in try AccountRecord.fetchOne(db, key: current.userID) }) else {
+        guard let account = try await read({ tx in try tx.accounts.find(userID: current.userID) }) else {
             throw VaultError.notLoggedIn
         }
         let kdf = try cryptoCall { try account.kdf }

@@ -1,5 +1,4 @@
 import Foundation
-import GRDB
 import VaultAPI
 import VaultCrypto
 import VaultModels
@@ -15,7 +14,7 @@ extension VaultEngine {
         let userID = current.userID
         let itemID = change.itemID
         var change = change
-        let local = try await read { db in try CipherRow.fetchOne(db, key: ["userID": userID, "id": itemID]) }.flatMap { try? $0.wire() }
+        let local = try await read { tx in try tx.ciphers(of: userID).find(id: itemID) }.flatMap { try? $0.wire() }
         var server = context.serverCiphers[change.itemID]
         // seed 001 AP-R2: compare on the server's clock.
         let localUpdated = clockOffsetBox.current?.serverTime(forDeviceTime: change.metadata.updatedDate) ?? change.metadata.updatedDate
@@ -89,10 +88,10 @@ extension VaultEngine {
                     try await backUp(local, losingDate: change.metadata.updatedDate, originalID: adoptedID, marker: marker,
                                      change: &change, report: &report, context: context)
                 }
-                try await write { db in
-                    _ = try CipherRow.deleteOne(db, key: ["userID": userID, "id": itemID])
-                    _ = try PendingChangeRow.deleteOne(db, key: recordID)
-                    try db.execute(sql: "UPDATE draft SET itemID = ? WHERE userID = ? AND itemID = ?", arguments: [adoptedID, userID, itemID])
+                try await write { tx in
+                    try tx.ciphers(of: userID).remove(id: itemID)
+                    try tx.queue(of: userID).remove(recordID: recordID)
+                    try tx.drafts(of: userID).moveDrafts(ofItem: itemID, to: adoptedID)
                 }
                 return
             }
@@ -164,9 +163,9 @@ extension VaultEngine {
             do {
                 try await authorized { api, token in try await api.hardDeleteCipher(id: itemID, token: token) }
             } catch let error as ServerCallError where error.isGone {}
-            try await write { db in
-                _ = try CipherRow.deleteOne(db, key: ["userID": userID, "id": itemID])
-                _ = try PendingChangeRow.deleteOne(db, key: recordID)
+            try await write { tx in
+                try tx.ciphers(of: userID).remove(id: itemID)
+                try tx.queue(of: userID).remove(recordID: recordID)
             }
         case .dropDeleteKeepServer, .backupLocalThenDropDelete:
             guard let server else { return try await dropRecord(change) }
@@ -181,9 +180,9 @@ extension VaultEngine {
             report.messages.append("\"\(name)\" was edited on another device after you deleted it here: the edit was kept and the delete dropped.")
             try await settle(change, with: server, pushedLocal: false)
         case .removeLocally:
-            try await write { db in
-                _ = try CipherRow.deleteOne(db, key: ["userID": userID, "id": itemID])
-                _ = try PendingChangeRow.deleteOne(db, key: recordID)
+            try await write { tx in
+                try tx.ciphers(of: userID).remove(id: itemID)
+                try tx.queue(of: userID).remove(recordID: recordID)
             }
         case .hardDeleteLostCreate:
             if let foundID = context.copy(ofKey: change.metadata.itemKey, names: (change.metadata.earlierNames ?? []).reversed()) {
@@ -197,9 +196,9 @@ extension VaultEngine {
                     }
                 } catch let error as ServerCallError where error.isGone {}
             }
-            try await write { db in
-                _ = try CipherRow.deleteOne(db, key: ["userID": userID, "id": itemID])
-                _ = try PendingChangeRow.deleteOne(db, key: recordID)
+            try await write { tx in
+                try tx.ciphers(of: userID).remove(id: itemID)
+                try tx.queue(of: userID).remove(recordID: recordID)
             }
         }
     }
@@ -216,7 +215,7 @@ extension VaultEngine {
         guard change.metadata.createSent != true else { return }
         let key = try requireSession().keys.userKey
         let noted = change
-        try await write { db in _ = try Self.updateStoredRecord(noted, db, key: key) { $0.createSent = true } }
+        try await write { tx in _ = try Self.updateStoredRecord(noted, tx, key: key) { $0.createSent = true } }
         change.metadata.createSent = true
     }
 
@@ -286,10 +285,10 @@ extension VaultEngine {
         let current = try requireSession()
         let userID = current.userID
         let key = current.keys.userKey
-        try await write { db in
-            if try Self.keepIfSavedMeanwhile(change, settled: server, pushedLocal: pushedLocal, key: key, db) { return }
-            try CipherRow(userID: userID, wire: server).save(db)
-            _ = try PendingChangeRow.deleteOne(db, key: change.id)
+        try await write { tx in
+            if try Self.keepIfSavedMeanwhile(change, settled: server, pushedLocal: pushedLocal, key: key, tx) { return }
+            try tx.ciphers(of: userID).store(server)
+            try tx.queue(of: userID).remove(recordID: change.id)
         }
     }
 
@@ -303,8 +302,8 @@ extension VaultEngine {
     /// - if the server's content won, the record keeps its old baseline: the next run meets the
     ///   server's version as a conflict again, and the newer save wins with that version backed up.
     static func keepIfSavedMeanwhile(_ change: PendingChange, settled server: CipherWire, pushedLocal: Bool,
-                                     key: SymmetricCryptoKey, _ db: Database) throws -> Bool {
-        guard var stored = try savedMeanwhile(change, key: key, db) else { return false }
+                                     key: SymmetricCryptoKey, _ tx: StoreTransaction) throws -> Bool {
+        guard var stored = try savedMeanwhile(change, key: key, tx) else { return false }
         if pushedLocal {
             stored.metadata.originalRevisionDate = server.revisionDate
             stored.metadata.originalState = state(of: server)
@@ -314,14 +313,14 @@ extension VaultEngine {
         stored.metadata.lastError = nil
         stored.metadata.nextAttemptDate = nil
         stored.metadata.state = .pending
-        try PendingChangeRow(stored, key: key).save(db)
+        try tx.queue(of: change.userID).store(stored, key: key)
         return true
     }
 
     /// The stored record of `change` if the user saved the item again since the resolution read it
     /// (every save moves `updatedDate`; the resolution's own writes never do).
-    static func savedMeanwhile(_ change: PendingChange, key: SymmetricCryptoKey, _ db: Database) throws -> PendingChange? {
-        guard let stored = try PendingChangeRow.fetchOne(db, key: change.id)?.open(key: key),
+    static func savedMeanwhile(_ change: PendingChange, key: SymmetricCryptoKey, _ tx: StoreTransaction) throws -> PendingChange? {
+        guard let stored = try tx.queue(of: change.userID).change(id: change.id, key: key),
               stored.metadata.updatedDate != change.metadata.updatedDate else { return nil }
         return stored
     }
@@ -330,11 +329,11 @@ extension VaultEngine {
     /// that a save made on this device meanwhile keeps its own (its date, kind and baseline). Returns
     /// the record as written; `nil` if it is gone.
     @discardableResult
-    static func updateStoredRecord(_ change: PendingChange, _ db: Database, key: SymmetricCryptoKey,
+    static func updateStoredRecord(_ change: PendingChange, _ tx: StoreTransaction, key: SymmetricCryptoKey,
                                    _ modify: (inout PendingChangeMetadata) -> Void) throws -> PendingChange? {
-        guard var stored = try PendingChangeRow.fetchOne(db, key: change.id)?.open(key: key) else { return nil }
+        guard var stored = try tx.queue(of: change.userID).change(id: change.id, key: key) else { return nil }
         modify(&stored.metadata)
-        try PendingChangeRow(stored, key: key).save(db)
+        try tx.queue(of: change.userID).store(stored, key: key)
         return stored
     }
 
@@ -368,11 +367,7 @@ extension VaultEngine {
     /// Whether an item has a queue record of its own on this device.
     func hasQueueRecord(itemID: String) async throws -> Bool {
         let userID = try requireSession().userID
-        return try await read { db in try Self.hasQueueRecord(itemID: itemID, userID: userID, db) }
-    }
-
-    static func hasQueueRecord(itemID: String, userID: String, _ db: Database) throws -> Bool {
-        try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM pendingChange WHERE userID = ? AND itemID = ?", arguments: [userID, itemID]) ?? 0 > 0
+        return try await read { tx in try tx.queue(of: userID).hasRecord(forItem: itemID) }
     }
 
     /// Swaps a temporary id for the server's in the cache, the queue and drafts, in one transaction.
@@ -400,27 +395,27 @@ extension VaultEngine {
         let userID = current.userID
         let key = current.keys.userKey
         guard items.allSatisfy({ $0.created.id != nil }) else { throw ServerCallError.invalidResponse("created item has no id") }
-        try await write { db in
-            for item in items { try Self.swapCipherID(item, userID: userID, key: key, db) }
+        try await write { tx in
+            for item in items { try Self.swapCipherID(item, userID: userID, key: key, tx) }
         }
     }
 
-    static func swapCipherID(_ item: CreatedItem, userID: String, key: SymmetricCryptoKey, _ db: Database) throws {
+    static func swapCipherID(_ item: CreatedItem, userID: String, key: SymmetricCryptoKey, _ tx: StoreTransaction) throws {
         let (temporaryID, created, change, pushedLocal) = (item.temporaryID, item.created, item.change, item.pushedLocal)
         guard let newID = created.id else { return }
-        let savedMeanwhile = try Self.savedMeanwhile(change, key: key, db)
-        let newerLocal = try CipherRow.fetchOne(db, key: ["userID": userID, "id": temporaryID]).flatMap { try? $0.wire() }
-        _ = try CipherRow.deleteOne(db, key: ["userID": userID, "id": temporaryID])
+        let savedMeanwhile = try Self.savedMeanwhile(change, key: key, tx)
+        let newerLocal = try tx.ciphers(of: userID).find(id: temporaryID).flatMap { try? $0.wire() }
+        try tx.ciphers(of: userID).remove(id: temporaryID)
         if var record = savedMeanwhile, record.metadata.kind == .hardDelete {
             // Deleted for good here while it was being created: the delete goes to the new item.
             record.itemID = newID
             record.metadata.originalRevisionDate = created.revisionDate
-            try PendingChangeRow(record, key: key).save(db)
+            try tx.queue(of: userID).store(record, key: key)
         } else if var record = savedMeanwhile, var local = newerLocal {
             local.id = newID
             local.revisionDate = created.revisionDate
             local.creationDate = created.creationDate
-            try CipherRow(userID: userID, wire: local).save(db)
+            try tx.ciphers(of: userID).store(local)
             record.itemID = newID
             if record.metadata.kind == .create {
                 record.metadata.kind = .update
@@ -429,17 +424,17 @@ extension VaultEngine {
             record.metadata.originalRevisionDate = pushedLocal ? created.revisionDate : (created.creationDate ?? created.revisionDate)
             record.metadata.originalState = Self.state(of: created)
             record.metadata.pendingBackup = nil
-            try PendingChangeRow(record, key: key).save(db)
+            try tx.queue(of: userID).store(record, key: key)
         } else {
             // The server's copy may be here already (pulled), saved by the user while this run pushed onto
             // it: that save has its own record and the newer local copy, which the next run resolves
             // against what was just pushed. Never overwritten here.
-            if try !Self.hasQueueRecord(itemID: newID, userID: userID, db) {
-                try CipherRow(userID: userID, wire: created).save(db)
+            if try !tx.queue(of: userID).hasRecord(forItem: newID) {
+                try tx.ciphers(of: userID).store(created)
             }
-            _ = try PendingChangeRow.deleteOne(db, key: change.id)
+            try tx.queue(of: userID).remove(recordID: change.id)
         }
-        try db.execute(sql: "UPDATE draft SET itemID = ? WHERE userID = ? AND itemID = ?", arguments: [newID, userID, temporaryID])
+        try tx.drafts(of: userID).moveDrafts(ofItem: temporaryID, to: newID)
     }
 
     /// Writes a backup copy of `version` to the server before anything else happens (seed 000 §7): every
@@ -478,8 +473,8 @@ extension VaultEngine {
         change.metadata.backupDoneFor = marker
         let noted = change
         let key = current.keys.userKey
-        try await write { db in
-            _ = try Self.updateStoredRecord(noted, db, key: key) {
+        try await write { tx in
+            _ = try Self.updateStoredRecord(noted, tx, key: key) {
                 $0.pendingBackup = pendingBackup
                 $0.backupDoneFor = marker
             }
@@ -501,22 +496,12 @@ extension VaultEngine {
         let userID = current.userID
         let now = clock.now().microsecondsSinceEpoch
         let side = marker.split(separator: ":").first.map(String.init) ?? "unknown"
-        try await write { db in
-            try Self.updateStoredRecord(noted, db, key: key) { $0.backupDoneFor = marker }
-            try Self.noteConflictBackup(backup.id, of: originalID, userID: userID, createdAt: now, losingSide: side, twinCheck: false, db)
+        try await write { tx in
+            try Self.updateStoredRecord(noted, tx, key: key) { $0.backupDoneFor = marker }
+            try tx.backups(of: userID).note(backup.id, of: originalID, createdAt: now, losingSide: side, twinCheckPending: false)
         }
         report.messages.append("\"\(name)\": the version that lost is already kept in \"\(backup.name)\" (backed up on another device).")
         logger.info("conflict backup made elsewhere", metadata: ["item": "\(originalID)", "backup": "\(backup.id)"])
-    }
-
-    /// Lists a backup among this device's conflicts (`twinCheck`: this device wrote it, so it waits for
-    /// the twin check of ``mergeTwinBackups(_:)``).
-    static func noteConflictBackup(_ backupID: String, of originalID: String, userID: String, createdAt: Int64, losingSide: String,
-                                   twinCheck: Bool, _ db: Database) throws {
-        try db.execute(sql: """
-            INSERT OR REPLACE INTO conflictBackup (userID, backupID, originalID, createdAt, losingSide, twinCheckPending)
-            VALUES (?, ?, ?, ?, ?, ?)
-            """, arguments: [userID, backupID, originalID, createdAt, losingSide, twinCheck])
     }
 
     func storeBackup(_ created: CipherWire, originalID: String, change: inout PendingChange, report: inout SyncReport) async throws {
@@ -530,16 +515,16 @@ extension VaultEngine {
         let now = clock.now().microsecondsSinceEpoch
         // The marker says whose version lost: "server:…" or "local:…".
         let side = change.metadata.backupDoneFor?.split(separator: ":").first.map(String.init) ?? "unknown"
-        try await write { db in
+        try await write { tx in
             // A backup finished by adoption (its first answer was lost) may have been pulled and
             // edited here meanwhile: that edit's record resolves it against the server later, and the
             // server's copy must not replace it in the cache (as a pull would not).
-            if try !Self.hasQueueRecord(itemID: backupID, userID: userID, db) { try CipherRow(userID: userID, wire: created).save(db) }
-            try Self.updateStoredRecord(noted, db, key: key) {
+            if try !tx.queue(of: userID).hasRecord(forItem: backupID) { try tx.ciphers(of: userID).store(created) }
+            try Self.updateStoredRecord(noted, tx, key: key) {
                 $0.pendingBackup = nil
                 $0.backupDoneFor = doneFor
             }
-            try Self.noteConflictBackup(backupID, of: originalID, userID: userID, createdAt: now, losingSide: side, twinCheck: true, db)
+            try tx.backups(of: userID).note(backupID, of: originalID, createdAt: now, losingSide: side, twinCheckPending: true)
         }
         let name = (try? created.decrypted(with: current.keys).name) ?? ""
         report.backups.append(ConflictBackup(backupID: created.id ?? "", originalID: originalID, name: name))
@@ -563,7 +548,7 @@ extension VaultEngine {
         let encrypted = try modelCall { try EncString.encrypt(name, key: current.keys.userKey, random: random) }
         let created = try await authorized { api, token in try await api.createFolder(name: encrypted, token: token) }
         let userID = current.userID
-        try await write { db in try FolderRow(userID: userID, wire: created).save(db) }
+        try await write { tx in try tx.folders(of: userID).store(created) }
         guard let id = created.id else { throw ServerCallError.invalidResponse("created folder has no id") }
         return id
     }

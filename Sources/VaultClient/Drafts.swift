@@ -1,5 +1,4 @@
 import Foundation
-import GRDB
 import VaultCrypto
 import VaultModels
 import VaultStore
@@ -33,13 +32,13 @@ extension VaultEngine {
         let payload = SealedDraft(itemID: item.id, cipher: String(decoding: wire.jsonBytes(), as: UTF8.self), updatedDate: clock.now())
         let sealed = try Sealed.seal(payload, key: current.keys.userKey)
         let userID = current.userID
-        return try await write { db in
+        return try await write { tx in
+            let drafts = tx.drafts(of: userID)
             var id = draftID ?? UUID().uuidString.lowercased()
-            if draftID == nil, let itemID = item.id,
-               let existing = try String.fetchOne(db, sql: "SELECT id FROM draft WHERE userID = ? AND itemID = ?", arguments: [userID, itemID]) {
+            if draftID == nil, let itemID = item.id, let existing = try drafts.draftID(ofItem: itemID) {
                 id = existing
             }
-            try DraftRow(id: id, userID: userID, itemID: item.id, sealed: sealed).save(db)
+            try drafts.store(DraftRow(id: id, userID: userID, itemID: item.id, sealed: sealed))
             return id
         }
     }
@@ -48,7 +47,7 @@ extension VaultEngine {
     public func drafts() async throws -> [Draft] {
         let current = try requireSession()
         let userID = current.userID
-        let rows = try await read { db in try DraftRow.filter(Column("userID") == userID).fetchAll(db) }
+        let rows = try await read { tx in try tx.drafts(of: userID).all() }
         return rows.compactMap { row in try? open(row, keys: current.keys) }.sorted { $0.updatedDate > $1.updatedDate }
     }
 
@@ -56,7 +55,7 @@ extension VaultEngine {
     public func draft(id: String) async throws -> Draft {
         let current = try requireSession()
         let userID = current.userID
-        guard let row = try await read({ db in try DraftRow.filter(Column("userID") == userID && Column("id") == id).fetchOne(db) }) else {
+        guard let row = try await read({ tx in try tx.drafts(of: userID).find(id: id) }) else {
             throw VaultError.draftNotFound(id)
         }
         return try open(row, keys: current.keys)
@@ -64,10 +63,8 @@ extension VaultEngine {
 
     public func discardDraft(id: String) async throws {
         let userID = try requireSession().userID
-        let deleted = try await write { db in
-            try DraftRow.filter(Column("userID") == userID && Column("id") == id).deleteAll(db)
-        }
-        if deleted == 0 { throw VaultError.draftNotFound(id) }
+        let deleted = try await write { tx in try tx.drafts(of: userID).remove(id: id) }
+        if !deleted { throw VaultError.draftNotFound(id) }
     }
 
     /// Purges drafts older than the configured age whose item has no pending change (its last save
@@ -76,14 +73,14 @@ extension VaultEngine {
         guard let current = session else { return }
         let cutoff = clock.now().adding(microseconds: -Int64(configuration.draftMaximumAge * 1_000_000))
         let userID = current.userID
-        let rows = try await read { db in try DraftRow.filter(Column("userID") == userID).fetchAll(db) }
-        let pending = try await read { db in Set(try String.fetchAll(db, sql: "SELECT itemID FROM pendingChange WHERE userID = ?", arguments: [userID])) }
+        let (rows, queued) = try await read { tx in (try tx.drafts(of: userID).all(), try tx.queue(of: userID).items()) }
+        let pending = Set(queued.map(\.itemID))
         let stale = rows.filter { row in
             guard let draft = try? open(row, keys: current.keys) else { return false }
             return draft.updatedDate < cutoff && !(draft.itemID.map(pending.contains) ?? false)
         }.map(\.id)
         guard !stale.isEmpty else { return }
-        try await write { db in _ = try DraftRow.filter(keys: stale).deleteAll(db) }
+        try await write { tx in try tx.drafts(of: userID).remove(ids: stale) }
     }
 
     func open(_ row: DraftRow, keys: VaultKeys) throws -> Draft {

@@ -1,5 +1,4 @@
 import Foundation
-import GRDB
 import VaultCrypto
 import VaultExchange
 import VaultModels
@@ -112,21 +111,23 @@ extension VaultEngine {
         }
 
         let key = current.keys.userKey
-        let pendingCount = try writeNow { db -> Int in
+        let pendingCount = try writeNow { tx -> Int in
+            let queue = tx.queue(of: userID)
             func queueCreate(kind: PendingItemKind, id: String, itemKey: String?) throws {
                 guard case .upsert(let metadata) = QueueRules.apply(.create, to: nil, itemRevisionDate: nil, now: now, itemKey: itemKey) else { return }
-                let change = PendingChange(id: UUID().uuidString.lowercased(), userID: userID, itemID: id, itemKind: kind, metadata: metadata)
-                try PendingChangeRow(change, key: key).save(db)
+                try queue.store(PendingChange(id: UUID().uuidString.lowercased(), userID: userID, itemID: id, itemKind: kind, metadata: metadata),
+                                key: key)
             }
             for folder in newFolders {
-                try FolderRow(userID: userID, wire: folder).save(db)
+                try tx.folders(of: userID).store(folder)
                 try queueCreate(kind: .folder, id: folder.id!, itemKey: nil)
             }
+            let ciphers = tx.ciphers(of: userID)
             for wire in wires {
-                try CipherRow(userID: userID, wire: wire).save(db)
+                try ciphers.store(wire)
                 try queueCreate(kind: .cipher, id: wire.id!, itemKey: wire.key?.serialized)
             }
-            return try PendingChangeRow.count(db, userID: userID)
+            return try queue.count()
         }
         logger.info("imported", metadata: ["items": "\(wires.count)", "folders": "\(newFolders.count)"])
         publishStatus()
@@ -162,7 +163,7 @@ extension VaultEngine {
     /// The unlocked account's KDF settings (a password-protected export uses them, as Bitwarden's do).
     public func accountKdf() async throws -> KdfConfiguration {
         let userID = try requireSession().userID
-        guard let account = try await read({ db in try AccountRecord.fetchOne(db, key: userID) }) else {
+        guard let account = try await read({ tx in try tx.accounts.find(userID: userID) }) else {
             throw VaultError.notLoggedIn
         }
         do { return try account.kdf } catch let error as CryptoError { throw VaultError.crypto(error) }

@@ -1,5 +1,4 @@
 import Foundation
-import GRDB
 import VaultAPI
 import VaultCrypto
 import VaultModels
@@ -184,18 +183,17 @@ extension VaultEngine {
             do {
                 let serverVersion = try await authorized(online)
                 await recordContact(success: true)
-                try await write { db in
+                try await write { tx in
+                    let ciphers = tx.ciphers(of: userID)
                     if let serverVersion {
-                        try CipherRow(userID: userID, wire: serverVersion).save(db)
-                        if let serverID = serverVersion.id, serverID != itemID {
-                            _ = try CipherRow.deleteOne(db, key: ["userID": userID, "id": itemID])
-                        }
+                        try ciphers.store(serverVersion)
+                        if let serverID = serverVersion.id, serverID != itemID { try ciphers.remove(id: itemID) }
                     } else {
-                        _ = try CipherRow.deleteOne(db, key: ["userID": userID, "id": itemID])
+                        try ciphers.remove(id: itemID)
                     }
-                    // seed 001 §16.5: no stale queue record or draft survives a successful save.
-                    try db.execute(sql: "DELETE FROM pendingChange WHERE userID = ? AND itemKind = 'cipher' AND itemID = ?", arguments: [userID, itemID])
-                    try db.execute(sql: "DELETE FROM draft WHERE userID = ? AND itemID = ?", arguments: [userID, itemID])
+                    // docs/ARCHITECTURE.md: no stale queue record or draft survives a successful save.
+                    try tx.queue(of: userID).remove(kind: .cipher, itemID: itemID)
+                    try tx.drafts(of: userID).removeDrafts(ofItem: itemID)
                 }
                 logger.debug("saved on server", metadata: ["item": "\(itemID)"])
                 publishStatus()
@@ -229,14 +227,10 @@ extension VaultEngine {
                                       previousState: previous.map(Self.state(of:)),
                                       leavingName: Self.nameLeaving(previous?.name, for: local?.name), createSent: createSent,
                                       itemKey: (local ?? previous)?.key?.serialized,
-                                      existing: existing, session: current) { db in
-            if let local {
-                try CipherRow(userID: userID, wire: local).save(db)
-            } else {
-                _ = try CipherRow.deleteOne(db, key: ["userID": userID, "id": itemID])
-            }
-        } removeLocal: { db in
-            _ = try CipherRow.deleteOne(db, key: ["userID": userID, "id": itemID])
+                                      existing: existing, session: current) { tx in
+            if let local { try tx.ciphers(of: userID).store(local) } else { try tx.ciphers(of: userID).remove(id: itemID) }
+        } removeLocal: { tx in
+            try tx.ciphers(of: userID).remove(id: itemID)
         }
         logger.debug("queued", metadata: ["item": "\(itemID)", "pending": "\(count)"])
         publishStatus()
@@ -275,26 +269,25 @@ extension VaultEngine {
     func enqueue(kind: PendingItemKind, itemID: String, operation: OfflineOperation, previousRevision: WireDate?,
                  previousState: ItemState? = nil, leavingName: String? = nil, createSent: Bool = false, itemKey: String? = nil,
                  existing: PendingChange?, session current: UnlockedSession,
-                 storeLocal: @escaping @Sendable (Database) throws -> Void,
-                 removeLocal: @escaping @Sendable (Database) throws -> Void) async throws -> Int {
+                 storeLocal: @escaping @Sendable (StoreTransaction) throws -> Void,
+                 removeLocal: @escaping @Sendable (StoreTransaction) throws -> Void) async throws -> Int {
         let userID = current.userID
         let decision = QueueRules.apply(operation, to: existing?.metadata, itemRevisionDate: previousRevision, now: clock.now(),
                                         itemState: previousState, leavingName: leavingName, createSent: createSent, itemKey: itemKey)
         let key = current.keys.userKey
         let recordID = existing?.id ?? UUID().uuidString.lowercased()
-        return try writeNow { db -> Int in
+        return try writeNow { tx -> Int in
+            let queue = tx.queue(of: userID)
             switch decision {
             case .forget:
-                try removeLocal(db)
-                try db.execute(sql: "DELETE FROM pendingChange WHERE userID = ? AND itemKind = ? AND itemID = ?",
-                               arguments: [userID, kind.rawValue, itemID])
+                try removeLocal(tx)
+                try queue.remove(kind: kind, itemID: itemID)
             case .upsert(let metadata):
-                try storeLocal(db)
-                let change = PendingChange(id: recordID, userID: userID, itemID: itemID, itemKind: kind, metadata: metadata)
-                try PendingChangeRow(change, key: key).save(db)
+                try storeLocal(tx)
+                try queue.store(PendingChange(id: recordID, userID: userID, itemID: itemID, itemKind: kind, metadata: metadata), key: key)
             }
-            try db.execute(sql: "DELETE FROM draft WHERE userID = ? AND itemID = ?", arguments: [userID, itemID])
-            return try PendingChangeRow.count(db, userID: userID)
+            try tx.drafts(of: userID).removeDrafts(ofItem: itemID)
+            return try queue.count()
         }
     }
 
@@ -341,13 +334,7 @@ extension VaultEngine {
         let userID = current.userID
         // Locally, as the server does: items lose the folder, keeping their revision date. Read and
         // written in one transaction, so that an item saved meanwhile keeps its save.
-        try await write { db in
-            for row in try CipherRow.filter(Column("userID") == userID).fetchAll(db) {
-                guard var wire = try? row.wire(), wire.folderId == id else { continue }
-                wire.folderId = nil
-                try CipherRow(userID: userID, wire: wire).save(db)
-            }
-        }
+        try await write { tx in _ = try tx.ciphers(of: userID).moveItems(ofFolder: id, to: nil) }
         return outcome
     }
 
@@ -362,10 +349,11 @@ extension VaultEngine {
             do {
                 let serverVersion = try await authorized(online)
                 await recordContact(success: true)
-                try await write { db in
-                    _ = try FolderRow.deleteOne(db, key: ["userID": userID, "id": id])
-                    if let serverVersion { try FolderRow(userID: userID, wire: serverVersion).save(db) }
-                    try db.execute(sql: "DELETE FROM pendingChange WHERE userID = ? AND itemKind = 'folder' AND itemID = ?", arguments: [userID, id])
+                try await write { tx in
+                    let folders = tx.folders(of: userID)
+                    try folders.remove(id: id)
+                    if let serverVersion { try folders.store(serverVersion) }
+                    try tx.queue(of: userID).remove(kind: .folder, itemID: id)
                 }
                 return SaveResult(value: serverVersion, outcome: .synced)
             } catch let error as ServerCallError {
@@ -376,12 +364,10 @@ extension VaultEngine {
         }
         let count = try await enqueue(kind: .folder, itemID: id, operation: operation, previousRevision: previous?.revisionDate,
                                       leavingName: Self.nameLeaving(previous?.name, for: local?.name), createSent: createSent,
-                                      existing: existing, session: current) { db in
-            if let local { try FolderRow(userID: userID, wire: local).save(db) } else {
-                _ = try FolderRow.deleteOne(db, key: ["userID": userID, "id": id])
-            }
-        } removeLocal: { db in
-            _ = try FolderRow.deleteOne(db, key: ["userID": userID, "id": id])
+                                      existing: existing, session: current) { tx in
+            if let local { try tx.folders(of: userID).store(local) } else { try tx.folders(of: userID).remove(id: id) }
+        } removeLocal: { tx in
+            try tx.folders(of: userID).remove(id: id)
         }
         return SaveResult(value: local, outcome: Self.queuedOutcome(pendingCount: count, untrusted: untrusted))
     }
@@ -401,7 +387,7 @@ extension VaultEngine {
     }
 
     func cachedCipher(id: String, userID: String) async throws -> CipherWire {
-        guard let row = try readNow({ db in try CipherRow.fetchOne(db, key: ["userID": userID, "id": id]) }) else {
+        guard let row = try readNow({ tx in try tx.ciphers(of: userID).find(id: id) }) else {
             throw VaultError.itemNotFound(id)
         }
         do {
@@ -412,7 +398,7 @@ extension VaultEngine {
     }
 
     func cachedFolder(id: String, userID: String) async throws -> FolderWire {
-        guard let row = try readNow({ db in try FolderRow.fetchOne(db, key: ["userID": userID, "id": id]) }) else {
+        guard let row = try readNow({ tx in try tx.folders(of: userID).find(id: id) }) else {
             throw VaultError.folderNotFound(id)
         }
         do {
@@ -424,9 +410,7 @@ extension VaultEngine {
 
     func pendingChange(itemKind: PendingItemKind, itemID: String, userID: String) async throws -> PendingChange? {
         let key = try requireSession().keys.userKey
-        guard let row = try readNow({ db in
-            try PendingChangeRow.filter(Column("userID") == userID && Column("itemKind") == itemKind.rawValue && Column("itemID") == itemID).fetchOne(db)
-        }) else { return nil }
+        guard let row = try readNow({ tx in try tx.queue(of: userID).record(kind: itemKind, itemID: itemID) }) else { return nil }
         do {
             return try row.open(key: key)
         } catch {

@@ -1,5 +1,4 @@
 import Foundation
-import GRDB
 import VaultCrypto
 import VaultModels
 import VaultStore
@@ -25,8 +24,9 @@ extension VaultEngine {
     public func organizations() async throws -> [OrganizationSummary] {
         let current = try requireSession()
         let userID = current.userID
-        let (rows, trusted) = try await read { db in
-            (try OrganizationRow.filter(Column("userID") == userID).fetchAll(db), try TrustedOrganizationRow.all(db, userID: userID))
+        let (rows, trusted) = try await read { tx in
+            let organizations = tx.organizations(of: userID)
+            return (try organizations.all(), try organizations.trusted())
         }
         return rows.map { row in
             let object = Self.organizationObject(row)
@@ -52,16 +52,16 @@ extension VaultEngine {
         let row = TrustedOrganizationRow(userID: current.userID, organizationID: organizationID,
                                          sealedKey: try cryptoCall { try EncString.encrypt(key.base64, key: current.keys.userKey).serialized },
                                          trustedAt: clock.now().microsecondsSinceEpoch)
-        try await write { db in try row.save(db) }
+        try await write { [userID = current.userID] tx in try tx.organizations(of: userID).trust(row) }
     }
 
     /// Refuses to encrypt for an organization the user has not trusted here, or whose key is no longer
     /// the one they trusted. Called wherever an item is encrypted (``encrypt(_:keys:)``).
     func requireTrustedOrganization(_ organizationID: String, keys: VaultKeys, userID: String) throws {
         let id = organizationID.lowercased()
-        let (row, name) = try readNow { db in
-            (try TrustedOrganizationRow.find(db, userID: userID, organizationID: id),
-             try OrganizationRow.fetchOne(db, key: ["userID": userID, "id": id]).map { Self.organizationName(Self.organizationObject($0)) })
+        let (row, name) = try readNow { tx in
+            let organizations = tx.organizations(of: userID)
+            return (try organizations.trusted(id: id), try organizations.find(id: id).map { Self.organizationName(Self.organizationObject($0)) })
         }
         let label = name.map { "\"\($0)\" (\(id))" } ?? id
         guard let row else { throw VaultError.organizationNotTrusted(label) }
@@ -73,7 +73,7 @@ extension VaultEngine {
     /// What a sync should tell about memberships: new ones (not trusted), and trusted ones whose key
     /// changed. `organizations` are the snapshot's entries; `known` the ids stored before this sync.
     func membershipNotices(organizations: [JSONObject], known: Set<String>, keys: VaultKeys, userID: String) async throws -> [String] {
-        let trusted = try await read { db in try TrustedOrganizationRow.all(db, userID: userID) }
+        let trusted = try await read { tx in try tx.organizations(of: userID).trusted() }
         var notices: [String] = []
         for object in organizations {
             guard let id = object["id"]?.stringValue?.lowercased() else { continue }

@@ -1,5 +1,4 @@
 import Foundation
-import GRDB
 import VaultAPI
 import VaultCrypto
 import VaultModels
@@ -53,14 +52,14 @@ extension VaultEngine {
         let finalFolders = folders
         let keys = current.keys
         let (ciphersComplete, foldersComplete) = (unreadableCiphers == 0, unreadableFolders == 0)
-        let (kept, knownOrganizations) = try await write { db -> ([RefusedVersion: [String]], Set<String>) in
-            let pending = try Self.pendingItemIDs(userID: userID, db)
+        let (kept, knownOrganizations) = try await write { tx -> ([RefusedVersion: [String]], Set<String>) in
+            let pending = try tx.queue(of: userID).items()
             // Ciphers (unchanged rows skipped; one upsert statement per changed row).
+            let ciphers = tx.ciphers(of: userID)
             let serverIDs = Set(finalCiphers.map(\.id))
-            let localRows = Dictionary(try CipherRow.filter(Column("userID") == userID).fetchAll(db).map { ($0.id, $0) },
-                                       uniquingKeysWith: { first, _ in first })
+            let localRows = Dictionary(try ciphers.all().map { ($0.id, $0) }, uniquingKeysWith: { first, _ in first })
             var kept: [RefusedVersion: [String]] = [:]
-            for row in finalCiphers where !pending.contains(PendingKey(kind: .cipher, id: row.id)) {
+            for row in finalCiphers where !pending.contains(QueuedItem(kind: .cipher, itemID: row.id)) {
                 if let local = localRows[row.id] {
                     if local.json == row.json { continue }
                     if let serverWire = try? row.wire(), let localWire = try? local.wire(),
@@ -69,45 +68,38 @@ extension VaultEngine {
                         continue
                     }
                 }
-                try row.store(db)
+                try ciphers.store(row)
             }
             if ciphersComplete {
-                for id in localRows.keys where !serverIDs.contains(id) && !pending.contains(PendingKey(kind: .cipher, id: id)) {
-                    _ = try CipherRow.deleteOne(db, key: ["userID": userID, "id": id])
+                for id in localRows.keys where !serverIDs.contains(id) && !pending.contains(QueuedItem(kind: .cipher, itemID: id)) {
+                    try ciphers.remove(id: id)
                 }
             }
             // Folders.
+            let folders = tx.folders(of: userID)
             let serverFolderIDs = Set(finalFolders.compactMap(\.id))
-            for wire in finalFolders where !pending.contains(PendingKey(kind: .folder, id: wire.id!)) {
-                try FolderRow(userID: userID, wire: wire).save(db)
+            for wire in finalFolders where !pending.contains(QueuedItem(kind: .folder, itemID: wire.id!)) {
+                try folders.store(wire)
             }
-            let localFolders = try String.fetchAll(db, sql: "SELECT id FROM folder WHERE userID = ?", arguments: [userID])
-            for id in localFolders where foldersComplete && !serverFolderIDs.contains(id) && !pending.contains(PendingKey(kind: .folder, id: id)) {
-                _ = try FolderRow.deleteOne(db, key: ["userID": userID, "id": id])
+            for id in try folders.ids()
+            where foldersComplete && !serverFolderIDs.contains(id) && !pending.contains(QueuedItem(kind: .folder, itemID: id)) {
+                try folders.remove(id: id)
             }
-            // Organizations and collections: replaced wholesale (read-only offline).
-            // The memberships known before this pull, to report the new ones.
-            let known = Set(try String.fetchAll(db, sql: "SELECT id FROM organization WHERE userID = ?", arguments: [userID]))
-            try db.execute(sql: "DELETE FROM organization WHERE userID = ?", arguments: [userID])
-            for object in organizations {
-                guard let id = object["id"]?.stringValue?.lowercased() else { continue }
-                try OrganizationRow(userID: userID, id: id, json: String(decoding: object.serialized(), as: UTF8.self)).insert(db)
+            // Organizations and collections: replaced wholesale (read-only offline). The memberships
+            // known before this pull are returned, to report the new ones.
+            func entries(_ objects: [JSONObject]) -> [(id: String, json: String)] {
+                objects.compactMap { object in
+                    object["id"]?.stringValue.map { ($0.lowercased(), String(decoding: object.serialized(), as: UTF8.self)) }
+                }
             }
-            try db.execute(sql: "DELETE FROM collection WHERE userID = ?", arguments: [userID])
-            for object in collections {
-                guard let id = object["id"]?.stringValue?.lowercased() else { continue }
-                try CollectionRow(userID: userID, id: id, json: String(decoding: object.serialized(), as: UTF8.self)).insert(db)
-            }
-            if let privateKey {
-                try db.execute(sql: "UPDATE account SET encryptedPrivateKey = ? WHERE userID = ?", arguments: [privateKey, userID])
-            }
-            var state = try SyncStateRow.fetchOne(db, key: userID) ?? SyncStateRow(userID: userID)
-            state.lastSyncDate = now
-            try state.save(db)
+            let known = try tx.organizations(of: userID).replaceMemberships(entries(organizations))
+            try tx.organizations(of: userID).replaceCollections(entries(collections))
+            if let privateKey { try tx.accounts.setEncryptedPrivateKey(privateKey, userID: userID) }
+            try tx.syncState(of: userID).update { $0.lastSyncDate = now }
             return (kept, known)
         }
         // Organization keys may have changed (new membership, confirmation).
-        if let account = try await read({ db in try AccountRecord.fetchOne(db, key: userID) }) {
+        if let account = try await read({ tx in try tx.accounts.find(userID: userID) }) {
             let orgKeys = try await organizationKeys(userID: userID, account: account, userKey: current.keys.userKey)
             session?.keys.organizationKeys = orgKeys
         }
@@ -182,15 +174,5 @@ extension VaultEngine {
             await recordContact(success: false, certificateProblem: error.certificateProblem)
             throw Self.onlineOnly(error)
         }
-    }
-
-    struct PendingKey: Hashable {
-        var kind: PendingItemKind
-        var id: String
-    }
-
-    static func pendingItemIDs(userID: String, _ db: Database) throws -> Set<PendingKey> {
-        let rows = try Row.fetchAll(db, sql: "SELECT itemKind, itemID FROM pendingChange WHERE userID = ?", arguments: [userID])
-        return Set(rows.map { PendingKey(kind: PendingItemKind(rawValue: $0["itemKind"]) ?? .cipher, id: $0["itemID"]) })
     }
 }

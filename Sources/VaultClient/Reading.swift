@@ -1,5 +1,4 @@
 import Foundation
-import GRDB
 import VaultCrypto
 import VaultModels
 import VaultStore
@@ -27,9 +26,8 @@ extension VaultEngine {
     public func items() async throws -> [VaultItem] {
         let current = try requireSession()
         let userID = current.userID
-        let (rows, pendingRows) = try await read { db in
-            (try CipherRow.filter(Column("userID") == userID).fetchAll(db),
-             try PendingChangeRow.filter(Column("userID") == userID && Column("itemKind") == "cipher").fetchAll(db))
+        let (rows, pendingRows) = try await read { tx in
+            (try tx.ciphers(of: userID).all(), try tx.queue(of: userID).all(kind: .cipher))
         }
         let pending = Dictionary(pendingRows.compactMap { row in (try? row.open(key: current.keys.userKey)).map { (row.itemID, $0) } },
                                  uniquingKeysWith: { first, _ in first })
@@ -72,7 +70,7 @@ extension VaultEngine {
     public func folders() async throws -> [FolderView] {
         let current = try requireSession()
         let userID = current.userID
-        let rows = try await read { db in try FolderRow.filter(Column("userID") == userID).fetchAll(db) }
+        let rows = try await read { tx in try tx.folders(of: userID).all() }
         return rows.compactMap { row in try? row.wire().decrypted(with: current.keys) }
     }
 
@@ -80,10 +78,8 @@ extension VaultEngine {
     public func pendingChanges() async throws -> [PendingChangeSummary] {
         let current = try requireSession()
         let userID = current.userID
-        let (rows, ciphers, folders) = try await read { db in
-            (try PendingChangeRow.filter(Column("userID") == userID).fetchAll(db),
-             try CipherRow.filter(Column("userID") == userID).fetchAll(db),
-             try FolderRow.filter(Column("userID") == userID).fetchAll(db))
+        let (rows, ciphers, folders) = try await read { tx in
+            (try tx.queue(of: userID).all(), try tx.ciphers(of: userID).all(), try tx.folders(of: userID).all())
         }
         let cipherByID = Dictionary(ciphers.map { ($0.id, $0) }, uniquingKeysWith: { first, _ in first })
         let folderByID = Dictionary(folders.map { ($0.id, $0) }, uniquingKeysWith: { first, _ in first })
@@ -102,12 +98,12 @@ extension VaultEngine {
     /// How many changes wait for the server.
     public func pendingCount() async throws -> Int {
         let userID = try requireSession().userID
-        return try await read { db in try PendingChangeRow.count(db, userID: userID) }
+        return try await read { tx in try tx.queue(of: userID).count() }
     }
 
     /// The last known contact with the server.
     public func syncState() async throws -> SyncStateRow? {
         let userID = try requireSession().userID
-        return try await read { db in try SyncStateRow.fetchOne(db, key: userID) }
+        return try await read { tx in try tx.syncState(of: userID).current() }
     }
 }

@@ -1,5 +1,4 @@
 import Foundation
-import GRDB
 import VaultAPI
 import VaultCrypto
 import VaultModels
@@ -81,7 +80,7 @@ extension VaultEngine {
     func readQueue() async throws -> DueQueue {
         let current = try requireSession()
         let now = clock.now()
-        let rows = try await read { [userID = current.userID] db in try PendingChangeRow.filter(Column("userID") == userID).fetchAll(db) }
+        let rows = try await read { [userID = current.userID] tx in try tx.queue(of: userID).all() }
         var due = DueQueue(changes: [], needsAttention: 0)
         let userKey = current.keys.userKey
         for change in await concurrentCompactMap(rows, { try? $0.open(key: userKey) }) {
@@ -287,13 +286,7 @@ extension VaultEngine {
         let userID = try requireSession().userID
         let candidates = changes.filter { $0.metadata.kind == .update && $0.metadata.pendingBackup == nil }
         let ids = candidates.map(\.itemID)
-        let locals = try await read { db in
-            // In slices: SQLite limits the number of bound values per statement.
-            try stride(from: 0, to: ids.count, by: 5000).flatMap { start in
-                let slice = Array(ids[start..<min(start + 5000, ids.count)])
-                return try CipherRow.filter(Column("userID") == userID && slice.contains(Column("id"))).fetchAll(db)
-            }
-        }
+        let locals = try await read { tx in try tx.ciphers(of: userID).find(ids: ids) }
         let localByID = Dictionary(locals.compactMap { row in (try? row.wire()).map { (row.id, $0) } }, uniquingKeysWith: { first, _ in first })
         var batch: [BatchEntry] = []
         var rest: [PendingChange] = []
@@ -360,12 +353,11 @@ extension VaultEngine {
         let key = session.keys.userKey
         let final = settled
         let rows = final.map { (CipherRow(userID: userID, wire: $0.1), $0.0, $0.1) }
-        try await write { db in
-            let deleteRecord = try db.cachedStatement(sql: "DELETE FROM pendingChange WHERE id = ?")
+        try await write { tx in
             for (row, change, pushed) in rows {
-                if try Self.keepIfSavedMeanwhile(change, settled: pushed, pushedLocal: true, key: key, db) { continue }
-                try row.store(db)
-                try deleteRecord.execute(arguments: [change.id])
+                if try Self.keepIfSavedMeanwhile(change, settled: pushed, pushedLocal: true, key: key, tx) { continue }
+                try tx.ciphers(of: userID).store(row)
+                try tx.queue(of: userID).remove(recordID: change.id)
             }
         }
         report.resolved += final.count
@@ -386,9 +378,7 @@ extension VaultEngine {
         let userID = session.userID
         let key = session.keys.userKey
         let ids = chunk.map(\.itemID)
-        let locals = try await read { db in
-            try CipherRow.filter(Column("userID") == userID && ids.contains(Column("id"))).fetchAll(db)
-        }
+        let locals = try await read { tx in try tx.ciphers(of: userID).find(ids: ids) }
         let localByID = Dictionary(locals.compactMap { row in (try? row.wire()).map { (row.id, $0) } }, uniquingKeysWith: { first, _ in first })
         var batch: [(change: PendingChange, local: CipherWire)] = []
         var rest: [PendingChange] = []
@@ -402,8 +392,8 @@ extension VaultEngine {
         }
         guard batch.count >= 2 else { return (0, report, chunk) }
         let noted = batch.map(\.change)
-        try await write { db in
-            for change in noted { _ = try Self.updateStoredRecord(change, db, key: key) { $0.createSent = true } }
+        try await write { tx in
+            for change in noted { _ = try Self.updateStoredRecord(change, tx, key: key) { $0.createSent = true } }
         }
         let entries = batch.map { entry in
             var body = entry.local
@@ -488,8 +478,8 @@ extension VaultEngine {
         let description = error.description
         // Read and written in one transaction: the stored record may have moved on during this attempt
         // (a backup noted, or the user saved the item again), and keeps what it has.
-        let updated = try await write { db in
-            try Self.updateStoredRecord(change, db, key: key) { metadata in
+        let updated = try await write { tx in
+            try Self.updateStoredRecord(change, tx, key: key) { metadata in
                 metadata.attempts += 1
                 metadata.lastError = description
                 if refused || backoff.isExhausted(afterAttempts: metadata.attempts) {
@@ -513,7 +503,7 @@ extension VaultEngine {
     func resolveFolder(_ change: PendingChange, context: ResolutionContext) async throws {
         let current = try requireSession()
         let userID = current.userID
-        let local = try await read { db in try FolderRow.fetchOne(db, key: ["userID": userID, "id": change.itemID]) }.flatMap { try? $0.wire() }
+        let local = try await read { tx in try tx.folders(of: userID).find(id: change.itemID) }.flatMap { try? $0.wire() }
         switch change.metadata.kind {
         case .create:
             guard let local else { return try await dropRecord(change) }
@@ -539,9 +529,9 @@ extension VaultEngine {
                 return try await swapFolderID(from: change.itemID, to: created, change: change)
             }
             let renamed = try await authorized { api, token in try await api.renameFolder(id: change.itemID, name: local.name, token: token) }
-            try await write { db in
-                try FolderRow(userID: userID, wire: renamed).save(db)
-                _ = try PendingChangeRow.deleteOne(db, key: change.id)
+            try await write { tx in
+                try tx.folders(of: userID).store(renamed)
+                try tx.queue(of: userID).remove(recordID: change.id)
             }
         case .softDelete, .hardDelete:
             // A folder created here and deleted before its create's answer arrived: found by its names.
@@ -562,21 +552,14 @@ extension VaultEngine {
         let userID = current.userID
         let key = current.keys.userKey
         guard let newID = created.id else { throw ServerCallError.invalidResponse("created folder has no id") }
-        try await write { db in
+        try await write { tx in
             // Renamed or deleted here while it was being created: that change goes to the new folder.
-            let meanwhile = try Self.savedMeanwhile(change, key: key, db)
-            let newerLocal = try FolderRow.fetchOne(db, key: ["userID": userID, "id": temporaryID]).flatMap { try? $0.wire() }
-            // Read in the same transaction: an item saved between a separate read and this write
-            // would be replaced by its older copy. Only rows whose text holds the temporary id (a random
-            // UUID) are parsed: an import makes many folders, and each parsed every item before.
-            let moved: [CipherRow] = try CipherRow.filter(Column("userID") == userID && Column("json").like("%\(temporaryID)%"))
-                .fetchAll(db).compactMap { row in
-                guard var wire = try? row.wire(), wire.folderId == temporaryID else { return nil }
-                wire.folderId = newID
-                return CipherRow(userID: userID, wire: wire)
-            }
-            _ = try FolderRow.deleteOne(db, key: ["userID": userID, "id": temporaryID])
-            for row in moved { try row.save(db) }
+            let meanwhile = try Self.savedMeanwhile(change, key: key, tx)
+            let newerLocal = try tx.folders(of: userID).find(id: temporaryID).flatMap { try? $0.wire() }
+            // In the same transaction: an item saved between a separate read and this write would be
+            // replaced by its older copy.
+            try tx.folders(of: userID).remove(id: temporaryID)
+            try tx.ciphers(of: userID).moveItems(ofFolder: temporaryID, to: newID)
             if var record = meanwhile {
                 record.itemID = newID
                 record.metadata.originalRevisionDate = created.revisionDate
@@ -584,18 +567,18 @@ extension VaultEngine {
                 if record.metadata.kind == .update, var local = newerLocal {
                     local.id = newID
                     local.revisionDate = created.revisionDate
-                    try FolderRow(userID: userID, wire: local).save(db)
+                    try tx.folders(of: userID).store(local)
                 }
-                try PendingChangeRow(record, key: key).save(db)
+                try tx.queue(of: userID).store(record, key: key)
             } else {
-                try FolderRow(userID: userID, wire: created).save(db)
-                _ = try PendingChangeRow.deleteOne(db, key: change.id)
+                try tx.folders(of: userID).store(created)
+                try tx.queue(of: userID).remove(recordID: change.id)
             }
         }
     }
 
     func dropRecord(_ change: PendingChange) async throws {
-        try await write { db in _ = try PendingChangeRow.deleteOne(db, key: change.id) }
+        try await write { tx in try tx.queue(of: change.userID).remove(recordID: change.id) }
     }
 }
 

@@ -1,5 +1,4 @@
 import Foundation
-import GRDB
 import VaultAPI
 import VaultModels
 import VaultStore
@@ -105,10 +104,7 @@ extension VaultEngine {
         let userID = current.userID
         let waiting: [String]
         do {
-            waiting = try await read { db in
-                try String.fetchAll(db, sql: "SELECT backupID FROM conflictBackup WHERE userID = ? AND twinCheckPending ORDER BY createdAt",
-                                    arguments: [userID])
-            }
+            waiting = try await read { tx in try tx.backups(of: userID).waitingForTwinCheck() }
         } catch {
             return made
         }
@@ -136,12 +132,9 @@ extension VaultEngine {
                         continue
                     }
                     let removed = copy.id
-                    try? await write { db in
-                        if try !Self.hasQueueRecord(itemID: removed, userID: userID, db) {
-                            _ = try CipherRow.deleteOne(db, key: ["userID": userID, "id": removed])
-                        }
-                        try db.execute(sql: "UPDATE OR REPLACE conflictBackup SET backupID = ? WHERE userID = ? AND backupID = ?",
-                                       arguments: [keeper, userID, removed])
+                    try? await write { tx in
+                        if try !tx.queue(of: userID).hasRecord(forItem: removed) { try tx.ciphers(of: userID).remove(id: removed) }
+                        try tx.backups(of: userID).merge(removed, into: keeper)
                     }
                     logger.info("twin backup merged", metadata: ["backup": "\(removed)", "kept": "\(keeper)"])
                     keptFor[removed] = keeper
@@ -149,10 +142,7 @@ extension VaultEngine {
             }
             if checked {
                 let done = keptFor[backupID] ?? backupID
-                try? await write { db in
-                    try db.execute(sql: "UPDATE conflictBackup SET twinCheckPending = 0 WHERE userID = ? AND backupID = ?",
-                                   arguments: [userID, done])
-                }
+                try? await write { tx in try tx.backups(of: userID).twinCheckDone(done) }
             }
         }
         return made.map { backup in

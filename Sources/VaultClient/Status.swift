@@ -1,5 +1,4 @@
 import Foundation
-import GRDB
 import VaultModels
 import VaultStore
 import VaultSyncCore
@@ -97,8 +96,8 @@ extension VaultEngine {
             return SyncStatus(pendingCount: 0, needsAttentionCount: 0, conflictsCreated: [], locked: true)
         }
         let userID = current.userID
-        let (state, rows) = try await read { db in
-            (try SyncStateRow.fetchOne(db, key: userID), try PendingChangeRow.filter(Column("userID") == userID).fetchAll(db))
+        let (state, rows, unreviewed) = try await read { tx in
+            (try tx.syncState(of: userID).current(), try tx.queue(of: userID).all(), try tx.backups(of: userID).unreviewedCount())
         }
         let changes = rows.compactMap { try? $0.open(key: current.keys.userKey) }
         let attention = changes.filter { $0.metadata.state == .needsAttention }.count
@@ -109,9 +108,7 @@ extension VaultEngine {
             lastSync: state?.lastSyncDate.map(WireDate.init(microsecondsSinceEpoch:)),
             pendingCount: changes.count - attention, needsAttentionCount: attention, resolving: statusProgress,
             conflictsCreated: statusBackups, lastError: statusLastError, locked: false,
-            unreviewedConflicts: try await read { db in
-                try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM conflictBackup WHERE userID = ? AND reviewedAt IS NULL", arguments: [userID]) ?? 0
-            })
+            unreviewedConflicts: unreviewed)
         status.certificateProblem = problem
         if let problem, status.lastError == nil { status.lastError = problem.description }
         return status
@@ -151,11 +148,7 @@ extension VaultEngine {
     public func conflictBackups() async throws -> [ConflictBackupSummary] {
         let current = try requireSession()
         let userID = current.userID
-        let rows = try await read { db in
-            try Row.fetchAll(db, sql: "SELECT * FROM conflictBackup WHERE userID = ? ORDER BY createdAt DESC", arguments: [userID])
-                .map { (backupID: $0["backupID"] as String, originalID: $0["originalID"] as String, createdAt: $0["createdAt"] as Int64,
-                        losingSide: $0["losingSide"] as String, reviewedAt: $0["reviewedAt"] as Int64?) }
-        }
+        let rows = try await read { tx in try tx.backups(of: userID).newestFirst() }
         var result: [ConflictBackupSummary] = []
         for row in rows {
             let name = try? await item(id: row.backupID).name
@@ -197,10 +190,7 @@ extension VaultEngine {
         }
         let userID = current.userID
         let now = clock.now().microsecondsSinceEpoch
-        try await write { db in
-            try db.execute(sql: "UPDATE conflictBackup SET reviewedAt = ? WHERE userID = ? AND backupID = ?",
-                           arguments: [now, userID, backupID])
-        }
+        try await write { tx in try tx.backups(of: userID).markReviewed(backupID, at: now) }
         publishStatus()
         return resolution
     }
@@ -242,8 +232,9 @@ extension VaultEngine {
         let key = current.keys.userKey
         // Read and written in one transaction, so that a save or a resolution step in between keeps
         // what it wrote into a record.
-        let (count, itemKnown) = try await write { db -> (Int, Bool) in
-            let rows = try PendingChangeRow.filter(Column("userID") == userID).fetchAll(db)
+        let (count, itemKnown) = try await write { tx -> (Int, Bool) in
+            let queue = tx.queue(of: userID)
+            let rows = try queue.all()
             var count = 0
             for row in rows where itemID == nil || row.itemID == itemID {
                 guard var change = try? row.open(key: key) else { continue }
@@ -251,7 +242,7 @@ extension VaultEngine {
                 change.metadata.state = .pending
                 change.metadata.nextAttemptDate = nil
                 change.metadata.attempts = 0
-                try PendingChangeRow(change, key: key).save(db)
+                try queue.store(change, key: key)
                 count += 1
             }
             return (count, itemID.map { id in rows.contains { $0.itemID == id } } ?? true)
@@ -284,11 +275,11 @@ extension VaultEngine {
     public func discardPending(itemID: String) async throws -> DiscardedChange {
         let description = try await describeDiscard(itemID: itemID)
         let userID = try requireSession().userID
-        try await write { db in
-            try db.execute(sql: "DELETE FROM pendingChange WHERE userID = ? AND itemID = ?", arguments: [userID, itemID])
+        try await write { tx in
+            try tx.queue(of: userID).removeRecords(ofItem: itemID)
             if description.kind == .create {
-                _ = try CipherRow.deleteOne(db, key: ["userID": userID, "id": itemID])
-                _ = try FolderRow.deleteOne(db, key: ["userID": userID, "id": itemID])
+                try tx.ciphers(of: userID).remove(id: itemID)
+                try tx.folders(of: userID).remove(id: itemID)
             }
         }
         publishStatus()

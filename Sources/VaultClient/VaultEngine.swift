@@ -1,6 +1,5 @@
 import AsyncHTTPClient
 import Foundation
-import GRDB
 import Logging
 import NIOConcurrencyHelpers
 import NIOSSL
@@ -150,7 +149,7 @@ public actor VaultEngine {
     }
 
     /// Runs a store write, mapping storage failures to ``VaultError/storage(_:)``.
-    func write<T: Sendable>(_ body: @Sendable @escaping (Database) throws -> T) async throws -> T {
+    func write<T: Sendable>(_ body: @Sendable @escaping (StoreTransaction) throws -> T) async throws -> T {
         do {
             return try await store.write(body)
         } catch let error as VaultError {
@@ -162,7 +161,7 @@ public actor VaultEngine {
 
     /// Synchronous point reads and small writes of the save path (see ``VaultStore/writeNow(_:)``):
     /// microseconds of SQLite, without two thread hops.
-    func readNow<T>(_ body: (Database) throws -> T) throws -> T {
+    func readNow<T>(_ body: (StoreTransaction) throws -> T) throws -> T {
         do {
             return try store.readNow(body)
         } catch let error as VaultError {
@@ -172,7 +171,7 @@ public actor VaultEngine {
         }
     }
 
-    func writeNow<T>(_ body: (Database) throws -> T) throws -> T {
+    func writeNow<T>(_ body: (StoreTransaction) throws -> T) throws -> T {
         do {
             return try store.writeNow(body)
         } catch let error as VaultError {
@@ -182,7 +181,7 @@ public actor VaultEngine {
         }
     }
 
-    func read<T: Sendable>(_ body: @Sendable @escaping (Database) throws -> T) async throws -> T {
+    func read<T: Sendable>(_ body: @Sendable @escaping (StoreTransaction) throws -> T) async throws -> T {
         do {
             return try await store.read(body)
         } catch let error as VaultError {
@@ -231,7 +230,7 @@ public actor VaultEngine {
             } else if let apiKey = refused.apiKey {
                 // An API-key session has no refresh token: it logs in with the key again (as `bw` does).
                 let userID = self.session?.userID ?? ""
-                let device = try await self.read { db in try AccountRecord.fetchOne(db, key: userID)?.deviceIdentifier }
+                let device = try await self.read { tx in try tx.accounts.find(userID: userID)?.deviceIdentifier }
                 let outcome = try await self.api.login(clientID: apiKey.clientID, clientSecret: apiKey.clientSecret,
                                                        deviceIdentifier: device ?? "", deviceName: self.configuration.deviceName)
                 guard case .tokens(let renewed) = outcome else { throw VaultError.sessionExpired }
@@ -259,9 +258,7 @@ public actor VaultEngine {
         session = current
         let sealed = try Sealed.seal(tokens, key: current.keys.userKey)
         let userID = current.userID
-        try await write { db in
-            try db.execute(sql: "UPDATE account SET sealedTokens = ? WHERE userID = ?", arguments: [sealed, userID])
-        }
+        try await write { tx in try tx.accounts.setSealedTokens(sealed, userID: userID) }
     }
 
     /// Records whether the server answered, for status and the known-offline shortcut, and the
@@ -272,25 +269,25 @@ public actor VaultEngine {
         let offset = clockOffsetBox.current.flatMap { try? JSONEncoder().encode($0) }.map { String(decoding: $0, as: UTF8.self) }
         let problem = certificateProblem.flatMap { try? JSONEncoder().encode($0) }.map { String(decoding: $0, as: UTF8.self) }
         if let certificateProblem { publishStatus(lastError: certificateProblem.description) }
-        _ = try? store.writeNow { db in
-            var state = try SyncStateRow.fetchOne(db, key: userID) ?? SyncStateRow(userID: userID)
-            state.lastContactDate = now
-            state.lastContactFailed = !success
-            state.lastContactProblem = problem
-            if let offset { state.clockOffset = offset }
-            try state.save(db)
+        _ = try? store.writeNow { tx in
+            try tx.syncState(of: userID).update { state in
+                state.lastContactDate = now
+                state.lastContactFailed = !success
+                state.lastContactProblem = problem
+                if let offset { state.clockOffset = offset }
+            }
         }
     }
 
     /// The certificate problem stored with the last contact, if that is why it failed.
     func storedCertificateProblem(userID: String) -> CertificateProblem? {
-        guard let text = try? store.readNow({ db in try SyncStateRow.fetchOne(db, key: userID)?.lastContactProblem }) ?? nil else { return nil }
+        guard let text = try? store.readNow({ tx in try tx.syncState(of: userID).current()?.lastContactProblem }) ?? nil else { return nil }
         return try? JSONDecoder().decode(CertificateProblem.self, from: Data(text.utf8))
     }
 
     /// Whether the last contact failed recently enough to treat the server as unreachable.
     func knownOffline(userID: String) async -> Bool {
-        guard let state = try? store.readNow({ db in try SyncStateRow.fetchOne(db, key: userID) }),
+        guard let state = try? store.readNow({ tx in try tx.syncState(of: userID).current() }),
               state.lastContactFailed, let last = state.lastContactDate else { return false }
         return Double(clock.now().microsecondsSinceEpoch - last) / 1_000_000 < configuration.knownOfflineWindow
     }

@@ -7,6 +7,14 @@ import VaultSyncCore
 /// A logged-in account on this device.
 public struct AccountRecord: Codable, Sendable, Equatable, FetchableRecord, PersistableRecord {
     public static let databaseTableName = "account"
+
+    /// The table's columns, for requests.
+    public enum Columns {
+        public static let userID = Column(CodingKeys.userID)
+        public static let email = Column(CodingKeys.email)
+        public static let sealedTokens = Column(CodingKeys.sealedTokens)
+        public static let encryptedPrivateKey = Column(CodingKeys.encryptedPrivateKey)
+    }
     public var userID: String
     public var email: String
     public var deviceIdentifier: String
@@ -46,6 +54,13 @@ public struct AccountRecord: Codable, Sendable, Equatable, FetchableRecord, Pers
 /// One cached item exactly as the server sent it (or as it was encrypted here, offline).
 public struct CipherRow: Codable, Sendable, Equatable, FetchableRecord, PersistableRecord {
     public static let databaseTableName = "cipher"
+
+    /// The table's columns, for requests.
+    public enum Columns {
+        public static let userID = Column(CodingKeys.userID)
+        public static let id = Column(CodingKeys.id)
+        public static let json = Column(CodingKeys.json)
+    }
     public var userID: String
     public var id: String
     public var organizationID: String?
@@ -60,17 +75,6 @@ public struct CipherRow: Codable, Sendable, Equatable, FetchableRecord, Persista
         json = String(decoding: wire.jsonBytes(), as: UTF8.self)
     }
 
-    /// Inserts or replaces this row with one cached statement (no Codable encoding, one statement
-    /// instead of GRDB's update-then-insert): the hot path of bulk settles and full syncs.
-    public func store(_ db: Database) throws {
-        let statement = try db.cachedStatement(sql: """
-            INSERT INTO cipher (userID, id, organizationID, revisionDate, json) VALUES (?, ?, ?, ?, ?)
-            ON CONFLICT (userID, id) DO UPDATE SET organizationID = excluded.organizationID,
-                revisionDate = excluded.revisionDate, json = excluded.json
-            """)
-        try statement.execute(arguments: [userID, id, organizationID, revisionDate, json])
-    }
-
     public func wire() throws -> CipherWire {
         do {
             return try CipherWire(jsonBytes: Array(json.utf8), path: "cipher")
@@ -83,6 +87,12 @@ public struct CipherRow: Codable, Sendable, Equatable, FetchableRecord, Persista
 /// One cached folder (or organization, collection) as JSON.
 public struct FolderRow: Codable, Sendable, Equatable, FetchableRecord, PersistableRecord {
     public static let databaseTableName = "folder"
+
+    /// The table's columns, for requests.
+    public enum Columns {
+        public static let userID = Column(CodingKeys.userID)
+        public static let id = Column(CodingKeys.id)
+    }
     public var userID: String
     public var id: String
     public var json: String
@@ -105,6 +115,12 @@ public struct FolderRow: Codable, Sendable, Equatable, FetchableRecord, Persista
 /// An organization entry of the profile (name plaintext on the wire; the key stays wrapped).
 public struct OrganizationRow: Codable, Sendable, Equatable, FetchableRecord, PersistableRecord {
     public static let databaseTableName = "organization"
+
+    /// The table's columns, for requests.
+    public enum Columns {
+        public static let userID = Column(CodingKeys.userID)
+        public static let id = Column(CodingKeys.id)
+    }
     public var userID: String
     public var id: String
     public var json: String
@@ -120,6 +136,12 @@ public struct OrganizationRow: Codable, Sendable, Equatable, FetchableRecord, Pe
 /// key (migration v7). Only these organizations' keys encrypt the user's data.
 public struct TrustedOrganizationRow: Codable, Sendable, Equatable, FetchableRecord, PersistableRecord {
     public static let databaseTableName = "trustedOrganization"
+
+    /// The table's columns, for requests.
+    public enum Columns {
+        public static let userID = Column(CodingKeys.userID)
+        public static let organizationID = Column(CodingKeys.organizationID)
+    }
     public var userID: String
     public var organizationID: String
     public var sealedKey: String
@@ -131,22 +153,17 @@ public struct TrustedOrganizationRow: Codable, Sendable, Equatable, FetchableRec
         self.sealedKey = sealedKey
         self.trustedAt = trustedAt
     }
-
-    /// The user's trusted organizations by id.
-    public static func all(_ db: Database, userID: String) throws -> [String: TrustedOrganizationRow] {
-        let rows = try TrustedOrganizationRow.filter(Column("userID") == userID).fetchAll(db)
-        return Dictionary(rows.map { ($0.organizationID, $0) }, uniquingKeysWith: { first, _ in first })
-    }
-
-    /// One trusted organization, or `nil`.
-    public static func find(_ db: Database, userID: String, organizationID: String) throws -> TrustedOrganizationRow? {
-        try TrustedOrganizationRow.fetchOne(db, key: ["userID": userID, "organizationID": organizationID])
-    }
 }
 
 /// A collection entry (name encrypted with the organization key).
 public struct CollectionRow: Codable, Sendable, Equatable, FetchableRecord, PersistableRecord {
     public static let databaseTableName = "collection"
+
+    /// The table's columns, for requests.
+    public enum Columns {
+        public static let userID = Column(CodingKeys.userID)
+        public static let id = Column(CodingKeys.id)
+    }
     public var userID: String
     public var id: String
     public var json: String
@@ -161,6 +178,14 @@ public struct CollectionRow: Codable, Sendable, Equatable, FetchableRecord, Pers
 /// A queued change at rest: ids readable, everything else sealed.
 public struct PendingChangeRow: Codable, Sendable, Equatable, FetchableRecord, PersistableRecord {
     public static let databaseTableName = "pendingChange"
+
+    /// The table's columns, for requests.
+    public enum Columns {
+        public static let id = Column(CodingKeys.id)
+        public static let userID = Column(CodingKeys.userID)
+        public static let itemKind = Column(CodingKeys.itemKind)
+        public static let itemID = Column(CodingKeys.itemID)
+    }
     public var id: String
     public var userID: String
     public var itemKind: String
@@ -190,6 +215,13 @@ public struct PendingChangeRow: Codable, Sendable, Equatable, FetchableRecord, P
 /// An autosaved, encrypted edit in progress.
 public struct DraftRow: Codable, Sendable, Equatable, FetchableRecord, PersistableRecord {
     public static let databaseTableName = "draft"
+
+    /// The table's columns, for requests.
+    public enum Columns {
+        public static let id = Column(CodingKeys.id)
+        public static let userID = Column(CodingKeys.userID)
+        public static let itemID = Column(CodingKeys.itemID)
+    }
     public var id: String
     public var userID: String
     public var itemID: String?
@@ -236,5 +268,40 @@ public struct RememberedLoginRow: Codable, Sendable, Equatable, FetchableRecord,
         self.deviceIdentifier = deviceIdentifier
         self.sealedTwoFactorToken = sealedTwoFactorToken
         self.updatedAt = updatedAt
+    }
+}
+
+/// A conflict backup this device made or learned of (migrations v2, v3, v6): which item it backs up,
+/// whose version lost, whether the user reviewed it and whether its twin check is still to run.
+public struct ConflictBackupRow: Codable, Sendable, Equatable, FetchableRecord, PersistableRecord {
+    public static let databaseTableName = "conflictBackup"
+
+    /// The table's columns, for requests.
+    public enum Columns {
+        public static let userID = Column(CodingKeys.userID)
+        public static let backupID = Column(CodingKeys.backupID)
+        public static let createdAt = Column(CodingKeys.createdAt)
+        public static let reviewedAt = Column(CodingKeys.reviewedAt)
+        public static let twinCheckPending = Column(CodingKeys.twinCheckPending)
+    }
+
+    public var userID: String
+    public var backupID: String
+    public var originalID: String
+    public var createdAt: Int64
+    /// "local" (this device's edit lost), "server" (the server's version lost) or "unknown".
+    public var losingSide: String
+    public var reviewedAt: Int64?
+    public var twinCheckPending: Bool
+
+    public init(userID: String, backupID: String, originalID: String, createdAt: Int64, losingSide: String, reviewedAt: Int64?,
+                twinCheckPending: Bool) {
+        self.userID = userID
+        self.backupID = backupID
+        self.originalID = originalID
+        self.createdAt = createdAt
+        self.losingSide = losingSide
+        self.reviewedAt = reviewedAt
+        self.twinCheckPending = twinCheckPending
     }
 }

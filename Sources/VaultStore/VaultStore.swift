@@ -38,25 +38,41 @@ public final class VaultStore: Sendable {
         try Self.migrator.migrate(pool)
     }
 
-    /// Reads in a snapshot.
-    public func read<T: Sendable>(_ body: @Sendable (Database) throws -> T) async throws -> T {
-        try await pool.read(body)
+    /// Reads in a snapshot, through the store's typed parts.
+    public func read<T: Sendable>(_ body: @Sendable (StoreTransaction) throws -> T) async throws -> T {
+        try await pool.read { db in try body(StoreTransaction(db)) }
     }
 
-    /// Writes in one transaction.
-    public func write<T: Sendable>(_ body: @Sendable (Database) throws -> T) async throws -> T {
-        try await pool.write(body)
+    /// Writes in one transaction, through the store's typed parts: all of `body` commits, or nothing.
+    public func write<T: Sendable>(_ body: @Sendable (StoreTransaction) throws -> T) async throws -> T {
+        try await pool.write { db in try body(StoreTransaction(db)) }
     }
 
     /// Synchronous read (for callers without concurrency, like a crash-recovery check).
-    public func readNow<T>(_ body: (Database) throws -> T) throws -> T {
-        try pool.read(body)
+    public func readNow<T>(_ body: (StoreTransaction) throws -> T) throws -> T {
+        try pool.read { db in try body(StoreTransaction(db)) }
     }
 
     /// Synchronous write in one transaction, for the small writes of a single save: on a busy machine
     /// every hop to GRDB's writer queue and back costs a thread wake-up, more than the write itself.
-    public func writeNow<T>(_ body: (Database) throws -> T) throws -> T {
-        try pool.write(body)
+    public func writeNow<T>(_ body: (StoreTransaction) throws -> T) throws -> T {
+        try pool.write { db in try body(StoreTransaction(db)) }
+    }
+
+    /// The raw database, for tests and benchmarks of this package that inspect or damage the file
+    /// (counts, integrity checks, triggers); the engine goes through ``read(_:)`` and ``write(_:)``.
+    package func readDatabase<T: Sendable>(_ body: @Sendable (Database) throws -> T) async throws -> T {
+        try await pool.read(body)
+    }
+
+    /// The raw database in one write transaction (see ``readDatabase(_:)``).
+    package func writeDatabase<T: Sendable>(_ body: @Sendable (Database) throws -> T) async throws -> T {
+        try await pool.write(body)
+    }
+
+    /// Synchronous raw read (see ``readDatabase(_:)``).
+    package func readDatabaseNow<T>(_ body: (Database) throws -> T) throws -> T {
+        try pool.read(body)
     }
 
     /// Checkpoints the WAL into the main file (used before file scans and backups).
@@ -221,13 +237,6 @@ public final class VaultStore: Sendable {
             }
         }
         return migrator
-    }
-}
-
-extension PendingChangeRow {
-    /// The number of a user's queue records (kept by migration v5's triggers: no scan).
-    public static func count(_ db: Database, userID: String) throws -> Int {
-        try Int.fetchOne(db, sql: "SELECT n FROM pendingChangeCount WHERE userID = ?", arguments: [userID]) ?? 0
     }
 }
 

@@ -156,7 +156,7 @@ struct AccountTests {
         #expect(try await a.engine.views().map(\.name) == ["First account's item"])
         #expect(try await a.engine.pendingCount() == 0)
         try await a.engine.logout(email: second.email)
-        let remaining = try await a.engine.localStore.read { db in try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM cipher") ?? -1 }
+        let remaining = try await a.engine.localStore.readDatabase { db in try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM cipher") ?? -1 }
         #expect(remaining == 1)
         await scenario.finish([a])
     }

@@ -66,7 +66,7 @@ struct CrashTests {
             let pending = try await reopened.engine.pendingChanges()
             #expect(Set(pending.map(\.itemID)) == Set(views.compactMap(\.id)), "round \(round): cache and queue disagree")
             #expect(pending.allSatisfy { $0.metadata.kind == .create })
-            let check = try await reopened.engine.localStore.read { db in try String.fetchOne(db, sql: "PRAGMA integrity_check") }
+            let check = try await reopened.engine.localStore.readDatabase { db in try String.fetchOne(db, sql: "PRAGMA integrity_check") }
             #expect(check == "ok")
             await reopened.engine.shutdown()
         }

@@ -161,7 +161,7 @@ struct OfflineOperationTests {
         #expect(try await a.engine.permanentlyDeleteItem(id: created.id!) == .savedOffline(pendingCount: 0))
         #expect(try await a.engine.pendingCount() == 0)
         #expect(try await a.engine.items().isEmpty)
-        let rows = try await a.engine.localStore.read { db in try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM cipher") ?? -1 }
+        let rows = try await a.engine.localStore.readDatabase { db in try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM cipher") ?? -1 }
         #expect(rows == 0)
         try await scenario.server.start()
         try await a.engine.pull()
@@ -178,7 +178,7 @@ struct OfflineOperationTests {
         _ = try await a.engine.addItem(loginItem("Queued"))
         try await a.engine.saveDraft(loginItem("Draft"))
         try await a.engine.logout(email: scenario.email)
-        let counts = try await a.engine.localStore.read { db in
+        let counts = try await a.engine.localStore.readDatabase { db in
             try ["account", "cipher", "folder", "pendingChange", "draft", "syncState"].map {
                 try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM \($0)") ?? -1
             }

@@ -34,16 +34,16 @@ struct QueueCountTests {
             var result: [String: [Int]] = [:]
             for user in ["a", "b", "c"] {
                 let counted = try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM pendingChange WHERE userID = ?", arguments: [user]) ?? 0
-                result[user] = [try PendingChangeRow.count(db, userID: user), counted]
+                result[user] = [try StoreTransaction(db).queue(of: user).count(), counted]
             }
             return result
         }
-        try await store.write { db in
+        try await store.writeDatabase { db in
             for user in ["a", "b", "c"] { try account(user).insert(db) }
             for row in rows { try row.save(db) }
         }
-        #expect(try await store.read(counts) == ["a": [20, 20], "b": [10, 10], "c": [0, 0]])
-        let afterChanges = try await store.write { db in
+        #expect(try await store.readDatabase(counts) == ["a": [20, 20], "b": [10, 10], "c": [0, 0]])
+        let afterChanges = try await store.writeDatabase { db in
             // Saving an existing record again is an update: no change in count.
             for row in rows.prefix(10) { try row.save(db) }
             _ = try PendingChangeRow.deleteOne(db, key: "r1")
@@ -54,10 +54,10 @@ struct QueueCountTests {
         #expect(afterChanges == ["a": [18, 18], "b": [8, 8], "c": [1, 1]])
         // A failed transaction leaves the count with its rows.
         await #expect(throws: (any Error).self) {
-            try await store.write { db in try rows[4].insert(db) }  // r4 is there already: the primary key refuses it
+            try await store.writeDatabase { db in try rows[4].insert(db) }  // r4 is there already: the primary key refuses it
         }
-        #expect(try await store.read(counts) == afterChanges)
-        let afterRemoval = try await store.write { db in
+        #expect(try await store.readDatabase(counts) == afterChanges)
+        let afterRemoval = try await store.writeDatabase { db in
             _ = try AccountRecord.deleteOne(db, key: "a")  // cascades to its records
             return try counts(db)
         }
@@ -79,8 +79,8 @@ struct QueueCountTests {
             }
         }
         let store = try VaultStore(path: path)  // runs v5
-        let counts = try store.readNow { db in
-            [try PendingChangeRow.count(db, userID: "a"), try PendingChangeRow.count(db, userID: "b"), try PendingChangeRow.count(db, userID: "c")]
+        let counts = try store.readDatabaseNow { db in
+            [try StoreTransaction(db).queue(of: "a").count(), try StoreTransaction(db).queue(of: "b").count(), try StoreTransaction(db).queue(of: "c").count()]
         }
         #expect(counts == [5, 2, 0])
     }
@@ -90,7 +90,7 @@ struct QueueCountTests {
         let directory = temporaryDirectory("vaultsync-plan")
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let store = try VaultStore(path: directory + "/vault.sqlite")
-        let plans = try await store.read { db in
+        let plans = try await store.readDatabase { db in
             try [
                 "SELECT * FROM pendingChange WHERE userID = 'a' AND itemID = 'i'",
                 "SELECT * FROM draft WHERE userID = 'a' AND itemID = 'i'",

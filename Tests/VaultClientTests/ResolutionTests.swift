@@ -289,7 +289,7 @@ struct ResolutionTests {
         let offline = try await goOffline(devices)
         let created = try await offline.engine.addItem(loginItem("Exactly once")).value
         // The POST reached the server but its answer never came back: simulate with the same bytes.
-        let row = try #require(try await offline.engine.localStore.read { db in
+        let row = try #require(try await offline.engine.localStore.readDatabase { db in
             try CipherRow.fetchOne(db, key: ["userID": try String.fetchOne(db, sql: "SELECT userID FROM account")!, "id": created.id!])
         })
         let api = BitwardenAPI(baseURL: await devices.scenario.server.url, httpClient: HTTPClientHolder.shared)

@@ -15,7 +15,7 @@ struct StorePermissionsTests {
         let previous = umask(0o022)
         defer { umask(previous) }
         let store = try VaultStore(path: path)
-        try await store.write { db in try db.execute(sql: "CREATE TABLE probe (x)") }
+        try await store.writeDatabase { db in try db.execute(sql: "CREATE TABLE probe (x)") }
         for file in [path, path + "-wal", path + "-shm"] {
             #expect(FileManager.default.fileExists(atPath: file), "\(file)")
             #expect(try Self.mode(file) == 0o600, "\(file)")

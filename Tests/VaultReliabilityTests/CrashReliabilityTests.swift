@@ -163,7 +163,7 @@ struct CrashWorld {
             try queue.close()
         }
         try await a.restart(url: deadServerURL(), email: template.email) { $0.api.requestTimeout = .seconds(2) }
-        let integrity = try await a.engine.localStore.read { db in try String.fetchOne(db, sql: "PRAGMA integrity_check") }
+        let integrity = try await a.engine.localStore.readDatabase { db in try String.fetchOne(db, sql: "PRAGMA integrity_check") }
         #expect(integrity == "ok", "\(context): integrity check: \(integrity ?? "-")")
         try await b.engine.pull()
         let present = try await DeviceSnapshot.take(a).passwords.union(try await DeviceSnapshot.take(b).passwords)

@@ -247,7 +247,7 @@ final class SimDevice: @unchecked Sendable {
     /// the account and the unlocked session stay.
     func emptyLocalVault() async throws {
         let userID = await engine.currentUserID ?? ""
-        try await engine.localStore.write { db in
+        try await engine.localStore.writeDatabase { db in
             for table in ["cipher", "folder", "pendingChange", "draft", "conflictBackup"] {
                 try db.execute(sql: "DELETE FROM \(table) WHERE userID = ?", arguments: [userID])
             }
@@ -323,14 +323,14 @@ extension SimDevice {
     /// The cached items' wire forms (no decryption).
     func cachedWires() async throws -> [CipherWire] {
         let userID = await engine.currentUserID ?? ""
-        return try await engine.localStore.read { db in
+        return try await engine.localStore.readDatabase { db in
             try CipherRow.filter(Column("userID") == userID).fetchAll(db).map { try $0.wire() }
         }
     }
 
     func cachedFolderIDs() async throws -> [String] {
         let userID = await engine.currentUserID ?? ""
-        return try await engine.localStore.read { db in
+        return try await engine.localStore.readDatabase { db in
             try String.fetchAll(db, sql: "SELECT id FROM folder WHERE userID = ? ORDER BY id", arguments: [userID])
         }
     }

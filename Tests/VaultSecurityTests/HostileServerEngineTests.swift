@@ -58,7 +58,7 @@ struct HostileServerEngineTests {
         await server.destroy()
 
         // The real snapshot's parts, from the local cache: the raw material of the hostile answers.
-        let (cipherJSON, folderJSON) = try await device.engine.localStore.read { db in
+        let (cipherJSON, folderJSON) = try await device.engine.localStore.readDatabase { db in
             (try CipherRow.fetchAll(db).map { try JSONParser.parseObject(Array($0.json.utf8)) },
              try FolderRow.fetchAll(db).map { try JSONParser.parseObject(Array($0.json.utf8)) })
         }

@@ -187,7 +187,7 @@ struct SecretScanTests {
         try await second.engine.logout(email: email)
         try await second.engine.login(email: email, password: password, options: LoginOptions(acceptingKdf: securityKDF))
         // The remember token's value, opened the only way there is: with a key from the master password.
-        let sealed = try #require(try await second.engine.localStore.read { db in
+        let sealed = try #require(try await second.engine.localStore.readDatabase { db in
             try RememberedLoginRow.fetchOne(db, key: email)?.sealedTwoFactorToken
         })
         let master = try MasterKey.derive(password: password, salt: email, kdf: securityKDF)

@@ -1,0 +1,239 @@
+import Foundation
+import GRDB
+import VaultCrypto
+import VaultModels
+import VaultSyncCore
+
+/// The user's cached items (``CipherRow``): every user-visible field an EncString, as on the wire.
+public struct CipherCache {
+    let db: Database
+    let userID: String
+
+    private var mine: QueryInterfaceRequest<CipherRow> { CipherRow.filter(CipherRow.Columns.userID == userID) }
+
+    /// The item with this id, or `nil`.
+    public func find(id: String) throws -> CipherRow? {
+        try CipherRow.fetchOne(db, key: [CipherRow.Columns.userID.name: userID, CipherRow.Columns.id.name: id])
+    }
+
+    /// Every cached item of the user.
+    public func all() throws -> [CipherRow] {
+        try mine.fetchAll(db)
+    }
+
+    /// The cached items among these ids (any number: read in slices, as SQLite limits the values
+    /// bound to one statement).
+    public func find(ids: [String]) throws -> [CipherRow] {
+        try stride(from: 0, to: ids.count, by: 5000).flatMap { start in
+            let slice = Array(ids[start..<min(start + 5000, ids.count)])
+            return try mine.filter(slice.contains(CipherRow.Columns.id)).fetchAll(db)
+        }
+    }
+
+    /// Stores the item (inserted or replaced).
+    public func store(_ wire: CipherWire) throws {
+        try store(CipherRow(userID: userID, wire: wire))
+    }
+
+    /// Stores a row made for this user (inserted or replaced, one cached statement: the hot path of
+    /// bulk settles and full syncs).
+    public func store(_ row: CipherRow) throws {
+        let statement = try db.cachedStatement(sql: """
+            INSERT INTO cipher (userID, id, organizationID, revisionDate, json) VALUES (?, ?, ?, ?, ?)
+            ON CONFLICT (userID, id) DO UPDATE SET organizationID = excluded.organizationID,
+                revisionDate = excluded.revisionDate, json = excluded.json
+            """)
+        try statement.execute(arguments: [userID, row.id, row.organizationID, row.revisionDate, row.json])
+    }
+
+    /// Removes the item from the cache (nothing if it is not there).
+    public func remove(id: String) throws {
+        _ = try CipherRow.deleteOne(db, key: [CipherRow.Columns.userID.name: userID, CipherRow.Columns.id.name: id])
+    }
+
+    /// Moves the items of folder `folderID` to `newFolderID` (`nil`: no folder), revision dates kept,
+    /// as the server does when a folder goes or gets its id. Returns how many moved. Only rows whose
+    /// text holds the folder id are parsed (an import makes many folders; each parsed every item before).
+    @discardableResult
+    public func moveItems(ofFolder folderID: String, to newFolderID: String?) throws -> Int {
+        let rows = try mine.filter(CipherRow.Columns.json.like("%\(folderID)%")).fetchAll(db)
+        var moved = 0
+        for row in rows {
+            guard var wire = try? row.wire(), wire.folderId == folderID else { continue }
+            wire.folderId = newFolderID
+            try store(wire)
+            moved += 1
+        }
+        return moved
+    }
+}
+
+/// The user's cached folders (``FolderRow``).
+public struct FolderCache {
+    let db: Database
+    let userID: String
+
+    private var mine: QueryInterfaceRequest<FolderRow> { FolderRow.filter(FolderRow.Columns.userID == userID) }
+
+    /// The folder with this id, or `nil`.
+    public func find(id: String) throws -> FolderRow? {
+        try FolderRow.fetchOne(db, key: [FolderRow.Columns.userID.name: userID, FolderRow.Columns.id.name: id])
+    }
+
+    /// Every cached folder of the user.
+    public func all() throws -> [FolderRow] {
+        try mine.fetchAll(db)
+    }
+
+    /// The ids of the cached folders.
+    public func ids() throws -> [String] {
+        try String.fetchAll(db, mine.select(FolderRow.Columns.id))
+    }
+
+    /// Stores the folder (inserted or replaced).
+    public func store(_ wire: FolderWire) throws {
+        try FolderRow(userID: userID, wire: wire).save(db)
+    }
+
+    /// Removes the folder from the cache (nothing if it is not there).
+    public func remove(id: String) throws {
+        _ = try FolderRow.deleteOne(db, key: [FolderRow.Columns.userID.name: userID, FolderRow.Columns.id.name: id])
+    }
+}
+
+/// The user's organization memberships and collections as the last sync sent them (read-only
+/// offline, replaced wholesale), and the organizations the user trusted on this device.
+public struct OrganizationCache {
+    let db: Database
+    let userID: String
+
+    /// Every membership of the user.
+    public func all() throws -> [OrganizationRow] {
+        try OrganizationRow.filter(OrganizationRow.Columns.userID == userID).fetchAll(db)
+    }
+
+    /// The membership of this organization, or `nil`.
+    public func find(id: String) throws -> OrganizationRow? {
+        try OrganizationRow.fetchOne(db, key: [OrganizationRow.Columns.userID.name: userID, OrganizationRow.Columns.id.name: id])
+    }
+
+    /// Replaces every membership with these (id, profile JSON) pairs; returns the ids known before.
+    @discardableResult
+    public func replaceMemberships(_ memberships: [(id: String, json: String)]) throws -> Set<String> {
+        let mine = OrganizationRow.filter(OrganizationRow.Columns.userID == userID)
+        let known = Set(try String.fetchAll(db, mine.select(OrganizationRow.Columns.id)))
+        _ = try mine.deleteAll(db)
+        for membership in memberships {
+            try OrganizationRow(userID: userID, id: membership.id, json: membership.json).insert(db)
+        }
+        return known
+    }
+
+    /// Replaces every collection with these (id, JSON) pairs.
+    public func replaceCollections(_ collections: [(id: String, json: String)]) throws {
+        _ = try CollectionRow.filter(CollectionRow.Columns.userID == userID).deleteAll(db)
+        for collection in collections {
+            try CollectionRow(userID: userID, id: collection.id, json: collection.json).insert(db)
+        }
+    }
+
+    /// The organizations the user trusted on this device, by id.
+    public func trusted() throws -> [String: TrustedOrganizationRow] {
+        let rows = try TrustedOrganizationRow.filter(TrustedOrganizationRow.Columns.userID == userID).fetchAll(db)
+        return Dictionary(rows.map { ($0.organizationID, $0) }, uniquingKeysWith: { first, _ in first })
+    }
+
+    /// The trust of one organization, or `nil`.
+    public func trusted(id organizationID: String) throws -> TrustedOrganizationRow? {
+        try TrustedOrganizationRow.fetchOne(db, key: [TrustedOrganizationRow.Columns.userID.name: userID,
+                                                      TrustedOrganizationRow.Columns.organizationID.name: organizationID])
+    }
+
+    /// Records (or renews) the user's trust in an organization.
+    public func trust(_ row: TrustedOrganizationRow) throws {
+        try row.save(db)
+    }
+}
+
+/// One queued item: which kind, which id.
+public struct QueuedItem: Hashable, Sendable {
+    public var kind: PendingItemKind
+    public var itemID: String
+
+    public init(kind: PendingItemKind, itemID: String) {
+        self.kind = kind
+        self.itemID = itemID
+    }
+}
+
+/// The user's queue of changes waiting for the server: one record per item (``PendingChangeRow``),
+/// ids readable, everything else sealed with the user key.
+public struct ChangeQueue {
+    let db: Database
+    let userID: String
+
+    private var mine: QueryInterfaceRequest<PendingChangeRow> { PendingChangeRow.filter(PendingChangeRow.Columns.userID == userID) }
+
+    /// Every record of the user.
+    public func all() throws -> [PendingChangeRow] {
+        try mine.fetchAll(db)
+    }
+
+    /// Every record of one kind.
+    public func all(kind: PendingItemKind) throws -> [PendingChangeRow] {
+        try mine.filter(PendingChangeRow.Columns.itemKind == kind.rawValue).fetchAll(db)
+    }
+
+    /// The item's record, or `nil`.
+    public func record(kind: PendingItemKind, itemID: String) throws -> PendingChangeRow? {
+        try mine.filter(PendingChangeRow.Columns.itemKind == kind.rawValue && PendingChangeRow.Columns.itemID == itemID).fetchOne(db)
+    }
+
+    /// The record with this record id, or `nil` (settled, or discarded, meanwhile).
+    public func record(id: String) throws -> PendingChangeRow? {
+        try mine.filter(PendingChangeRow.Columns.id == id).fetchOne(db)
+    }
+
+    /// The record with this record id, opened with `key`, or `nil`.
+    public func change(id: String, key: SymmetricCryptoKey) throws -> PendingChange? {
+        try record(id: id)?.open(key: key)
+    }
+
+    /// Whether any record (of either kind) is queued for this item id.
+    public func hasRecord(forItem itemID: String) throws -> Bool {
+        try mine.filter(PendingChangeRow.Columns.itemID == itemID).fetchCount(db) > 0
+    }
+
+    /// The queued items.
+    public func items() throws -> Set<QueuedItem> {
+        let rows = try Row.fetchAll(db, mine.select(PendingChangeRow.Columns.itemKind, PendingChangeRow.Columns.itemID))
+        return Set(rows.map { QueuedItem(kind: PendingItemKind(rawValue: $0[0]) ?? .cipher, itemID: $0[1]) })
+    }
+
+    /// The number of records (kept by migration v5's triggers: no scan).
+    public func count() throws -> Int {
+        try Int.fetchOne(db, sql: "SELECT n FROM pendingChangeCount WHERE userID = ?", arguments: [userID]) ?? 0
+    }
+
+    /// Seals and stores a record (inserted, or replacing the one with the same record id).
+    public func store(_ change: PendingChange, key: SymmetricCryptoKey) throws {
+        try PendingChangeRow(change, key: key).save(db)
+    }
+
+    /// Removes the item's record of this kind.
+    public func remove(kind: PendingItemKind, itemID: String) throws {
+        let statement = try db.cachedStatement(sql: "DELETE FROM pendingChange WHERE userID = ? AND itemKind = ? AND itemID = ?")
+        try statement.execute(arguments: [userID, kind.rawValue, itemID])
+    }
+
+    /// Removes the item's records of either kind.
+    public func removeRecords(ofItem itemID: String) throws {
+        _ = try mine.filter(PendingChangeRow.Columns.itemID == itemID).deleteAll(db)
+    }
+
+    /// Removes the record with this record id (settled).
+    public func remove(recordID: String) throws {
+        let statement = try db.cachedStatement(sql: "DELETE FROM pendingChange WHERE id = ? AND userID = ?")
+        try statement.execute(arguments: [recordID, userID])
+    }
+}
