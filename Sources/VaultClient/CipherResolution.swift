@@ -136,6 +136,9 @@ extension VaultEngine {
             try await pushLocal(local, over: server, change: change)
         case .backupServerThenPushLocal:
             guard let local, let server else { return try await dropRecord(change) }
+            if try await resolveByMerge(change: &change, local: local, server: server, winner: .mine, context: context, report: &report) {
+                return
+            }
             let marker = "server:\(server.revisionDate?.microsecondsSinceEpoch ?? 0)"
             if change.metadata.backupDoneFor != marker {
                 try await backUp(server, losingDate: server.revisionDate ?? clock.now(), originalID: change.itemID, marker: marker,
@@ -146,6 +149,9 @@ extension VaultEngine {
             try await pushLocal(local, over: server, change: change)
         case .backupLocalThenTakeServer:
             guard let local, let server else { return try await dropRecord(change) }
+            if try await resolveByMerge(change: &change, local: local, server: server, winner: .theirs, context: context, report: &report) {
+                return
+            }
             let marker = "local:\(change.metadata.updatedDate.microsecondsSinceEpoch)"
             if change.metadata.backupDoneFor != marker {
                 try await backUp(local, losingDate: change.metadata.updatedDate, originalID: change.itemID, marker: marker,
@@ -203,6 +209,56 @@ extension VaultEngine {
         }
     }
 
+    /// A conflict (both sides changed the item since the version this device's change started from)
+    /// merged field by field against that version (docs/ARCHITECTURE.md, "Merging"): fields changed on
+    /// one side are taken from it; only a field both changed differently needs the backup copy of the
+    /// losing version (written first, as always), and the merged fields still go into the winner. The
+    /// merged item is pushed over the server's version (the revision check applies); if the server
+    /// holds it already (the answer to an earlier push was lost), nothing is pushed twice. Returns false
+    /// when the merge does not apply: the backup policy, no base (a record older than the merge, or a
+    /// create), a server that did not move (the password-count rule backs up an unchanged version), or
+    /// a version that cannot be opened.
+    func resolveByMerge(change: inout PendingChange, local: CipherWire, server: CipherWire, winner: ItemMerge.Side,
+                        context: ResolutionContext, report: inout SyncReport) async throws -> Bool {
+        guard configuration.conflictPolicy == .merge, let baseText = change.metadata.baseVersion,
+              let original = change.metadata.originalRevisionDate, let revision = server.revisionDate,
+              !ConflictMatrix.isSameRevision(original, revision),
+              let baseWire = try? CipherWire(jsonBytes: Array(baseText.utf8)) else { return false }
+        let keys = try requireSession().keys
+        guard let base = try? baseWire.decrypted(with: keys), let mine = try? local.decrypted(with: keys),
+              let theirs = try? server.decrypted(with: keys) else { return false }
+        let result = ItemMerge.merge(base: base, mine: mine, theirs: theirs, winner: winner)
+        if !result.isClean {
+            let (loser, losingDate, marker) = winner == .mine
+                ? (server, revision, "server:\(revision.microsecondsSinceEpoch)")
+                : (local, change.metadata.updatedDate, "local:\(change.metadata.updatedDate.microsecondsSinceEpoch)")
+            if change.metadata.backupDoneFor != marker {
+                try await backUp(loser, losingDate: losingDate, originalID: change.itemID, marker: marker, change: &change,
+                                 report: &report, context: context)
+            }
+        }
+        var settled = server
+        if !ItemMerge.sameContent(result.merged, theirs) {
+            var body = try modelCall { try result.merged.encrypted(with: keys, random: random) }
+            body.id = change.itemID
+            let update = body
+            let itemID = change.itemID
+            settled = try await authorized { api, token in
+                try await api.updateCipher(update, id: itemID, lastKnownRevisionDate: revision, token: token)
+            }
+        }
+        // Settled as the server's content (not a push of the local version as it is): a save made here
+        // meanwhile meets this merged version at the next run and merges again, so nothing from the
+        // other device is overwritten by it. The local trash/archive/folder/favorite intents are replayed.
+        let contentDate = max(revision, clockOffsetBox.current?.serverTime(forDeviceTime: change.metadata.updatedDate) ?? change.metadata.updatedDate)
+        try await takeServer(settled, replaying: local, change: change, mergedContentDate: contentDate)
+        let summary = result.summary(itemName: result.merged.name, winner: winner)
+        report.messages.append(summary)
+        logger.info("conflict merged", metadata: ["item": "\(change.itemID)", "clean": "\(result.isClean)",
+                                                  "fields": "\(result.difference.fields.count)"])
+        return true
+    }
+
     /// Whether a server item is as it was created (no one has written to it since).
     static func isUntouched(_ wire: CipherWire) -> Bool {
         guard let created = wire.creationDate, let revision = wire.revisionDate else { return false }
@@ -236,8 +292,11 @@ extension VaultEngine {
 
     /// Takes the server version, replaying the local state intents (what changed here relative to the
     /// item's original state: trash, archive, folder, favorite).
-    func takeServer(_ server: CipherWire, replaying local: CipherWire?, change: PendingChange) async throws {
-        guard let local, let original = change.metadata.originalState else { return try await settle(change, with: server, pushedLocal: false) }
+    /// `mergedContentDate`: `server` is this device's merge push, whose newest edit is from then.
+    func takeServer(_ server: CipherWire, replaying local: CipherWire?, change: PendingChange, mergedContentDate: WireDate? = nil) async throws {
+        guard let local, let original = change.metadata.originalState else {
+            return try await settle(change, with: server, pushedLocal: false, mergedContentDate: mergedContentDate)
+        }
         var wanted = Self.state(of: server)
         let mine = Self.state(of: local)
         if mine.deleted != original.deleted { wanted.deleted = mine.deleted }
@@ -250,7 +309,7 @@ extension VaultEngine {
         target.folderId = wanted.folderID
         target.favorite = wanted.favorite
         let final = try await applyState(of: target, to: server)
-        try await settle(change, with: final, pushedLocal: false)
+        try await settle(change, with: final, pushedLocal: false, mergedContentDate: mergedContentDate)
     }
 
     /// Makes the server's per-user state of an item match `wanted` (restore, trash, archive, folder, favorite).
@@ -281,12 +340,14 @@ extension VaultEngine {
     /// item was saved again on this device while it was being resolved (see ``keepIfSavedMeanwhile``).
     /// `pushedLocal`: whether `server` carries the local version this resolution started from (pushed,
     /// or found already pushed), or the server's own content won.
-    func settle(_ change: PendingChange, with server: CipherWire, pushedLocal: Bool) async throws {
+    /// `mergedContentDate`: `server` is this device's merge push (see ``keepIfSavedMeanwhile``).
+    func settle(_ change: PendingChange, with server: CipherWire, pushedLocal: Bool, mergedContentDate: WireDate? = nil) async throws {
         let current = try requireSession()
         let userID = current.userID
         let key = current.keys.userKey
         try await write { tx in
-            if try Self.keepIfSavedMeanwhile(change, settled: server, pushedLocal: pushedLocal, key: key, tx) { return }
+            if try Self.keepIfSavedMeanwhile(change, settled: server, pushedLocal: pushedLocal, mergedContentDate: mergedContentDate,
+                                             key: key, tx) { return }
             try tx.ciphers(of: userID).store(server)
             try tx.queue(of: userID).remove(recordID: change.id)
         }
@@ -301,11 +362,19 @@ extension VaultEngine {
     ///   our own push;
     /// - if the server's content won, the record keeps its old baseline: the next run meets the
     ///   server's version as a conflict again, and the newer save wins with that version backed up.
+    /// - if the settled version is this device's merge push (`mergedContentDate`), the record keeps its
+    ///   baseline and notes that this revision is only as new as the edits merged into it: the next run
+    ///   merges the newer save with it, and the newer save counts as the newer edit.
     static func keepIfSavedMeanwhile(_ change: PendingChange, settled server: CipherWire, pushedLocal: Bool,
-                                     key: SymmetricCryptoKey, _ tx: StoreTransaction) throws -> Bool {
+                                     mergedContentDate: WireDate? = nil, key: SymmetricCryptoKey, _ tx: StoreTransaction) throws -> Bool {
         guard var stored = try savedMeanwhile(change, key: key, tx) else { return false }
+        if let mergedContentDate {
+            stored.metadata.mergedPushRevision = server.revisionDate
+            stored.metadata.mergedContentDate = mergedContentDate
+        }
         if pushedLocal {
             stored.metadata.originalRevisionDate = server.revisionDate
+            stored.metadata.baseVersion = String(decoding: server.jsonBytes(), as: UTF8.self)
             stored.metadata.originalState = state(of: server)
         }
         stored.metadata.pendingBackup = nil
@@ -422,6 +491,7 @@ extension VaultEngine {
                 record.metadata.contentChanged = true
             }
             record.metadata.originalRevisionDate = pushedLocal ? created.revisionDate : (created.creationDate ?? created.revisionDate)
+            record.metadata.baseVersion = pushedLocal ? String(decoding: created.jsonBytes(), as: UTF8.self) : nil
             record.metadata.originalState = Self.state(of: created)
             record.metadata.pendingBackup = nil
             try tx.queue(of: userID).store(record, key: key)

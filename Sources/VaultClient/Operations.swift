@@ -227,6 +227,7 @@ extension VaultEngine {
                                       previousState: previous.map(Self.state(of:)),
                                       leavingName: Self.nameLeaving(previous?.name, for: local?.name), createSent: createSent,
                                       itemKey: (local ?? previous)?.key?.serialized,
+                                      baseVersion: existing == nil ? previous.map { String(decoding: $0.jsonBytes(), as: UTF8.self) } : nil,
                                       existing: existing, session: current) { tx in
             if let local { try tx.ciphers(of: userID).store(local) } else { try tx.ciphers(of: userID).remove(id: itemID) }
         } removeLocal: { tx in
@@ -268,12 +269,13 @@ extension VaultEngine {
     /// returns the number of queued changes.
     func enqueue(kind: PendingItemKind, itemID: String, operation: OfflineOperation, previousRevision: WireDate?,
                  previousState: ItemState? = nil, leavingName: String? = nil, createSent: Bool = false, itemKey: String? = nil,
-                 existing: PendingChange?, session current: UnlockedSession,
+                 baseVersion: String? = nil, existing: PendingChange?, session current: UnlockedSession,
                  storeLocal: @escaping @Sendable (StoreTransaction) throws -> Void,
                  removeLocal: @escaping @Sendable (StoreTransaction) throws -> Void) async throws -> Int {
         let userID = current.userID
         let decision = QueueRules.apply(operation, to: existing?.metadata, itemRevisionDate: previousRevision, now: clock.now(),
-                                        itemState: previousState, leavingName: leavingName, createSent: createSent, itemKey: itemKey)
+                                        itemState: previousState, leavingName: leavingName, createSent: createSent, itemKey: itemKey,
+                                        baseVersion: baseVersion)
         let key = current.keys.userKey
         let recordID = existing?.id ?? UUID().uuidString.lowercased()
         return try writeNow { tx -> Int in

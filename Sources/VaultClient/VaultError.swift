@@ -202,6 +202,14 @@ public struct SaveResult<Value: Sendable>: Sendable {
     public var outcome: SaveOutcome
 }
 
+/// How conflicts end (``EngineConfiguration/conflictPolicy``).
+public enum ConflictPolicy: String, Sendable, Equatable, CaseIterable {
+    /// Three-way merge per field; a backup copy only for a true same-field conflict.
+    case merge
+    /// The newer version wins, the other is kept as a backup copy (the original rule).
+    case newerWinsWithBackup = "backup"
+}
+
 /// Engine settings, with defaults.
 public struct EngineConfiguration: Sendable {
     public var serverURL: String
@@ -219,6 +227,10 @@ public struct EngineConfiguration: Sendable {
     /// seed 000 §7: put conflict backups in a folder named "Offline Sync Conflicts" (created on demand)
     /// instead of the original item's folder.
     public var backupsInConflictFolder = false
+    /// How a conflict (both sides changed the item) ends: merged field by field against the version
+    /// both started from, with a backup only for fields both changed differently (default); or the
+    /// newer version wins and the other is kept as a backup copy, whatever fields they touched.
+    public var conflictPolicy = ConflictPolicy.merge
     /// Queued changes resolved at once (bounded concurrency).
     public var resolutionConcurrency = 4
     /// Plain pushes per bulk request, where the server offers the VaultSync bulk extension (0: never).

@@ -67,7 +67,9 @@ public enum ConflictMatrix {
                 return .pushLocal
             }
             guard metadata.contentChanged else { return .takeServerWithLocalState }
-            return localUpdatedOnServerClock > revision ? .backupServerThenPushLocal : .backupLocalThenTakeServer
+            // This device's own merge push is as new as the edits it merged, not as the push.
+            let serverEdited = metadata.mergedPushRevision.flatMap { isSameRevision($0, revision) ? metadata.mergedContentDate : nil } ?? revision
+            return localUpdatedOnServerClock > serverEdited ? .backupServerThenPushLocal : .backupLocalThenTakeServer
         case (.hardDelete, .gone) where metadata.createSent == true && metadata.originalRevisionDate == nil:
             return .hardDeleteLostCreate
         case (.softDelete, .gone), (.hardDelete, .gone):

@@ -74,6 +74,65 @@ public enum ItemMerge {
         public var takenFromMine: [String] { difference.fields.filter { $0.outcome == .mine }.map(\.field) }
         /// Fields the server's version changed that the merged item took.
         public var takenFromTheirs: [String] { difference.fields.filter { $0.outcome == .theirs }.map(\.field) }
+
+        /// What the merge did, in a person's words, for the sync summary and status: "\"GitHub\": merged
+        /// your username with the URI https://github.com from another device." The winner names who
+        /// kept a field both sides changed.
+        public func summary(itemName: String, winner: Side) -> String {
+            let mine = ItemMerge.describe(takenFromMine)
+            let theirs = ItemMerge.describe(takenFromTheirs)
+            var text = "\"\(itemName)\": "
+            switch (mine.isEmpty, theirs.isEmpty) {
+            case (false, false): text += "merged your \(mine) with \(theirs) from another device"
+            case (false, true): text += "merged your \(mine) into the version from another device"
+            case (true, false): text += "kept \(theirs) from another device"
+            case (true, true): text += "both versions agree"
+            }
+            let conflicts = ItemMerge.describe(difference.conflicts.map(\.field))
+            if !conflicts.isEmpty {
+                text += "; \(conflicts) changed on both: \(winner == .mine ? "yours" : "the other device's") (newer) kept,"
+                text += " the other version is in a backup copy"
+            }
+            return text + "."
+        }
+    }
+
+    /// Field paths in words ("login.username" → "username", "login.uri[https://a]" → "the URI https://a").
+    public static func describe(_ fields: [String]) -> String {
+        var words: [String] = []
+        for field in fields {
+            let word = describe(field)
+            if !words.contains(word) { words.append(word) }
+        }
+        switch words.count {
+        case 0: return ""
+        case 1: return words[0]
+        default: return words.dropLast().joined(separator: ", ") + " and " + words.last!
+        }
+    }
+
+    static func describe(_ field: String) -> String {
+        let (path, key): (String, String?) = {
+            guard let open = field.firstIndex(of: "["), field.hasSuffix("]") else { return (field, nil) }
+            return (String(field[..<open]), String(field[field.index(after: open)..<field.index(before: field.endIndex)]))
+        }()
+        switch path {
+        case "login.username": return "username"
+        case "login.password": return "password"
+        case "login.totp": return "TOTP secret"
+        case "login.autofillOnPageLoad": return "autofill setting"
+        case "login.uri": return "the URI \(key ?? "")"
+        case "login.passkey": return "a passkey"
+        case "field": return "the field \"\(key ?? "")\""
+        case "attachment": return "an attachment"
+        case "reprompt": return "master password re-prompt"
+        case "type": return "item type"
+        default:
+            let parts = path.split(separator: ".").map(String.init)
+            guard parts.count == 2 else { return path }
+            let group = ["card": "card", "identity": "identity", "sshKey": "SSH key"][parts[0]] ?? parts[0]
+            return "\(group) \(parts[1])"
+        }
     }
 
     /// Merges `mine` and `theirs`, both changed from `base`. `winner` decides true conflicts.
@@ -150,7 +209,7 @@ public enum ItemMerge {
     }
 
     /// Whether two versions hold the same content (identity, dates, server state and permissions aside).
-    static func sameContent(_ a: CipherView, _ b: CipherView) -> Bool {
+    public static func sameContent(_ a: CipherView, _ b: CipherView) -> Bool {
         var copy = b
         copy.id = a.id
         copy.revisionDate = a.revisionDate

@@ -81,6 +81,17 @@ public struct PendingChangeMetadata: Sendable, Codable, Equatable {
     /// For a create: the item's wrapped key as text (unique to the item, unchanged by edits), to find
     /// the copy an unanswered create left on the server even after another device renamed it.
     public var itemKey: String?
+    /// The version the first offline change started from (the last synced version, as wire JSON: every
+    /// user-visible field already an EncString, and sealed again with the record): the base of the
+    /// three-way merge (docs/ARCHITECTURE.md, "Merging"). `nil` for creates and for records queued
+    /// before it existed (those conflicts end with a backup, as before).
+    public var baseVersion: String?
+    /// The server's revision written by this device's own merge push, while the item was saved again
+    /// here (the record stayed): that version's content is no newer than ``mergedContentDate``, so a
+    /// save made here before the push arrived still counts as the newer edit at the next run.
+    public var mergedPushRevision: WireDate?
+    /// The newest edit in the merged version (the later of the two sides it merged).
+    public var mergedContentDate: WireDate?
 
     public init(kind: PendingChangeKind, originalRevisionDate: WireDate?, passwordChangeCount: Int = 0,
                 contentChanged: Bool = false, createdDate: WireDate, updatedDate: WireDate,
@@ -157,6 +168,9 @@ extension PendingChangeMetadata: JSONObjectConvertible {
         earlierNames = try reader.stringArray("earlierNames")
         createSent = try reader.bool("createSent")
         itemKey = try reader.string("itemKey")
+        baseVersion = try reader.string("baseVersion")
+        mergedPushRevision = try reader.date("mergedPushRevision")
+        mergedContentDate = try reader.date("mergedContentDate")
     }
 
     public func jsonObject() -> JSONObject {
@@ -177,6 +191,9 @@ extension PendingChangeMetadata: JSONObjectConvertible {
         writer.putIfPresent("earlierNames", earlierNames)
         writer.putIfPresent("createSent", createSent)
         writer.putIfPresent("itemKey", itemKey)
+        writer.putIfPresent("baseVersion", baseVersion)
+        writer.putIfPresent("mergedPushRevision", mergedPushRevision)
+        writer.putIfPresent("mergedContentDate", mergedContentDate)
         return writer.object
     }
 }

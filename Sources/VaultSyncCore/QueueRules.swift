@@ -38,16 +38,22 @@ public enum QueueRules {
     ///
     /// `createSent`: the operation is a create whose first attempt may have reached the server.
     /// `itemKey`: the item's wrapped key, which a create's record keeps for the same search.
+    /// `baseVersion`: the version the change starts from (the cached, last synced version); kept by the
+    /// first change like `originalRevisionDate`, never by a create, never overwritten.
     public static func apply(
         _ operation: OfflineOperation, to existing: PendingChangeMetadata?, itemRevisionDate: WireDate?, now: WireDate,
-        itemState: ItemState? = nil, leavingName: String? = nil, createSent: Bool = false, itemKey: String? = nil
+        itemState: ItemState? = nil, leavingName: String? = nil, createSent: Bool = false, itemKey: String? = nil,
+        baseVersion: String? = nil
     ) -> QueueDecision {
         var metadata = existing ?? PendingChangeMetadata(
             kind: operation == .create ? .create : .update,
             originalRevisionDate: operation == .create ? nil : itemRevisionDate,
             createdDate: now, updatedDate: now)
         if operation == .create, createSent { metadata.createSent = true }
-        if existing == nil, operation != .create { metadata.originalState = itemState }
+        if existing == nil, operation != .create {
+            metadata.originalState = itemState
+            metadata.baseVersion = baseVersion
+        }
         metadata.updatedDate = now
         // A change made by the user is a fresh intent: whatever went wrong before is retried.
         if existing != nil {

@@ -39,7 +39,8 @@ struct OfflineAndConflictTests {
         try await b.expect(["sync"])
         try await b.expect(["edit", "Bank", "--username", "alice.b", "--notes", "from B"])
 
-        // A syncs: B's newer edit wins, A's version is kept as a backup.
+        // A syncs: both changed the notes, so B's newer edit wins them and A's version is kept as a backup;
+        // A's new password (changed on A only) is merged into the live item.
         let report = try await a.json(["sync"])
         #expect(report["backups"]?.count == 1 && report["stillPending"]?.intValue == 0)
         let backupID = try #require(report["backups"]?[0]?["backupId"]?.stringValue)
@@ -51,9 +52,10 @@ struct OfflineAndConflictTests {
         // conflicts show: side by side, differences marked, secrets masked unless --reveal.
         let shown = try await a.json(["conflicts", "show", backupID])
         let differing = Set(shown["fields"]?.arrayValue?.filter { $0["differs"]?.boolValue == true }.compactMap { $0["field"]?.stringValue } ?? [])
-        #expect(differing == ["username", "password", "notes"])
+        #expect(differing == ["username", "notes"], "the password was merged: the same in both")
+        #expect(try await a.json(["get", "Bank"])["login"]?["password"]?.stringValue == "second-Pa55")
         let plain = try await a.expect(["conflicts", "show", backupID]).stdout
-        #expect(plain.contains("≠ password") && !plain.contains("second-Pa55") && plain.contains("alice.b"))
+        #expect(plain.contains("≠ notes") && !plain.contains("second-Pa55") && plain.contains("alice.b"))
         #expect(try await a.expect(["conflicts", "show", backupID, "--reveal"]).stdout.contains("second-Pa55"))
 
         // Settle: keep mine → the backup's content goes into the live item, the backup to the trash.

@@ -221,4 +221,22 @@ struct ItemMergeTests {
             #expect(ItemMerge.sameContent(asTheirs.merged, changed))
         }
     }
+
+    @Test("the summary says in words what was merged, and who kept a field both changed")
+    func summary() {
+        var mine = Self.base()
+        mine.login?.username = "alice@work"
+        var theirs = Self.base()
+        theirs.login?.uris.append(LoginURIView(uri: "https://github.example.com"))
+        #expect(merge(mine, theirs).summary(itemName: "GitHub", winner: .mine)
+                == "\"GitHub\": merged your username with the URI https://github.example.com from another device.")
+        mine.login?.password = "mine"
+        theirs.login?.password = "theirs"
+        theirs.fields[0].value = "platform"
+        #expect(merge(mine, theirs, winner: .theirs).summary(itemName: "GitHub", winner: .theirs)
+                == "\"GitHub\": merged your username with the URI https://github.example.com and the field \"team\" from another device;"
+                + " password changed on both: the other device's (newer) kept, the other version is in a backup copy.")
+        #expect(ItemMerge.describe(["card.number", "identity.ssn", "sshKey.privateKey", "login.passkey[x]", "attachment[a1]"])
+                == "card number, identity ssn, SSH key privateKey, a passkey and an attachment")
+    }
 }

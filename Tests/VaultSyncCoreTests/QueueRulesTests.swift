@@ -132,6 +132,26 @@ struct QueueRulesTests {
         }
         #expect(edit.createSent == nil, "only a create can have been sent as one")
     }
+
+    @Test("the first change keeps the version it started from (the merge base); later changes never replace it; a create has none")
+    func baseVersion() throws {
+        guard case .upsert(let first) = QueueRules.apply(.edit(passwordChanged: false), to: nil, itemRevisionDate: revision, now: t0,
+                                                         baseVersion: #"{"id":"a","name":"2.Base+A=="}"#),
+              case .upsert(let second) = QueueRules.apply(.edit(passwordChanged: true), to: first, itemRevisionDate: revision, now: t0,
+                                                          baseVersion: #"{"id":"a","name":"2.Later+B=="}"#),
+              case .upsert(let trashed) = QueueRules.apply(.softDelete, to: second, itemRevisionDate: revision, now: t0,
+                                                           baseVersion: #"{"id":"a","name":"2.Last+C=="}"#),
+              case .upsert(let created) = QueueRules.apply(.create, to: nil, itemRevisionDate: nil, now: t0, baseVersion: "{}")
+        else {
+            Issue.record("a step made no record")
+            return
+        }
+        #expect(first.baseVersion == #"{"id":"a","name":"2.Base+A=="}"#)
+        #expect(second.baseVersion == first.baseVersion)
+        #expect(trashed.baseVersion == first.baseVersion)
+        #expect(created.baseVersion == nil, "a create has no version on the server to merge against")
+        #expect(try PendingChangeMetadata(json: trashed.jsonObject(), path: "metadata") == trashed, "the base survives the sealed JSON")
+    }
 }
 
 @Suite("Failure classification (seed 001 §16.1)")
@@ -219,6 +239,22 @@ struct ConflictMatrixTests {
     static func record(_ kind: PendingChangeKind, passwordChanges: Int = 0, content: Bool = true) -> PendingChangeMetadata {
         PendingChangeMetadata(kind: kind, originalRevisionDate: kind == .create ? nil : original, passwordChangeCount: passwordChanges,
                               contentChanged: content, createdDate: original, updatedDate: original)
+    }
+
+    @Test("this device's own merge push counts as new as the edits it merged: a save made here before it arrived is newer")
+    func ownMergePush() {
+        var metadata = Self.record(.update)
+        metadata.mergedPushRevision = Self.later.adding(microseconds: 5_000_000)
+        metadata.mergedContentDate = Self.later
+        let saved = Self.later.adding(microseconds: 2_000_000)  // after the merged edits, before the push arrived
+        #expect(ConflictMatrix.decide(metadata, server: .present(revisionDate: Self.later.adding(microseconds: 5_000_000)),
+                                      localUpdatedOnServerClock: saved) == .backupServerThenPushLocal)
+        #expect(ConflictMatrix.decide(metadata, server: .present(revisionDate: Self.later.adding(microseconds: 9_000_000)),
+                                      localUpdatedOnServerClock: saved) == .backupLocalThenTakeServer,
+                "someone wrote after the merge push: that write is newer")
+        metadata.mergedPushRevision = nil
+        #expect(ConflictMatrix.decide(metadata, server: .present(revisionDate: Self.later.adding(microseconds: 5_000_000)),
+                                      localUpdatedOnServerClock: saved) == .backupLocalThenTakeServer)
     }
 
     /// A create sent without an answer, then deleted for good here (no server revision ever known).

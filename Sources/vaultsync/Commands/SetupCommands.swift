@@ -17,7 +17,7 @@ struct ConfigCommand: AsyncParsableCommand {
           vaultsync config ca-file ~/company-root-ca.pem
           vaultsync config show --json
         """,
-        subcommands: [Server.self, LockTimeout.self, ConflictFolder.self, CAFile.self, Show.self],
+        subcommands: [Server.self, LockTimeout.self, Conflicts.self, ConflictFolder.self, CAFile.self, Show.self],
         defaultSubcommand: Show.self
     )
 
@@ -84,6 +84,32 @@ struct ConfigCommand: AsyncParsableCommand {
         }
     }
 
+    struct Conflicts: VaultCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "conflicts",
+            abstract: "How a conflict ends: merge field by field (default), or the newer version wins with a backup copy of the other.",
+            discussion: """
+              merge   fields changed on one side are taken from it; a backup copy is made only when both
+                      sides changed the same field differently (the newer value wins)
+              backup  the newer version wins and the other is kept as a backup copy, whatever they changed
+
+              Example:
+                vaultsync config conflicts backup
+              """)
+        static var needsUnlock: Bool { false }
+        @OptionGroup var global: GlobalOptions
+        @Argument(help: "merge or backup.") var policy: String
+
+        func execute(_ context: CLIContext) async throws {
+            guard let chosen = ConflictPolicy(rawValue: policy) else { throw CLIError.usage("say merge or backup") }
+            var context = context
+            context.settings.conflictPolicy = chosen.rawValue
+            try context.saveSettings()
+            print(chosen == .merge ? "Conflicts are merged field by field; a backup copy only when both sides changed the same field"
+                                   : "Conflicts end with the newer version, the other kept as a backup copy")
+        }
+    }
+
     struct ConflictFolder: VaultCommand {
         static let configuration = CommandConfiguration(
             commandName: "conflict-folder",
@@ -116,6 +142,7 @@ struct ConfigCommand: AsyncParsableCommand {
                     "server": Presentation.string(settings.server),
                     "email": Presentation.string(settings.email),
                     "lockTimeout": .int(settings.lockTimeout ?? ProfileSettings.defaultLockTimeout),
+                    "conflicts": .string(settings.effectiveConflictPolicy.rawValue),
                     "conflictFolder": .bool(settings.conflictFolder ?? false),
                     "caFile": Presentation.string(settings.effectiveCAFile(environment: context.environment)?.path),
                     "proxy": .string(ConnectionDescription.proxy(settings, environment: context.environment)),
@@ -126,6 +153,7 @@ struct ConfigCommand: AsyncParsableCommand {
             print("server           \(settings.server ?? "(not set)")")
             print("account          \(settings.email ?? "(not logged in)")")
             print("lock timeout     \(settings.lockTimeout ?? ProfileSettings.defaultLockTimeout) s")
+            print("conflicts        \(settings.effectiveConflictPolicy.rawValue)")
             print("conflict folder  \(settings.conflictFolder ?? false ? "on" : "off")")
             print("CA file          \(ConnectionDescription.caFile(settings, environment: context.environment))")
             print("proxy            \(ConnectionDescription.proxy(settings, environment: context.environment))")

@@ -107,6 +107,8 @@ struct ProfileSettings: Codable, Equatable {
     var lockTimeout: Int?
     /// Put conflict backups in the "Offline Sync Conflicts" folder instead of the item's folder.
     var conflictFolder: Bool?
+    /// `config conflicts merge|backup` (``ConflictPolicy``'s raw value); unset: merge.
+    var conflictPolicy: String?
     /// Plain HTTP to a server on another machine, allowed on purpose (`config server URL --insecure-allow-plain-http`).
     var insecureAllowPlainHTTP: Bool?
     /// A PEM file of extra certificate authorities (`config ca-file PATH`), absolute.
@@ -114,12 +116,16 @@ struct ProfileSettings: Codable, Equatable {
 
     static let defaultLockTimeout = 3600
 
+    /// The conflict policy in force (a value this version does not know counts as the default).
+    var effectiveConflictPolicy: ConflictPolicy { conflictPolicy.flatMap(ConflictPolicy.init(rawValue:)) ?? .merge }
+
     /// The engine's settings from these and the environment: SSL_CERT_FILE when no CA file is set (as
     /// OpenSSL reads it, but added to the system's authorities), and the proxy variables
     /// (HTTPS_PROXY, HTTP_PROXY, ALL_PROXY, NO_PROXY, lower case first). The library reads none itself.
     func engineConfiguration(environment: [String: String] = [:]) -> EngineConfiguration {
         var configuration = EngineConfiguration(serverURL: server ?? "")
         configuration.backupsInConflictFolder = conflictFolder ?? false
+        configuration.conflictPolicy = effectiveConflictPolicy
         configuration.insecureAllowPlainHTTP = insecureAllowPlainHTTP ?? false
         configuration.caFile = effectiveCAFile(environment: environment)?.path
         configuration.proxy = ProxySettings.fromEnvironment(environment)

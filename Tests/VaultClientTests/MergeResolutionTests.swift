@@ -1,0 +1,139 @@
+import Foundation
+import Testing
+import VaultAPI
+import VaultClient
+import VaultModels
+import VaultSyncCore
+import VaultTestSupport
+
+/// Conflicts merged field by field against the version both sides started from (issue 24), on the
+/// real server: A edits offline, B online; A reconnects. The order of the two edits is the order in
+/// which the test makes them (one machine clock; the later one is newer on the server's clock too).
+@Suite("Reconnect: conflicts merged field by field", .serialized)
+struct MergeResolutionTests {
+    func offline(_ devices: TwoDevices) async throws -> Device {
+        let device = try devices.offlineA()
+        try await device.engine.unlock(email: devices.scenario.email, password: devices.scenario.password)
+        return device
+    }
+
+    func online(_ devices: TwoDevices, configure: (inout EngineConfiguration) -> Void = { _ in }) async throws -> Device {
+        let device = try Device.make(url: await devices.scenario.server.url, profile: devices.a.profile, configure: configure)
+        try await device.engine.unlock(email: devices.scenario.email, password: devices.scenario.password)
+        return device
+    }
+
+    func backups(_ engine: VaultEngine) async throws -> [CipherView] {
+        try await engine.views().filter { BackupName.isBackup($0.name) }
+    }
+
+    /// A (offline) sets the username; then B (online) adds a URI and a note.
+    func disjointEdits(_ devices: TwoDevices, name: String) async throws -> String {
+        let item = try await devices.a.engine.addItem(loginItem(name)).value
+        let id = try #require(item.id)
+        try await devices.b.engine.pull()
+        let a = try await offline(devices)
+        var fromA = try await a.engine.item(id: id)
+        fromA.login?.username = "alice@work"
+        #expect(try await a.engine.updateItem(fromA).outcome.isOffline)
+        var fromB = try await devices.b.engine.item(id: id)
+        fromB.login?.uris.append(LoginURIView(uri: "https://sso.example"))
+        fromB.notes = "from B"
+        _ = try await devices.b.engine.updateItem(fromB)
+        return id
+    }
+
+    @Test("edits of different fields: both kept in one item, no backup copy, and the summary says what was merged")
+    func disjoint() async throws {
+        let devices = try await TwoDevices.start()
+        let id = try await disjointEdits(devices, name: "GitHub")
+        let a = try await online(devices)
+        let report = try await a.engine.sync()
+        #expect(report.backups.isEmpty)
+        #expect(report.messages == ["\"GitHub\": merged your username with notes and the URI https://sso.example from another device."])
+        #expect(try await a.engine.pendingCount() == 0)
+        try await devices.b.engine.pull()
+        let merged = try await devices.b.engine.item(id: id)
+        #expect(merged.login?.username == "alice@work")
+        #expect(merged.login?.uris.map(\.uri) == ["https://github.example", "https://sso.example"])
+        #expect(merged.notes == "from B")
+        #expect(merged.login?.password == "hunter2")
+        #expect(try await backups(devices.b.engine).isEmpty)
+        #expect(try await a.engine.item(id: id) == merged, "A settles on the merged version")
+        await devices.finish()
+    }
+
+    @Test("the same field changed on both sides: the newer value wins, the other version is backed up, the other fields still merge, both passwords kept")
+    func sameField() async throws {
+        let devices = try await TwoDevices.start()
+        let item = try await devices.a.engine.addItem(loginItem("Bank")).value
+        let id = try #require(item.id)
+        try await devices.b.engine.pull()
+        let a = try await offline(devices)
+        var fromA = try await a.engine.item(id: id)
+        fromA.login?.password = "a-offline"
+        fromA.login?.username = "alice@bank"
+        _ = try await a.engine.updateItem(fromA)
+        var fromB = try await devices.b.engine.item(id: id)
+        fromB.login?.password = "b-online-later"
+        fromB.notes = "account 42"
+        _ = try await devices.b.engine.updateItem(fromB)
+
+        let report = try await (try await online(devices)).engine.sync()
+        #expect(report.backups.count == 1)
+        #expect(report.messages.contains { $0.contains("password changed on both") })
+        try await devices.b.engine.pull()
+        let live = try await devices.b.engine.item(id: id)
+        #expect(live.login?.password == "b-online-later", "B's edit is newer")
+        #expect(live.login?.username == "alice@bank", "A's other change still merged into the winner")
+        #expect(live.notes == "account 42")
+        #expect(Set(live.passwordHistory.map(\.password)) == ["hunter2", "a-offline"], "both passwords kept, whoever won")
+        let backup = try #require(try await backups(devices.b.engine).first)
+        #expect(backup.login?.password == "a-offline")
+        #expect(backup.login?.username == "alice@bank")
+        await devices.finish()
+    }
+
+    @Test("the backup policy keeps the original rule: a backup copy even for edits of different fields")
+    func backupPolicy() async throws {
+        let devices = try await TwoDevices.start()
+        let id = try await disjointEdits(devices, name: "Policy")
+        let a = try await online(devices) { $0.conflictPolicy = .newerWinsWithBackup }
+        let report = try await a.engine.sync()
+        #expect(report.backups.count == 1)
+        try await devices.b.engine.pull()
+        let live = try await devices.b.engine.item(id: id)
+        #expect(live.notes == "from B" && live.login?.username == "alice", "B's version is newer and wins whole")
+        #expect(try await backups(devices.b.engine).first?.login?.username == "alice@work")
+        await devices.finish()
+    }
+
+    @Test("a merge whose answer was lost is not merged or pushed twice: the next sync finds it on the server")
+    func lostAnswer() async throws {
+        let devices = try await TwoDevices.start()
+        let id = try await disjointEdits(devices, name: "Lost merge")
+        let proxy = FaultProxy(upstream: await devices.scenario.server.url)
+        try await proxy.start()
+        await proxy.add(.init(method: "PUT", pathPrefix: "/api/ciphers/\(id)", action: .forwardThenDrop))
+        let a = try Device.make(url: await proxy.url, profile: devices.a.profile)
+        try await a.engine.unlock(email: devices.scenario.email, password: devices.scenario.password)
+
+        let first = try await a.engine.sync()
+        #expect(first.resolved == 0 && first.stillPending == 1, "the answer was lost: the record waits")
+        try await devices.b.engine.pull()
+        let afterFirst = try await devices.b.engine.item(id: id)
+        #expect(afterFirst.login?.username == "alice@work" && afterFirst.notes == "from B", "the merge reached the server")
+
+        _ = try await a.engine.retryPending()
+        let second = try await a.engine.sync()
+        #expect(second.backups.isEmpty)
+        #expect(try await a.engine.pendingCount() == 0)
+        let log = await proxy.requestLog
+        #expect(log.filter { $0 == "PUT /api/ciphers/\(id)" }.count == 1, "one push of the merge: \(log)")
+        try await devices.b.engine.pull()
+        #expect(try await devices.b.engine.item(id: id).revisionDate == afterFirst.revisionDate, "nothing written again")
+        #expect(try await backups(devices.b.engine).isEmpty)
+        await proxy.stop()
+        await devices.finish()
+    }
+}
