@@ -229,6 +229,7 @@ extension VaultEngine {
               let theirs = try? server.decrypted(with: keys) else { return false }
         let result = ItemMerge.merge(base: base, mine: mine, theirs: theirs, winner: winner)
         if !result.isClean {
+            let madeBefore = report.backups.count
             let (loser, losingDate, marker) = winner == .mine
                 ? (server, revision, "server:\(revision.microsecondsSinceEpoch)")
                 : (local, change.metadata.updatedDate, "local:\(change.metadata.updatedDate.microsecondsSinceEpoch)")
@@ -236,6 +237,7 @@ extension VaultEngine {
                 try await backUp(loser, losingDate: losingDate, originalID: change.itemID, marker: marker, change: &change,
                                  report: &report, context: context)
             }
+            keepDifference(result.difference, for: report.backups[madeBefore...].map(\.backupID))
         }
         var settled = server
         if !ItemMerge.sameContent(result.merged, theirs) {
@@ -257,6 +259,16 @@ extension VaultEngine {
         logger.info("conflict merged", metadata: ["item": "\(change.itemID)", "clean": "\(result.isClean)",
                                                   "fields": "\(result.difference.fields.count)"])
         return true
+    }
+
+    /// Keeps the merge's comparison with the backups it made (sealed: it holds field values), for
+    /// ``conflictDifference(backupID:)``. Best effort: a backup without it is shown without it.
+    func keepDifference(_ difference: ItemMerge.ItemDifference, for backupIDs: [String]) {
+        guard !backupIDs.isEmpty, let current = session, let sealed = try? Sealed.seal(difference, key: current.keys.userKey) else { return }
+        let userID = current.userID
+        _ = try? writeNow { tx in
+            for backupID in backupIDs { try tx.backups(of: userID).setSealedDifference(sealed, of: backupID) }
+        }
     }
 
     /// Whether a server item is as it was created (no one has written to it since).

@@ -144,6 +144,17 @@ extension VaultEngine {
         for continuation in statusContinuations.values { continuation.yield(status) }
     }
 
+    /// The per-field comparison (base, mine, theirs) of the merge that made this backup, with secret
+    /// values masked unless `reveal`; `nil` for a backup made without a merge (the backup policy, or a
+    /// record older than merging).
+    public func conflictDifference(backupID: String, reveal: Bool = false) async throws -> ItemMerge.ItemDifference? {
+        let current = try requireSession()
+        let userID = current.userID
+        guard let sealed = try await read({ tx in try tx.backups(of: userID).sealedDifference(of: backupID) }) else { return nil }
+        let difference = try Sealed.open(ItemMerge.ItemDifference.self, from: sealed, key: current.keys.userKey)
+        return reveal ? difference : difference.masked
+    }
+
     /// The backups conflict resolution made, newest first.
     public func conflictBackups() async throws -> [ConflictBackupSummary] {
         let current = try requireSession()

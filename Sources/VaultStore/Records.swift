@@ -283,6 +283,7 @@ public struct ConflictBackupRow: Codable, Sendable, Equatable, FetchableRecord, 
         public static let createdAt = Column(CodingKeys.createdAt)
         public static let reviewedAt = Column(CodingKeys.reviewedAt)
         public static let twinCheckPending = Column(CodingKeys.twinCheckPending)
+        public static let sealedDifference = Column(CodingKeys.sealedDifference)
     }
 
     public var userID: String
@@ -293,9 +294,12 @@ public struct ConflictBackupRow: Codable, Sendable, Equatable, FetchableRecord, 
     public var losingSide: String
     public var reviewedAt: Int64?
     public var twinCheckPending: Bool
+    /// The comparison of the merge that made this backup (JSON of `ItemMerge.ItemDifference`), sealed
+    /// with the user key; `nil` for a backup made without a merge.
+    public var sealedDifference: String?
 
     public init(userID: String, backupID: String, originalID: String, createdAt: Int64, losingSide: String, reviewedAt: Int64?,
-                twinCheckPending: Bool) {
+                twinCheckPending: Bool, sealedDifference: String? = nil) {
         self.userID = userID
         self.backupID = backupID
         self.originalID = originalID
@@ -303,5 +307,6 @@ public struct ConflictBackupRow: Codable, Sendable, Equatable, FetchableRecord, 
         self.losingSide = losingSide
         self.reviewedAt = reviewedAt
         self.twinCheckPending = twinCheckPending
+        self.sealedDifference = sealedDifference
     }
 }

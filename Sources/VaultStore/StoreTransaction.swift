@@ -230,6 +230,17 @@ public struct BackupLedger {
             .order(ConflictBackupRow.Columns.createdAt).select(ConflictBackupRow.Columns.backupID))
     }
 
+    /// Keeps the sealed comparison of the merge that made this backup.
+    public func setSealedDifference(_ sealed: String, of backupID: String) throws {
+        _ = try mine.filter(ConflictBackupRow.Columns.backupID == backupID)
+            .updateAll(db, ConflictBackupRow.Columns.sealedDifference.set(to: sealed))
+    }
+
+    /// The sealed comparison kept with this backup, if any.
+    public func sealedDifference(of backupID: String) throws -> String? {
+        try mine.filter(ConflictBackupRow.Columns.backupID == backupID).fetchOne(db)?.sealedDifference
+    }
+
     /// The twin check of this backup has run.
     public func twinCheckDone(_ backupID: String) throws {
         _ = try mine.filter(ConflictBackupRow.Columns.backupID == backupID)

@@ -236,6 +236,13 @@ public final class VaultStore: Sendable {
                 t.add(column: "lastContactProblem", .text)
             }
         }
+        migrator.registerMigration("v10: conflict backups keep the comparison the merge used") { db in
+            // docs/ARCHITECTURE.md, "Merging": the per-field comparison (base, mine, theirs) of the merge
+            // that made the backup, sealed with the user key (it holds field values); NULL for older backups.
+            try db.alter(table: "conflictBackup") { t in
+                t.add(column: "sealedDifference", .text)
+            }
+        }
         return migrator
     }
 }

@@ -19,7 +19,7 @@ public enum ItemMerge {
     }
 
     /// How one field came out.
-    public enum Outcome: String, Sendable, Equatable {
+    public enum Outcome: String, Sendable, Equatable, Codable {
         /// No side changed it.
         case unchanged
         /// Only this device changed it.
@@ -33,7 +33,7 @@ public enum ItemMerge {
     }
 
     /// One field of the comparison: its three values as text (masked unless asked), and the outcome.
-    public struct FieldDifference: Sendable, Equatable {
+    public struct FieldDifference: Sendable, Equatable, Codable {
         /// `name`, `login.password`, `login.uri[https://a.example]`, `field[PIN]`, `card.number`, …
         public var field: String
         public var base: String?
@@ -45,7 +45,7 @@ public enum ItemMerge {
     }
 
     /// The comparison the merge used (`ItemDifference` of issue 24): every field that differs anywhere.
-    public struct ItemDifference: Sendable, Equatable {
+    public struct ItemDifference: Sendable, Equatable, Codable {
         public var fields: [FieldDifference]
 
         /// The fields both sides changed differently.
@@ -76,16 +76,16 @@ public enum ItemMerge {
         public var takenFromTheirs: [String] { difference.fields.filter { $0.outcome == .theirs }.map(\.field) }
 
         /// What the merge did, in a person's words, for the sync summary and status: "\"GitHub\": merged
-        /// your username with the URI https://github.com from another device." The winner names who
-        /// kept a field both sides changed.
+        /// your username with the other device's URI https://github.com." The winner names who kept a
+        /// field both sides changed.
         public func summary(itemName: String, winner: Side) -> String {
             let mine = ItemMerge.describe(takenFromMine)
             let theirs = ItemMerge.describe(takenFromTheirs)
             var text = "\"\(itemName)\": "
             switch (mine.isEmpty, theirs.isEmpty) {
-            case (false, false): text += "merged your \(mine) with \(theirs) from another device"
-            case (false, true): text += "merged your \(mine) into the version from another device"
-            case (true, false): text += "kept \(theirs) from another device"
+            case (false, false): text += "merged your \(mine) with the other device's \(theirs)"
+            case (false, true): text += "merged your \(mine) into the other device's version"
+            case (true, false): text += "kept the other device's \(theirs)"
             case (true, true): text += "both versions agree"
             }
             let conflicts = ItemMerge.describe(difference.conflicts.map(\.field))
@@ -97,7 +97,8 @@ public enum ItemMerge {
         }
     }
 
-    /// Field paths in words ("login.username" → "username", "login.uri[https://a]" → "the URI https://a").
+    /// Field paths in words ("login.username" → "username", "login.uri[https://a]" → "URI https://a"),
+    /// to follow "your" or "the other device's".
     public static func describe(_ fields: [String]) -> String {
         var words: [String] = []
         for field in fields {
@@ -121,10 +122,10 @@ public enum ItemMerge {
         case "login.password": return "password"
         case "login.totp": return "TOTP secret"
         case "login.autofillOnPageLoad": return "autofill setting"
-        case "login.uri": return "the URI \(key ?? "")"
-        case "login.passkey": return "a passkey"
-        case "field": return "the field \"\(key ?? "")\""
-        case "attachment": return "an attachment"
+        case "login.uri": return "URI \(key ?? "")"
+        case "login.passkey": return "passkey"
+        case "field": return "field \"\(key ?? "")\""
+        case "attachment": return "attachment"
         case "reprompt": return "master password re-prompt"
         case "type": return "item type"
         default:

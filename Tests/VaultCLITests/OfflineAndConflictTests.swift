@@ -53,6 +53,15 @@ struct OfflineAndConflictTests {
         let shown = try await a.json(["conflicts", "show", backupID])
         let differing = Set(shown["fields"]?.arrayValue?.filter { $0["differs"]?.boolValue == true }.compactMap { $0["field"]?.stringValue } ?? [])
         #expect(differing == ["username", "notes"], "the password was merged: the same in both")
+        // …and the merge's own comparison: base → mine | theirs, per field, secrets masked.
+        let merge = shown["merge"]?.arrayValue ?? []
+        let outcomes = Dictionary(merge.compactMap { entry in entry["field"]?.stringValue.map { ($0, entry["outcome"]?.stringValue ?? "") } },
+                                  uniquingKeysWith: { first, _ in first })
+        #expect(outcomes["notes"] == "conflict" && outcomes["login.password"] == "mine" && outcomes["login.username"] == "theirs",
+                "\(outcomes)")
+        #expect(merge.first { $0["field"]?.stringValue == "login.password" }?["mine"]?.stringValue == "••••••")
+        let revealed = try await a.json(["conflicts", "show", backupID, "--reveal"])["merge"]?.arrayValue ?? []
+        #expect(revealed.first { $0["field"]?.stringValue == "login.password" }?["mine"]?.stringValue == "second-Pa55")
         #expect(try await a.json(["get", "Bank"])["login"]?["password"]?.stringValue == "second-Pa55")
         let plain = try await a.expect(["conflicts", "show", backupID]).stdout
         #expect(plain.contains("≠ notes") && !plain.contains("second-Pa55") && plain.contains("alice.b"))

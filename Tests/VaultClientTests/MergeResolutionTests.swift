@@ -50,7 +50,7 @@ struct MergeResolutionTests {
         let a = try await online(devices)
         let report = try await a.engine.sync()
         #expect(report.backups.isEmpty)
-        #expect(report.messages == ["\"GitHub\": merged your username with notes and the URI https://sso.example from another device."])
+        #expect(report.messages == ["\"GitHub\": merged your username with the other device's notes and URI https://sso.example."])
         #expect(try await a.engine.pendingCount() == 0)
         try await devices.b.engine.pull()
         let merged = try await devices.b.engine.item(id: id)

@@ -229,14 +229,14 @@ struct ItemMergeTests {
         var theirs = Self.base()
         theirs.login?.uris.append(LoginURIView(uri: "https://github.example.com"))
         #expect(merge(mine, theirs).summary(itemName: "GitHub", winner: .mine)
-                == "\"GitHub\": merged your username with the URI https://github.example.com from another device.")
+                == "\"GitHub\": merged your username with the other device's URI https://github.example.com.")
         mine.login?.password = "mine"
         theirs.login?.password = "theirs"
         theirs.fields[0].value = "platform"
         #expect(merge(mine, theirs, winner: .theirs).summary(itemName: "GitHub", winner: .theirs)
-                == "\"GitHub\": merged your username with the URI https://github.example.com and the field \"team\" from another device;"
+                == "\"GitHub\": merged your username with the other device's URI https://github.example.com and field \"team\";"
                 + " password changed on both: the other device's (newer) kept, the other version is in a backup copy.")
         #expect(ItemMerge.describe(["card.number", "identity.ssn", "sshKey.privateKey", "login.passkey[x]", "attachment[a1]"])
-                == "card number, identity ssn, SSH key privateKey, a passkey and an attachment")
+                == "card number, identity ssn, SSH key privateKey, passkey and attachment")
     }
 }

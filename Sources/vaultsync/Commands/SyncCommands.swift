@@ -267,6 +267,9 @@ struct ConflictComparison {
     var backup: CipherView
     var live: CipherView?
     var folderNames: [String: String]
+    /// The comparison of the merge that made the backup (secrets in clear; masked when shown unless
+    /// --reveal); `nil` for a backup made without a merge.
+    var merge: ItemMerge.ItemDifference? = nil
 
     static func load(_ reference: String, context: CLIContext) async throws -> ConflictComparison {
         let id = try await context.backupID(reference)
@@ -275,7 +278,13 @@ struct ConflictComparison {
         }
         let backup = try await context.engine.item(id: id)
         let live = try? await context.engine.item(id: summary.originalID)
-        return ConflictComparison(summary: summary, backup: backup, live: live, folderNames: try await context.folderNames())
+        return ConflictComparison(summary: summary, backup: backup, live: live, folderNames: try await context.folderNames(),
+                                  merge: try await context.engine.conflictDifference(backupID: id, reveal: true))
+    }
+
+    /// The merge's comparison as shown: secret values masked unless `reveal`.
+    func mergeShown(reveal: Bool) -> ItemMerge.ItemDifference? {
+        reveal ? merge : merge?.masked
     }
 
     /// Rows of (label, live value, backup value, differs).
@@ -312,6 +321,13 @@ struct ConflictComparison {
                     "differs": .bool(row.differs),
                 ])
             }),
+            "merge": mergeShown(reveal: reveal).map { difference in
+                .array(difference.fields.map { field in
+                    .object(["field": .string(field.field), "base": field.base.map(JSONValue.string) ?? .null,
+                             "mine": field.mine.map(JSONValue.string) ?? .null, "theirs": field.theirs.map(JSONValue.string) ?? .null,
+                             "outcome": .string(field.outcome.rawValue)])
+                })
+            } ?? .null,
             "livePasswordHistory": .int(live?.passwordHistory.count ?? 0),
             "backupPasswordHistory": .int(backup.passwordHistory.count),
         ])
@@ -333,6 +349,21 @@ struct ConflictComparison {
             lines.append("\(mark) " + pad(row.label, 16) + pad(cell(row.live), 36) + cell(row.backup))
         }
         lines.append("  password history: \(live?.passwordHistory.count ?? 0) entries (live), \(backup.passwordHistory.count) entries (backup)")
+        if let difference = mergeShown(reveal: reveal) {
+            lines.append("  what the merge compared (the version both started from → mine | theirs):")
+            for field in difference.fields {
+                let values = "\(field.base ?? "—") → \(field.mine ?? "—") | \(field.theirs ?? "—")"
+                let taken: String
+                switch field.outcome {
+                case .unchanged: taken = "unchanged"
+                case .mine: taken = "mine taken"
+                case .theirs: taken = "theirs taken"
+                case .same: taken = "same on both"
+                case .conflict: taken = "changed on both: the newer kept, the other in this backup"
+                }
+                lines.append("    " + pad(field.field, 22) + Presentation.oneLine(values) + "  (\(taken))")
+            }
+        }
         lines.append("  settle with: vaultsync conflicts resolve \(summary.backupID) --keep mine|theirs|both")
         return lines
     }
