@@ -237,7 +237,7 @@ extension VaultEngine {
         report.backups = await mergeTwinBackups(report.backups)
         phases.mark("twin backups")
         logger.debug("resolution phases", metadata: ["changes": "\(total)", "took": "\(phases.summary)"])
-        publishStatus(progress: nil, backups: report.backups.map(\.backupID))
+        publishStatus(progress: nil, backups: report.backups.map(\.backupID), messages: report.messages)
         return report
     }
 

@@ -15,6 +15,9 @@ public struct SyncStatus: Sendable, Equatable {
     public var resolving: (done: Int, total: Int)?
     /// Backups created by the last resolution.
     public var conflictsCreated: [String]
+    /// What the last resolution told the user: merges ("\"GitHub\": merged your username with …"),
+    /// deletes dropped because the item was edited elsewhere, backups made elsewhere.
+    public var lastResolution: [String] = []
     public var lastError: String?
     public var locked: Bool
     /// Conflict backups the user has not reviewed yet.
@@ -27,7 +30,7 @@ public struct SyncStatus: Sendable, Equatable {
         lhs.online == rhs.online && lhs.lastContact == rhs.lastContact && lhs.lastSync == rhs.lastSync
             && lhs.pendingCount == rhs.pendingCount && lhs.needsAttentionCount == rhs.needsAttentionCount
             && lhs.resolving?.done == rhs.resolving?.done && lhs.resolving?.total == rhs.resolving?.total
-            && lhs.conflictsCreated == rhs.conflictsCreated && lhs.lastError == rhs.lastError && lhs.locked == rhs.locked
+            && lhs.conflictsCreated == rhs.conflictsCreated && lhs.lastResolution == rhs.lastResolution && lhs.lastError == rhs.lastError && lhs.locked == rhs.locked
             && lhs.unreviewedConflicts == rhs.unreviewedConflicts && lhs.certificateProblem == rhs.certificateProblem
     }
 }
@@ -110,6 +113,7 @@ extension VaultEngine {
             conflictsCreated: statusBackups, lastError: statusLastError, locked: false,
             unreviewedConflicts: unreviewed)
         status.certificateProblem = problem
+        status.lastResolution = statusMessages
         if let problem, status.lastError == nil { status.lastError = problem.description }
         return status
     }
@@ -131,9 +135,10 @@ extension VaultEngine {
     }
 
     /// Records progress/backups/errors and tells the listeners.
-    func publishStatus(progress: (Int, Int)?? = .none, backups: [String]? = nil, lastError: String? = nil) {
+    func publishStatus(progress: (Int, Int)?? = .none, backups: [String]? = nil, messages: [String]? = nil, lastError: String? = nil) {
         if case .some(let value) = progress { statusProgress = value.map { (done: $0.0, total: $0.1) } }
         if let backups { statusBackups = backups }
+        if let messages { statusMessages = messages }
         if let lastError { statusLastError = lastError }
         guard !statusContinuations.isEmpty else { return }
         Task { await self.emitStatus() }

@@ -70,6 +70,7 @@ public actor VaultEngine {
     var statusContinuations: [UUID: AsyncStream<SyncStatus>.Continuation] = [:]
     var statusProgress: (done: Int, total: Int)?
     var statusBackups: [String] = []
+    var statusMessages: [String] = []
     var statusLastError: String?
     /// The "Offline Sync Conflicts" folder being found or created (shared by concurrent resolutions).
     var conflictFolderLookup: Task<String, any Error>?

@@ -52,6 +52,7 @@ struct MergeResolutionTests {
         #expect(report.backups.isEmpty)
         #expect(report.messages == ["\"GitHub\": merged your username with the other device's notes and URI https://sso.example."])
         #expect(try await a.engine.pendingCount() == 0)
+        #expect(try await a.engine.status().lastResolution == report.messages, "the status stream says what was merged too")
         try await devices.b.engine.pull()
         let merged = try await devices.b.engine.item(id: id)
         #expect(merged.login?.username == "alice@work")
