@@ -366,6 +366,7 @@ extension VaultEngine {
         }
         let count = try await enqueue(kind: .folder, itemID: id, operation: operation, previousRevision: previous?.revisionDate,
                                       leavingName: Self.nameLeaving(previous?.name, for: local?.name), createSent: createSent,
+                                      baseVersion: existing == nil ? previous.map { String(decoding: $0.jsonBytes(), as: UTF8.self) } : nil,
                                       existing: existing, session: current) { tx in
             if let local { try tx.folders(of: userID).store(local) } else { try tx.folders(of: userID).remove(id: id) }
         } removeLocal: { tx in

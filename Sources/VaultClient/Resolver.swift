@@ -246,7 +246,7 @@ extension VaultEngine {
         var report = SyncReport()
         do {
             switch change.itemKind {
-            case .folder: try await resolveFolder(change, context: context)
+            case .folder: try await resolveFolder(change, context: context, report: &report)
             case .cipher: try await resolveCipher(change, context: context, report: &report)
             }
             report.resolved += 1
@@ -500,7 +500,7 @@ extension VaultEngine {
 
     // MARK: Folders
 
-    func resolveFolder(_ change: PendingChange, context: ResolutionContext) async throws {
+    func resolveFolder(_ change: PendingChange, context: ResolutionContext, report: inout SyncReport) async throws {
         let current = try requireSession()
         let userID = current.userID
         let local = try await read { tx in try tx.folders(of: userID).find(id: change.itemID) }.flatMap { try? $0.wire() }
@@ -528,6 +528,12 @@ extension VaultEngine {
                 let created = try await authorized { api, token in try await api.createFolder(name: local.name, token: token) }
                 return try await swapFolderID(from: change.itemID, to: created, change: change)
             }
+            if let kept = try await keptServerFolderName(change, local: local, context: context, report: &report) {
+                return try await write { tx in
+                    try tx.folders(of: userID).store(kept)
+                    try tx.queue(of: userID).remove(recordID: change.id)
+                }
+            }
             let renamed = try await authorized { api, token in try await api.renameFolder(id: change.itemID, name: local.name, token: token) }
             try await write { tx in
                 try tx.folders(of: userID).store(renamed)
@@ -545,6 +551,29 @@ extension VaultEngine {
             }
             try await dropRecord(change)
         }
+    }
+
+    /// A folder renamed here while the server's copy was renamed elsewhere (docs/ARCHITECTURE.md,
+    /// "Merging"; merge policy only): returns the server's folder when it is to stay as it is — it has
+    /// the same name already, or both renamed it differently and the other rename is newer — and notes
+    /// which name was kept. `nil`: push the local rename (the server's name did not change since the
+    /// rename here started, or the rename here is newer, or the backup policy: the local rename wins).
+    func keptServerFolderName(_ change: PendingChange, local: FolderWire, context: ResolutionContext,
+                              report: inout SyncReport) async throws -> FolderWire? {
+        guard configuration.conflictPolicy == .merge, let server = context.serverFolders[change.itemID],
+              let baseText = change.metadata.baseVersion, let base = try? FolderWire(jsonBytes: Array(baseText.utf8)) else { return nil }
+        let keys = try requireSession().keys
+        guard let baseName = try? base.decrypted(with: keys).name, let mine = try? local.decrypted(with: keys).name,
+              let theirs = try? server.decrypted(with: keys).name else { return nil }
+        if theirs == mine { return server }
+        guard theirs != baseName, let revision = server.revisionDate else { return nil }
+        let localUpdated = clockOffsetBox.current?.serverTime(forDeviceTime: change.metadata.updatedDate) ?? change.metadata.updatedDate
+        let keepTheirs = revision >= localUpdated
+        let note = keepTheirs
+            ? "Folder \"\(theirs)\": renamed on another device later than you renamed it \"\(mine)\" here; the newer name was kept."
+            : "Folder \"\(mine)\": renamed here later than another device renamed it \"\(theirs)\"; the newer name was kept."
+        report.messages.append(note)
+        return keepTheirs ? server : nil
     }
 
     func swapFolderID(from temporaryID: String, to created: FolderWire, change: PendingChange) async throws {

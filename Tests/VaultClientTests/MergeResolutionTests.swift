@@ -137,4 +137,23 @@ struct MergeResolutionTests {
         await proxy.stop()
         await devices.finish()
     }
+
+    @Test("a folder renamed on both devices keeps the newer name, and says so; renamed the same, nothing is pushed",
+          arguments: [true, false])
+    func folderRenamedOnBoth(otherIsNewer: Bool) async throws {
+        let devices = try await TwoDevices.start()
+        let folder = try await devices.a.engine.createFolder(name: "Work").value
+        let id = try #require(folder.id)
+        try await devices.b.engine.pull()
+        if !otherIsNewer { _ = try await devices.b.engine.renameFolder(id: id, name: "Work B") }
+        let a = try await offline(devices)
+        #expect(try await a.engine.renameFolder(id: id, name: "Work A").isOffline)
+        if otherIsNewer { _ = try await devices.b.engine.renameFolder(id: id, name: "Work B") }
+        let report = try await (try await online(devices)).engine.sync()
+        let kept = otherIsNewer ? "Work B" : "Work A"
+        #expect(report.messages.contains { $0.contains("the newer name was kept") }, "\(report.messages)")
+        try await devices.b.engine.pull()
+        #expect(try await devices.b.engine.folders().map(\.name) == [kept])
+        await devices.finish()
+    }
 }
