@@ -90,8 +90,9 @@ public final class BitwardenAPI: Sendable {
 
     func send(_ method: HTTPMethod, _ path: String, token: String? = nil, json: JSONValue? = nil, form: [(String, String)]? = nil,
               bytes: [UInt8]? = nil, contentType: String? = nil, idempotencyKey: String? = nil,
-              acceptingErrors: Bool = false) async throws -> Reply {
-        var request = HTTPClientRequest(url: baseURL + path)
+              extraHeaders: [(String, String)] = [], acceptingErrors: Bool = false) async throws -> Reply {
+        // An absolute URL (an attachment's download or upload link) may name another host.
+        var request = HTTPClientRequest(url: path.hasPrefix("https://") || path.hasPrefix("http://") ? path : baseURL + path)
         request.method = method
         request.headers.add(name: "Accept", value: "application/json")
         if let idempotencyKey { request.headers.add(name: "Idempotency-Key", value: idempotencyKey) }
@@ -99,6 +100,7 @@ public final class BitwardenAPI: Sendable {
         request.headers.add(name: "Bitwarden-Client-Version", value: configuration.clientVersion)
         request.headers.add(name: "Device-Type", value: String(configuration.deviceType))
         if let token { request.headers.add(name: "Authorization", value: "Bearer \(token)") }
+        for (name, value) in extraHeaders { request.headers.add(name: name, value: value) }
         if let json {
             request.headers.add(name: "Content-Type", value: "application/json; charset=utf-8")
             request.body = .bytes(ByteBuffer(bytes: json.serialized()))

@@ -71,6 +71,15 @@ public enum VaultError: Error, Sendable, Equatable {
     case caFileUnusable(path: String, reason: String)
     /// A proxy setting cannot be used; nothing was sent (never directly instead of through the proxy).
     case proxyUnusable(String)
+    /// No attachment of the item matches (by id or file name).
+    case attachmentNotFound(item: String, reference: String)
+    /// Two attachments of the item have this file name: name one by its id.
+    case attachmentAmbiguous(item: String, reference: String, ids: [String])
+    /// The attachment operation needs the server (offline attachments are not built yet), or the item
+    /// has queued changes that have to reach the server first.
+    case attachmentNeedsServer(String)
+    /// The file is larger than what is accepted.
+    case attachmentTooLarge(size: Int, limit: Int)
 }
 
 extension VaultError: LocalizedError {
@@ -133,6 +142,14 @@ extension VaultError: LocalizedError {
             return "The CA file \(path) cannot be used: \(reason). Nothing was sent to the server; fix the file or change the setting (vaultsync config ca-file)."
         case .proxyUnusable(let reason):
             return "The proxy cannot be used: \(reason). Nothing was sent to the server."
+        case .attachmentNotFound(let item, let reference):
+            return "\"\(item)\" has no attachment \"\(reference)\". `vaultsync attachment list ITEM` shows its attachments."
+        case .attachmentAmbiguous(let item, let reference, let ids):
+            return "\"\(item)\" has \(ids.count) attachments named \"\(reference)\"; name one by its id: \(ids.joined(separator: ", "))."
+        case .attachmentNeedsServer(let reason):
+            return reason
+        case .attachmentTooLarge(let size, let limit):
+            return "The file is \(size / 1_048_576) MiB encrypted; at most \(limit / 1_048_576) MiB can be attached. Nothing was sent."
         case .exportUnreadable(let ids):
             return "\(ids.count) item(s) cannot be decrypted (\(ids.prefix(3).joined(separator: ", "))), so an export would leave them out; nothing was written. Sync, or see `vaultsync list` for the damaged items."
         }

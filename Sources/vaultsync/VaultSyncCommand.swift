@@ -27,7 +27,7 @@ struct VaultSyncCommand: AsyncParsableCommand {
             ArchiveCommand.self, UnarchiveCommand.self, MoveCommand.self, FavoriteCommand.self,
             FolderCommand.self, SyncCommand.self, PendingCommand.self, ConflictsCommand.self, DraftsCommand.self,
             ImportCommand.self, ExportCommand.self,
-            GenerateCommand.self, OrganizationCommand.self, TwoStepCommand.self, APIKeyCommand.self,
+            AttachmentCommand.self, GenerateCommand.self, OrganizationCommand.self, TwoStepCommand.self, APIKeyCommand.self,
         ]
     )
 

@@ -102,6 +102,9 @@ func describe(_ error: any Error) -> (message: String, status: ExitStatus) {
         case .untrustedCertificate: status = .verificationFailed
         case .caFileUnusable: status = .badInput
         case .proxyUnusable: status = .usage
+        case .attachmentNotFound: status = .notFound
+        case .attachmentAmbiguous, .attachmentTooLarge: status = .usage
+        case .attachmentNeedsServer: status = .serverUnreachable
         }
         return (error.description, status)
     case let error as ExchangeError:

@@ -1,0 +1,84 @@
+import Foundation
+import NIOHTTP1
+import VaultCrypto
+import VaultModels
+
+/// Where and how the server wants an attachment's file (docs/PROTOCOL.md, "Attachments").
+public struct AttachmentUpload: Sendable {
+    public var attachmentID: String
+    /// Relative to the API (`/ciphers/{id}/attachment/{attachmentId}`, a direct upload) or absolute
+    /// (a storage service's signed link, `fileUploadType` 1).
+    public var url: String
+    /// 0: direct (multipart POST to the server); 1: Azure blob storage (PUT to the signed link).
+    public var fileUploadType: Int
+    /// The item as it is now, with the new attachment listed.
+    public var cipher: CipherWire?
+}
+
+extension BitwardenAPI {
+    /// Announces an attachment (v2 flow, step one): its wrapped key, encrypted file name and encrypted
+    /// size. `lastKnownRevisionDate`: the item's revision this device knows (the official server
+    /// refuses a stale one). `idempotencyKey`: the same for every attempt at one attachment.
+    public func createAttachment(cipherID: String, fileName: EncString, key: EncString, encryptedSize: Int,
+                                 lastKnownRevisionDate: WireDate?, idempotencyKey: String? = nil,
+                                 token: String) async throws -> AttachmentUpload {
+        var body: JSONObject = ["key": .string(key.serialized), "fileName": .string(fileName.serialized),
+                                "fileSize": .int(encryptedSize), "adminRequest": .bool(false)]
+        if let lastKnownRevisionDate { body["lastKnownRevisionDate"] = .string(lastKnownRevisionDate.iso8601) }
+        let reply = try await send(.POST, "/api/ciphers/\(cipherID)/attachment/v2", token: token, json: .object(body),
+                                   idempotencyKey: idempotencyKey)
+        let object = try object(reply)
+        guard let attachmentID = object["attachmentId"]?.stringValue, let url = object["url"]?.stringValue else {
+            throw ServerCallError.invalidResponse("the attachment answer has no attachmentId or url")
+        }
+        let cipher = object["cipherResponse"]?.objectValue.flatMap { try? CipherWire(json: $0, path: "cipherResponse") }
+        return AttachmentUpload(attachmentID: attachmentID, url: url, fileUploadType: object["fileUploadType"]?.intValue ?? 0, cipher: cipher)
+    }
+
+    /// Uploads the encrypted file (v2 flow, step two): a multipart POST to the server for a direct
+    /// upload, a PUT to the signed link for blob storage (without the session's token: another host).
+    public func uploadAttachment(_ upload: AttachmentUpload, cipherID: String, fileName: EncString, body: [UInt8],
+                                 token: String) async throws {
+        if upload.fileUploadType == 1 {
+            _ = try await send(.PUT, upload.url, bytes: body, contentType: "application/octet-stream", extraHeaders: [
+                ("x-ms-blob-type", "BlockBlob"), ("x-ms-version", "2020-04-08"),
+            ])
+            return
+        }
+        let path = upload.url.hasPrefix("http") ? upload.url : "/api" + upload.url
+        let (multipart, contentType) = Self.multipart(fileName: fileName.serialized, body: body)
+        _ = try await send(.POST, path, token: upload.url.hasPrefix("http") ? nil : token, bytes: multipart, contentType: contentType)
+    }
+
+    /// The item's attachment with a fresh download link (`url`).
+    public func attachmentDownloadURL(cipherID: String, attachmentID: String, token: String) async throws -> String {
+        let object = try object(try await send(.GET, "/api/ciphers/\(cipherID)/attachment/\(attachmentID)", token: token))
+        guard let url = object["url"]?.stringValue else { throw ServerCallError.invalidResponse("the attachment has no download url") }
+        return url
+    }
+
+    /// The encrypted file behind a download link (which may be another host: no token is sent).
+    public func downloadAttachment(url: String) async throws -> [UInt8] {
+        try await send(.GET, url.hasPrefix("http") ? url : baseURL + url).body
+    }
+
+    /// Deletes an attachment; the answer's item, when the server sends one.
+    public func deleteAttachment(cipherID: String, attachmentID: String, token: String) async throws -> CipherWire? {
+        let reply = try await send(.DELETE, "/api/ciphers/\(cipherID)/attachment/\(attachmentID)", token: token)
+        guard let object = try? JSONParser.parseObject(reply.body), let cipher = object["cipher"]?.objectValue else { return nil }
+        return try? CipherWire(json: cipher, path: "cipher")
+    }
+
+    /// A `multipart/form-data` body with one file part named `data` (the encrypted file name as its name).
+    static func multipart(fileName: String, body: [UInt8]) -> (bytes: [UInt8], contentType: String) {
+        let boundary = "vaultsync-" + UUID().uuidString.lowercased()
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(body.count + 512)
+        let quoted = fileName.replacingOccurrences(of: "\"", with: "%22")
+        bytes += Array("--\(boundary)\r\nContent-Disposition: form-data; name=\"data\"; filename=\"\(quoted)\"\r\n".utf8)
+        bytes += Array("Content-Type: application/octet-stream\r\n\r\n".utf8)
+        bytes += body
+        bytes += Array("\r\n--\(boundary)--\r\n".utf8)
+        return (bytes, "multipart/form-data; boundary=\(boundary)")
+    }
+}

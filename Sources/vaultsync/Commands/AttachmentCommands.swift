@@ -1,0 +1,121 @@
+import ArgumentParser
+import Foundation
+import VaultClient
+import VaultModels
+
+/// `vaultsync attachment list|add|get|delete`: files attached to personal items (docs/CLI.md).
+struct AttachmentCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "attachment",
+        abstract: "Files attached to an item: list, add, get, delete.",
+        discussion: """
+        ITEM is an id, an id prefix (6+ characters) or a unique name; ATTACHMENT is a file name or an id. \
+        Files are encrypted on this device before they leave it (a fresh key per file, wrapped by the item's \
+        key). Listing works offline; adding, getting and deleting need the server.
+
+        Examples:
+          vaultsync attachment list Bank
+          vaultsync attachment add Bank ~/scans/card.pdf
+          vaultsync attachment add Bank recovery.txt --name "recovery codes.txt"
+          vaultsync attachment get Bank card.pdf --output ~/card.pdf
+          vaultsync attachment get Bank card.pdf --output - | less
+          vaultsync attachment delete Bank card.pdf
+        """,
+        subcommands: [List.self, Add.self, Get.self, Delete.self],
+        defaultSubcommand: List.self
+    )
+
+    struct List: VaultCommand {
+        static let configuration = CommandConfiguration(abstract: "The item's attachments (works offline).",
+                                                        discussion: "Example:\n  vaultsync attachment list Bank --json")
+        @OptionGroup var global: GlobalOptions
+        @OptionGroup var output: OutputOptions
+        @Argument(help: "The item (id, id prefix or name).") var item: String
+
+        func execute(_ context: CLIContext) async throws {
+            let id = try await context.itemID(item)
+            let attachments = try await context.engine.attachments(itemID: id)
+            if output.json {
+                Presentation.printJSON(.array(attachments.map { attachment in
+                    .object(["id": .string(attachment.id), "fileName": .string(attachment.fileName),
+                             "size": attachment.size.map { .int($0) } ?? .null, "sizeName": attachment.sizeName.map(JSONValue.string) ?? .null])
+                }))
+                return
+            }
+            if attachments.isEmpty { print("No attachments."); return }
+            for attachment in attachments {
+                print("\(attachment.id)  \(attachment.sizeName ?? attachment.size.map { "\($0) bytes" } ?? "?")  \(attachment.fileName)")
+            }
+        }
+    }
+
+    struct Add: VaultCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Attach a file to an item (encrypted here first).",
+            discussion: "Example:\n  vaultsync attachment add Bank ~/scans/card.pdf --name card.pdf")
+        @OptionGroup var global: GlobalOptions
+        @OptionGroup var output: OutputOptions
+        @Argument(help: "The item (id, id prefix or name).") var item: String
+        @Argument(help: "The file to attach.") var file: String
+        @Option(help: "The attachment's file name (default: the file's own name).") var name: String?
+
+        func validate() throws {
+            if let name, name.trimmingCharacters(in: .whitespaces).isEmpty { throw ValidationError("--name cannot be empty") }
+        }
+
+        func execute(_ context: CLIContext) async throws {
+            let id = try await context.itemID(item)
+            let path = (file as NSString).expandingTildeInPath
+            var isDirectory: ObjCBool = false
+            guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory), !isDirectory.boolValue else {
+                throw CLIError.usage("\(file) is not a file that can be read")
+            }
+            guard let data = FileManager.default.contents(atPath: path) else { throw CLIError.usage("\(file) cannot be read") }
+            let fileName = name ?? (path as NSString).lastPathComponent
+            let added = try await context.engine.addAttachment(itemID: id, fileName: fileName, contents: Array(data))
+            if output.json {
+                Presentation.printJSON(.object(["id": .string(added.id), "fileName": .string(added.fileName),
+                                                "size": added.size.map { .int($0) } ?? .null]))
+            } else {
+                Console.note("attached \"\(added.fileName)\" (\(data.count) bytes) as \(added.id)")
+            }
+        }
+    }
+
+    struct Get: VaultCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Download and decrypt an attachment.",
+            discussion: "Examples:\n  vaultsync attachment get Bank card.pdf --output ~/card.pdf\n  vaultsync attachment get Bank card.pdf --output -")
+        @OptionGroup var global: GlobalOptions
+        @Argument(help: "The item (id, id prefix or name).") var item: String
+        @Argument(help: "The attachment (file name or id).") var attachment: String
+        @Option(help: "Where to write the file (a new file, created 0600), or - for standard output.") var output: String
+
+        func execute(_ context: CLIContext) async throws {
+            let id = try await context.itemID(item)
+            let found = try await context.engine.attachment(itemID: id, reference: attachment)
+            let contents = try await context.engine.attachmentContents(itemID: id, attachmentID: found.id)
+            if output == "-" {
+                FileHandle.standardOutput.write(Data(contents))
+            } else {
+                try ExportCommand.writeNew(Data(contents), to: (output as NSString).expandingTildeInPath)
+                Console.note("wrote \"\(found.fileName)\" (\(contents.count) bytes) to \(output)")
+            }
+        }
+    }
+
+    struct Delete: VaultCommand {
+        static let configuration = CommandConfiguration(abstract: "Delete an attachment.",
+                                                        discussion: "Example:\n  vaultsync attachment delete Bank card.pdf")
+        @OptionGroup var global: GlobalOptions
+        @Argument(help: "The item (id, id prefix or name).") var item: String
+        @Argument(help: "The attachment (file name or id).") var attachment: String
+
+        func execute(_ context: CLIContext) async throws {
+            let id = try await context.itemID(item)
+            let found = try await context.engine.attachment(itemID: id, reference: attachment)
+            try await context.engine.deleteAttachment(itemID: id, attachmentID: found.id)
+            Console.note("deleted \"\(found.fileName)\"")
+        }
+    }
+}

@@ -1,0 +1,48 @@
+import Foundation
+import Testing
+import VaultModels
+import VaultTestSupport
+
+/// `vaultsync attachment …` through the built executable, against a real server.
+@Suite("CLI: attachments")
+struct AttachmentCommandTests {
+    @Test("add, list, get to a file and to standard output, delete; bad input gets a clear error and changes nothing")
+    func lifecycle() async throws {
+        let scenario = try await CLIScenario.start()
+        let a = try await scenario.device(register: true)
+        try await a.expect(["add", "note", "--name", "Recovery", "--notes", "see attachment"])
+        let folder = temporaryDirectory("vaultsync-attach")
+        let source = folder + "/codes.txt"
+        try "recovery-code-1\nrecovery-code-2\n".write(toFile: source, atomically: true, encoding: .utf8)
+
+        try await a.expect(["attachment", "add", "Recovery", source, "--name", "codes (2026).txt"])
+        let listed = try await a.json(["attachment", "list", "Recovery"])
+        #expect(listed.count == 1 && listed[0]?["fileName"]?.stringValue == "codes (2026).txt")
+
+        let b = try await scenario.device()
+        try await b.expect(["sync"])
+        let printed = try await b.expect(["attachment", "get", "Recovery", "codes (2026).txt", "--output", "-"])
+        #expect(printed.stdout == "recovery-code-1\nrecovery-code-2\n")
+        let target = folder + "/out.txt"
+        try await b.expect(["attachment", "get", "Recovery", "codes (2026).txt", "--output", target])
+        #expect(try String(contentsOfFile: target, encoding: .utf8) == "recovery-code-1\nrecovery-code-2\n")
+        let mode = try FileManager.default.attributesOfItem(atPath: target)[.posixPermissions] as? Int
+        #expect(mode == 0o600)
+        // An existing file is never overwritten.
+        let again = try await b.expect(["attachment", "get", "Recovery", "codes (2026).txt", "--output", target], status: 1)
+        #expect(again.stderr.contains("cannot create"))
+
+        let missing = try await a.expect(["attachment", "add", "Recovery", folder + "/no-such-file"], status: 64)
+        #expect(missing.stderr.contains("is not a file that can be read"))
+        let unknown = try await a.expect(["attachment", "get", "Recovery", "other.txt", "--output", "-"], status: 4)
+        #expect(unknown.stderr.contains("has no attachment \"other.txt\""))
+        #expect(try await a.json(["attachment", "list", "Recovery"]).count == 1)
+
+        try await a.expect(["attachment", "delete", "Recovery", "codes (2026).txt"])
+        #expect(try await a.json(["attachment", "list", "Recovery"]).count == 0)
+        try await b.expect(["sync"])
+        #expect(try await b.json(["attachment", "list", "Recovery"]).count == 0)
+        try? FileManager.default.removeItem(atPath: folder)
+        await scenario.finish([a, b])
+    }
+}
