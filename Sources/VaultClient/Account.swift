@@ -349,6 +349,9 @@ extension VaultEngine {
                 logger.info("the server was not told about the logout", metadata: ["reason": "\(error)"])
             }
         }
+        if let account = try await read({ tx in try tx.accounts.find(email: normalised) }) {
+            attachmentCache(userID: account.userID).removeAll()
+        }
         try await write { tx in
             try tx.accounts.remove(email: normalised)
             if forgetDevice { try tx.rememberedLogins.remove(email: normalised) }

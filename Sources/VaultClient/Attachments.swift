@@ -69,6 +69,7 @@ extension VaultEngine {
                 try await api.uploadAttachment(upload, cipherID: itemID, fileName: encryptedName, body: body, token: token)
             }
         }
+        attachmentCache(userID: current.userID).store(upload.attachmentID, encrypted: body)
         try await refreshCachedItem(itemID)
         return AttachmentSummary(id: upload.attachmentID, fileName: fileName, size: body.count, sizeName: nil)
     }
@@ -84,13 +85,28 @@ extension VaultEngine {
         let itemKey = try modelCall { try current.keys.fieldKey(itemKey: wire.key, organizationId: wire.organizationId, itemID: itemID) }
         // Attachments made before attachment keys existed are encrypted with the item's key itself.
         let fileKey = try attachment.key.map { wrapped in try cryptoCall { try wrapped.decryptKey(key: itemKey) } } ?? itemKey
-        let encrypted = try await attachmentCall {
-            let url = try await self.authorized { api, token in
-                try await api.attachmentDownloadURL(cipherID: itemID, attachmentID: attachmentID, token: token)
+        let cache = attachmentCache(userID: current.userID)
+        let encrypted: [UInt8]
+        if let cached = cache.read(attachmentID) {
+            encrypted = cached
+        } else {
+            do {
+                encrypted = try await attachmentCall {
+                    let url = try await self.authorized { api, token in
+                        try await api.attachmentDownloadURL(cipherID: itemID, attachmentID: attachmentID, token: token)
+                    }
+                    return try await self.authorized { api, _ in try await api.downloadAttachment(url: url) }
+                }
+            } catch VaultError.attachmentNeedsServer {
+                let name = (try? wire.decrypted(with: current.keys).attachments.first { $0.id == attachmentID }?.fileName) ?? nil
+                throw VaultError.attachmentNeedsServer(
+                    "The server could not be reached, and \"\(name ?? attachmentID)\" was never downloaded on this device; it can be read offline once it has been opened online.")
             }
-            return try await self.authorized { api, _ in try await api.downloadAttachment(url: url) }
         }
-        return try cryptoCall { try Array(EncString(binary: encrypted).decrypt(key: fileKey)) }
+        let contents = try cryptoCall { try Array(EncString(binary: encrypted).decrypt(key: fileKey)) }
+        // Kept only once it opened: a damaged download is never cached.
+        cache.store(attachmentID, encrypted: encrypted)
+        return contents
     }
 
     /// Deletes an attachment on the server and from the local copy. Needs the server.
@@ -105,7 +121,12 @@ extension VaultEngine {
         } catch VaultError.serverRefused(404, _) {
             // Deleted already (elsewhere, or an earlier attempt whose answer was lost).
         }
+        attachmentCache(userID: current.userID).remove(attachmentID)
         try await refreshCachedItem(itemID)
+    }
+
+    func attachmentCache(userID: String) -> AttachmentCache {
+        AttachmentCache(profileDatabase: store.path, userID: userID, limit: configuration.attachmentCacheBytes)
     }
 
     func requireNoQueuedChange(itemID: String, name: String) async throws {

@@ -248,6 +248,9 @@ public struct EngineConfiguration: Sendable {
     /// both started from, with a backup only for fields both changed differently (default); or the
     /// newer version wins and the other is kept as a backup copy, whatever fields they touched.
     public var conflictPolicy = ConflictPolicy.merge
+    /// Downloaded attachments kept encrypted on this device for reading offline, at most this many
+    /// bytes (least recently used evicted); 0: none kept.
+    public var attachmentCacheBytes = 256 * 1_048_576
     /// Queued changes resolved at once (bounded concurrency).
     public var resolutionConcurrency = 4
     /// Plain pushes per bulk request, where the server offers the VaultSync bulk extension (0: never).

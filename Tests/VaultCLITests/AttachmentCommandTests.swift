@@ -32,6 +32,15 @@ struct AttachmentCommandTests {
         let again = try await b.expect(["attachment", "get", "Recovery", "codes (2026).txt", "--output", target], status: 1)
         #expect(again.stderr.contains("cannot create"))
 
+        // Opened once, it reads offline (kept encrypted on the device).
+        await scenario.server.stop()
+        #expect(try await b.expect(["attachment", "get", "Recovery", "codes (2026).txt", "--output", "-"]).stdout
+                == "recovery-code-1\nrecovery-code-2\n")
+        try await scenario.server.start()
+        try await b.expect(["config", "attachment-cache", "lots"], status: 64)
+        try await b.expect(["config", "attachment-cache", "1GiB"])
+        #expect(try await b.json(["config", "show"])["attachmentCache"]?.intValue == 1 << 30)
+
         let missing = try await a.expect(["attachment", "add", "Recovery", folder + "/no-such-file"], status: 64)
         #expect(missing.stderr.contains("is not a file that can be read"))
         let unknown = try await a.expect(["attachment", "get", "Recovery", "other.txt", "--output", "-"], status: 4)

@@ -71,4 +71,49 @@ struct AttachmentTests {
         }
         await devices.finish()
     }
+
+    @Test("an attachment opened once reads offline from the encrypted cache; one never opened says so; the least recently used goes first")
+    func offlineCache() async throws {
+        let devices = try await TwoDevices.start()
+        let item = try await devices.a.engine.addItem(loginItem("Scans")).value
+        let id = try #require(item.id)
+        let first = SystemRandomSource().bytes(count: 100_000)
+        let second = SystemRandomSource().bytes(count: 100_000)
+        let third = SystemRandomSource().bytes(count: 100_000)
+        var ids: [String] = []
+        for (name, contents) in [("one.bin", first), ("two.bin", second), ("three.bin", third)] {
+            ids.append(try await devices.a.engine.addAttachment(itemID: id, fileName: name, contents: contents).id)
+        }
+        // B keeps at most about two files; it opens the first two online, then the third, then the first again.
+        let limit = 2 * 100_100
+        let b = try devices.b.reopen(url: await devices.scenario.server.url) { $0.attachmentCacheBytes = limit }
+        try await b.engine.unlock(email: devices.scenario.email, password: devices.scenario.password)
+        try await b.engine.pull()
+        #expect(try await b.engine.attachmentContents(itemID: id, attachmentID: ids[0]) == first)
+        #expect(try await b.engine.attachmentContents(itemID: id, attachmentID: ids[1]) == second)
+        #expect(try await b.engine.attachmentContents(itemID: id, attachmentID: ids[0]) == first)  // now the most recent
+        #expect(try await b.engine.attachmentContents(itemID: id, attachmentID: ids[2]) == third)  // evicts "two"
+        await b.engine.shutdown()
+
+        let offline = try devices.b.reopen(url: deadServerURL()) { $0.attachmentCacheBytes = limit }
+        try await offline.engine.unlock(email: devices.scenario.email, password: devices.scenario.password)
+        #expect(try await offline.engine.attachmentContents(itemID: id, attachmentID: ids[0]) == first)
+        #expect(try await offline.engine.attachmentContents(itemID: id, attachmentID: ids[2]) == third)
+        do {
+            _ = try await offline.engine.attachmentContents(itemID: id, attachmentID: ids[1])
+            Issue.record("an evicted attachment was read offline")
+        } catch VaultError.attachmentNeedsServer(let message) {
+            #expect(message.contains("\"two.bin\" was never downloaded on this device"))
+        }
+        // What the cache holds is the ciphertext the server sent, never the file.
+        let folder = (offline.engine.localStore.path as NSString).deletingLastPathComponent + "/attachment-cache"
+        let files = FileManager.default.enumerator(atPath: folder)?.compactMap { $0 as? String } ?? []
+        for file in files {
+            guard let data = FileManager.default.contents(atPath: folder + "/" + file), !data.isEmpty else { continue }
+            #expect(data.first == 2, "a binary EncString of type 2")
+            for plain in [first, second, third] { #expect(Data(data).range(of: Data(plain.prefix(64))) == nil) }
+        }
+        await offline.engine.shutdown()
+        await devices.finish()
+    }
 }

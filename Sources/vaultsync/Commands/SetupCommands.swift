@@ -17,7 +17,7 @@ struct ConfigCommand: AsyncParsableCommand {
           vaultsync config ca-file ~/company-root-ca.pem
           vaultsync config show --json
         """,
-        subcommands: [Server.self, LockTimeout.self, Conflicts.self, ConflictFolder.self, CAFile.self, Show.self],
+        subcommands: [Server.self, LockTimeout.self, Conflicts.self, ConflictFolder.self, AttachmentCache.self, CAFile.self, Show.self],
         defaultSubcommand: Show.self
     )
 
@@ -110,6 +110,40 @@ struct ConfigCommand: AsyncParsableCommand {
         }
     }
 
+    struct AttachmentCache: VaultCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "attachment-cache",
+            abstract: "How much of the downloaded attachments this device keeps (encrypted) for reading offline; 0 keeps none.",
+            discussion: "Sizes: bytes, or with KiB, MiB or GiB (default 256MiB).\n\nExamples:\n  vaultsync config attachment-cache 1GiB\n  vaultsync config attachment-cache 0")
+        static var needsUnlock: Bool { false }
+        @OptionGroup var global: GlobalOptions
+        @Argument(help: "The size (e.g. 512MiB).") var size: String
+
+        static func bytes(_ text: String) -> Int? {
+            let trimmed = text.trimmingCharacters(in: .whitespaces)
+            for (suffix, factor) in [("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10), ("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10), ("B", 1)]
+            where trimmed.hasSuffix(suffix) {
+                guard let number = Int(trimmed.dropLast(suffix.count).trimmingCharacters(in: .whitespaces)), number >= 0,
+                      number <= Int.max / factor else { return nil }
+                return number * factor
+            }
+            return Int(trimmed).flatMap { $0 >= 0 ? $0 : nil }
+        }
+
+        func validate() throws {
+            guard Self.bytes(size) != nil else { throw ValidationError("say a size such as 256MiB, 1GiB or 0") }
+        }
+
+        func execute(_ context: CLIContext) async throws {
+            var context = context
+            let bytes = Self.bytes(size) ?? 0
+            context.settings.attachmentCache = bytes
+            try context.saveSettings()
+            print(bytes == 0 ? "Downloaded attachments are not kept on this device"
+                             : "Up to \(bytes / 1_048_576) MiB of downloaded attachments are kept (encrypted) for reading offline")
+        }
+    }
+
     struct ConflictFolder: VaultCommand {
         static let configuration = CommandConfiguration(
             commandName: "conflict-folder",
@@ -143,6 +177,7 @@ struct ConfigCommand: AsyncParsableCommand {
                     "email": Presentation.string(settings.email),
                     "lockTimeout": .int(settings.lockTimeout ?? ProfileSettings.defaultLockTimeout),
                     "conflicts": .string(settings.effectiveConflictPolicy.rawValue),
+                    "attachmentCache": .int(settings.attachmentCache ?? EngineConfiguration(serverURL: "").attachmentCacheBytes),
                     "conflictFolder": .bool(settings.conflictFolder ?? false),
                     "caFile": Presentation.string(settings.effectiveCAFile(environment: context.environment)?.path),
                     "proxy": .string(ConnectionDescription.proxy(settings, environment: context.environment)),
@@ -154,6 +189,7 @@ struct ConfigCommand: AsyncParsableCommand {
             print("account          \(settings.email ?? "(not logged in)")")
             print("lock timeout     \(settings.lockTimeout ?? ProfileSettings.defaultLockTimeout) s")
             print("conflicts        \(settings.effectiveConflictPolicy.rawValue)")
+            print("attachment cache \((settings.attachmentCache ?? EngineConfiguration(serverURL: "").attachmentCacheBytes) / 1_048_576) MiB")
             print("conflict folder  \(settings.conflictFolder ?? false ? "on" : "off")")
             print("CA file          \(ConnectionDescription.caFile(settings, environment: context.environment))")
             print("proxy            \(ConnectionDescription.proxy(settings, environment: context.environment))")

@@ -109,6 +109,8 @@ struct ProfileSettings: Codable, Equatable {
     var conflictFolder: Bool?
     /// `config conflicts merge|backup` (``ConflictPolicy``'s raw value); unset: merge.
     var conflictPolicy: String?
+    /// `config attachment-cache SIZE`: bytes of downloaded attachments kept (encrypted); unset: the default.
+    var attachmentCache: Int?
     /// Plain HTTP to a server on another machine, allowed on purpose (`config server URL --insecure-allow-plain-http`).
     var insecureAllowPlainHTTP: Bool?
     /// A PEM file of extra certificate authorities (`config ca-file PATH`), absolute.
@@ -126,6 +128,7 @@ struct ProfileSettings: Codable, Equatable {
         var configuration = EngineConfiguration(serverURL: server ?? "")
         configuration.backupsInConflictFolder = conflictFolder ?? false
         configuration.conflictPolicy = effectiveConflictPolicy
+        if let attachmentCache { configuration.attachmentCacheBytes = attachmentCache }
         configuration.insecureAllowPlainHTTP = insecureAllowPlainHTTP ?? false
         configuration.caFile = effectiveCAFile(environment: environment)?.path
         configuration.proxy = ProxySettings.fromEnvironment(environment)

@@ -1,0 +1,74 @@
+import Foundation
+
+/// Downloaded attachments kept on this device for reading offline (docs/PROTOCOL.md, "Attachments
+/// (client)"): each file exactly as the server sent it, a binary EncString under the attachment's
+/// own key (ciphertext only: never plaintext on disk), one file per attachment id in a folder per user
+/// next to the profile database (0700, files 0600). An attachment's bytes never change under its id,
+/// so a cached file is always current. The folder is kept under `limit` bytes by evicting the least
+/// recently used files (a read touches its file's modification date).
+struct AttachmentCache: Sendable {
+    let folder: String
+    let limit: Int
+
+    init(profileDatabase: String, userID: String, limit: Int) {
+        folder = (profileDatabase as NSString).deletingLastPathComponent + "/attachment-cache/" + userID
+        self.limit = limit
+    }
+
+    private func path(_ attachmentID: String) -> String? {
+        // Ids are server-made; only a plain id names a file (never a path).
+        guard !attachmentID.isEmpty, attachmentID.allSatisfy({ $0.isLetter || $0.isNumber || $0 == "-" }) else { return nil }
+        return folder + "/" + attachmentID
+    }
+
+    /// The cached encrypted file, or `nil`; a hit counts as a use.
+    func read(_ attachmentID: String) -> [UInt8]? {
+        guard let path = path(attachmentID), let data = FileManager.default.contents(atPath: path) else { return nil }
+        try? FileManager.default.setAttributes([.modificationDate: Date()], ofItemAtPath: path)
+        return Array(data)
+    }
+
+    /// Keeps an encrypted file (if it fits the limit at all), then evicts the least recently used
+    /// files until the folder is under the limit. Best effort: a cache that cannot be written is a miss.
+    func store(_ attachmentID: String, encrypted: [UInt8]) {
+        guard limit > 0, encrypted.count <= limit, let path = path(attachmentID) else { return }
+        let manager = FileManager.default
+        try? manager.createDirectory(atPath: folder, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        let temporary = path + ".partial"
+        guard manager.createFile(atPath: temporary, contents: Data(encrypted), attributes: [.posixPermissions: 0o600]) else { return }
+        _ = rename(temporary, path)
+        evict()
+    }
+
+    /// Forgets one attachment (deleted).
+    func remove(_ attachmentID: String) {
+        guard let path = path(attachmentID) else { return }
+        try? FileManager.default.removeItem(atPath: path)
+    }
+
+    /// Forgets every file of the user (logout).
+    func removeAll() {
+        try? FileManager.default.removeItem(atPath: folder)
+    }
+
+    /// The cached files, oldest use first, with their sizes.
+    func entries() -> [(path: String, size: Int, used: Date)] {
+        let manager = FileManager.default
+        guard let names = try? manager.contentsOfDirectory(atPath: folder) else { return [] }
+        return names.compactMap { name in
+            let path = folder + "/" + name
+            guard let attributes = try? manager.attributesOfItem(atPath: path) else { return nil }
+            return (path, (attributes[.size] as? NSNumber)?.intValue ?? 0, attributes[.modificationDate] as? Date ?? .distantPast)
+        }.sorted { $0.used < $1.used }
+    }
+
+    func evict() {
+        var entries = entries()
+        var total = entries.reduce(0) { $0 + $1.size }
+        while total > limit, !entries.isEmpty {
+            let oldest = entries.removeFirst()
+            try? FileManager.default.removeItem(atPath: oldest.path)
+            total -= oldest.size
+        }
+    }
+}
