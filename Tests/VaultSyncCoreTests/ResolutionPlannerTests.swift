@@ -1,0 +1,160 @@
+import Testing
+import VaultModels
+@testable import VaultSyncCore
+
+@Suite("Resolution as a plan: the steps of each queued change, decided once")
+struct ResolutionPlannerTests {
+    static let original = WireDate(microsecondsSinceEpoch: 1_700_000_000_000_000)
+    static let later = original.adding(microseconds: 60_000_000)
+
+    static func record(_ kind: PendingChangeKind, content: Bool = true, passwordChanges: Int = 0,
+                       updated: WireDate = original) -> PendingChangeMetadata {
+        PendingChangeMetadata(kind: kind, originalRevisionDate: kind == .create ? nil : original, passwordChangeCount: passwordChanges,
+                              contentChanged: content, createdDate: original, updatedDate: updated)
+    }
+
+    static func facts(_ record: PendingChangeMetadata, _ server: ServerFacts, local: Bool = true, localTime: WireDate = original,
+                      merge: MergeFacts = .notApplicable, kind: PendingItemKind = .cipher) -> ResolutionFacts {
+        ResolutionFacts(itemKind: kind, record: record, localPresent: local, server: server, localUpdatedOnServerClock: localTime,
+                        merge: merge, createKey: "temp-1")
+    }
+
+    static let unchanged = ServerFacts.present(revision: original, holdsLocal: false)
+    static let moved = ServerFacts.present(revision: later, holdsLocal: false)
+    static let newer = later.adding(microseconds: 1_000_000)
+
+    @Test("every row of the matrix, as steps", arguments: [
+        // create / re-create: one create through every attempt, then the id swap
+        (facts(record(.create), .gone), [ResolutionStep.create(idempotencyKey: "temp-1"), .replayState, .swapID, .settle(.rebaseOnResult)]),
+        (facts(record(.create), .gone, local: false), [.removeLocally]),
+        (facts(record(.update), .gone), [.create(idempotencyKey: "temp-1"), .replayState, .swapID, .settle(.rebaseOnResult)]),
+        // update, server unchanged: a push; four password changes back the server's version up first
+        (facts(record(.update), unchanged), [.push(.local), .replayState, .settle(.rebaseOnResult)]),
+        (facts(record(.update, passwordChanges: 4), unchanged), [.backUp(.server), .push(.local), .replayState, .settle(.rebaseOnResult)]),
+        (facts(record(.update, passwordChanges: 4), unchanged, merge: .clean),
+         [.backUp(.server), .push(.local), .replayState, .settle(.rebaseOnResult)]),
+        // our own push, its answer lost
+        (facts(record(.update), .present(revision: later, holdsLocal: true)), [.replayState, .settle(.rebaseOnResult)]),
+        // update, server changed: newer wins, the loser backed up first
+        (facts(record(.update), moved, localTime: newer), [.backUp(.server), .push(.local), .replayState, .settle(.rebaseOnResult)]),
+        (facts(record(.update), moved, localTime: original), [.backUp(.local), .replayState, .settle(.keepBaseline)]),
+        // …or merged: no backup when clean, the loser's backup when a field was changed on both sides
+        (facts(record(.update), moved, localTime: newer, merge: .clean),
+         [.push(.merged), .replayState, .tell(.merged), .settle(.keepBaseline)]),
+        (facts(record(.update), moved, localTime: original, merge: .clean),
+         [.push(.merged), .replayState, .tell(.merged), .settle(.keepBaseline)]),
+        (facts(record(.update), moved, localTime: newer, merge: .conflicting),
+         [.backUp(.server), .push(.merged), .replayState, .tell(.merged), .settle(.keepBaseline)]),
+        (facts(record(.update), moved, localTime: original, merge: .conflicting),
+         [.backUp(.local), .push(.merged), .replayState, .tell(.merged), .settle(.keepBaseline)]),
+        // only trash/archive/folder/favorite changed here
+        (facts(record(.update, content: false), moved), [.replayState, .settle(.keepBaseline)]),
+        // deletes
+        (facts(record(.softDelete, content: false), unchanged), [.trash, .settle(.rebaseOnResult)]),
+        (facts(record(.softDelete, content: true), unchanged), [.push(.local), .replayState, .settle(.rebaseOnResult)]),
+        (facts(record(.hardDelete), unchanged, local: false), [.deleteForGood, .removeLocally]),
+        (facts(record(.hardDelete), moved, local: false), [.tell(.deleteDropped), .settle(.keepBaseline)]),
+        (facts(record(.softDelete, content: false), moved), [.tell(.deleteDropped), .settle(.keepBaseline)]),
+        (facts(record(.softDelete, content: true), moved), [.backUp(.local), .tell(.deleteDropped), .settle(.keepBaseline)]),
+        (facts(record(.softDelete), .gone), [.removeLocally]),
+        (facts(record(.hardDelete), .gone, local: false), [.removeLocally]),
+    ] as [(ResolutionFacts, [ResolutionStep])])
+    func items(facts: ResolutionFacts, expected: [ResolutionStep]) {
+        #expect(ResolutionPlanner.plan(facts) == expected)
+    }
+
+    @Test("an item created here and deleted for good before any answer: find the copy the create may have left, then go")
+    func lostCreateDeleted() {
+        var record = PendingChangeMetadata(kind: .hardDelete, originalRevisionDate: nil, createdDate: Self.original, updatedDate: Self.original)
+        record.createSent = true
+        #expect(ResolutionPlanner.plan(Self.facts(record, .gone, local: false)) == [.deleteLostCopy, .removeLocally])
+        record.createSent = nil
+        #expect(ResolutionPlanner.plan(Self.facts(record, .gone, local: false)) == [.removeLocally])
+    }
+
+    @Test("a step that needs the local version is never planned without it: the record just goes")
+    func noLocalVersion() {
+        for server in [Self.unchanged, Self.moved] {
+            #expect(ResolutionPlanner.plan(Self.facts(Self.record(.update), server, local: false, localTime: Self.newer)) == [.removeLocally])
+        }
+    }
+
+    @Test("a version backed up before a crash or a failed push is not backed up again when the change is planned again")
+    func backupsSurviveReplanning() {
+        let localWins = Self.facts(Self.record(.update, updated: Self.newer), Self.moved, localTime: Self.newer)
+        var progress = ResolutionProgress(backups: [BackedUpVersion(version: .server, date: Self.later, backupID: "b1")])
+        #expect(ResolutionPlanner.plan(localWins, progress: progress) == [.push(.local), .replayState, .settle(.rebaseOnResult)])
+        // Someone wrote in between ("out of date"): the server's newer version is a different version.
+        let movedAgain = ServerFacts.present(revision: Self.newer.adding(microseconds: 5_000_000), holdsLocal: false)
+        var again = localWins
+        again.server = movedAgain
+        again.localUpdatedOnServerClock = Self.newer.adding(microseconds: 9_000_000)
+        #expect(ResolutionPlanner.plan(again, progress: progress).first == .backUp(.server))
+        // The local version kept already: a later conflict on the same save does not copy it twice.
+        progress.backups = [BackedUpVersion(version: .local, date: Self.original, backupID: "b2")]
+        let serverWins = Self.facts(Self.record(.update), Self.moved, localTime: Self.original, merge: .conflicting)
+        #expect(ResolutionPlanner.plan(serverWins, progress: progress) == [.push(.merged), .replayState, .tell(.merged), .settle(.keepBaseline)])
+        // A new save here is a new version.
+        let resaved = Self.facts(Self.record(.update, updated: Self.original.adding(microseconds: 5_000_000)), Self.moved, localTime: Self.original)
+        #expect(ResolutionPlanner.plan(resaved, progress: progress).first == .backUp(.local))
+    }
+
+    @Test("folders: created once by key, renamed (the newer rename wins when both renamed), deleted", arguments: [
+        (facts(record(.create), .gone, kind: .folder), [ResolutionStep.create(idempotencyKey: "temp-1"), .swapID, .settle(.rebaseOnResult)]),
+        (facts(record(.update), .gone, kind: .folder), [.create(idempotencyKey: "temp-1"), .swapID, .settle(.rebaseOnResult)]),
+        (facts(record(.update), moved, kind: .folder), [.push(.local), .settle(.rebaseOnResult)]),
+        (facts(record(.update), moved, merge: .clean, kind: .folder), [.settle(.keepBaseline)]),
+        (facts(record(.update), moved, localTime: newer, merge: .conflicting, kind: .folder),
+         [.push(.local), .tell(.merged), .settle(.rebaseOnResult)]),
+        (facts(record(.update), moved, localTime: original, merge: .conflicting, kind: .folder), [.tell(.merged), .settle(.keepBaseline)]),
+        (facts(record(.hardDelete), unchanged, local: false, kind: .folder), [.deleteForGood, .removeLocally]),
+        (facts(record(.create), .gone, local: false, kind: .folder), [.removeLocally]),
+    ] as [(ResolutionFacts, [ResolutionStep])])
+    func folders(facts: ResolutionFacts, expected: [ResolutionStep]) {
+        #expect(ResolutionPlanner.plan(facts) == expected)
+    }
+
+    @Test("whatever the facts, a backup comes before the push or take it protects, and the plan ends by settling or removing")
+    func invariants() {
+        let kinds: [PendingChangeKind] = [.create, .update, .softDelete, .hardDelete]
+        let servers: [ServerFacts] = [.gone, Self.unchanged, Self.moved, .present(revision: Self.later, holdsLocal: true)]
+        let merges: [MergeFacts] = [.notApplicable, .clean, .conflicting]
+        var plans = 0
+        for itemKind in [PendingItemKind.cipher, .folder] {
+            for kind in kinds {
+                for server in servers {
+                    for merge in merges {
+                        for local in [true, false] {
+                            for content in [true, false] {
+                                for time in [Self.original, Self.newer] {
+                                    let facts = Self.facts(Self.record(kind, content: content, passwordChanges: content ? 5 : 0), server,
+                                                           local: local, localTime: time, merge: merge, kind: itemKind)
+                                    let steps = ResolutionPlanner.plan(facts)
+                                    plans += 1
+                                    #expect(!steps.isEmpty)
+                                    let last = steps.last
+                                    #expect(last == .removeLocally || last == .settle(.rebaseOnResult) || last == .settle(.keepBaseline),
+                                            "\(facts) → \(steps)")
+                                    if let backup = steps.firstIndex(where: { if case .backUp = $0 { return true }; return false }) {
+                                        let writes = steps.indices.filter { index in
+                                            switch steps[index] {
+                                            case .push, .create, .trash, .deleteForGood: return true
+                                            default: return false
+                                            }
+                                        }
+                                        #expect(writes.allSatisfy { $0 > backup }, "the backup first: \(steps)")
+                                    }
+                                    if !local {
+                                        #expect(!steps.contains(.push(.local)) && !steps.contains(.backUp(.local)),
+                                                "nothing of a local version that is not there: \(steps)")
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        #expect(plans == 2 * 4 * 4 * 3 * 2 * 2 * 2)
+    }
+}
