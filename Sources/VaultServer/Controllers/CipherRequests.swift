@@ -88,6 +88,11 @@ extension CipherWriteError {
         case .outOfDate: return .outOfDate
         case .forbidden(let message): return APIError(.badRequest, message)
         case .invalid(let message): return APIError(.badRequest, message)
+        case .createdSinceDeleted(let kind):
+            // Not 404: the client must tell "your create happened, and was deleted since" from "not found".
+            return APIError(.gone, "An earlier request with this Idempotency-Key created the \(kind == .cipher ? "item" : "folder"), "
+                            + "which has since been deleted.")
+        case .keyReused(let message): return APIError(.unprocessableContent, message)
         }
     }
 }
