@@ -40,8 +40,7 @@ enum CipherRequests {
             type: wire.type.rawValue, data: String(decoding: data.serialized(), as: UTF8.self),
             organizationID: wire.organizationId, folderID: wire.folderId, favorite: wire.favorite ?? false,
             archivedDate: wire.archivedDate?.microsecondsSinceEpoch,
-            lastKnownRevisionDate: wire.lastKnownRevisionDate?.microsecondsSinceEpoch,
-            encryptedName: wire.name.serialized)
+            lastKnownRevisionDate: wire.lastKnownRevisionDate?.microsecondsSinceEpoch)
     }
 
     /// The `Idempotency-Key` header of a create (docs/PROTOCOL.md, "Idempotent creates"): 1–255

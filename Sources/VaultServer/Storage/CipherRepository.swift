@@ -11,8 +11,6 @@ struct CipherWrite: Sendable {
     var archivedDate: Int64?
     /// From `lastKnownRevisionDate`; `nil` skips the stale-edit check.
     var lastKnownRevisionDate: Int64?
-    /// The encrypted name as sent (IV-unique: it identifies one client-side create across its retries).
-    var encryptedName: String?
     /// A create's `Idempotency-Key` (docs/PROTOCOL.md, "Idempotent creates"); kept per user.
     var createKey: String?
 }
@@ -37,9 +35,6 @@ extension VaultRepository {
     /// SQL for a cipher's next revision date: now, but always at least 1 ms after the previous one, so
     /// that no two revisions of an item share a millisecond (what clients send back, spec §3.7). Binds
     /// `now` twice.
-    /// How long a create with the same encrypted name counts as a retry of an earlier one (microseconds).
-    static let retryWindow: Int64 = 3600 * 1_000_000
-
     static let nextRevision = "CASE WHEN ? > revision_date + 1000 THEN ? ELSE revision_date + 1000 END"
 
     // MARK: Reading with access
@@ -249,19 +244,11 @@ extension VaultRepository {
                        bumpRevision bump: Bool = true, _ session: any SQLSession) async throws -> CipherRecord {
         // A create retried after its answer was lost, or delayed past the client's timeout and overtaken
         // by the retry, carries the same idempotency key whatever the item was renamed to in between:
-        // the key decides alone (docs/PROTOCOL.md, "Idempotent creates").
+        // the key decides alone (docs/PROTOCOL.md, "Idempotent creates"). Without a key every create
+        // makes an item: nothing is matched by name (ciphers.create_name, migration 2, is no longer written).
         let createKey = write.createKey.map { CreateKey(userID: userID, key: $0, kind: .cipher) }
         if let createKey, let earlier = try await Self.earlierCreate(createKey, session) {
             return try await Self.earlierCipher(id: earlier, userID: userID, session)
-        }
-        // Without a key: a recent item of the same owner created with the same IV-unique encrypted name.
-        let owner: (column: String, value: SQLValue) = write.organizationID.map { ("organization_id", .text($0)) } ?? ("user_id", .text(userID))
-        if write.createKey == nil, let name = write.encryptedName,
-           let earlier = try await session.query(
-            "SELECT id FROM ciphers WHERE \(owner.column) = ? AND create_name = ? AND created_at > ? LIMIT 1",
-            [owner.value, .text(name), .int(now - Self.retryWindow)]).first?.text("id"),
-           let record = try await Self.visibleCiphers(userID: userID, onlyID: earlier, session).first {
-            return record
         }
         let id = newID()
         if let orgID = write.organizationID {
@@ -274,10 +261,10 @@ extension VaultRepository {
             return try await Self.earlierCipher(id: earlier, userID: userID, session)
         }
         try await session.query("""
-            INSERT INTO ciphers (id, user_id, organization_id, type, data, created_at, revision_date, deleted_date, create_name)
-            VALUES (?, ?, ?, ?, ?, ?, ?, NULL, ?)
+            INSERT INTO ciphers (id, user_id, organization_id, type, data, created_at, revision_date, deleted_date)
+            VALUES (?, ?, ?, ?, ?, ?, ?, NULL)
             """, [.text(id), write.organizationID == nil ? .text(userID) : .null, .optionalText(write.organizationID),
-                  .int(Int64(write.type)), .text(write.data), .int(now), .int(now), .optionalText(write.encryptedName)])
+                  .int(Int64(write.type)), .text(write.data), .int(now), .int(now)])
         for collectionID in Set(collectionIDs) {
             try await session.query("INSERT INTO collection_ciphers (collection_id, cipher_id) VALUES (?, ?)", [.text(collectionID), .text(id)])
         }
