@@ -425,8 +425,11 @@ public final class BitwardenAPI: Sendable {
         return try cipher(try await send(.PUT, "/api/ciphers/\(id)/partial", token: token, json: .object(body)))
     }
 
-    public func createFolder(name: EncString, token: String) async throws -> FolderWire {
-        try folder(try await send(.POST, "/api/folders", token: token, json: .object(["name": .string(name.serialized)])))
+    /// Creates a folder. `idempotencyKey`: the same for every attempt at one create (docs/PROTOCOL.md,
+    /// "Idempotent creates"); a server that honours it answers a repeat with the folder the first made.
+    public func createFolder(name: EncString, idempotencyKey: String? = nil, token: String) async throws -> FolderWire {
+        try folder(try await send(.POST, "/api/folders", token: token, json: .object(["name": .string(name.serialized)]),
+                                  idempotencyKey: idempotencyKey))
     }
 
     public func renameFolder(id: String, name: EncString, token: String) async throws -> FolderWire {

@@ -37,6 +37,14 @@ public enum ServerCallError: Error, Sendable, Equatable {
         return nil
     }
 
+    /// A repeated create whose first attempt made the item, which was deleted for good since: `410` (the
+    /// VaultSync server, docs/PROTOCOL.md "Idempotent creates"). Never a reason to create it a second time
+    /// under the same key.
+    public var isCreatedSinceDeleted: Bool {
+        if case .http(410, _) = self { return true }
+        return false
+    }
+
     /// 404, or Vaultwarden's 400 "doesn't exist"/"not owned"/"Invalid folder" (spec §3.3).
     public var isGone: Bool {
         guard case .http(let status, let message) = self else { return false }

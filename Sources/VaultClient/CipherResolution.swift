@@ -19,10 +19,18 @@ extension VaultEngine {
         // seed 001 AP-R2: compare on the server's clock.
         let localUpdated = clockOffsetBox.current?.serverTime(forDeviceTime: change.metadata.updatedDate) ?? change.metadata.updatedDate
 
-        // A backup left half-done by an earlier run is finished first (found by its exact encrypted name).
+        // A backup left half-done by an earlier run is finished first: posted again with its idempotency key
+        // (unless the snapshot has it, found by its wrapped item key or exact encrypted name).
         if let pending = change.metadata.pendingBackup, let backup = try? CipherWire(jsonBytes: Array(pending.utf8)) {
-            let created = try await createIdempotently(backup, context: context)
-            try await storeBackup(created, originalID: change.itemID, change: &change, report: &report)
+            let key = change.metadata.backupDoneFor.map { Self.backupKey(change, marker: $0) }
+            do {
+                let created = try await createIdempotently(backup, idempotencyKey: key, context: context)
+                try await storeBackup(created, originalID: change.itemID, change: &change, report: &report)
+            } catch let error as ServerCallError where error.isCreatedSinceDeleted {
+                // The earlier attempt made the backup and it was deleted for good since (the conflict was
+                // settled on another device): the version was kept until someone chose; nothing to redo.
+                try await forgetPendingBackup(&change)
+            }
         }
 
         for _ in 0..<3 {
@@ -75,9 +83,21 @@ extension VaultEngine {
             guard let local else { return try await dropRecord(change) }
             if plan == .create { try await noteCreateSent(&change) }
             // A create is one create through every attempt: its temporary id is the idempotency key (a server that
-            // honours it answers a retry, or a post delayed past the client's timeout, with the first item).
-            var created = try await createIdempotently(local, earlierNames: change.metadata.earlierNames ?? [],
-                                                       idempotencyKey: plan == .create ? itemID : nil, context: context)
+            // honours it answers a retry, or a post delayed past the client's timeout, with the first item). A
+            // re-creation has a key of its own, derived from its record.
+            var recreated = plan == .recreateFromLocal
+            var created: CipherWire
+            do {
+                created = try await createIdempotently(local, earlierNames: change.metadata.earlierNames ?? [],
+                                                       idempotencyKey: recreated ? Self.recreationKey(change) : itemID, context: context)
+            } catch let error as ServerCallError where !recreated && error.isCreatedSinceDeleted {
+                // An earlier attempt made the item and another device deleted it for good since. As for any item
+                // kept here and deleted for good elsewhere, this version comes back as a new item (nothing lost).
+                recreated = true
+                let name = (try? local.decrypted(with: current.keys).name) ?? itemID
+                report.messages.append("\"\(name)\" was deleted for good on another device after it was created here: your version was kept.")
+                created = try await createIdempotently(local, idempotencyKey: Self.recreationKey(change), context: context)
+            }
             if let adoptedID = created.id, adoptedID != itemID, try await hasQueueRecord(itemID: adoptedID) {
                 // The earlier attempt reached the server, a pull brought it here as a second item, and it was
                 // changed here too (its own record): two local copies of one item. Neither may overwrite the
@@ -105,7 +125,7 @@ extension VaultEngine {
                 // and the other is backed up first. A recreation (the server lost the item) adopts by a name
                 // every device that had the item shares: the copy found may be another device's recreation,
                 // never to be overwritten unseen, so it is always a conflict.
-                let untouched = plan == .create && Self.isUntouched(created)
+                let untouched = !recreated && Self.isUntouched(created)
                 let localUpdated = clockOffsetBox.current?.serverTime(forDeviceTime: change.metadata.updatedDate) ?? change.metadata.updatedDate
                 if untouched || localUpdated > revision {
                     if !untouched {
@@ -562,9 +582,19 @@ extension VaultEngine {
             }
         }
         logger.debug("conflict backup", metadata: ["item": "\(originalID)", "losing": "\(marker)"])
-        var created = try await authorized { api, token in try await api.createCipher(backup, token: token) }
+        // Every attempt at this backup carries one key (a lost answer is settled by the server, not a second copy).
+        let idempotencyKey = Self.backupKey(change, marker: marker)
+        var created = try await authorized { api, token in try await api.createCipher(backup, idempotencyKey: idempotencyKey, token: token) }
         created = try await applyState(of: backup, to: created)
         try await storeBackup(created, originalID: originalID, change: &change, report: &report)
+    }
+
+    /// Clears the record's half-done backup without storing one (see the `410` case in ``resolveCipher``).
+    func forgetPendingBackup(_ change: inout PendingChange) async throws {
+        change.metadata.pendingBackup = nil
+        let noted = change
+        let key = try requireSession().keys.userKey
+        try await write { db in _ = try Self.updateStoredRecord(noted, db, key: key) { $0.pendingBackup = nil } }
     }
 
     /// Records a backup another device made of the version this resolution would back up: the record

@@ -303,7 +303,8 @@ extension VaultEngine {
         var view = FolderView(id: id, name: name, revisionDate: clock.now())
         let wire = try modelCall { try view.encrypted(with: current.keys, random: random) }
         let result = try await saveFolder(id: id, operation: .create, local: wire, previous: nil) { api, token in
-            try await api.createFolder(name: wire.name, token: token)
+            // The temporary id names this create in every attempt (the queued create keeps it).
+            try await api.createFolder(name: wire.name, idempotencyKey: id, token: token)
         }
         view = try modelCall { try (result.value ?? wire).decrypted(with: current.keys) }
         return SaveResult(value: view, outcome: result.outcome)

@@ -518,14 +518,32 @@ extension VaultEngine {
                 }
             } else {
                 try await noteCreateSent(&change)
-                created = try await authorized { api, token in try await api.createFolder(name: local.name, token: token) }
+                // Its temporary id is its idempotency key: a server that honours it answers a retry, a rename
+                // retried or a post delayed past the timeout, with the folder the first attempt made.
+                let key = change.itemID
+                do {
+                    created = try await authorized { api, token in try await api.createFolder(name: local.name, idempotencyKey: key, token: token) }
+                } catch let error as ServerCallError where error.isCreatedSinceDeleted {
+                    // Made by an earlier attempt and deleted for good elsewhere since: as for a folder renamed
+                    // here and deleted elsewhere, the local one comes back (under a key of its own).
+                    let recreation = Self.recreationKey(change)
+                    created = try await authorized { api, token in
+                        try await api.createFolder(name: local.name, idempotencyKey: recreation, token: token)
+                    }
+                }
+                // The key's answer is the folder an earlier attempt made, as it is now: renamed elsewhere
+                // since, it takes the local name, as a copy adopted from the snapshot does.
+                if let createdID = created.id, created.name.serialized != local.name.serialized {
+                    created = try await authorized { api, token in try await api.renameFolder(id: createdID, name: local.name, token: token) }
+                }
             }
             try await swapFolderID(from: change.itemID, to: created, change: change)
         case .update:
             guard let local else { return try await dropRecord(change) }
             guard context.serverFolders[change.itemID] != nil else {
                 // Deleted on the server: recreate it with the local name (nothing lost).
-                let created = try await authorized { api, token in try await api.createFolder(name: local.name, token: token) }
+                let key = Self.recreationKey(change)
+                let created = try await authorized { api, token in try await api.createFolder(name: local.name, idempotencyKey: key, token: token) }
                 return try await swapFolderID(from: change.itemID, to: created, change: change)
             }
             if let kept = try await keptServerFolderName(change, local: local, context: context, report: &report) {
@@ -604,6 +622,21 @@ extension VaultEngine {
                 try tx.queue(of: userID).remove(recordID: change.id)
             }
         }
+    }
+
+    /// The idempotency key of a create this device decides on while resolving `change`: the re-creation
+    /// of an item or folder the server no longer has. Derived from the queue record's id (a random UUID
+    /// kept with the record) and the id of what it re-creates, both durable before the first attempt, so
+    /// every attempt carries the same key; a later re-creation of the item it makes has another id.
+    static func recreationKey(_ change: PendingChange) -> String {
+        "recreate-\(change.id)-\(change.itemID)"
+    }
+
+    /// The idempotency key of a conflict backup: the queue record's id and the marker of the version it
+    /// keeps (`server:…`/`local:…`), stored with the backup before it is first posted (one backup per
+    /// record and version: ``backUp`` never makes a second for a marker already done).
+    static func backupKey(_ change: PendingChange, marker: String) -> String {
+        "backup-\(change.id)-\(marker)"
     }
 
     func dropRecord(_ change: PendingChange) async throws {

@@ -630,6 +630,113 @@ struct ResolutionFaultTests {
         await devices.finish()
     }
 
+    @Test("a folder whose create answer is lost, renamed on another device and renamed here too: one folder (its idempotency key)")
+    func lostFolderCreateRenamedElsewhereAndHere() async throws {
+        let devices = try await TwoDevices.start()
+        let a = try await offline(devices)
+        let folder = try await a.engine.createFolder(name: "Made here").value
+        let (viaProxy, proxy) = try await throughProxy(devices)
+        await proxy.add(.init(method: "POST", pathPrefix: "/api/folders", action: .forwardThenDrop))
+        #expect(try await viaProxy.engine.sync().stillPending == 1)
+        #expect(await proxy.firedCount == 1)
+        // B finds the folder the lost create made and renames it: none of A's names is on the server now.
+        try await devices.b.engine.pull()
+        let onB = try #require(try await devices.b.engine.folders().first?.id)
+        _ = try await devices.b.engine.renameFolder(id: onB, name: "Renamed on B")
+        _ = try await viaProxy.engine.renameFolder(id: try #require(folder.id), name: "Renamed here")
+        try await viaProxy.engine.retryPending()
+        _ = try await viaProxy.engine.sync()
+        #expect(try await viaProxy.engine.pendingCount() == 0)
+        try await devices.b.engine.pull()
+        #expect(try await devices.b.engine.folders().map(\.name) == ["Renamed here"], "the server answered the key with B's folder; the later rename goes on top")
+        #expect(try await viaProxy.engine.folders().map(\.name) == ["Renamed here"])
+        await proxy.stop()
+        await devices.finish()
+    }
+
+    @Test("a conflict backup whose post is held past the timeout and posted again: one backup (its idempotency key)")
+    func delayedBackupPostedAgain() async throws {
+        let devices = try await TwoDevices.start()
+        _ = try await bEditsThenAEditsOffline(devices, name: "Contested", bPassword: "b-online", aPassword: "a-offline-newer")
+        let (impatient, proxy) = try await throughProxy(devices) { $0.bulkPushSize = 0; $0.api.requestTimeout = .seconds(2) }
+        // The backup of B's version is the run's first POST: held on the wire until released.
+        await proxy.add(.init(method: "POST", pathPrefix: "/api/ciphers", action: .holdUntilReleased))
+        let first = try await impatient.engine.sync()
+        #expect(first.stillPending == 1 && first.backups.isEmpty, "\(first)")
+        #expect(await proxy.firedCount == 1, "the backup is held")
+        await impatient.engine.shutdown()
+        // The app restarts and syncs: the snapshot has no backup, so the stored one is posted again (same key).
+        let a = try devices.a.reopen(url: await proxy.url) { $0.bulkPushSize = 0 }
+        try await a.engine.unlock(email: devices.scenario.email, password: devices.scenario.password)
+        try await a.engine.retryPending()
+        let rerun = try await a.engine.sync()
+        #expect(rerun.backups.count == 1 && rerun.stillPending == 0, "\(rerun)")
+        // Then the first post reaches the server, which answers it with the backup the rerun made.
+        let answered = Counter()
+        await proxy.setForwardHook { method, _ in if method == "POST" { await answered.increment() } }
+        await proxy.releaseHeld()
+        #expect(await waitUntil { await answered.value == 1 }, "the held backup reached the server")
+        _ = try await a.engine.sync()
+        try await devices.b.engine.pull()
+        let views = try await devices.b.engine.views()
+        #expect(views.filter { $0.name.hasPrefix("Contested - offline conflict") }.count == 1, "one backup: \(views.map(\.name))")
+        #expect(try await devices.b.engine.view(named: "Contested")?.login?.password == "a-offline-newer")
+        expectSurvive(["b-online", "a-offline-newer"], in: views)
+        await a.engine.shutdown()
+        await proxy.stop()
+        await devices.finish()
+    }
+
+    @Test("a conflict backup whose answer was lost, deleted for good on another device before the retry: not made again (410)")
+    func lostBackupAnswerThenDeletedElsewhere() async throws {
+        let devices = try await TwoDevices.start()
+        _ = try await bEditsThenAEditsOffline(devices, name: "Contested", bPassword: "b-online", aPassword: "a-offline-newer")
+        let (a, proxy) = try await throughProxy(devices) { $0.bulkPushSize = 0 }
+        // The backup of B's version is the run's first POST: it reaches the server, its answer does not.
+        await proxy.add(.init(method: "POST", pathPrefix: "/api/ciphers", action: .forwardThenClose))
+        #expect(try await a.engine.sync().stillPending == 1)
+        // B settles the conflict: the backup is deleted for good before A hears of it.
+        try await devices.b.engine.pull()
+        let backup = try #require(try await devices.b.engine.views().first { $0.name.hasPrefix("Contested - offline conflict") }?.id)
+        _ = try await devices.b.engine.permanentlyDeleteItem(id: backup)
+        try await a.engine.retryPending()
+        _ = try await a.engine.sync()
+        #expect(try await a.engine.pendingCount() == 0)
+        try await devices.b.engine.pull()
+        let views = try await devices.b.engine.views()
+        #expect(views.map(\.name) == ["Contested"], "the backup is not made a second time: \(views.map(\.name))")
+        #expect(views.first?.login?.password == "a-offline-newer")
+        #expect(try await a.engine.views().map(\.name) == ["Contested"])
+        await proxy.stop()
+        await devices.finish()
+    }
+
+    @Test("a create whose answer was lost, deleted for good on another device before the retry: the server says so (410) and this version comes back once")
+    func lostCreateAnswerThenDeletedElsewhere() async throws {
+        let devices = try await TwoDevices.start()
+        let (a, proxy) = try await throughProxy(devices, losingFirstAnswerTo: "/api/ciphers")
+        let id = try #require(try await a.engine.addItem(loginItem("Kept here", password: "mine")).value.id)
+        #expect(await proxy.firedByAction["forward-then-502"] == 1)
+        try await devices.b.engine.pull()
+        let onB = try #require(try await devices.b.engine.view(named: "Kept here")?.id)
+        _ = try await devices.b.engine.permanentlyDeleteItem(id: onB)
+        var here = try await a.engine.item(id: id)
+        here.login?.password = "edited here"
+        _ = try await a.engine.updateItem(here)
+        try await a.engine.retryPending()
+        let report = try await a.engine.sync()
+        #expect(try await a.engine.pendingCount() == 0)
+        #expect(report.messages.contains { $0.contains("deleted for good on another device") }, "\(report.messages)")
+        _ = try await a.engine.sync()
+        try await devices.b.engine.pull()
+        let views = try await devices.b.engine.views()
+        #expect(views.map(\.name) == ["Kept here"], "one item, re-created once under its own key")
+        #expect(views.first?.login?.password == "edited here")
+        #expect(try await a.engine.views().map(\.id) == views.map(\.id))
+        await proxy.stop()
+        await devices.finish()
+    }
+
     @Test("an item deleted for good after its create answer was lost: the copy on the server goes too (it does not come back)",
           arguments: [false, true])
     func lostCreateAnswerThenDeleted(createdOnline: Bool) async throws {

@@ -40,8 +40,7 @@ enum CipherRequests {
             type: wire.type.rawValue, data: String(decoding: data.serialized(), as: UTF8.self),
             organizationID: wire.organizationId, folderID: wire.folderId, favorite: wire.favorite ?? false,
             archivedDate: wire.archivedDate?.microsecondsSinceEpoch,
-            lastKnownRevisionDate: wire.lastKnownRevisionDate?.microsecondsSinceEpoch,
-            encryptedName: wire.name.serialized)
+            lastKnownRevisionDate: wire.lastKnownRevisionDate?.microsecondsSinceEpoch)
     }
 
     /// The `Idempotency-Key` header of a create (docs/PROTOCOL.md, "Idempotent creates"): 1–255
@@ -88,6 +87,11 @@ extension CipherWriteError {
         case .outOfDate: return .outOfDate
         case .forbidden(let message): return APIError(.badRequest, message)
         case .invalid(let message): return APIError(.badRequest, message)
+        case .createdSinceDeleted(let kind):
+            // Not 404: the client must tell "your create happened, and was deleted since" from "not found".
+            return APIError(.gone, "An earlier request with this Idempotency-Key created the \(kind == .cipher ? "item" : "folder"), "
+                            + "which has since been deleted.")
+        case .keyReused(let message): return APIError(.unprocessableContent, message)
         }
     }
 }

@@ -65,8 +65,14 @@ struct CiphersController {
         }
         api.post("folders") { request, context in
             let (name, id) = try await folderBody(request)
-            let folder = try await services.repository.createFolder(userID: try context.requireUser(), id: id, name: name, now: services.now())
-            return JSONResponse.make(.object(services.renderer(for: nil).folder(folder)))
+            let key = try CipherRequests.idempotencyKey(request)
+            do {
+                let folder = try await services.repository.createFolder(userID: try context.requireUser(), id: id, name: name,
+                                                                        createKey: key, now: services.now())
+                return JSONResponse.make(.object(services.renderer(for: nil).folder(folder)))
+            } catch let error as CipherWriteError {
+                throw error.apiError
+            }
         }
         for method in [HTTPRequest.Method.put, .post] {
             api.on("folders/:id", method: method) { request, context in
@@ -116,7 +122,7 @@ struct CiphersController {
         }
         var write = try CipherRequests.write(from: cipherObject, path: wrapped ? "$.cipher" : "$")
         write.lastKnownRevisionDate = nil  // creates skip the check (spec §3.2)
-        write.createKey = try CipherRequests.idempotencyKey(request).map { "\(userID):\($0)" }
+        write.createKey = try CipherRequests.idempotencyKey(request)
         do {
             let record = try await services.repository.createCipher(
                 userID: userID, write: write, collectionIDs: collections, requireCollections: wrapped && write.organizationID != nil,
@@ -204,7 +210,7 @@ struct CiphersController {
             let key = try CipherRequests.checkedIdempotencyKey(object["idempotencyKey"]?.stringValue ?? "", field: "ciphers[\(index)].idempotencyKey")
             var write = try CipherRequests.write(from: object, path: "$.ciphers[\(index)]")
             write.lastKnownRevisionDate = nil
-            write.createKey = "\(userID):\(key)"
+            write.createKey = key
             keys.append(key)
             writes.append(write)
         }

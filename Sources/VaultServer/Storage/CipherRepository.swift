@@ -11,9 +11,7 @@ struct CipherWrite: Sendable {
     var archivedDate: Int64?
     /// From `lastKnownRevisionDate`; `nil` skips the stale-edit check.
     var lastKnownRevisionDate: Int64?
-    /// The encrypted name as sent (IV-unique: it identifies one client-side create across its retries).
-    var encryptedName: String?
-    /// A create's `Idempotency-Key`, prefixed with the creating user's id (docs/PROTOCOL.md, "Idempotent creates").
+    /// A create's `Idempotency-Key` (docs/PROTOCOL.md, "Idempotent creates"); kept per user.
     var createKey: String?
 }
 
@@ -23,6 +21,10 @@ enum CipherWriteOutcome: Sendable {
     case outOfDate
     case forbidden(String)
     case invalid(String)
+    /// A repeated create whose first attempt made the item, deleted for good since (or no longer visible).
+    case createdSinceDeleted(CreateKind)
+    /// An idempotency key the user sent with a create of another kind.
+    case keyReused(String)
 }
 
 struct CipherWriteError: Error {
@@ -33,9 +35,6 @@ extension VaultRepository {
     /// SQL for a cipher's next revision date: now, but always at least 1 ms after the previous one, so
     /// that no two revisions of an item share a millisecond (what clients send back, spec §3.7). Binds
     /// `now` twice.
-    /// How long a create with the same encrypted name counts as a retry of an earlier one (microseconds).
-    static let retryWindow: Int64 = 3600 * 1_000_000
-
     static let nextRevision = "CASE WHEN ? > revision_date + 1000 THEN ? ELSE revision_date + 1000 END"
 
     // MARK: Reading with access
@@ -244,44 +243,28 @@ extension VaultRepository {
     static func create(userID: String, write: CipherWrite, collectionIDs: [String], requireCollections: Bool, now: Int64,
                        bumpRevision bump: Bool = true, _ session: any SQLSession) async throws -> CipherRecord {
         // A create retried after its answer was lost, or delayed past the client's timeout and overtaken
-        // by the retry: every attempt carries the same encrypted name, whose random IV makes it unique
-        // (the retry may carry later offline edits, so the rest of the payload can differ). A recent
-        // item of the same owner created with that name is that earlier attempt: answer with it
-        // (whatever it holds now) instead of storing a duplicate. Clients adopt by the same rule.
-        // With an idempotency key, the key decides alone: the same create in every attempt, renamed or not.
-        if let key = write.createKey, let earlier = try await session.query("SELECT id FROM ciphers WHERE create_key = ?", [.text(key)]).first?.text("id") {
-            guard let record = try await Self.visibleCiphers(userID: userID, onlyID: earlier, session).first else {
-                throw CipherWriteError(outcome: .notFound)
-            }
-            return record
-        }
-        let owner: (column: String, value: SQLValue) = write.organizationID.map { ("organization_id", .text($0)) } ?? ("user_id", .text(userID))
-        if write.createKey == nil, let name = write.encryptedName,
-           let earlier = try await session.query(
-            "SELECT id FROM ciphers WHERE \(owner.column) = ? AND create_name = ? AND created_at > ? LIMIT 1",
-            [owner.value, .text(name), .int(now - Self.retryWindow)]).first?.text("id"),
-           let record = try await Self.visibleCiphers(userID: userID, onlyID: earlier, session).first {
-            return record
+        // by the retry, carries the same idempotency key whatever the item was renamed to in between:
+        // the key decides alone (docs/PROTOCOL.md, "Idempotent creates"). Without a key every create
+        // makes an item: nothing is matched by name (ciphers.create_name, migration 2, is no longer written).
+        let createKey = write.createKey.map { CreateKey(userID: userID, key: $0, kind: .cipher) }
+        if let createKey, let earlier = try await Self.earlierCreate(createKey, session) {
+            return try await Self.earlierCipher(id: earlier, userID: userID, session)
         }
         let id = newID()
         if let orgID = write.organizationID {
             try await Self.checkCollectionWrite(userID: userID, organizationID: orgID, collectionIDs: collectionIDs,
                                                 requireCollections: requireCollections, session)
         }
-        let inserted = try await session.query("""
-            INSERT INTO ciphers (id, user_id, organization_id, type, data, created_at, revision_date, deleted_date, create_name, create_key)
-            VALUES (?, ?, ?, ?, ?, ?, ?, NULL, ?, ?) ON CONFLICT (create_key) DO NOTHING RETURNING id
-            """, [.text(id), write.organizationID == nil ? .text(userID) : .null, .optionalText(write.organizationID),
-                  .int(Int64(write.type)), .text(write.data), .int(now), .int(now), .optionalText(write.encryptedName),
-                  .optionalText(write.createKey)])
-        if inserted.isEmpty, let key = write.createKey {
-            // Another attempt with the same key committed first (PostgreSQL waits for it): answer with its item.
-            guard let earlier = try await session.query("SELECT id FROM ciphers WHERE create_key = ?", [.text(key)]).first?.text("id"),
-                  let record = try await Self.visibleCiphers(userID: userID, onlyID: earlier, session).first else {
-                throw CipherWriteError(outcome: .notFound)
-            }
-            return record
+        if let createKey, try await !Self.claim(createKey, itemID: id, now: now, session) {
+            // Another attempt with the same key committed first: answer with its item.
+            guard let earlier = try await Self.earlierCreate(createKey, session) else { throw CipherWriteError(outcome: .notFound) }
+            return try await Self.earlierCipher(id: earlier, userID: userID, session)
         }
+        try await session.query("""
+            INSERT INTO ciphers (id, user_id, organization_id, type, data, created_at, revision_date, deleted_date)
+            VALUES (?, ?, ?, ?, ?, ?, ?, NULL)
+            """, [.text(id), write.organizationID == nil ? .text(userID) : .null, .optionalText(write.organizationID),
+                  .int(Int64(write.type)), .text(write.data), .int(now), .int(now)])
         for collectionID in Set(collectionIDs) {
             try await session.query("INSERT INTO collection_ciphers (collection_id, cipher_id) VALUES (?, ?)", [.text(collectionID), .text(id)])
         }

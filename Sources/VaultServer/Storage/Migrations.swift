@@ -234,6 +234,30 @@ enum Migrations {
                 "CREATE INDEX ciphers_user_created ON ciphers(user_id, created_at, id)",
             ]
         },
+        Migration(version: 9, name: "idempotency keys of item and folder creates, kept after the item is deleted") { d in
+            [
+                // One row per create a user sent with `Idempotency-Key` (docs/PROTOCOL.md, "Idempotent creates"):
+                // what it made (kind: cipher or folder) and its id. The primary key makes two attempts that
+                // arrive together insert once. No foreign key to the item: the row outlives it, so a replay
+                // after the item was deleted for good answers "created, deleted since" and never creates it again.
+                """
+                CREATE TABLE create_keys (
+                    user_id TEXT NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+                    idempotency_key TEXT NOT NULL,
+                    kind TEXT NOT NULL,
+                    item_id TEXT NOT NULL,
+                    created_at \(d.integer) NOT NULL,
+                    PRIMARY KEY (user_id, idempotency_key)
+                )
+                """,
+                // The keys version 4 kept on the ciphers (`USERID:KEY`; user ids are 36-character UUIDs).
+                """
+                INSERT INTO create_keys (user_id, idempotency_key, kind, item_id, created_at)
+                SELECT substr(create_key, 1, 36), substr(create_key, 38), 'cipher', id, created_at FROM ciphers
+                WHERE create_key IS NOT NULL AND substr(create_key, 1, 36) IN (SELECT id FROM users)
+                """,
+            ]
+        },
     ]
 
     /// Applies every migration not applied yet, in one transaction per migration. On PostgreSQL an

@@ -189,9 +189,21 @@ public final class VaultRepository: Sendable {
         }
     }
 
-    func createFolder(userID: String, id: String?, name: String, now: Int64) async throws -> FolderRecord {
+    /// Creates a folder. With an idempotency key (docs/PROTOCOL.md, "Idempotent creates") a repeat of
+    /// an earlier create answers with the folder it made, as it is now, and changes nothing; `410`
+    /// (``CipherWriteOutcome/createdSinceDeleted(_:)``) if that folder was deleted since.
+    func createFolder(userID: String, id: String?, name: String, createKey key: String?, now: Int64) async throws -> FolderRecord {
         try await transaction { session in
+            let createKey = key.map { CreateKey(userID: userID, key: $0, kind: .folder) }
+            if let createKey, let earlier = try await Self.earlierCreate(createKey, session) {
+                return try await Self.earlierFolder(id: earlier, userID: userID, session)
+            }
             let id = id ?? newID()
+            if let createKey, try await !Self.claim(createKey, itemID: id, now: now, session) {
+                // Another attempt with the same key committed first: answer with its folder.
+                guard let earlier = try await Self.earlierCreate(createKey, session) else { throw CipherWriteError(outcome: .notFound) }
+                return try await Self.earlierFolder(id: earlier, userID: userID, session)
+            }
             let row = try await session.query("""
                 INSERT INTO folders (id, user_id, name, created_at, revision_date) VALUES (?, ?, ?, ?, ?) RETURNING *
                 """, [.text(id), .text(userID), .text(name), .int(now), .int(now)])
