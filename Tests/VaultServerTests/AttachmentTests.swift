@@ -176,10 +176,11 @@ extension TestUser {
 
 @Suite("Attachments: streamed files, the size limit, revision checks, idempotent creates", .serialized)
 struct AttachmentTests {
-    /// The streamed round trip's size: 64 MiB in the suite (a debug build on 2 shared cores), 500 MiB with
-    /// `VAULTSYNC_ATTACHMENT_TEST_MIB=500` (the size; VaultBench P7 measures it in a release build).
+    /// The streamed round trip's size: 500 MiB, the (about 22 s for both backends at once in a debug
+    /// build on this 2-core machine, under load); `VAULTSYNC_ATTACHMENT_TEST_MIB=N` for a quicker run. Its
+    /// memory and throughput are measured by VaultBench P7 in a release build, not asserted here.
     static var roundTripMiB: Int {
-        ProcessInfo.processInfo.environment["VAULTSYNC_ATTACHMENT_TEST_MIB"].flatMap(Int.init) ?? 64
+        ProcessInfo.processInfo.environment["VAULTSYNC_ATTACHMENT_TEST_MIB"].flatMap(Int.init) ?? 500
     }
 
     @Test("a large file streams up and back down through the real server; the bytes match (SHA-256)", arguments: Backend.available)

@@ -116,28 +116,7 @@ struct AttachmentsController {
         }
         let uploadID = try await services.repository.beginAttachmentUpload(attachmentID: attachment.id, now: services.now())
         do {
-            var received = 0
-            var file: [UInt8] = []
-            file.reserveCapacity(AttachmentChunks.size + 64 * 1024)
-            var stored = 0
-            var seq = 0
-            var buffers = request.body.makeAsyncIterator()
-            while let buffer = try await Self.next(&buffers) {
-                received += buffer.readableBytes
-                guard received <= bodyLimit else { throw Self.tooLarge(expected) }
-                try reader.feed(buffer, into: &file)
-                guard stored + file.count <= expected else { throw Self.tooLarge(expected) }
-                if stored == 0, !file.isEmpty { try Self.checkEncryptedFile(firstByte: file[0], size: expected) }
-                while file.count >= AttachmentChunks.size {
-                    try await services.repository.storeAttachmentChunk(uploadID: uploadID, seq: seq, bytes: Array(file[0..<AttachmentChunks.size]))
-                    file.removeFirst(AttachmentChunks.size)
-                    stored += AttachmentChunks.size
-                    seq += 1
-                }
-            }
-            try reader.finish()
-            guard stored + file.count == expected else { throw Self.tooSmall(expected) }
-            if !file.isEmpty { try await services.repository.storeAttachmentChunk(uploadID: uploadID, seq: seq, bytes: file) }
+            try await receiveFile(request.body, reader: &reader, expected: expected, bodyLimit: bodyLimit, uploadID: uploadID)
             guard try await services.repository.completeAttachmentUpload(
                 uploadID: uploadID, attachmentID: attachment.id, cipherID: record.id, userID: userID, size: Int64(expected),
                 now: services.now()) else { throw Self.alreadyUploaded }
@@ -153,6 +132,46 @@ struct AttachmentsController {
         }
         services.logger.debug("attachment uploaded", metadata: ["attachment": "\(attachment.id)", "bytes": "\(expected)"])
         return JSONResponse.empty()
+    }
+
+    /// Reads an upload's body and stores the file in chunks as they fill: one chunk's store runs while the
+    /// next is read (a task group of at most one store), so memory holds about two chunks and one incoming
+    /// buffer. Throws on the first byte past `expected` or `bodyLimit`, on a body that ends short, and on a
+    /// file that is no binary EncString; the caller deletes what was stored.
+    func receiveFile(_ body: RequestBody, reader: inout UploadFileReader, expected: Int, bodyLimit: Int, uploadID: String) async throws {
+        let repository = services.repository
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            var received = 0
+            var file: [UInt8] = []
+            file.reserveCapacity(AttachmentChunks.size + 64 * 1024)
+            var stored = 0
+            var seq = 0
+            var storing = false
+            var buffers = body.makeAsyncIterator()
+            while let buffer = try await Self.next(&buffers) {
+                received += buffer.readableBytes
+                guard received <= bodyLimit else { throw Self.tooLarge(expected) }
+                try reader.feed(buffer, into: &file)
+                guard stored + file.count <= expected else { throw Self.tooLarge(expected) }
+                if stored == 0, !file.isEmpty { try Self.checkEncryptedFile(firstByte: file[0], size: expected) }
+                while file.count >= AttachmentChunks.size {
+                    let chunk = Array(file[0..<AttachmentChunks.size])
+                    file.removeFirst(AttachmentChunks.size)
+                    if storing { try await group.next() }
+                    group.addTask { [seq] in try await repository.storeAttachmentChunk(uploadID: uploadID, seq: seq, bytes: chunk) }
+                    storing = true
+                    stored += AttachmentChunks.size
+                    seq += 1
+                }
+            }
+            try reader.finish()
+            guard stored + file.count == expected else { throw Self.tooSmall(expected) }
+            if !file.isEmpty {
+                let last = file
+                group.addTask { [seq] in try await repository.storeAttachmentChunk(uploadID: uploadID, seq: seq, bytes: last) }
+            }
+            try await group.waitForAll()
+        }
     }
 
     /// The next piece of an upload's body; a connection that ends mid-body (the client went away, or sent
