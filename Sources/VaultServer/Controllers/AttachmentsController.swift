@@ -155,7 +155,7 @@ struct AttachmentsController {
                 guard stored + file.count <= expected else { throw Self.tooLarge(expected) }
                 if stored == 0, !file.isEmpty { try Self.checkEncryptedFile(firstByte: file[0], size: expected) }
                 while file.count >= AttachmentChunks.size {
-                    let chunk = Array(file[0..<AttachmentChunks.size])
+                    let chunk = Data(file[0..<AttachmentChunks.size])
                     file.removeFirst(AttachmentChunks.size)
                     if storing { try await group.next() }
                     group.addTask { [seq] in try await repository.storeAttachmentChunk(uploadID: uploadID, seq: seq, bytes: chunk) }
@@ -167,7 +167,7 @@ struct AttachmentsController {
             try reader.finish()
             guard stored + file.count == expected else { throw Self.tooSmall(expected) }
             if !file.isEmpty {
-                let last = file
+                let last = Data(file)
                 group.addTask { [seq] in try await repository.storeAttachmentChunk(uploadID: uploadID, seq: seq, bytes: last) }
             }
             try await group.waitForAll()
@@ -205,6 +205,9 @@ struct AttachmentsController {
         guard size > header, (size - header) % 16 == 0 else { throw APIError(.badRequest, "The attachment body is not an encrypted file.") }
     }
 
+    /// Bytes per write of a download.
+    static let downloadSlice = 64 * 1024
+
     /// `GET /api/attachments/{cipherId}/{attachmentId}?token=…`: the file, streamed a chunk at a time.
     func download(_ request: Request, _ context: VaultRequestContext) async throws -> Response {
         guard let token = request.uri.queryParameters.get("token"),
@@ -226,7 +229,10 @@ struct AttachmentsController {
                 guard let chunk = try await repository.attachmentChunk(uploadID: uploadID, seq: seq) else {
                     throw APIError.notFound
                 }
-                try await writer.write(ByteBuffer(bytes: chunk))
+                // In slices: the channel's outbound buffer counts writes, not bytes, so slices bound what waits there.
+                for start in stride(from: 0, to: chunk.count, by: Self.downloadSlice) {
+                    try await writer.write(ByteBuffer(bytes: chunk[start..<min(start + Self.downloadSlice, chunk.count)]))
+                }
                 sent += chunk.count
                 seq += 1
             }

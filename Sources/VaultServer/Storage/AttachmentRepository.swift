@@ -110,10 +110,10 @@ extension VaultRepository {
 
     /// Stores the chunk `seq` of an upload attempt (its own short transaction: an upload never holds the
     /// SQLite writer for longer than one chunk).
-    func storeAttachmentChunk(uploadID: String, seq: Int, bytes: [UInt8]) async throws {
+    func storeAttachmentChunk(uploadID: String, seq: Int, bytes: Data) async throws {
         _ = try await transaction { session in
             try await session.query("INSERT INTO attachment_chunks (upload_id, seq, data) VALUES (?, ?, ?)",
-                                    [.text(uploadID), .int(Int64(seq)), .blob(Data(bytes))])
+                                    [.text(uploadID), .int(Int64(seq)), .blob(bytes)])
         }
     }
 
