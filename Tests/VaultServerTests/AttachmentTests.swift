@@ -31,8 +31,9 @@ struct AttachmentServer: Sendable {
     }
 
     /// POSTs `size` bytes from `body` (a stream: nothing is held whole) to an attachment's upload route.
-    func upload(cipherID: String, attachmentID: String, token: String, body: GeneratedFile, length: Int64?,
-                contentType: String = "application/octet-stream") async throws -> APIResponse {
+    func upload<Body: AsyncSequence & Sendable>(cipherID: String, attachmentID: String, token: String, body: Body, length: Int64?,
+                                               contentType: String = "application/octet-stream") async throws -> APIResponse
+        where Body.Element == ByteBuffer {
         var request = HTTPClientRequest(url: "\(base)/api/ciphers/\(cipherID)/attachment/\(attachmentID)")
         request.method = .POST
         request.headers.add(name: "Authorization", value: "Bearer \(token)")
@@ -449,7 +450,29 @@ struct AttachmentTests {
         }
     }
 
-    @Test("a file goes when its item is deleted for good, or its owner's account", arguments: Backend.available)
+    @Test("an attachment deleted while its file is arriving: the upload answers 404 and nothing of it is left", arguments: Backend.available)
+    func deletedDuringUpload(backend: Backend) async throws {
+        try await withAttachmentServer(backend) { server in
+            let user = try await TestUser.register(server.api)
+            let token = try await user.token(server.api)
+            let (id, _) = try await user.item(server.api, token: token)
+            let file = GeneratedFile(size: GeneratedFile.encryptedSize(mib: 4))
+            let attachmentID = try #require(try await user.createAttachment(server.api, token: token, cipherID: id, size: file.size)
+                .object["attachmentId"]?.stringValue)
+            let (body, sender) = AsyncStream.makeStream(of: ByteBuffer.self)
+            async let answer = server.upload(cipherID: id, attachmentID: attachmentID, token: token, body: body, length: Int64(file.size))
+            for index in 0..<8 { sender.yield(ByteBuffer(bytes: file.piece(index))) }  // 2 MiB
+            #expect(await waitUntil { ((try? await server.count("attachment_chunks")) ?? 0) >= 1 }, "the first chunk is stored")
+            #expect(try await server.api.request(.delete, "/api/ciphers/\(id)/attachment/\(attachmentID)", token: token).status == .ok)
+            for index in 8..<file.pieces { sender.yield(ByteBuffer(bytes: file.piece(index))) }
+            sender.finish()
+            let response = try await answer
+            #expect(response.status == .notFound, "\(response.message ?? "")")
+            #expect(try await server.stored() == (0, 0))
+        }
+    }
+
+    @Test("a file stays while its item is in the trash and goes when the item is deleted for good", arguments: Backend.available)
     func filesGoWithTheirItem(backend: Backend) async throws {
         try await withAttachmentServer(backend) { server in
             let user = try await TestUser.register(server.api)

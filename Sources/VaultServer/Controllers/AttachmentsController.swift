@@ -90,6 +90,9 @@ struct AttachmentsController {
         return date.microsecondsSinceEpoch
     }
 
+    /// An upload that arrived whole but could not become the file: another upload of it completed first.
+    struct AnotherUploadCompleted: Error {}
+
     /// The answer to an upload of a file that is already there: the same whether the earlier upload was this
     /// client's (its answer lost) or another's (docs/PROTOCOL.md, "Attachments").
     static let alreadyUploaded = APIError(
@@ -119,7 +122,7 @@ struct AttachmentsController {
             try await receiveFile(request.body, reader: &reader, expected: expected, bodyLimit: bodyLimit, uploadID: uploadID)
             guard try await services.repository.completeAttachmentUpload(
                 uploadID: uploadID, attachmentID: attachment.id, cipherID: record.id, userID: userID, size: Int64(expected),
-                now: services.now()) else { throw Self.alreadyUploaded }
+                now: services.now()) else { throw AnotherUploadCompleted() }
         } catch {
             do {
                 try await services.repository.abandonAttachmentUpload(uploadID: uploadID)
@@ -128,6 +131,10 @@ struct AttachmentsController {
                 services.logger.warning("an unfinished attachment upload could not be deleted", metadata: [
                     "attachment": "\(attachment.id)", "error": "\(cleanup)"])
             }
+            // Deleted while its file was arriving (its chunks could no longer be stored, or it could not complete).
+            if try await services.repository.attachment(id: attachment.id, cipherID: record.id) == nil { throw APIError.notFound }
+            // Not completed while it exists: another upload of it completed first.
+            if error is AnotherUploadCompleted { throw Self.alreadyUploaded }
             throw error
         }
         services.logger.debug("attachment uploaded", metadata: ["attachment": "\(attachment.id)", "bytes": "\(expected)"])
