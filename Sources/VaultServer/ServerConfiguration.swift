@@ -40,7 +40,8 @@ public struct ServerConfiguration: Sendable {
     public var maxBodyBytes = 4 * 1024 * 1024
     /// Largest import body accepted.
     public var maxImportBytes = 64 * 1024 * 1024
-    /// Largest attachment accepted.
+    /// Largest attachment file accepted (`--attachment-limit`): a v2 create announcing more is refused, and
+    /// an upload is cut off at its announced size. Files stream, so this bounds storage, not memory.
     public var maxAttachmentBytes = 100 * 1024 * 1024
     /// How long an organization invite can be accepted, in seconds (official: 5 days).
     public var inviteLifetime: Int64 = 5 * 86_400

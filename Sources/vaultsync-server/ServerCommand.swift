@@ -23,6 +23,7 @@ struct ServerCommand: AsyncParsableCommand {
         Examples:
           vaultsync-server
           vaultsync-server --port 0 --data-dir /tmp/vs
+          vaultsync-server --attachment-limit 500MiB
           vaultsync-server --database-url-file /etc/vaultsync/database-url --token-key-file /etc/vaultsync/token.key
           vaultsync-server --host 0.0.0.0 --tls-cert-file /etc/vaultsync/fullchain.pem --tls-key-file /etc/vaultsync/key.pem
           VAULTSYNC_DATABASE_URL=postgres://vaultsync:…@127.0.0.1:5432/vaultsync vaultsync-server
@@ -145,6 +146,24 @@ struct ServerCommand: AsyncParsableCommand {
         "The PEM private key of --tls-cert-file's certificate (VAULTSYNC_TLS_KEY_FILE).", valueName: "FILE"))
     var tlsKeyFileFlag: String?
 
+    @Option(name: .customLong("attachment-limit"), help: ArgumentHelp("""
+        Largest attachment file accepted, in bytes or with a unit: 500MiB, 2GiB (VAULTSYNC_ATTACHMENT_LIMIT; default 100MiB). \
+        Uploads stream to the database in bounded memory whatever the limit.
+        """, valueName: "SIZE"))
+    var attachmentLimitFlag: String?
+
+    /// The attachment limit in bytes, from the flag, else its variable, else 100 MiB; an unreadable value
+    /// is a usage error naming where it came from.
+    func attachmentLimit() throws -> Int {
+        let (text, source): (String, String) = attachmentLimitFlag.map { ($0, "--attachment-limit") }
+            ?? environment("VAULTSYNC_ATTACHMENT_LIMIT").map { ($0, "VAULTSYNC_ATTACHMENT_LIMIT") } ?? ("100MiB", "the default")
+        do {
+            return try ByteSize.parse(text)
+        } catch {
+            throw ValidationError("\(source): \(error)")
+        }
+    }
+
     /// The flag, else its environment variable (an optional option cannot have a default value).
     var tlsCertFile: String? { tlsCertFileFlag ?? environment("VAULTSYNC_TLS_CERT_FILE") }
     var tlsKeyFile: String? { tlsKeyFileFlag ?? environment("VAULTSYNC_TLS_KEY_FILE") }
@@ -186,6 +205,7 @@ struct ServerCommand: AsyncParsableCommand {
         guard Logger.Level(rawValue: logLevel) != nil else { throw ValidationError("--log-level must be one of trace, debug, info, notice, warning, error, critical.") }
         _ = try secrets()
         _ = try tlsFiles()
+        _ = try attachmentLimit()
     }
 
     func run() async throws {
@@ -199,6 +219,7 @@ struct ServerCommand: AsyncParsableCommand {
         configuration.disableSignups = disableSignups
         configuration.trustedProxies = trustedProxies
         configuration.tls = try tlsFiles()
+        configuration.maxAttachmentBytes = try attachmentLimit()
         // No file and no variable: the key file in the data directory.
         configuration.tokenKey = secrets.tokenKey
         let level = configuration.logLevel

@@ -159,6 +159,22 @@ struct ServerExecutableTests {
         }
     }
 
+    @Test("--attachment-limit and VAULTSYNC_ATTACHMENT_LIMIT: an unreadable size is refused with exit 64, naming where it came from")
+    func attachmentLimitRefused() async throws {
+        let folder = try emptyFolder()
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let flag = try await runExecutable("vaultsync-server", ["--port", "0", "--attachment-limit", "500 PiB"],
+                                           environment: freshEnvironment(home: folder), in: folder)
+        #expect(flag.status == 64, "\(flag)")
+        #expect(flag.stderr.contains("--attachment-limit: \"500 PiB\" is not a size"), "\(flag.stderr)")
+        let variable = try await runExecutable("vaultsync-server", ["--port", "0"],
+                                               environment: freshEnvironment(home: folder).merging(["VAULTSYNC_ATTACHMENT_LIMIT": "0"]) { $1 },
+                                               in: folder)
+        #expect(variable.status == 64, "\(variable)")
+        #expect(variable.stderr.contains("VAULTSYNC_ATTACHMENT_LIMIT: \"0\" is not a size"), "\(variable.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: folder + "/vaultsync-data"))
+    }
+
     /// Starts the built `vaultsync-server` in `folder` and waits until it listens (or ends); the start
     /// line goes to standard error (the log), as every other line the server prints.
     static func startServer(in folder: String, environment: [String: String], arguments: [String] = []) async throws

@@ -223,11 +223,13 @@ struct TestUser: Sendable {
         #expect(accepted.status == .ok, "accept: \(accepted.message ?? "")")
     }
 
-    /// Starts a 100-byte attachment (v2 flow) on one of this user's items; the answer has `attachmentId`.
+    /// Starts an attachment (v2 flow) on one of this user's items for the encrypted form of a 100-byte file
+    /// (161 bytes: type, IV, MAC and 112 bytes of ciphertext; uploads must match the announced size to the
+    /// byte); the answer has `attachmentId`.
     func startAttachment(_ api: APIClient, token: String, cipherID: String) async throws -> APIResponse {
         try await api.request(.post, "/api/ciphers/\(cipherID)/attachment/v2", token: token, json: .object([
             "key": .string(try EncString.wrap(.generate(), with: userKey).serialized),
-            "fileName": .string(try EncString.encrypt("a.txt", key: userKey).serialized), "fileSize": .int(100),
+            "fileName": .string(try EncString.encrypt("a.txt", key: userKey).serialized), "fileSize": .int(161),
         ]))
     }
 

@@ -3,34 +3,23 @@ import Hummingbird
 import VaultCrypto
 import VaultModels
 
-/// Attachments, v2 flow (spec §2.9). Bodies are stored in the database, not on disk: one source of
-/// truth that is transactional with the metadata, shared by every instance on one PostgreSQL, and
-/// backed up with the rest; the size limit keeps rows reasonable.
+/// Attachments, v2 flow (spec §2.9; docs/PROTOCOL.md, "Attachments (VaultSync server)"). Files stream:
+/// an upload is read from the request body and stored chunk by chunk as it arrives, a download is read
+/// and sent chunk by chunk, so memory stays at a few chunks per request whatever the file's size.
+/// Files are stored in the database (``AttachmentChunks``).
 struct AttachmentsController {
     let services: ServerServices
 
     func addPublicRoutes(to router: Router<VaultRequestContext>) {
         // Download through the signed link handed out in `attachments[].url`.
-        router.get("/api/attachments/:cipherId/:attachmentId") { request, context in
-            guard let token = request.uri.queryParameters.get("token"),
-                  let cipherID = context.parameters.get("cipherId"), let attachmentID = context.parameters.get("attachmentId"),
-                  let claims = services.signer.verify(token, nowSeconds: services.now() / 1_000_000),
-                  claims.subject == "attachment:\(cipherID.lowercased()):\(attachmentID.lowercased())",
-                  let body = try await services.repository.attachmentBody(id: attachmentID.lowercased(), cipherID: cipherID.lowercased()) else {
-                throw APIError.notFound
-            }
-            var buffer = ByteBuffer()
-            buffer.writeBytes(body)
-            return Response(status: .ok, headers: [.contentType: "application/octet-stream"], body: .init(byteBuffer: buffer))
-        }
+        router.get("/api/attachments/:cipherId/:attachmentId") { request, context in try await download(request, context) }
     }
 
     func addRoutes(to api: RouterGroup<VaultRequestContext>) {
         api.post("ciphers/:id/attachment/v2") { request, context in try await create(request, context) }
         api.post("ciphers/:id/attachment/:attachmentId") { request, context in try await upload(request, context) }
         api.get("ciphers/:id/attachment/:attachmentId") { request, context in
-            let (record, attachment) = try await find(context)
-            _ = record
+            let (_, attachment) = try await find(context)
             return JSONResponse.make(.object(services.renderer(for: request).attachment(attachment)))
         }
         api.delete("ciphers/:id/attachment/:attachmentId") { request, context in try await delete(request, context) }
@@ -48,175 +37,241 @@ struct AttachmentsController {
         return (record, attachment)
     }
 
+    /// The largest file accepted, in the official message's words ("Max file size is 500 MB.").
+    var limitError: APIError {
+        APIError(.badRequest, "Max file size is \(ByteSize.readable(services.configuration.maxAttachmentBytes)).")
+    }
+
+    /// `POST /api/ciphers/{id}/attachment/v2`: makes an attachment whose file is uploaded next. The size
+    /// limit is checked before anything is looked up; `Idempotency-Key` makes a retry answer the first
+    /// attempt's attachment; `lastKnownRevisionDate` is checked as on `PUT /api/ciphers/{id}`.
     func create(_ request: Request, _ context: VaultRequestContext) async throws -> Response {
         let userID = try context.requireUser()
         let cipherID = try CiphersController.id(context)
         let body = try await request.jsonObject(limit: services.configuration.maxBodyBytes)
-        guard let record = try await services.repository.visibleCipher(id: cipherID, userID: userID) else { throw APIError.notFound }
-        guard record.access.edit else { throw APIError(.badRequest, "You do not have permissions to edit this.") }
+        guard let size = body["fileSize"]?.intValue, size > 0 else { throw APIError.invalidModel(["fileSize": ["The FileSize field is required."]]) }
+        guard size <= services.configuration.maxAttachmentBytes else { throw limitError }
         guard let fileName = body["fileName"]?.stringValue, (try? EncString(fileName)) != nil else {
             throw APIError.invalidModel(["fileName": ["fileName is not a valid encrypted string."]])
         }
         let key = body["key"]?.stringValue
         if let key, (try? EncString(key)) == nil { throw APIError.invalidModel(["key": ["key is not a valid encrypted string."]]) }
-        guard let size = body["fileSize"]?.intValue, size > 0 else { throw APIError.invalidModel(["fileSize": ["The FileSize field is required."]]) }
-        guard size <= services.configuration.maxAttachmentBytes else {
-            throw APIError(.badRequest, "Max file size is \(services.configuration.maxAttachmentBytes / 1024 / 1024) MiB.")
+        let lastKnown = try Self.lastKnownRevisionDate(body)
+        let createKey = try CipherRequests.idempotencyKey(request).map { "\(userID):\($0)" }
+        guard let record = try await services.repository.visibleCipher(id: cipherID, userID: userID) else { throw APIError.notFound }
+        guard record.access.edit else { throw APIError(.badRequest, "You do not have permissions to edit this.") }
+        let creation: AttachmentCreation
+        do {
+            creation = try await services.repository.createAttachment(
+                id: newID(), cipherID: cipherID, userID: userID, fileName: fileName, key: key, size: Int64(size), createKey: createKey,
+                lastKnownRevisionDate: lastKnown, now: services.now())
+        } catch let error as CipherWriteError {
+            throw error.apiError
         }
-        let attachmentID = newID()
-        let updated = try await services.repository.createAttachment(
-            id: attachmentID, cipherID: cipherID, userID: userID, fileName: fileName, key: key, size: Int64(size), now: services.now())
+        guard creation.cipher.id == cipherID else {
+            throw APIError.invalidModel(["Idempotency-Key": ["This idempotency key made an attachment of another item."]])
+        }
         var object = JSONObject()
         object["object"] = .string("attachment-fileUpload")
-        object["attachmentId"] = .string(attachmentID)
-        object["url"] = .string("/ciphers/\(cipherID)/attachment/\(attachmentID)")
+        object["attachmentId"] = .string(creation.attachmentID)
+        object["url"] = .string("/ciphers/\(cipherID)/attachment/\(creation.attachmentID)")
         object["fileUploadType"] = .int(0)
-        object["cipherResponse"] = try .object(JSONParser.parseObject(services.renderer(for: request).cipher(updated)))
+        object["cipherResponse"] = try .object(JSONParser.parseObject(services.renderer(for: request).cipher(creation.cipher)))
         object["cipherMiniResponse"] = .null
         return JSONResponse.make(.object(object))
     }
 
+    /// `lastKnownRevisionDate` of a request body, if sent (spec §3.2).
+    static func lastKnownRevisionDate(_ body: JSONObject) throws -> Int64? {
+        guard let value = body["lastKnownRevisionDate"], !value.isNull else { return nil }
+        guard let text = value.stringValue, let date = WireDate(iso8601: text) else {
+            throw APIError.invalidModel(["lastKnownRevisionDate": ["lastKnownRevisionDate is not a date."]])
+        }
+        return date.microsecondsSinceEpoch
+    }
+
+    /// An upload that arrived whole but could not become the file: another upload of it completed first.
+    struct AnotherUploadCompleted: Error {}
+
+    /// The answer to an upload of a file that is already there: the same whether the earlier upload was this
+    /// client's (its answer lost) or another's (docs/PROTOCOL.md, "Attachments").
+    static let alreadyUploaded = APIError(
+        .badRequest, "This attachment's file has already been uploaded. Delete the attachment and add it again to replace it.")
+
     /// `POST /api/ciphers/{id}/attachment/{attachmentId}`: the file of an attachment made by the v2 flow.
     /// Needs edit rights on the item (seeing it is not enough: a read-only member could otherwise replace
     /// a shared file), the attachment must belong to that item, and each attachment's file is uploaded
-    /// once; the upload bumps the item's revision date like any other change to it.
+    /// once. The body is stored as it arrives; one longer than the announced size is cut off there, one of
+    /// another size is refused, and either leaves nothing. Completing it bumps the item's revision date.
     func upload(_ request: Request, _ context: VaultRequestContext) async throws -> Response {
         let userID = try context.requireUser()
         let (record, attachment) = try await find(context)
         guard record.access.edit else { throw APIError(.badRequest, "You do not have permissions to edit this.") }
-        let raw = try await request.readBody(limit: services.configuration.maxAttachmentBytes + 64 * 1024)
-        let contentType = request.headers[.contentType] ?? ""
-        let body: [UInt8]
-        if contentType.lowercased().hasPrefix("multipart/form-data") {
-            guard let part = Multipart.filePart(named: "data", in: raw, contentType: contentType) else {
-                throw APIError(.badRequest, "The upload needs a multipart part named 'data'.")
+        guard attachment.uploadID == nil else { throw Self.alreadyUploaded }
+        guard attachment.fileSize <= Int64(services.configuration.maxAttachmentBytes) else { throw limitError }
+        var reader = try UploadFileReader(contentType: request.headers[.contentType] ?? "")
+        let expected = Int(attachment.fileSize)
+        // Every byte of the body counts, framing included: a multipart body may carry a little more than the file.
+        let bodyLimit = expected + (reader.isMultipart ? UploadFileReader.multipartAllowance : 0)
+        if let length = request.headers[.contentLength].flatMap(Int.init) {
+            guard length <= bodyLimit else { throw Self.tooLarge(expected) }
+            guard length >= expected else { throw Self.tooSmall(expected) }
+        }
+        let uploadID = try await services.repository.beginAttachmentUpload(attachmentID: attachment.id, now: services.now())
+        do {
+            try await receiveFile(request.body, reader: &reader, expected: expected, bodyLimit: bodyLimit, uploadID: uploadID)
+            guard try await services.repository.completeAttachmentUpload(
+                uploadID: uploadID, attachmentID: attachment.id, cipherID: record.id, userID: userID, size: Int64(expected),
+                now: services.now()) else { throw AnotherUploadCompleted() }
+        } catch {
+            do {
+                try await services.repository.abandonAttachmentUpload(uploadID: uploadID)
+            } catch let cleanup {
+                // The sweep of a later upload deletes it (AttachmentChunks.abandonedAfter).
+                services.logger.warning("an unfinished attachment upload could not be deleted", metadata: [
+                    "attachment": "\(attachment.id)", "error": "\(cleanup)"])
             }
-            body = part
-        } else {
-            body = raw
+            // Deleted while its file was arriving (its chunks could no longer be stored, or it could not complete).
+            if try await services.repository.attachment(id: attachment.id, cipherID: record.id) == nil { throw APIError.notFound }
+            // Not completed while it exists: another upload of it completed first.
+            if error is AnotherUploadCompleted { throw Self.alreadyUploaded }
+            throw error
         }
-        guard (try? EncString(binary: body)) != nil else {
-            throw APIError(.badRequest, "The attachment body is not an encrypted file.")
-        }
-        guard abs(Int64(body.count) - attachment.fileSize) <= 1024 * 1024 else {
-            throw APIError(.badRequest, "The uploaded size does not match the declared file size.")
-        }
-        guard try await services.repository.storeAttachmentBody(
-            id: attachment.id, cipherID: record.id, userID: userID, body: Data(body), size: Int64(body.count), now: services.now()) else {
-            throw APIError(.badRequest, "This attachment's file has already been uploaded. Delete the attachment and add it again to replace it.")
-        }
+        services.logger.debug("attachment uploaded", metadata: ["attachment": "\(attachment.id)", "bytes": "\(expected)"])
         return JSONResponse.empty()
     }
 
+    /// Reads an upload's body and stores the file in chunks as they fill: one chunk's store runs while the
+    /// next is read (a task group of at most one store), so memory holds about two chunks and one incoming
+    /// buffer. Throws on the first byte past `expected` or `bodyLimit`, on a body that ends short, and on a
+    /// file that is no binary EncString; the caller deletes what was stored.
+    func receiveFile(_ body: RequestBody, reader: inout UploadFileReader, expected: Int, bodyLimit: Int, uploadID: String) async throws {
+        let repository = services.repository
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            var received = 0
+            var file: [UInt8] = []
+            file.reserveCapacity(AttachmentChunks.size + 64 * 1024)
+            var stored = 0
+            var seq = 0
+            var storing = false
+            var buffers = body.makeAsyncIterator()
+            while let buffer = try await Self.next(&buffers) {
+                received += buffer.readableBytes
+                guard received <= bodyLimit else { throw Self.tooLarge(expected) }
+                try reader.feed(buffer, into: &file)
+                guard stored + file.count <= expected else { throw Self.tooLarge(expected) }
+                if stored == 0, !file.isEmpty { try Self.checkEncryptedFile(firstByte: file[0], size: expected) }
+                while file.count >= AttachmentChunks.size {
+                    let chunk = Data(file[0..<AttachmentChunks.size])
+                    file.removeFirst(AttachmentChunks.size)
+                    if storing { try await group.next() }
+                    group.addTask { [seq] in try await repository.storeAttachmentChunk(uploadID: uploadID, seq: seq, bytes: chunk) }
+                    storing = true
+                    stored += AttachmentChunks.size
+                    seq += 1
+                }
+            }
+            try reader.finish()
+            guard stored + file.count == expected else { throw Self.tooSmall(expected) }
+            if !file.isEmpty {
+                let last = Data(file)
+                group.addTask { [seq] in try await repository.storeAttachmentChunk(uploadID: uploadID, seq: seq, bytes: last) }
+            }
+            try await group.waitForAll()
+        }
+    }
+
+    /// The next piece of an upload's body; a connection that ends mid-body (the client went away, or sent
+    /// something that is not HTTP) is the upload's failure, not the server's.
+    static func next(_ buffers: inout RequestBody.AsyncIterator) async throws -> ByteBuffer? {
+        do {
+            return try await buffers.next()
+        } catch {
+            throw APIError(.badRequest, "The upload ended before the whole file arrived: the connection was lost.")
+        }
+    }
+
+    static func tooLarge(_ expected: Int) -> APIError {
+        APIError(.badRequest, "The uploaded file is larger than the size announced when the attachment was added (\(expected) bytes).")
+    }
+
+    static func tooSmall(_ expected: Int) -> APIError {
+        APIError(.badRequest, "The uploaded file is smaller than the size announced when the attachment was added (\(expected) bytes).")
+    }
+
+    /// An attachment file is a binary EncString (spec §1.10): `[type 2 or 1][iv 16][mac 32][ciphertext]` or
+    /// `[0][iv 16][ciphertext]`, the ciphertext a non-empty multiple of 16 bytes. Checked on the first byte
+    /// and the announced size, before anything is stored; the size is then enforced to the byte.
+    static func checkEncryptedFile(firstByte: UInt8, size: Int) throws {
+        let header: Int
+        switch firstByte {
+        case 0: header = 17
+        case 1, 2: header = 49
+        default: throw APIError(.badRequest, "The attachment body is not an encrypted file.")
+        }
+        guard size > header, (size - header) % 16 == 0 else { throw APIError(.badRequest, "The attachment body is not an encrypted file.") }
+    }
+
+    /// Bytes per write of a download.
+    static let downloadSlice = 64 * 1024
+
+    /// `GET /api/attachments/{cipherId}/{attachmentId}?token=…`: the file, streamed a chunk at a time.
+    func download(_ request: Request, _ context: VaultRequestContext) async throws -> Response {
+        guard let token = request.uri.queryParameters.get("token"),
+              let cipherID = context.parameters.get("cipherId")?.lowercased(),
+              let attachmentID = context.parameters.get("attachmentId")?.lowercased(),
+              let claims = services.signer.verify(token, nowSeconds: services.now() / 1_000_000),
+              claims.subject == "attachment:\(cipherID):\(attachmentID)",
+              let attachment = try await services.repository.attachment(id: attachmentID, cipherID: cipherID),
+              let uploadID = attachment.uploadID else {
+            throw APIError.notFound
+        }
+        let repository = services.repository
+        let size = Int(attachment.fileSize)
+        let body = ResponseBody(contentLength: size) { writer in
+            var sent = 0
+            var seq = 0
+            while sent < size {
+                // Deleted meanwhile: the connection is closed short of Content-Length, which clients see as a failed download.
+                guard let chunk = try await repository.attachmentChunk(uploadID: uploadID, seq: seq) else {
+                    throw APIError.notFound
+                }
+                // In slices: the channel's outbound buffer counts writes, not bytes, so slices bound what waits there.
+                for start in stride(from: 0, to: chunk.count, by: Self.downloadSlice) {
+                    try await writer.write(ByteBuffer(bytes: chunk[start..<min(start + Self.downloadSlice, chunk.count)]))
+                }
+                sent += chunk.count
+                seq += 1
+            }
+            try await writer.finish(nil)
+        }
+        return Response(status: .ok, headers: [.contentType: "application/octet-stream"], body: body)
+    }
+
+    /// `DELETE /api/ciphers/{id}/attachment/{attachmentId}` (and `POST …/delete`): an optional JSON body with
+    /// `lastKnownRevisionDate` is checked as on `PUT /api/ciphers/{id}`.
     func delete(_ request: Request, _ context: VaultRequestContext) async throws -> Response {
         let userID = try context.requireUser()
+        let raw = try await request.readBody(limit: services.configuration.maxBodyBytes)
+        let lastKnown: Int64?
+        if raw.allSatisfy({ [9, 10, 13, 32].contains($0) }) {
+            lastKnown = nil
+        } else {
+            do {
+                lastKnown = try Self.lastKnownRevisionDate(try JSONParser.parseObject(raw))
+            } catch let error as ModelError {
+                throw APIError.from(error)
+            }
+        }
         let (record, attachment) = try await find(context)
         guard record.access.edit else { throw APIError(.badRequest, "You do not have permissions to edit this.") }
-        let updated = try await services.repository.deleteAttachment(id: attachment.id, cipherID: record.id, userID: userID, now: services.now())
-        return JSONResponse.make(.object(["cipher": .object(try JSONParser.parseObject(services.renderer(for: request).cipher(updated)))]))
-    }
-}
-
-/// The one multipart feature uploads need: the bytes of a named file part.
-enum Multipart {
-    static func filePart(named name: String, in body: [UInt8], contentType: String) -> [UInt8]? {
-        guard let range = contentType.range(of: "boundary=") else { return nil }
-        var boundary = String(contentType[range.upperBound...])
-        if let semicolon = boundary.firstIndex(of: ";") { boundary = String(boundary[..<semicolon]) }
-        boundary = boundary.trimmingCharacters(in: CharacterSet(charactersIn: "\" "))
-        let delimiter = Array("--\(boundary)".utf8)
-        var parts: [Range<Int>] = []
-        var start: Int?
-        var index = 0
-        while index + delimiter.count <= body.count {
-            if body[index] == delimiter[0], Array(body[index..<index + delimiter.count]) == delimiter {
-                if let start { parts.append(start..<max(start, index - 2)) }  // drop the CRLF before the delimiter
-                index += delimiter.count
-                // skip CRLF after the delimiter
-                if index + 1 < body.count, body[index] == 13, body[index + 1] == 10 { index += 2 }
-                start = index
-                continue
-            }
-            index += 1
-        }
-        for part in parts {
-            let bytes = Array(body[part])
-            guard let split = headerEnd(bytes) else { continue }
-            let headers = String(decoding: bytes[0..<split], as: UTF8.self).lowercased()
-            if headers.contains("name=\"\(name)\"") { return Array(bytes[(split + 4)...]) }
-        }
-        return nil
-    }
-
-    private static func headerEnd(_ bytes: [UInt8]) -> Int? {
-        guard bytes.count >= 4 else { return nil }
-        for index in 0...(bytes.count - 4) where bytes[index] == 13 && bytes[index + 1] == 10 && bytes[index + 2] == 13 && bytes[index + 3] == 10 {
-            return index
-        }
-        return nil
-    }
-}
-
-extension VaultRepository {
-    func attachment(id: String, cipherID: String) async throws -> AttachmentRecord? {
-        try await transaction { session in
-            try await session.query("SELECT id, cipher_id, file_name, akey, file_size FROM attachments WHERE id = ? AND cipher_id = ?",
-                                    [.text(id), .text(cipherID)]).first.map { row in
-                AttachmentRecord(id: row.text("id") ?? "", cipherID: row.text("cipher_id") ?? "", fileName: row.text("file_name") ?? "",
-                                 key: row.text("akey"), fileSize: row.int("file_size") ?? 0)
-            }
-        }
-    }
-
-    func attachmentBody(id: String, cipherID: String) async throws -> Data? {
-        try await transaction { session in
-            try await session.query("SELECT body FROM attachments WHERE id = ? AND cipher_id = ?", [.text(id), .text(cipherID)]).first?.blob("body")
-        }
-    }
-
-    func createAttachment(id: String, cipherID: String, userID: String, fileName: String, key: String?, size: Int64, now: Int64) async throws -> CipherRecord {
-        try await transaction { session in
-            try await session.query("""
-                INSERT INTO attachments (id, cipher_id, file_name, akey, file_size, body, created_at) VALUES (?, ?, ?, ?, ?, NULL, ?)
-                """, [.text(id), .text(cipherID), .text(fileName), .optionalText(key), .int(size), .int(now)])
-            // Official: adding an attachment bumps the cipher's revision date (spec §3.1).
-            try await session.query("UPDATE ciphers SET revision_date = \(Self.nextRevision) WHERE id = ?", [.int(now), .int(now), .text(cipherID)])
-            guard let record = try await Self.visibleCiphers(userID: userID, onlyID: cipherID, session).first else {
-                throw APIError.notFound
-            }
-            try await Self.bumpRevision(try await Self.affectedUsers(userID: record.userID, organizationID: record.organizationID, session),
-                                        now: now, session)
-            return record
-        }
-    }
-
-    /// Stores an attachment's file unless it has one already (`false` then), and bumps the item's revision
-    /// and its users' account revisions, in one transaction.
-    func storeAttachmentBody(id: String, cipherID: String, userID: String, body: Data, size: Int64, now: Int64) async throws -> Bool {
-        try await transaction { session in
-            guard try await !session.query(
-                "UPDATE attachments SET body = ?, file_size = ? WHERE id = ? AND cipher_id = ? AND body IS NULL RETURNING id",
-                [.blob(body), .int(size), .text(id), .text(cipherID)]).isEmpty else { return false }
-            try await session.query("UPDATE ciphers SET revision_date = \(Self.nextRevision) WHERE id = ?", [.int(now), .int(now), .text(cipherID)])
-            guard let record = try await Self.visibleCiphers(userID: userID, onlyID: cipherID, session).first else {
-                throw APIError.notFound
-            }
-            try await Self.bumpRevision(try await Self.affectedUsers(userID: record.userID, organizationID: record.organizationID, session),
-                                        now: now, session)
-            return true
-        }
-    }
-
-    func deleteAttachment(id: String, cipherID: String, userID: String, now: Int64) async throws -> CipherRecord {
-        try await transaction { session in
-            try await session.query("DELETE FROM attachments WHERE id = ? AND cipher_id = ?", [.text(id), .text(cipherID)])
-            try await session.query("UPDATE ciphers SET revision_date = \(Self.nextRevision) WHERE id = ?", [.int(now), .int(now), .text(cipherID)])
-            guard let record = try await Self.visibleCiphers(userID: userID, onlyID: cipherID, session).first else {
-                throw APIError.notFound
-            }
-            try await Self.bumpRevision(try await Self.affectedUsers(userID: record.userID, organizationID: record.organizationID, session),
-                                        now: now, session)
-            return record
+        do {
+            let updated = try await services.repository.deleteAttachment(
+                id: attachment.id, cipherID: record.id, userID: userID, lastKnownRevisionDate: lastKnown, now: services.now())
+            return JSONResponse.make(.object(["cipher": .object(try JSONParser.parseObject(services.renderer(for: request).cipher(updated)))]))
+        } catch let error as CipherWriteError {
+            throw error.apiError
         }
     }
 }
+

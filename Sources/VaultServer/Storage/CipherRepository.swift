@@ -128,7 +128,7 @@ extension VaultRepository {
         let organizations = organizationIDs.isEmpty ? "" : " OR organization_id IN (\(placeholders(organizationIDs.count)))"
         let rows = try await session.query("""
             SELECT id, cipher_id, file_name, akey, file_size FROM attachments
-            WHERE body IS NOT NULL AND cipher_id IN (SELECT id FROM ciphers WHERE user_id = ?\(organizations)) ORDER BY created_at, id
+            WHERE upload_id IS NOT NULL AND cipher_id IN (SELECT id FROM ciphers WHERE user_id = ?\(organizations)) ORDER BY created_at, id
             """, [.text(userID)] + organizationIDs.map(SQLValue.text))
         return attachmentsByCipher(rows)
     }
@@ -151,7 +151,7 @@ extension VaultRepository {
         for chunk in stride(from: 0, to: ids.count, by: 500).map({ Array(ids[$0..<min($0 + 500, ids.count)]) }) {
             let rows = try await session.query("""
                 SELECT id, cipher_id, file_name, akey, file_size FROM attachments
-                WHERE body IS NOT NULL AND cipher_id IN (\(placeholders(chunk.count))) ORDER BY created_at, id
+                WHERE upload_id IS NOT NULL AND cipher_id IN (\(placeholders(chunk.count))) ORDER BY created_at, id
                 """, chunk.map(SQLValue.text))
             attachmentsOfCipher.merge(attachmentsByCipher(rows)) { first, _ in first }
         }

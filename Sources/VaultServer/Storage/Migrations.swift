@@ -4,7 +4,7 @@ import Foundation
 ///
 /// Conventions that keep one SQL text valid on SQLite and PostgreSQL: ids are lowercase UUID text,
 /// dates are microseconds since the epoch (`INTEGER`/`BIGINT`), booleans are 0/1 integers, encrypted
-/// payloads are JSON text, attachment bodies are `BLOB`/`BYTEA`.
+/// payloads are JSON text, attachment files are chunks of `BLOB`/`BYTEA` (migration 10).
 enum Migrations {
     struct Migration: Sendable {
         let version: Int
@@ -258,11 +258,62 @@ enum Migrations {
                 """,
             ]
         },
+        Migration(version: 10, name: "attachment files stream in chunks; attachment creates carry an idempotency key") { d in
+            let int = d.integer
+            var statements = [
+                // One attempt at uploading an attachment's file. Each attempt writes its own chunks, so two
+                // attempts at once never mix; the first to complete becomes the file (`attachments.upload_id`),
+                // the others are deleted. An attempt cut off by a crash is deleted by a later upload's sweep.
+                """
+                CREATE TABLE attachment_uploads (
+                    id TEXT PRIMARY KEY,
+                    attachment_id TEXT NOT NULL REFERENCES attachments(id) ON DELETE CASCADE,
+                    started_at \(int) NOT NULL
+                )
+                """,
+                "CREATE INDEX attachment_uploads_attachment ON attachment_uploads(attachment_id)",
+                "CREATE INDEX attachment_uploads_started ON attachment_uploads(started_at)",
+                // The file in order, `AttachmentChunks.size` bytes a row (the last one may be shorter): an upload is
+                // written and a download read one chunk at a time, in bounded memory on both backends.
+                """
+                CREATE TABLE attachment_chunks (
+                    upload_id TEXT NOT NULL REFERENCES attachment_uploads(id) ON DELETE CASCADE,
+                    seq \(int) NOT NULL,
+                    data \(d.blob) NOT NULL,
+                    PRIMARY KEY (upload_id, seq)
+                )
+                """,
+                // The completed upload whose chunks are the file (NULL: not uploaded yet; replaces `body IS NOT NULL`).
+                "ALTER TABLE attachments ADD COLUMN upload_id TEXT",
+                "CREATE INDEX attachments_upload ON attachments(upload_id)",
+                // `Idempotency-Key` of the v2 create that made the attachment, as `USERID:KEY` (docs/PROTOCOL.md).
+                "ALTER TABLE attachments ADD COLUMN create_key TEXT",
+                "CREATE UNIQUE INDEX attachments_create_key ON attachments(create_key)",
+                // Bodies stored whole by earlier versions move into chunks: one upload per attachment, with the
+                // attachment's id as the upload's id, cut into 1 MiB chunks by a recursive sequence (both dialects
+                // have it). The chunk size is fixed here as shipped; readers take chunks of any size in order.
+                "INSERT INTO attachment_uploads (id, attachment_id, started_at) SELECT id, id, created_at FROM attachments WHERE body IS NOT NULL",
+                """
+                WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i < (SELECT COALESCE(MAX(length(body)), 0) FROM attachments) / 1048576)
+                INSERT INTO attachment_chunks (upload_id, seq, data)
+                SELECT a.id, n.i, substr(a.body, n.i * 1048576 + 1, 1048576)
+                FROM attachments a JOIN n ON n.i * 1048576 < length(a.body)
+                WHERE a.body IS NOT NULL
+                """,
+                "UPDATE attachments SET upload_id = id, file_size = length(body), body = NULL WHERE body IS NOT NULL",
+            ]
+            if d == .postgres {
+                // Ciphertext does not compress: store chunks out of line without trying.
+                statements.insert("ALTER TABLE attachment_chunks ALTER COLUMN data SET STORAGE EXTERNAL", at: 4)
+            }
+            return statements
+        },
     ]
 
-    /// Applies every migration not applied yet, in one transaction per migration. On PostgreSQL an
-    /// advisory lock serialises instances that start together.
-    static func run(on database: any SQLDatabase) async throws {
+    /// Applies every migration not applied yet (up to `lastVersion`: tests build an older schema to migrate
+    /// data from), in one transaction per migration. On PostgreSQL an advisory lock serialises instances
+    /// that start together.
+    static func run(on database: any SQLDatabase, through lastVersion: Int = .max) async throws {
         let dialect = database.dialect
         try await database.transaction { session in
             if dialect == .postgres { try await session.query("SELECT pg_advisory_xact_lock(872634)") }
@@ -271,7 +322,7 @@ enum Migrations {
                     version \(dialect.integer) PRIMARY KEY, name TEXT NOT NULL, applied_at \(dialect.integer) NOT NULL)
                 """)
             let applied = Set(try await session.query("SELECT version FROM schema_migrations").compactMap { $0.int("version") })
-            for migration in all where !applied.contains(Int64(migration.version)) {
+            for migration in all where !applied.contains(Int64(migration.version)) && migration.version <= lastVersion {
                 for statement in migration.statements(dialect) {
                     try await session.query(statement)
                 }

@@ -78,13 +78,15 @@ struct CipherAccess: Sendable, Equatable {
     var canDelete: Bool { manage || edit }
 }
 
-/// Attachment metadata as stored (the body is read only for downloads).
+/// Attachment metadata as stored (the file's chunks are read only for downloads).
 struct AttachmentRecord: Sendable {
     var id: String
     var cipherID: String
     var fileName: String
     var key: String?
     var fileSize: Int64
+    /// The completed upload whose chunks are the file; `nil` until the file is uploaded.
+    var uploadID: String? = nil
 }
 
 /// A cipher as one user sees it: the stored row, that user's folder/favorite/archive state, and the
