@@ -58,10 +58,13 @@ extension VaultEngine {
         let wrappedKey = try cryptoCall { try EncString.encrypt(attachmentKey.rawBytes, key: itemKey, random: random) }
         let encryptedName = try cryptoCall { try EncString.encrypt(fileName, key: itemKey, random: random) }
         let revision = wire.revisionDate
+        // Every attempt at this attachment (a retry after a refreshed token) is one attachment on a server
+        // that honours the key.
+        let createKey = UUID().uuidString.lowercased()
         let upload = try await attachmentCall {
             try await self.authorized { api, token in
                 try await api.createAttachment(cipherID: itemID, fileName: encryptedName, key: wrappedKey, encryptedSize: body.count,
-                                               lastKnownRevisionDate: revision, token: token)
+                                               lastKnownRevisionDate: revision, idempotencyKey: createKey, token: token)
             }
         }
         try await attachmentCall {

@@ -658,7 +658,17 @@ extension VaultEngine {
         let name = "Offline Sync Conflicts"
         if let existing = try await folders().first(where: { $0.name == name }), let id = existing.id { return id }
         let encrypted = try modelCall { try EncString.encrypt(name, key: current.keys.userKey, random: random) }
-        let created = try await authorized { api, token in try await api.createFolder(name: encrypted, token: token) }
+        // One key for every device of the account: two devices making the folder at once make one on a
+        // server that honours keys. Deleted for good since (410), a new one gets a key of its own.
+        let created: FolderWire
+        do {
+            created = try await authorized { api, token in
+                try await api.createFolder(name: encrypted, idempotencyKey: "vaultsync-conflict-folder", token: token)
+            }
+        } catch let error as ServerCallError where error.isCreatedSinceDeleted {
+            let fresh = "vaultsync-conflict-folder-" + UUID().uuidString.lowercased()
+            created = try await authorized { api, token in try await api.createFolder(name: encrypted, idempotencyKey: fresh, token: token) }
+        }
         let userID = current.userID
         try await write { tx in try tx.folders(of: userID).store(created) }
         guard let id = created.id else { throw ServerCallError.invalidResponse("created folder has no id") }
