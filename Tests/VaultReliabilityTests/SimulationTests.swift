@@ -93,7 +93,8 @@ struct Simulation {
         var snapshots: [DeviceSnapshot] = []
         for device in devices { snapshots.append(try await DeviceSnapshot.take(device)) }
         func fail(_ findings: [String]) -> SeedOutcome {
-            trace.add("FAILED: " + findings.joined(separator: "; "))
+            // In a repeatable order: ids masked first (the invariants list what they find by id).
+            trace.add("FAILED: " + findings.map(StepTrace.masked).sorted().joined(separator: "; "))
             return SeedOutcome(trace: trace.lines, findings: findings)
         }
         for step in 0..<steps {
@@ -278,10 +279,14 @@ final class StepTrace: @unchecked Sendable {
     static let uuid = try! NSRegularExpression(pattern: "[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
 
     func add(_ line: String) {
-        let range = NSRange(line.startIndex..., in: line)
-        let masked = Self.uuid.stringByReplacingMatches(in: line, range: range, withTemplate: "{id}")
+        let masked = Self.masked(line)
         lock.withLock { recorded.append(masked) }
         if verbose { print("sim \(seed) | \(masked)") }
+    }
+
+    /// `text` with every UUID as `{id}`.
+    static func masked(_ text: String) -> String {
+        uuid.stringByReplacingMatches(in: text, range: NSRange(text.startIndex..., in: text), withTemplate: "{id}")
     }
 
     var lines: [String] { lock.withLock { recorded } }
