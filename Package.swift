@@ -130,6 +130,9 @@ let package = Package(
             name: "VaultTestSupport",
             dependencies: [
                 "VaultServer", "VaultCrypto",
+                // The deterministic simulation's in-process server: the API's transport seam, the router test framework.
+                "VaultAPI",
+                .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
@@ -217,8 +220,9 @@ let package = Package(
         .testTarget(
             name: "VaultReliabilityTests",
             dependencies: [
-                "VaultClient", "VaultStore", "VaultSyncCore", "VaultModels", "VaultCrypto", "VaultTestSupport",
+                "VaultClient", "VaultStore", "VaultSyncCore", "VaultModels", "VaultCrypto", "VaultTestSupport", "VaultAPI",
                 .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strict

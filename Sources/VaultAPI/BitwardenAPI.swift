@@ -54,7 +54,8 @@ public struct SyncResponse: Sendable {
 /// case-insensitive in, server error messages turned into ``ServerCallError``.
 public final class BitwardenAPI: Sendable {
     public let baseURL: String
-    let httpClient: HTTPClient
+    /// Where requests go: AsyncHTTPClient, or what a test puts in its place (``HTTPTransport``).
+    let transport: any HTTPTransport
     let configuration: APIConfiguration
     let now: @Sendable () -> WireDate
     let onClockSample: @Sendable (ClockSample) -> Void
@@ -66,14 +67,23 @@ public final class BitwardenAPI: Sendable {
     ///   - baseURL: the server, e.g. `http://127.0.0.1:8087` (API at `/api`, identity at `/identity`).
     ///   - now: the device clock (injected so tests can skew it).
     ///   - onClockSample: receives every response's `Date` header for the clock-offset estimate.
-    public init(baseURL: String, httpClient: HTTPClient, configuration: APIConfiguration = APIConfiguration(),
+    public convenience init(baseURL: String, httpClient: HTTPClient, configuration: APIConfiguration = APIConfiguration(),
+                            now: @escaping @Sendable () -> WireDate = { WireDate(Date()) },
+                            onClockSample: @escaping @Sendable (ClockSample) -> Void = { _ in }, logger: Logger = Logger(label: "vaultsync.api"),
+                            connection: ConnectionSettings = ConnectionSettings()) {
+        self.init(baseURL: baseURL, transport: AsyncHTTPClientTransport(client: httpClient), configuration: configuration, now: now,
+                  onClockSample: onClockSample, logger: logger, connection: connection)
+    }
+
+    /// The same with any transport in place of AsyncHTTPClient (the deterministic simulation's in-process server).
+    public init(baseURL: String, transport: any HTTPTransport, configuration: APIConfiguration = APIConfiguration(),
                 now: @escaping @Sendable () -> WireDate = { WireDate(Date()) },
                 onClockSample: @escaping @Sendable (ClockSample) -> Void = { _ in }, logger: Logger = Logger(label: "vaultsync.api"),
                 connection: ConnectionSettings = ConnectionSettings()) {
         var base = baseURL
         while base.hasSuffix("/") { base.removeLast() }
         self.baseURL = base
-        self.httpClient = httpClient
+        self.transport = transport
         self.configuration = configuration
         self.now = now
         self.onClockSample = onClockSample
@@ -91,33 +101,33 @@ public final class BitwardenAPI: Sendable {
     func send(_ method: HTTPMethod, _ path: String, token: String? = nil, json: JSONValue? = nil, form: [(String, String)]? = nil,
               bytes: [UInt8]? = nil, contentType: String? = nil, idempotencyKey: String? = nil,
               extraHeaders: [(String, String)] = [], acceptingErrors: Bool = false) async throws -> Reply {
-        // An absolute URL (an attachment's download or upload link) may name another host.
-        var request = HTTPClientRequest(url: path.hasPrefix("https://") || path.hasPrefix("http://") ? path : baseURL + path)
-        request.method = method
-        request.headers.add(name: "Accept", value: "application/json")
-        if let idempotencyKey { request.headers.add(name: "Idempotency-Key", value: idempotencyKey) }
-        request.headers.add(name: "Bitwarden-Client-Name", value: configuration.clientName)
-        request.headers.add(name: "Bitwarden-Client-Version", value: configuration.clientVersion)
-        request.headers.add(name: "Device-Type", value: String(configuration.deviceType))
-        if let token { request.headers.add(name: "Authorization", value: "Bearer \(token)") }
-        for (name, value) in extraHeaders { request.headers.add(name: name, value: value) }
+        var headers = HTTPHeaders()
+        headers.add(name: "Accept", value: "application/json")
+        if let idempotencyKey { headers.add(name: "Idempotency-Key", value: idempotencyKey) }
+        headers.add(name: "Bitwarden-Client-Name", value: configuration.clientName)
+        headers.add(name: "Bitwarden-Client-Version", value: configuration.clientVersion)
+        headers.add(name: "Device-Type", value: String(configuration.deviceType))
+        if let token { headers.add(name: "Authorization", value: "Bearer \(token)") }
+        for (name, value) in extraHeaders { headers.add(name: name, value: value) }
+        var body: [UInt8]?
         if let json {
-            request.headers.add(name: "Content-Type", value: "application/json; charset=utf-8")
-            request.body = .bytes(ByteBuffer(bytes: json.serialized()))
+            headers.add(name: "Content-Type", value: "application/json; charset=utf-8")
+            body = json.serialized()
         } else if let form {
             let text = form.map { "\(Self.formEncode($0.0))=\(Self.formEncode($0.1))" }.joined(separator: "&")
-            request.headers.add(name: "Content-Type", value: "application/x-www-form-urlencoded; charset=utf-8")
-            request.body = .bytes(ByteBuffer(string: text))
+            headers.add(name: "Content-Type", value: "application/x-www-form-urlencoded; charset=utf-8")
+            body = Array(text.utf8)
         } else if let bytes {
-            request.headers.add(name: "Content-Type", value: contentType ?? "application/octet-stream")
-            request.body = .bytes(ByteBuffer(bytes: bytes))
+            headers.add(name: "Content-Type", value: contentType ?? "application/octet-stream")
+            body = bytes
         }
+        // An absolute URL (an attachment's download or upload link) may name another host.
+        let url = path.hasPrefix("https://") || path.hasPrefix("http://") ? path : baseURL + path
+        let request = TransportRequest(method: method, url: url, headers: headers, body: body, timeout: configuration.requestTimeout)
         let sentAt = now()
-        let response: HTTPClientResponse
-        let body: ByteBuffer
+        let response: TransportResponse
         do {
-            response = try await httpClient.execute(request, timeout: configuration.requestTimeout, logger: logger)
-            body = try await response.body.collect(upTo: 256 * 1024 * 1024)
+            response = try await transport.execute(request, logger: logger)
         } catch {
             throw await failure(of: error)
         }
@@ -125,8 +135,8 @@ public final class BitwardenAPI: Sendable {
         if let dateHeader = response.headers.first(name: "Date"), let serverDate = Self.parseHTTPDate(dateHeader) {
             onClockSample(ClockSample(serverDate: serverDate, sentAt: sentAt, receivedAt: receivedAt))
         }
-        let bytes = Array(body.readableBytesView)
-        let status = Int(response.status.code)
+        let bytes = response.body
+        let status = response.status
         guard (200..<300).contains(status) || acceptingErrors else {
             throw ServerCallError.http(status: status, message: Self.errorMessage(bytes, status: status))
         }

@@ -61,8 +61,10 @@ extension VaultEngine {
         var report = SyncReport()
         if configuration.resolutionEnabled, try await pendingCount() > 0 {
             let started = ContinuousClock.now
-            // The queue is read and opened on this device while the server prepares its snapshot.
-            async let queue = readQueue()
+            // The queue is read and opened on this device while the server prepares its snapshot. The time
+            // that decides what is due is read first, so that no clock read races the request's.
+            let now = clock.now()
+            async let queue = readQueue(dueAt: now)
             let snapshot = try await fetchSnapshot()
             logger.debug("resolution snapshot", metadata: ["items": "\(snapshot.ciphers.count)", "took": "\(ContinuousClock.now - started)"])
             report = try await resolve(queue: try await queue, against: snapshot)
@@ -77,9 +79,8 @@ extension VaultEngine {
         var needsAttention: Int
     }
 
-    func readQueue() async throws -> DueQueue {
+    func readQueue(dueAt now: WireDate) async throws -> DueQueue {
         let current = try requireSession()
-        let now = clock.now()
         let rows = try await read { [userID = current.userID] tx in try tx.queue(of: userID).all() }
         var due = DueQueue(changes: [], needsAttention: 0)
         let userKey = current.keys.userKey
@@ -472,8 +473,9 @@ extension VaultEngine {
         let key = current.keys.userKey
         let backoff = Backoff()
         let refused = permanent || FailureClassification.classify(error.failure) == .refused
-        var generator = SystemRandomNumberGenerator()
-        let unit = Double.random(in: 0..<1, using: &generator)
+        // The jitter comes from the engine's random source, like everything random it does (a test's
+        // seeded source replays the same backoff).
+        let unit = Double(random.bytes(count: 8).reduce(UInt64(0)) { $0 << 8 | UInt64($1) } >> 11) / Double(1 << 53)
         let now = clock.now()
         let description = error.description
         // Read and written in one transaction: the stored record may have moved on during this attempt

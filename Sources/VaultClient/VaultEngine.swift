@@ -89,9 +89,11 @@ public actor VaultEngine {
     /// ``VaultError/proxyUnusable(_:)``), `nil` when they are usable. Checked with ``serverRefusal``.
     nonisolated let connectionRefusal: VaultError?
 
-    /// Opens the profile database at `databasePath`.
+    /// Opens the profile database at `databasePath`. Requests go over `httpClient` (by default the
+    /// process's shared client for these connection settings), or through `transport` when one is given
+    /// (tests: the deterministic simulation's in-process server).
     public init(databasePath: String, configuration: EngineConfiguration, clock: any DeviceClock = SystemDeviceClock(),
-                random: any RandomSource = SystemRandomSource(), httpClient: HTTPClient? = nil,
+                random: any RandomSource = SystemRandomSource(), httpClient: HTTPClient? = nil, transport: (any HTTPTransport)? = nil,
                 logger: Logger = Logger(label: "vaultsync.engine")) throws {
         self.configuration = configuration
         store = try VaultStore(path: databasePath)
@@ -113,7 +115,8 @@ public actor VaultEngine {
             connectionRefusal = connectionRefusal ?? .proxyUnusable(error.description)
         }
         self.connectionRefusal = connectionRefusal
-        self.httpClient = httpClient ?? HTTPClients.client(for: connection)
+        let client = httpClient ?? HTTPClients.client(for: connection)
+        self.httpClient = client
         var refusal: String?
         switch ServerAddress.check(configuration.serverURL, allowPlainHTTP: configuration.insecureAllowPlainHTTP) {
         case .refused(let reason) where !configuration.serverURL.isEmpty:
@@ -126,7 +129,8 @@ public actor VaultEngine {
         }
         serverRefusal = refusal
         let box = clockOffsetBox
-        api = BitwardenAPI(baseURL: configuration.serverURL, httpClient: self.httpClient, configuration: configuration.api,
+        api = BitwardenAPI(baseURL: configuration.serverURL, transport: transport ?? AsyncHTTPClientTransport(client: client),
+                           configuration: configuration.api,
                            now: { clock.now() }, onClockSample: { box.record($0) }, logger: logger, connection: connection)
     }
 

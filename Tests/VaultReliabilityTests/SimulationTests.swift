@@ -1,13 +1,17 @@
 import Foundation
 import Testing
 @testable import VaultClient
+import VaultCrypto
 import VaultModels
+import VaultSyncCore
 import VaultTestSupport
 
-/// One seed of the simulation: 3 devices of one account on one real server (SQLite), each with a
-/// skewed clock and its own network (a fault proxy that drops, delays, truncates and partitions),
-/// doing a random sequence of operations, locks, syncs, partitions and clock jumps. Everything random
-/// comes from the seed; the same seed replays the same sequence.
+/// One seed of the simulation: 3 devices of one account on the real server's application, in a world
+/// of their own. The server answers in process (its router, no sockets); each device reaches it through
+/// its own transport, which applies the device's faults (drops, 5xx, truncation, delays, partitions)
+/// from the seed. The world has one clock that only the simulation moves, every engine draws its
+/// randomness from the seed, and the devices act one at a time, each operation awaited to the end: the
+/// same seed replays the same steps to the same outcome, and prints the same trace.
 struct Simulation {
     let seed: UInt64
     let verbose: Bool
@@ -23,122 +27,287 @@ struct Simulation {
     /// step (in one step of five): its next call gets 401 and refreshes, under the device's faults.
     static let expirySeedMask: UInt64 = 0x7E57_0CE5_5A11_7E57
 
-    /// Runs the seed on `devices` (unlocked, with empty vaults, as is the server's); returns what went
-    /// wrong (empty: every invariant held after every step and at the end).
-    func run(template: AccountTemplate, devices: [SimDevice]) async throws -> [String] {
+    /// How far the world's time moves before each step (1–30 s) comes from a sequence of its own too.
+    static let timeSeedMask: UInt64 = 0x71DE_5EED_C10C_4B17
+
+    /// Runs the seed in a new world (a copy of the ``WorldTemplate``'s server and devices), removed afterwards.
+    func run() async throws -> SeedOutcome {
+        let started = ContinuousClock.now
+        let template = try await WorldTemplate.shared.value
+        let time = SimulatedTime(startingAt: WorldTemplate.worldStart)
+        let serverDirectory = temporaryDirectory("vaultsync-sim-server")
+        defer { try? FileManager.default.removeItem(atPath: serverDirectory) }
+        for file in try FileManager.default.contentsOfDirectory(atPath: template.serverDirectory) {
+            try FileManager.default.copyItem(atPath: template.serverDirectory + "/" + file, toPath: serverDirectory + "/" + file)
+        }
+        return try await InProcessServer.run(time: time, dataDirectory: serverDirectory) { server in
+            var devices: [SimDevice] = []
+            do {
+                for index in 0..<Self.deviceCount {
+                    devices.append(try await SimDevice.inProcess(
+                        index: index, server: server, copying: template.profiles[index], sealedSession: template.sealedSessions[index],
+                        sessionKey: template.sessionKey, skewSeconds: Self.baseSkews[index],
+                        randomSeed: (seed &* 0x9E37_79B9_7F4A_7C15) ^ UInt64(index + 1)))
+                }
+                phases.add("world", ContinuousClock.now - started)
+                let outcome = try await play(devices: devices, time: time, email: template.email)
+                for device in devices { await device.remove() }
+                return outcome
+            } catch {
+                for device in devices { await device.remove() }
+                throw error
+            }
+        }
+    }
+
+    func play(devices: [SimDevice], time: SimulatedTime, email: String) async throws -> SeedOutcome {
+        let started = ContinuousClock.now
         var generator = SeededRandom(seed: seed)
         var expiries = SeededRandom(seed: seed ^ Self.expirySeedMask)
-        let started = ContinuousClock.now
+        var clockSteps = SeededRandom(seed: seed ^ Self.timeSeedMask)
         let steps = Int.random(in: 4...12, using: &generator)
         let ledger = Ledger(tag: "s\(seed)")
-        var trace: [String] = []
+        let trace = StepTrace(seed: seed, verbose: verbose)
+        trace.add("seed \(seed): \(devices.count) devices, \(steps) steps")
         var faultRates: [Double] = []
         for device in devices {
             let faultRate = [0, 0.05, 0.15, 0.3][Int.random(in: 0..<4, using: &generator)]
             faultRates.append(faultRate)
-            await device.proxy.setRandomFaults([], seed: 0)
-            await device.proxy.setPartitioned(false)
-            device.clock.set(skewSeconds: Self.baseSkews[device.index])
-            trace.append("device \(device.index): skew \(device.clock.skewSeconds) s, fault rate \(faultRate)")
+            trace.add("device \(device.index): skew \(device.clock.skewSeconds) s, fault rate \(faultRate)")
         }
         // A few items everyone has, so that edits on different devices meet.
-        for _ in 0..<2 { try await devices[0].perform(.add, targets: Targets(items: [], folders: []), ledger: ledger, using: &generator) }
+        var added: [String] = []
+        for _ in 0..<2 {
+            added.append(try await devices[0].perform(.add, targets: Targets(items: [], folders: []), ledger: ledger, using: &generator))
+        }
         for device in devices.dropFirst() { try await device.engine.pull() }
+        trace.add("set-up: device 0 added \(added.joined(separator: "; ")); devices 1 and 2 pulled" + Self.network(devices))
         for (device, faultRate) in zip(devices, faultRates) {
-            await device.proxy.setRandomFaults([FaultProxy.RandomFault(
+            await device.network.setRandomFaults([FaultProxy.RandomFault(
                 probability: faultRate,
                 actions: [.fail(status: 500), .fail(status: 502), .fail(status: 503), .dropBeforeForwarding, .forwardThenClose,
                           .forwardThenDrop, .truncateBody, .delay(milliseconds: 20)])], seed: seed &* 7 &+ UInt64(device.index))
         }
         phases.add("set-up", ContinuousClock.now - started)
-        if verbose { print("seed \(seed): set-up \(ContinuousClock.now - started)") }
-        return try await play(steps: steps, devices: devices, template: template, ledger: ledger, trace: &trace,
-                              using: &generator, expiries: &expiries)
-    }
 
-    func play(steps: Int, devices: [SimDevice], template: AccountTemplate, ledger: Ledger, trace: inout [String],
-              using generator: inout SeededRandom, expiries: inout SeededRandom) async throws -> [String] {
         var snapshots: [DeviceSnapshot] = []
         for device in devices { snapshots.append(try await DeviceSnapshot.take(device)) }
-
-        func fail(_ findings: [String], _ trace: [String]) -> [String] {
-            findings + ["trace:"] + trace.suffix(40)
+        func fail(_ findings: [String]) -> SeedOutcome {
+            // In a repeatable order: ids masked first (the invariants list what they find by id).
+            trace.add("FAILED: " + findings.map(StepTrace.masked).sorted().joined(separator: "; "))
+            return SeedOutcome(trace: trace.lines, findings: findings)
         }
         for step in 0..<steps {
             let stepStarted = ContinuousClock.now
+            let seconds = Int64.random(in: 1...30, using: &clockSteps)
+            time.advance(microseconds: seconds * 1_000_000)
             let device = devices[Int.random(in: 0..<devices.count, using: &generator)]
-            let roll = Int.random(in: 0..<100, using: &generator)
-            var event: String
-            let expired = Int.random(in: 0..<5, using: &expiries) == 0
-            if expired { await device.engine.invalidateAccessToken() }
-            if device.locked {
-                device.lockedSteps -= 1
-                if device.lockedSteps > 0 {
-                    // A locked vault can only sync what needs no keys: nothing.
-                    let report = try await device.engine.sync()
-                    event = "sync while locked (skipped: \(report.skippedLocked))"
-                } else {
-                    try await device.engine.unlock(email: template.email, password: reliabilityPassword)
-                    device.locked = false
-                    event = "unlock"
-                }
-            } else if roll < 3 {
-                await device.engine.lock()
-                device.locked = true
-                device.lockedSteps = Int.random(in: 1...3, using: &generator)
-                event = "lock"
-            } else if roll < 11 {
-                let partitioned = Bool.random(using: &generator)
-                await device.proxy.setPartitioned(partitioned)
-                event = partitioned ? "partition" : "heal"
-            } else if roll < 14 {
-                let seconds = Int64.random(in: -600...600, using: &generator)
-                device.clock.jump(seconds: seconds)
-                event = "clock jump \(seconds) s"
-            } else {
-                let operation = Operation.random(using: &generator)
-                // Every sync that pushes meets a save of an item being pushed (the fallback is drawn
-                // from the second sequence).
-                let targets = snapshots[device.index].targets
-                let saveDuringPush = operation == .sync
-                if saveDuringPush {
-                    let fallback = targets.items.isEmpty ? nil : targets.items[Int.random(in: 0..<targets.items.count, using: &expiries)].id
-                    await device.saveDuringNextPush(ledger: ledger, fallback: fallback)
-                }
-                try await device.perform(operation, targets: targets, ledger: ledger, using: &generator)
-                if saveDuringPush { await device.proxy.setForwardHook(nil) }
-                event = operation.rawValue + (saveDuringPush ? " (a save if it pushes)" : "")
-            }
-            if expired { event = "access token expired, then " + event }
-            trace.append("step \(step): device \(device.index) \(event)")
-            if verbose { print("seed \(seed) step \(step): device \(device.index) \(event)") }
-
+            let event = try await act(device, step: step, snapshots: snapshots, ledger: ledger, trace: trace, email: email,
+                                      generator: &generator, expiries: &expiries)
             let checking = ContinuousClock.now
             phases.add("steps", checking - stepStarted)
             // Invariants after every step.
             var findings = try Invariants.plaintextFindings(device, secrets: ledger.secrets)
             phases.add("scans after steps", ContinuousClock.now - checking)
             let snapshotting = ContinuousClock.now
+            var state = "locked"
             if !device.locked {
                 snapshots[device.index] = try await DeviceSnapshot.take(device)
                 findings += Invariants.queueFindings(snapshots[device.index], device: device.index)
+                state = snapshots[device.index].summary
             }
+            trace.add("step \(step) (+\(seconds) s): device \(device.index) \(event) [\(state)]" + Self.network([device]))
             // A locked device's files did not change since its last snapshot: the union is current.
             let present = snapshots.reduce(into: Set<String>()) { $0.formUnion($1.passwords) }
             findings += ledger.lost(present: present).map { "lost after step \(step): \($0)" }
             phases.add("snapshots after steps", ContinuousClock.now - snapshotting)
-            if !findings.isEmpty { return fail(findings, trace) }
+            if !findings.isEmpty { return fail(findings) }
         }
         let settling = ContinuousClock.now
-        let final = try await settle(devices, email: template.email)
+        time.advance(microseconds: 60_000_000)
+        let final = try await settle(devices, email: email, loggingInAgain: true)
         let checking = ContinuousClock.now
         phases.add("final rounds", checking - settling)
-        if verbose { print("seed \(seed): final rounds \(checking - settling)") }
+        trace.add("final rounds: faults off, everyone unlocked, syncs until the queues settle" + Self.network(devices))
+        var refreshes: [String: Int] = [:]
+        for device in devices { refreshes.merge(await device.network.tally(pathPrefix: tokenPath)) { $0 + $1 } }
+        for (device, snapshot) in zip(devices, final) {
+            trace.add("end: device \(device.index): \(snapshot.summary)")
+            for line in snapshot.itemLines { trace.add("end: device \(device.index) \(line)") }
+        }
+        trace.add("end: token refreshes: \(describeRefreshes(refreshes)); logins after the session ended: "
+                  + "\(devices.map(\.loginsAgain).reduce(0, +)); ledger: "
+                  + ledger.counts.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", "))
         let findings = try finalFindings(devices, snapshots: final, ledger: ledger)
         phases.add("final checks", ContinuousClock.now - checking)
         phases.count("saves during a push", ledger.counts["save during a push"] ?? 0)
-        if verbose { print("seed \(seed): \(ledger.counts.sorted { $0.key < $1.key })") }
-        return findings.isEmpty ? [] : fail(findings, trace)
+        phases.count("token refreshes", refreshes["requests"] ?? 0)
+        phases.count("token refreshes meeting a fault", refreshes.filter { $0.key != "requests" }.values.reduce(0, +))
+        phases.count("logins after the session ended", devices.map(\.loginsAgain).reduce(0, +))
+        if !findings.isEmpty { return fail(findings) }
+        trace.add("held: every invariant after every step and at the end")
+        return SeedOutcome(trace: trace.lines, findings: [])
+    }
+
+    /// One step of one device: lock or unlock, partition or heal, a clock jump, or an operation (a sync
+    /// meets a save during its first push). Returns the step's event and outcome in words.
+    func act(_ device: SimDevice, step: Int, snapshots: [DeviceSnapshot], ledger: Ledger, trace: StepTrace, email: String,
+             generator: inout SeededRandom, expiries: inout SeededRandom) async throws -> String {
+        let roll = Int.random(in: 0..<100, using: &generator)
+        var event: String
+        let expired = Int.random(in: 0..<5, using: &expiries) == 0
+        if expired { await device.engine.invalidateAccessToken() }
+        if device.locked {
+            device.lockedSteps -= 1
+            if device.lockedSteps > 0 {
+                // A locked vault can only sync what needs no keys: nothing.
+                let report = try await device.engine.sync()
+                event = "sync while locked (skipped: \(report.skippedLocked))"
+            } else {
+                try await device.engine.unlock(email: email, password: reliabilityPassword)
+                device.locked = false
+                event = "unlock"
+            }
+        } else if roll < 3 {
+            await device.engine.lock()
+            device.locked = true
+            device.lockedSteps = Int.random(in: 1...3, using: &generator)
+            event = "lock (for \(device.lockedSteps) steps)"
+        } else if roll < 11 {
+            let partitioned = Bool.random(using: &generator)
+            await device.network.setPartitioned(partitioned)
+            event = partitioned ? "partition" : "heal"
+        } else if roll < 14 {
+            let seconds = Int64.random(in: -600...600, using: &generator)
+            device.clock.jump(seconds: seconds)
+            event = "clock jump \(seconds) s"
+        } else {
+            let operation = Operation.random(using: &generator)
+            // Every sync that pushes meets a save of an item being pushed (the fallback is drawn
+            // from the second sequence).
+            let targets = snapshots[device.index].targets
+            let saveDuringPush = operation == .sync
+            let notes = StepTrace(seed: seed, verbose: false)
+            if saveDuringPush {
+                let fallback = targets.items.isEmpty ? nil : targets.items[Int.random(in: 0..<targets.items.count, using: &expiries)].id
+                await device.saveDuringNextPush(ledger: ledger, fallback: fallback) { notes.add($0) }
+            }
+            let outcome = try await device.perform(operation, targets: targets, ledger: ledger, using: &generator)
+            if saveDuringPush { await device.network.setForwardHook(nil) }
+            event = "\(operation.rawValue) \(outcome)" + notes.lines.map { "; \($0)" }.joined()
+            if device.sessionEnded {
+                // The server ended the session (a refresh whose answer was lost, not retried within its
+                // grace period): the user logs in again, as the message asks.
+                try await device.logInAgain(email: email)
+                event += "; logged in again"
+            }
+        }
+        return expired ? "access token expired, then " + event : event
+    }
+
+    /// The requests since the last call and the faults they met (`; requests N, faults: …`).
+    static func network(_ devices: [SimDevice]) -> String {
+        var requests = 0
+        var faults: [String] = []
+        for device in devices {
+            guard let transport = device.network as? InProcessTransport else { continue }
+            let log = transport.takeLog()
+            requests += log.requests
+            faults += log.faults
+        }
+        return " (requests \(requests)" + (faults.isEmpty ? ")" : "; faults: \(faults.joined(separator: ", ")))")
+    }
+}
+
+/// The account and its three devices, registered and logged in once per process and copied into every
+/// seed's world: registering and logging in derive keys, which took most of a seed's time; a copy
+/// unlocks from a sealed session without a derivation. What a copy carries that is random (ids, tokens,
+/// keys) stays out of the trace; each world's time starts a minute after the template's.
+struct WorldTemplate: Sendable {
+    let serverDirectory: String
+    let profiles: [String]
+    let sealedSessions: [String]
+    let sessionKey: SymmetricCryptoKey
+    let email: String
+
+    static let worldStart = SimulatedTime.start + 60_000_000
+
+    static let shared = Task<WorldTemplate, any Error> { try await make() }
+
+    static func make() async throws -> WorldTemplate {
+        let serverDirectory = temporaryDirectory("vaultsync-sim-template")
+        let email = "sim@example.com"
+        let sessionKey = SymmetricCryptoKey.generate()
+        let expiry = WireDate(microsecondsSinceEpoch: SimulatedTime.start + 10 * 365 * 86_400 * 1_000_000)
+        let (profiles, sessions) = try await InProcessServer.run(time: SimulatedTime(), dataDirectory: serverDirectory) { server in
+            var profiles: [String] = []
+            var sessions: [String] = []
+            for index in 0..<Simulation.deviceCount {
+                let device = try await SimDevice.inProcess(index: index, server: server, skewSeconds: 0, randomSeed: UInt64(index + 1),
+                                                           email: email, registering: index == 0)
+                sessions.append(try await device.engine.sealSession(with: sessionKey, expiresAt: expiry))
+                try device.engine.localStore.checkpoint()
+                await device.engine.shutdown()
+                profiles.append(device.databasePath)
+            }
+            return (profiles, sessions)
+        }
+        return WorldTemplate(serverDirectory: serverDirectory, profiles: profiles, sealedSessions: sessions, sessionKey: sessionKey, email: email)
+    }
+}
+
+/// What one seed did: its trace and what went wrong (empty: every invariant held).
+struct SeedOutcome: Sendable {
+    var trace: [String]
+    var findings: [String]
+}
+
+/// A seed's trace, one line per step: what each step did and met, with the ledger's names and never a
+/// wall-clock time, a random id or a ciphertext, so that a replay prints the same bytes. Printed as it
+/// grows when `verbose` (a single seed).
+final class StepTrace: @unchecked Sendable {
+    private let lock = NSLock()
+    private var recorded: [String] = []
+    let seed: UInt64
+    let verbose: Bool
+
+    init(seed: UInt64, verbose: Bool) {
+        self.seed = seed
+        self.verbose = verbose
+    }
+
+    static let uuid = try! NSRegularExpression(pattern: "[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
+
+    func add(_ line: String) {
+        let masked = Self.masked(line)
+        lock.withLock { recorded.append(masked) }
+        if verbose { print("sim \(seed) | \(masked)") }
+    }
+
+    /// `text` with every UUID as `{id}`.
+    static func masked(_ text: String) -> String {
+        uuid.stringByReplacingMatches(in: text, range: NSRange(text.startIndex..., in: text), withTemplate: "{id}")
+    }
+
+    var lines: [String] { lock.withLock { recorded } }
+}
+
+extension DeviceSnapshot {
+    /// Counts in words: items (in the trash, archived, backups), folders, queue records.
+    var summary: String {
+        let values = items.values
+        let attention = queued.values.filter { $0 == .needsAttention }.count
+        return "\(values.count) items (\(values.filter(\.deleted).count) in the trash, \(values.filter(\.archived).count) archived, "
+            + "\(values.filter { BackupName.isBackup($0.name) }.count) backups), \(folders.count) folders, "
+            + "\(queued.count) queued (\(attention) need attention)"
+    }
+
+    /// Every item as the user sees it, its folder by name, sorted.
+    var itemLines: [String] {
+        items.values.map { item in
+            "\"\(item.name)\" pw=\(item.password ?? "-") history=\(item.history) deleted=\(item.deleted) archived=\(item.archived) "
+                + "folder=\(item.folderID.map { "\"\(folders[$0] ?? "?")\"" } ?? "-") favorite=\(item.favorite)"
+        }.sorted()
     }
 }
 
@@ -155,44 +324,96 @@ struct SimulationTests {
             let first = environment["VAULTSYNC_SIM_FIRST_SEED"].flatMap { UInt64($0) } ?? 1
             seeds = (0..<UInt64(count)).map { first + $0 }
         }
-        // Lanes run seeds side by side, each with its own account and devices, on the one server.
-        // A seed's sequence depends on its seed only, whichever lane runs it.
+        // Each seed is a world of its own; lanes run seeds side by side. `VAULTSYNC_SIM_REPLAYS=N` runs
+        // every seed N times and fails one whose traces differ.
         let lanes = max(1, min(RunSize.value("VAULTSYNC_SIM_LANES", ci: 2, long: 2), seeds.count))
+        let replays = max(1, RunSize.value("VAULTSYNC_SIM_REPLAYS", ci: 1, long: 1))
+        // `VAULTSYNC_SIM_TRACES=DIR` writes every seed's trace to DIR/<seed>.txt (two runs' folders compare with diff).
+        let traces = environment["VAULTSYNC_SIM_TRACES"]
+        if let traces { try FileManager.default.createDirectory(atPath: traces, withIntermediateDirectories: true) }
         let started = ContinuousClock.now
-        let server = LiveServer()
-        try await server.start()
-        let upstream = await server.url
         let dispenser = SeedDispenser(seeds: seeds, stopAfterFailures: 5)
         let phases = PhaseTotals()
-        let refreshes = try await withThrowingTaskGroup(of: [String: Int].self) { group in
+        try await withThrowingTaskGroup(of: Void.self) { group in
             for _ in 0..<lanes {
                 group.addTask {
-                    let lane = try await SimulationLane.open(upstream: upstream)
-                    do {
-                        try await lane.run(dispenser: dispenser, phases: phases, verbose: seeds.count == 1)
-                    } catch {
-                        await lane.close()
-                        throw error
+                    while let seed = await dispenser.next() {
+                        await dispenser.finished(seed, findings: await Self.run(seed: seed, replays: replays, verbose: seeds.count == 1,
+                                                                                phases: phases, traces: traces))
                     }
-                    var refreshes: [String: Int] = [:]
-                    for device in lane.devices { refreshes.merge(await device.proxy.tally(pathPrefix: tokenPath)) { $0 + $1 } }
-                    await lane.close()
-                    return refreshes
                 }
             }
-            return try await group.reduce(into: [String: Int]()) { $0.merge($1) { $0 + $1 } }
+            try await group.waitForAll()
         }
         for (seed, findings) in await dispenser.failures {
             let line = "VAULTSYNC_SIM_SEED=\(seed) swift test --filter VaultReliabilityTests.SimulationTests"
-            Issue.record("simulation seed \(seed) failed; reproduce with: \(line)\n\(findings.prefix(60).joined(separator: "\n"))")
+            Issue.record("simulation seed \(seed) failed; reproduce with: \(line)\n\(findings.prefix(80).joined(separator: "\n"))")
         }
         let failed = await dispenser.failures.map(\.seed)
         let ran = await dispenser.handedOut
         print("simulation: \(ran) seeds (\(seeds.first ?? 0)…\(seeds.last ?? 0)), \(failed.count) failed \(failed), "
-              + "\(lanes) lane(s), \(ContinuousClock.now - started); time per phase summed over lanes: \(phases.summary)")
-        print("simulation token refreshes: \(describeRefreshes(refreshes)); events: \(phases.countSummary)")
-        await server.destroy()
+              + "\(lanes) lane(s), \(replays) run(s) each, \(ContinuousClock.now - started); time per phase summed over lanes: \(phases.summary)")
+        print("simulation events: \(phases.countSummary)")
     }
+
+    /// Runs `seed` `replays` times; returns the findings (with the trace) of a failed run, or of runs whose traces differ.
+    static func run(seed: UInt64, replays: Int, verbose: Bool, phases: PhaseTotals, traces: String?) async -> [String] {
+        var first: [String]?
+        for replay in 0..<replays {
+            let outcome: SeedOutcome
+            do {
+                outcome = try await Simulation(seed: seed, verbose: verbose && replay == 0, phases: phases).run()
+            } catch {
+                return ["error: \(error)"]
+            }
+            if replay == 0, let traces {
+                _ = FileManager.default.createFile(atPath: "\(traces)/\(seed).txt", contents: Data((outcome.trace.joined(separator: "\n") + "\n").utf8))
+            }
+            if !outcome.findings.isEmpty { return outcome.findings + ["trace:"] + outcome.trace }
+            if let first, first != outcome.trace { return ["replay \(replay + 1) differs from the first run:"] + traceDifference(first, outcome.trace) }
+            first = outcome.trace
+        }
+        return []
+    }
+
+    /// The seed the replay test runs: faults (a delay, a cut token refresh, a closed sync, a 500), three
+    /// expired access tokens, a trash that meets an edit made elsewhere (two backups), a save during a push.
+    static let replaySeed: UInt64 = 128
+
+    @Test("a seed replays exactly: ten runs print the same trace, byte for byte")
+    func replay() async throws {
+        let seed = ProcessInfo.processInfo.environment["VAULTSYNC_SIM_REPLAY_SEED"].flatMap { UInt64($0) } ?? Self.replaySeed
+        var traces: [String] = []
+        for _ in 0..<10 {
+            let outcome = try await Simulation(seed: seed, verbose: false).run()
+            #expect(outcome.findings.isEmpty, "seed \(seed): \(outcome.findings)")
+            traces.append(outcome.trace.joined(separator: "\n") + "\n")
+        }
+        let first = traces[0]
+        for (index, trace) in traces.enumerated().dropFirst() {
+            let difference = traceDifference(first.components(separatedBy: "\n"), trace.components(separatedBy: "\n")).joined(separator: "\n")
+            #expect(Array(trace.utf8) == Array(first.utf8), "run \(index + 1) of seed \(seed) differs:\n\(difference)")
+        }
+        // The seed is worth replaying: it meets faults, refreshes an expired token, makes a conflict backup
+        // and saves during a push.
+        #expect(first.contains("faults:"), "seed \(seed) meets no fault")
+        #expect(first.contains(" during "), "seed \(seed) saves nothing during a push")
+        #expect(first.contains("access token expired"), "seed \(seed) has no expired access token")
+        #expect(first.contains(" - offline conflict "), "seed \(seed) makes no conflict backup")
+        print("simulation replay: seed \(seed), 10 runs, \(first.split(separator: "\n").count) lines, \(first.utf8.count) bytes each, identical")
+    }
+}
+
+/// The first line where two traces differ, with the line before it.
+func traceDifference(_ first: [String], _ second: [String]) -> [String] {
+    for index in 0..<max(first.count, second.count) {
+        let a = index < first.count ? first[index] : "(end)"
+        let b = index < second.count ? second[index] : "(end)"
+        if a != b {
+            return (index > 0 ? ["  same: \(first[index - 1])"] : []) + ["  first: \(a)", "  later: \(b)"]
+        }
+    }
+    return []
 }
 
 /// Hands out seeds to lanes in order and collects failures; stops handing out after enough failures.
@@ -269,74 +490,3 @@ final class PhaseTotals: @unchecked Sendable {
     }
 }
 
-/// One lane of the simulation: an account with a janitor (talking to the server directly) and the
-/// simulated devices (each behind its own fault proxy). The devices live through all of the lane's
-/// seeds (unlocking costs a key derivation); each seed starts them with empty vaults.
-struct SimulationLane: Sendable {
-    let template: AccountTemplate
-    let janitor: SimDevice
-    let devices: [SimDevice]
-
-    static func open(upstream: String) async throws -> SimulationLane {
-        let template = try await AccountTemplate.register(serverURL: upstream)
-        let janitor = try await SimDevice.cloned(from: template.databasePath, index: -1, proxy: FaultProxy(upstream: upstream), url: upstream,
-                                                 clock: SkewedClock(skewSeconds: 0), email: template.email, ownLogin: true) { _ in }
-        var devices: [SimDevice] = []
-        for index in 0..<Simulation.deviceCount {
-            let proxy = FaultProxy(upstream: upstream)
-            try await proxy.start()
-            devices.append(try await SimDevice.cloned(from: template.databasePath, index: index, proxy: proxy,
-                                                      clock: SkewedClock(skewSeconds: Simulation.baseSkews[index]),
-                                                      email: template.email, ownLogin: true) { $0.resolutionConcurrency = 1 })
-            _ = await proxy.tally(pathPrefix: tokenPath)
-        }
-        return SimulationLane(template: template, janitor: janitor, devices: devices)
-    }
-
-    func run(dispenser: SeedDispenser, phases: PhaseTotals, verbose: Bool) async throws {
-        while let seed = await dispenser.next() {
-            let findings: [String]
-            do {
-                findings = try await Simulation(seed: seed, verbose: verbose, phases: phases).run(template: template, devices: devices)
-            } catch {
-                // An error out of a seed (a device's session ended, storage failed) fails the seed: it is
-                // printed with its reproduction line before the lane stops.
-                await dispenser.finished(seed, findings: ["error: \(error)"])
-                throw error
-            }
-            await dispenser.finished(seed, findings: findings)
-            try await phases.measure("emptying") {
-                try await emptyVault()
-                for device in devices {
-                    if device.locked {
-                        try await device.engine.unlock(email: template.email, password: reliabilityPassword)
-                        device.locked = false
-                    }
-                    try await device.emptyLocalVault()
-                }
-            }
-        }
-    }
-
-    /// Deletes everything on the server so the next seed starts from an empty vault.
-    func emptyVault() async throws {
-        try await janitor.engine.pull()
-        for item in try await janitor.engine.items() {
-            _ = try await janitor.engine.permanentlyDeleteItem(id: item.id)
-        }
-        for folder in try await janitor.engine.folders() {
-            if let id = folder.id { _ = try await janitor.engine.deleteFolder(id: id) }
-        }
-        try await janitor.engine.pull()
-        let left = try await janitor.engine.items().count + janitor.engine.folders().count
-        try #require(left == 0, "the vault could not be emptied between seeds")
-    }
-
-    func close() async {
-        for device in devices {
-            await device.proxy.stop()
-            await device.remove()
-        }
-        await janitor.remove()
-    }
-}

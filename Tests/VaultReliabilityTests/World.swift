@@ -5,6 +5,7 @@ import Glibc
 import GRDB
 import Logging
 import Testing
+import VaultAPI
 import VaultClient
 import VaultCrypto
 import VaultModels
@@ -50,15 +51,27 @@ let reliabilityKDF = KdfConfiguration.pbkdf2(iterations: 100_000)
 let reliabilityPassword = "correct horse battery staple"
 
 /// A device clock with a skew that can jump (NTP corrections, a user changing the time).
+///
+/// On the machine's time by default. On a simulation's time, each read moves the device's own time a
+/// millisecond on, and never below the world's: two things the device does in one step have times of
+/// their own (queue records, backup names), and the values depend only on the order of the reads.
 final class SkewedClock: DeviceClock, @unchecked Sendable {
     private let lock = NSLock()
     private var skew: Int64
+    private let time: SimulatedTime?
+    private var local: Int64 = 0
 
-    init(skewSeconds: Int64) { skew = skewSeconds * 1_000_000 }
+    init(skewSeconds: Int64, time: SimulatedTime? = nil) {
+        skew = skewSeconds * 1_000_000
+        self.time = time
+    }
 
     func now() -> WireDate {
-        let skew = lock.withLock { self.skew }
-        return WireDate(Date()).adding(microseconds: skew)
+        lock.withLock {
+            guard let time else { return WireDate(Date()).adding(microseconds: skew) }
+            local = max(local + 1_000, time.worldMicroseconds)
+            return WireDate(microsecondsSinceEpoch: local + skew)
+        }
     }
 
     func jump(seconds: Int64) {
@@ -176,24 +189,47 @@ final class Ledger: @unchecked Sendable {
     }
 }
 
-/// One simulated device: a profile database, an engine behind its own fault proxy, a skewed clock.
+/// What the tests set on a device's network: a fault proxy on loopback, or the simulation's
+/// in-process transport (the same fault plan, without sockets).
+protocol DeviceNetwork: Sendable {
+    func setRandomFaults(_ faults: [FaultProxy.RandomFault], seed: UInt64) async
+    func setPartitioned(_ partitioned: Bool) async
+    func setForwardHook(_ hook: (@Sendable (String, String) async -> Void)?) async
+    func tally(pathPrefix: String) async -> [String: Int]
+}
+
+extension FaultProxy: DeviceNetwork {}
+extension InProcessTransport: DeviceNetwork {}
+
+/// One simulated device: a profile database, an engine behind its own network (a fault proxy, or the
+/// simulation's in-process transport), a skewed clock.
 final class SimDevice: @unchecked Sendable {
     let index: Int
     let profile: String
-    let proxy: FaultProxy
+    let network: any DeviceNetwork
     let clock: SkewedClock
     /// Reads the profile's files for the plaintext checks, keeping the engine's locks.
     let files = LockKeepingReader()
     private(set) var engine: VaultEngine
     var locked = false
     var lockedSteps = 0
+    /// The server ended the session (``VaultError/sessionExpired``): the user must log in again.
+    var sessionEnded = false
+    /// How often the user logged in again after the session ended.
+    var loginsAgain = 0
 
-    init(index: Int, profile: String, proxy: FaultProxy, clock: SkewedClock, engine: VaultEngine) {
+    init(index: Int, profile: String, network: any DeviceNetwork, clock: SkewedClock, engine: VaultEngine) {
         self.index = index
         self.profile = profile
-        self.proxy = proxy
+        self.network = network
         self.clock = clock
         self.engine = engine
+    }
+
+    /// The fault proxy of a device on real sockets (every device but the simulation's).
+    var proxy: FaultProxy {
+        guard let proxy = network as? FaultProxy else { preconditionFailure("device \(index) has no fault proxy: it is in process") }
+        return proxy
     }
 
     var databasePath: String { profile + "/vault.sqlite" }
@@ -222,17 +258,62 @@ final class SimDevice: @unchecked Sendable {
         } else {
             try await engine.unlock(email: email, password: reliabilityPassword)
         }
-        return SimDevice(index: index, profile: profile, proxy: proxy, clock: clock, engine: engine)
+        return SimDevice(index: index, profile: profile, network: proxy, clock: clock, engine: engine)
     }
 
-    static func makeEngine(path: String, url: String, clock: any DeviceClock, configure: (inout EngineConfiguration) -> Void) throws -> VaultEngine {
+    static func makeEngine(path: String, url: String, clock: any DeviceClock, random: any RandomSource = SystemRandomSource(),
+                           transport: (any HTTPTransport)? = nil, logLevel: Logger.Level = .info,
+                           configure: (inout EngineConfiguration) -> Void) throws -> VaultEngine {
         var configuration = EngineConfiguration(serverURL: url)
         configuration.api.connectTimeout = .seconds(10)
         configuration.api.requestTimeout = .seconds(20)
         configure(&configuration)
         var logger = Logger(label: "vaultsync.engine " + (path as NSString).deletingLastPathComponent.suffix(8))
-        logger.logLevel = Trace.enabled ? .debug : .info
-        return try VaultEngine(databasePath: path, configuration: configuration, clock: clock, logger: logger)
+        logger.logLevel = Trace.enabled ? .debug : logLevel
+        return try VaultEngine(databasePath: path, configuration: configuration, clock: clock, random: random, transport: transport, logger: logger)
+    }
+
+    /// A device of the deterministic simulation: a new profile whose engine talks to `server` through
+    /// its own in-process transport, on the simulation's time, with a seeded random source (keys, IVs,
+    /// backoff jitter), logging errors only (the trace says what happened; `VAULTSYNC_TRACE=1` adds the
+    /// engine's decisions). It logs in as a device of its own; with `registering`, it registers the
+    /// account first.
+    static func inProcess(index: Int, server: InProcessServer, skewSeconds: Int64, randomSeed: UInt64, email: String,
+                          registering: Bool) async throws -> SimDevice {
+        let profile = temporaryDirectory("vaultsync-sim-device")
+        let (engine, transport, clock) = try inProcessEngine(path: profile + "/vault.sqlite", server: server, skewSeconds: skewSeconds,
+                                                             randomSeed: randomSeed)
+        if registering { try await engine.register(email: email, password: reliabilityPassword, kdf: reliabilityKDF) }
+        try await engine.login(email: email, password: reliabilityPassword, acceptingKdf: reliabilityKDF)
+        _ = transport.tally(pathPrefix: tokenPath)
+        return SimDevice(index: index, profile: profile, network: transport, clock: clock, engine: engine)
+    }
+
+    /// A device of the deterministic simulation from a copy of a logged-in profile (a ``WorldTemplate``'s),
+    /// unlocked from its sealed session: no key derivation. Like a new device, it has measured no clock offset.
+    static func inProcess(index: Int, server: InProcessServer, copying template: String, sealedSession: String,
+                          sessionKey: SymmetricCryptoKey, skewSeconds: Int64, randomSeed: UInt64) async throws -> SimDevice {
+        let profile = temporaryDirectory("vaultsync-sim-device")
+        let path = profile + "/vault.sqlite"
+        try FileManager.default.copyItem(atPath: template, toPath: path)
+        let queue = try DatabaseQueue(path: path)
+        try await queue.write { db in
+            try db.execute(sql: "UPDATE syncState SET clockOffset = NULL, lastContactDate = NULL, lastContactFailed = 0")
+        }
+        try queue.close()
+        let (engine, transport, clock) = try inProcessEngine(path: path, server: server, skewSeconds: skewSeconds, randomSeed: randomSeed)
+        try await engine.unlock(sealedSession: sealedSession, sessionKey: sessionKey)
+        _ = transport.tally(pathPrefix: tokenPath)
+        return SimDevice(index: index, profile: profile, network: transport, clock: clock, engine: engine)
+    }
+
+    static func inProcessEngine(path: String, server: InProcessServer, skewSeconds: Int64,
+                                randomSeed: UInt64) throws -> (VaultEngine, InProcessTransport, SkewedClock) {
+        let transport = InProcessTransport(server: server)
+        let clock = SkewedClock(skewSeconds: skewSeconds, time: server.time)
+        let engine = try makeEngine(path: path, url: InProcessServer.url, clock: clock, random: SeededRandomSource(seed: randomSeed),
+                                    transport: transport, logLevel: .error) { $0.resolutionConcurrency = 1 }
+        return (engine, transport, clock)
     }
 
     /// Replaces the engine by a new one on the same profile (an app restart), unlocked.
@@ -243,16 +324,12 @@ final class SimDevice: @unchecked Sendable {
         locked = false
     }
 
-    /// Empties the profile's vault (cache, queue, drafts, backups list) for the next simulation seed;
-    /// the account and the unlocked session stay.
-    func emptyLocalVault() async throws {
-        let userID = await engine.currentUserID ?? ""
-        try await engine.localStore.writeDatabase { db in
-            for table in ["cipher", "folder", "pendingChange", "draft", "conflictBackup"] {
-                try db.execute(sql: "DELETE FROM \(table) WHERE userID = ?", arguments: [userID])
-            }
-        }
-        try engine.localStore.checkpoint()
+    /// Logs in again after the server ended the session, as the user is asked to; the profile keeps
+    /// its data and queue.
+    func logInAgain(email: String) async throws {
+        try await engine.login(email: email, password: reliabilityPassword, acceptingKdf: reliabilityKDF)
+        sessionEnded = false
+        loginsAgain += 1
     }
 
     func remove() async {
@@ -312,6 +389,8 @@ struct Target: Sendable {
 struct Targets: Sendable {
     var items: [Target]
     var folders: [String]
+    /// Item and folder names by id, for the simulation's trace (empty where the targets come from the cache).
+    var names: [String: String] = [:]
 }
 
 /// An error a test operation must never see: the store or the crypto failed, or an item is damaged.
@@ -347,10 +426,10 @@ extension SimDevice {
     /// bulk push or a create), the user saves an item again before the server's answer arrives (the
     /// engine serves calls while the sync waits): the item being pushed, or else `fallback`. The saved
     /// password goes into `ledger` like any other.
-    func saveDuringNextPush(ledger: Ledger, fallback: String?) async {
+    func saveDuringNextPush(ledger: Ledger, fallback: String?, saved: (@Sendable (String) -> Void)? = nil) async {
         let fired = Once()
         let engine = self.engine
-        await proxy.setForwardHook { method, path in
+        await network.setForwardHook { method, path in
             let id: String?
             if method == "PUT", path.hasPrefix("/api/ciphers/") {
                 id = path.dropFirst("/api/ciphers/".count).split(separator: "/").first.map(String.init)
@@ -364,17 +443,20 @@ extension SimDevice {
             let password = ledger.fresh("pw")
             if view.login == nil { view.login = LoginView() }
             view.login?.password = password
-            if (try? await engine.updateItem(view)) != nil {
+            if let result = try? await engine.updateItem(view) {
                 ledger.saved(password: password, itemName: view.name)
                 ledger.count("save during a push")
+                saved?("saved \"\(view.name)\" during \(method) \(InProcessTransport.masked(path)) (\(result.outcome.isOffline ? "offline" : "synced"))")
             }
         }
     }
 
     /// Performs `operation` on a random target; records what was saved in `ledger`. Errors the user
     /// would see (the server refused, an item was removed meanwhile) are counted; storage, crypto and
-    /// damaged-item errors are thrown as ``UnexpectedFailure``.
-    func perform(_ operation: Operation, targets: Targets, ledger: Ledger, using generator: inout SeededRandom) async throws {
+    /// damaged-item errors are thrown as ``UnexpectedFailure``. Returns what happened in words, with the
+    /// names the ledger gave (never ids, which are random): the simulation's trace.
+    @discardableResult
+    func perform(_ operation: Operation, targets: Targets, ledger: Ledger, using generator: inout SeededRandom) async throws -> String {
         let items = targets.items
         let folders = targets.folders
         func pick(_ candidates: [Target], using generator: inout SeededRandom) -> String? {
@@ -382,6 +464,13 @@ extension SimDevice {
         }
         let randomFolder: String? = folders.isEmpty || Bool.random(using: &generator) ? nil
             : folders[Int.random(in: 0..<folders.count, using: &generator)]
+        func named(_ id: String?) -> String { id.map { "\"\(targets.names[$0] ?? "?")\"" } ?? "no folder" }
+        func saved(_ outcome: SaveOutcome) -> String { outcome.isOffline ? "saved offline" : "saved" }
+        func skipped() -> String {
+            ledger.count("skipped")
+            return "nothing to do"
+        }
+        let what: String
         do {
             switch operation {
             case .add:
@@ -394,8 +483,9 @@ extension SimDevice {
                 let result = try await engine.addItem(view)
                 ledger.saved(password: password, itemName: name)
                 Trace.save(self, "add", id: result.value.id, name: name, password: password, outcome: result.outcome)
+                what = "\"\(name)\" in \(named(randomFolder)) pw=\(password): \(saved(result.outcome))"
             case .edit:
-                guard let id = pick(items, using: &generator) else { return ledger.count("skipped") }
+                guard let id = pick(items, using: &generator) else { return skipped() }
                 var view = try await engine.item(id: id)
                 let password = ledger.fresh("pw")
                 if view.login == nil { view.login = LoginView() }
@@ -410,54 +500,69 @@ extension SimDevice {
                 }
                 ledger.saved(password: password, itemName: view.name)
                 Trace.save(self, "edit", id: id, name: view.name, password: password, outcome: result.outcome)
+                what = "\"\(oldName)\"" + (view.name != oldName ? " renamed \"\(view.name)\"" : "") + " pw=\(password): \(saved(result.outcome))"
             case .trash:
-                guard let id = pick(items.filter { !$0.deleted }, using: &generator) else { return ledger.count("skipped") }
-                Trace.save(self, "trash", id: id, name: nil, outcome: try await engine.softDeleteItem(id: id))
+                guard let id = pick(items.filter { !$0.deleted }, using: &generator) else { return skipped() }
+                let outcome = try await engine.softDeleteItem(id: id)
+                Trace.save(self, "trash", id: id, name: nil, outcome: outcome)
+                what = "\(named(id)): \(saved(outcome))"
             case .restore:
-                guard let id = pick(items.filter(\.deleted), using: &generator) else { return ledger.count("skipped") }
-                Trace.save(self, "restore", id: id, name: nil, outcome: try await engine.restoreItem(id: id))
+                guard let id = pick(items.filter(\.deleted), using: &generator) else { return skipped() }
+                let outcome = try await engine.restoreItem(id: id)
+                Trace.save(self, "restore", id: id, name: nil, outcome: outcome)
+                what = "\(named(id)): \(saved(outcome))"
             case .deleteForGood:
-                guard let id = pick(items, using: &generator) else { return ledger.count("skipped") }
+                guard let id = pick(items, using: &generator) else { return skipped() }
                 let name = try await engine.item(id: id).name
                 let outcome = try await engine.permanentlyDeleteItem(id: id)
                 ledger.deletedForGood(itemName: name)
                 Trace.save(self, "deleteForGood", id: id, name: name, outcome: outcome)
+                what = "\"\(name)\": \(saved(outcome))"
             case .archive:
                 guard let item = items.isEmpty ? nil : items[Int.random(in: 0..<items.count, using: &generator)] else {
-                    return ledger.count("skipped")
+                    return skipped()
                 }
                 let id = item.id
-                _ = try await engine.setArchived(id: id, !item.archived)
+                what = "\(named(id)) \(item.archived ? "out of" : "into") the archive: \(saved(try await engine.setArchived(id: id, !item.archived)))"
             case .move:
-                guard let id = pick(items, using: &generator) else { return ledger.count("skipped") }
-                _ = try await engine.moveItem(id: id, toFolder: randomFolder)
+                guard let id = pick(items, using: &generator) else { return skipped() }
+                what = "\(named(id)) to \(named(randomFolder)): \(saved(try await engine.moveItem(id: id, toFolder: randomFolder)))"
             case .favorite:
                 guard let item = items.isEmpty ? nil : items[Int.random(in: 0..<items.count, using: &generator)] else {
-                    return ledger.count("skipped")
+                    return skipped()
                 }
                 let id = item.id
-                _ = try await engine.setFavorite(id: id, !item.favorite)
+                what = "\(named(id)) favorite \(!item.favorite): \(saved(try await engine.setFavorite(id: id, !item.favorite)))"
             case .createFolder:
-                _ = try await engine.createFolder(name: ledger.fresh("folder"))
+                let name = ledger.fresh("folder")
+                what = "\"\(name)\": \(saved(try await engine.createFolder(name: name).outcome))"
             case .renameFolder:
-                guard let id = randomFolder else { return ledger.count("skipped") }
-                _ = try await engine.renameFolder(id: id, name: ledger.fresh("folder"))
+                guard let id = randomFolder else { return skipped() }
+                let name = ledger.fresh("folder")
+                what = "\(named(id)) to \"\(name)\": \(saved(try await engine.renameFolder(id: id, name: name)))"
             case .deleteFolder:
-                guard let id = randomFolder else { return ledger.count("skipped") }
-                _ = try await engine.deleteFolder(id: id)
+                guard let id = randomFolder else { return skipped() }
+                what = "\(named(id)): \(saved(try await engine.deleteFolder(id: id)))"
             case .sync:
-                if Int.random(in: 0..<4, using: &generator) == 0 { try await engine.retryPending() }
-                _ = try await engine.sync()
+                let retry = Int.random(in: 0..<4, using: &generator) == 0
+                if retry { try await engine.retryPending() }
+                let report = try await engine.sync()
+                what = (retry ? "after a retry of everything: " : "") + "resolved \(report.resolved), backups \(report.backups.count), "
+                    + "still pending \(report.stillPending), needs attention \(report.needsAttention), messages \(report.messages.count)"
             }
             ledger.count(operation.rawValue)
+            return what
         } catch let error as VaultError {
             switch error {
             case .storage, .crypto, .model:
                 throw UnexpectedFailure(description: "device \(index), \(operation.rawValue): \(error)")
             case .serverRefused(let status, _):
                 ledger.count("\(operation.rawValue) refused \(status)")
+                return "refused \(status)"
             default:
+                if case .sessionExpired = error { sessionEnded = true }
                 ledger.count("\(operation.rawValue) failed")
+                return "failed: \(error)"
             }
         }
     }
@@ -504,11 +609,14 @@ struct DeviceSnapshot {
     var queuedKinds: [String: PendingChangeKind] = [:]
     var folderNames: [(String, String)] = []
 
-    /// Targets in a repeatable order (by name, not by the random ids).
+    /// Targets in a repeatable order: by name, then by what else the user sees, and only then by the
+    /// random ids (two items that agree on all of it are interchangeable).
     var targets: Targets {
-        let ordered = items.sorted { ($0.value.name, $0.key) < ($1.value.name, $1.key) }
+        let ordered = items.sorted { ($0.value.name, $0.value.description, $0.key) < ($1.value.name, $1.value.description, $1.key) }
+        var names = items.mapValues(\.name)
+        names.merge(folders) { item, _ in item }
         return Targets(items: ordered.map { Target(id: $0.key, deleted: $0.value.deleted, archived: $0.value.archived, favorite: $0.value.favorite) },
-                       folders: folderNames.sorted { $0.1 < $1.1 }.map(\.0))
+                       folders: folderNames.sorted { ($0.1, $0.0) < ($1.1, $1.0) }.map(\.0), names: names)
     }
 
     static func take(_ device: SimDevice) async throws -> DeviceSnapshot {
@@ -627,10 +735,21 @@ enum Invariants {
 }
 
 /// Faults off, everyone unlocked, then sync rounds until every queue is drained or needs attention.
-func settle(_ devices: [SimDevice], email: String, rounds: Int = 3) async throws -> [DeviceSnapshot] {
+/// With `loggingInAgain`, a device whose session the server ended (a refresh whose answer was lost,
+/// not retried within the server's grace period) logs in again and syncs, as its user would.
+func settle(_ devices: [SimDevice], email: String, rounds: Int = 3, loggingInAgain: Bool = false) async throws -> [DeviceSnapshot] {
+    func syncing(_ device: SimDevice, _ call: (VaultEngine) async throws -> Void) async throws {
+        do {
+            if loggingInAgain, device.sessionEnded { try await device.logInAgain(email: email) }
+            try await call(device.engine)
+        } catch VaultError.sessionExpired where loggingInAgain {
+            try await device.logInAgain(email: email)
+            try await call(device.engine)
+        }
+    }
     for device in devices {
-        await device.proxy.setRandomFaults([], seed: 0)
-        await device.proxy.setPartitioned(false)
+        await device.network.setRandomFaults([], seed: 0)
+        await device.network.setPartitioned(false)
         if device.locked {
             try await device.engine.unlock(email: email, password: reliabilityPassword)
             device.locked = false
@@ -640,7 +759,7 @@ func settle(_ devices: [SimDevice], email: String, rounds: Int = 3) async throws
         for device in devices {
             try await device.engine.retryPending()
             do {
-                _ = try await device.engine.sync()
+                try await syncing(device) { _ = try await $0.sync() }
             } catch let error as VaultError {
                 throw UnexpectedFailure(description: "device \(device.index): sync with faults off failed: \(error)")
             }
@@ -652,7 +771,7 @@ func settle(_ devices: [SimDevice], email: String, rounds: Int = 3) async throws
         if !waiting { break }
     }
     // A last pull everywhere after the last write (the last device to sync pulled after it).
-    for device in devices.dropLast() { try await device.engine.pull() }
+    for device in devices.dropLast() { try await syncing(device) { _ = try await $0.pull() } }
     var snapshots: [DeviceSnapshot] = []
     for device in devices { snapshots.append(try await DeviceSnapshot.take(device)) }
     return snapshots
