@@ -7,7 +7,11 @@ import VaultServer
 /// limits) and a throwaway data directory.
 public actor LiveServer {
     public let dataDirectory: String
-    private let server: EmbeddedServer
+    private var server: EmbeddedServer
+    /// The settings, for a first start on another port when the chosen one is taken.
+    private let configuration: ServerConfiguration
+    private let logger: Logger?
+    private var started = false
 
     /// - Parameter logger: the server's logger (tests capture logs with their own handler); its level is
     ///   the configuration's `logLevel`.
@@ -25,6 +29,8 @@ public actor LiveServer {
         // One process-wide queue of slow hashes serves every test server; its cost is not what these tests measure.
         configuration.insecureTestingPasswordIterations = 1_000
         configure(&configuration)
+        self.configuration = configuration
+        self.logger = logger
         server = EmbeddedServer(configuration: configuration, logger: logger)
     }
 
@@ -34,7 +40,31 @@ public actor LiveServer {
     public var url: String { get async { await server.url } }
 
     /// Starts (or restarts, on the same port) the server and waits until it listens.
-    public func start() async throws { try await server.start() }
+    ///
+    /// A server asked for any port gets one below the kernel's ephemeral range (``TestPorts``): a port
+    /// the kernel hands out to connections and to `port 0` listeners could be taken while this server
+    /// is stopped, and its restart would fail ("Address already in use"; seen in a full run).
+    public func start() async throws {
+        guard !started, configuration.port == 0 else {
+            try await server.start()
+            return
+        }
+        var lastError: (any Error)?
+        for _ in 0..<64 {
+            var chosen = configuration
+            chosen.port = TestPorts.next()
+            let candidate = EmbeddedServer(configuration: chosen, logger: logger)
+            do {
+                try await candidate.start()
+                server = candidate
+                started = true
+                return
+            } catch {
+                lastError = error
+            }
+        }
+        throw lastError ?? EmbeddedServerError.stoppedBeforeListening(host: configuration.host, port: 0)
+    }
 
     /// Stops the server (gracefully) and waits until it no longer listens.
     public func stop() async { await server.stop() }
@@ -43,6 +73,39 @@ public actor LiveServer {
     public func destroy() async {
         await server.stop()
         try? FileManager.default.removeItem(atPath: dataDirectory)
+    }
+}
+
+/// Ports for test servers that stop and start again, handed out once per process from below the
+/// kernel's ephemeral range (where outgoing connections and `port 0` listeners take theirs), starting
+/// at a random point so that two test processes on one machine rarely meet.
+public enum TestPorts {
+    private static let state: Mutex = Mutex()
+
+    /// The next port to try.
+    public static func next() -> Int { state.next() }
+
+    final class Mutex: @unchecked Sendable {
+        private let lock = NSLock()
+        private var current: Int
+        private let low = 10_000
+        private let high: Int
+
+        init() {
+            // Linux: "32768 60999" by default; elsewhere (macOS: 49152 and up) 32768 is below it too.
+            let range = (try? String(contentsOfFile: "/proc/sys/net/ipv4/ip_local_port_range", encoding: .utf8))?
+                .split(whereSeparator: { $0 == " " || $0 == "\t" || $0 == "\n" }).compactMap { Int($0) }
+            high = max(low + 1_000, min(range?.first ?? 32_768, 32_768) - 1)
+            current = Int.random(in: low..<high)
+        }
+
+        func next() -> Int {
+            lock.withLock {
+                current += 1
+                if current >= high { current = low }
+                return current
+            }
+        }
     }
 }
 
