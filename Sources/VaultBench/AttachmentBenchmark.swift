@@ -9,9 +9,9 @@ import VaultServer
 import VaultTestSupport
 import _CryptoExtras
 
-/// P7: one large attachment through the real server on loopback — `POST …/attachment/v2`, the upload
+/// A1: one large attachment through the real server on loopback — `POST …/attachment/v2`, the upload
 /// streamed from a generator, the download streamed into SHA-256 — with the server's peak RSS. The
-/// server and the client run in a child process of their own (`VaultBench --child p7`), so the peak is
+/// server and the client run in a child process of their own (`VaultBench --child a1`), so the peak is
 /// that process's `VmHWM`: the server with the client beside it, an upper bound for the server alone.
 /// The reference is the client's own cost for the same bytes: AES-256-CBC plus HMAC-SHA256 (what
 /// encrypting the file takes), in this process.
@@ -49,24 +49,24 @@ enum AttachmentBenchmark {
             try? await admin.executeOutsideTransaction("DROP DATABASE IF EXISTS \(name) WITH (FORCE)")
             await admin.close()
         } else {
-            print("P7: PostgreSQL skipped (no --postgres URL and no VAULTSYNC_TEST_POSTGRES_URL)")
+            print("A1: PostgreSQL skipped (no --postgres URL and no VAULTSYNC_TEST_POSTGRES_URL)")
         }
         return results
     }
 
     static func measure(backend: String, postgresURL: String?, mib: Int, reference: Double) async throws -> [BenchResult] {
-        let output = try await runChild("p7", input: Input(mib: mib, postgresURL: postgresURL), as: Output.self)
+        let output = try await runChild("a1", input: Input(mib: mib, postgresURL: postgresURL), as: Output.self)
         let up = Double(mib) / output.uploadSeconds
         let down = Double(mib) / output.downloadSeconds
         let label = backend == "SQLite" ? "" : "-PG"
         return [
-            BenchResult(id: "P7-up\(label)", what: "upload of a \(mib) MiB attachment, \(backend) (MiB/s)", value: up, unit: "MiB/s",
+            BenchResult(id: "A1-up\(label)", what: "upload of a \(mib) MiB attachment, \(backend) (MiB/s)", value: up, unit: "MiB/s",
                         reference: reference, referenceWhat: "AES-256-CBC + HMAC-SHA256 of the same bytes (MiB/s)", ratio: up / reference,
                         goal: "bytes match", met: output.bytesMatch),
-            BenchResult(id: "P7-down\(label)", what: "download of it, \(backend) (MiB/s)", value: down, unit: "MiB/s",
+            BenchResult(id: "A1-down\(label)", what: "download of it, \(backend) (MiB/s)", value: down, unit: "MiB/s",
                         reference: reference, referenceWhat: "AES-256-CBC + HMAC-SHA256 of the same bytes (MiB/s)", ratio: down / reference,
                         goal: "bytes match", met: output.bytesMatch),
-            BenchResult(id: "P7-rss\(label)", what: "peak RSS of the server process (client in it too), \(backend)", value: output.peakMiB,
+            BenchResult(id: "A1-rss\(label)", what: "peak RSS of the server process (client in it too), \(backend)", value: output.peakMiB,
                         unit: "MiB", reference: output.peakBeforeMiB, referenceWhat: "its peak before the file",
                         ratio: output.peakMiB / output.peakBeforeMiB, goal: "< 150 MiB for a 500 MiB file",
                         met: mib == 500 ? output.peakMiB < 150 : nil),
@@ -113,12 +113,12 @@ enum AttachmentBenchmark {
         let account = try await BenchAccount.register(url: url)
         let item = try await account.api.rawJSON(.POST, "/api/ciphers", token: account.accessToken,
                                                  body: .object(try account.item(0).encrypted(with: account.keys).requestObject()))
-        guard let cipherID = item["id"]?.stringValue else { throw ChildProcessError.unreadable("p7", output: "no item id") }
+        guard let cipherID = item["id"]?.stringValue else { throw ChildProcessError.unreadable("a1", output: "no item id") }
         let start = try await account.api.rawJSON(.POST, "/api/ciphers/\(cipherID)/attachment/v2", token: account.accessToken, body: .object([
             "key": .string(try EncString.wrap(.generate(), with: account.keys.userKey).serialized),
             "fileName": .string(try EncString.encrypt("big.bin", key: account.keys.userKey).serialized), "fileSize": .int(size),
         ]))
-        guard let attachmentID = start["attachmentId"]?.stringValue else { throw ChildProcessError.unreadable("p7", output: "no attachment id") }
+        guard let attachmentID = start["attachmentId"]?.stringValue else { throw ChildProcessError.unreadable("a1", output: "no attachment id") }
         let file = FileStream(size: size)
         let expected = file.digest()
         let peakBefore = peakRSSMiB()
@@ -133,11 +133,11 @@ enum AttachmentBenchmark {
         let uploaded = try await HTTPClient.shared.execute(upload, timeout: .seconds(3600))
         _ = try await uploaded.body.collect(upTo: 1 << 20)
         let upTime = clock.now - upStart
-        guard uploaded.status == .ok else { throw ChildProcessError.unreadable("p7", output: "upload answered \(uploaded.status)") }
+        guard uploaded.status == .ok else { throw ChildProcessError.unreadable("a1", output: "upload answered \(uploaded.status)") }
 
         let listed = try await account.api.rawJSON(.GET, "/api/ciphers/\(cipherID)", token: account.accessToken)
         guard let link = listed["attachments"]?.arrayValue?.first?.objectValue?["url"]?.stringValue else {
-            throw ChildProcessError.unreadable("p7", output: "no download link")
+            throw ChildProcessError.unreadable("a1", output: "no download link")
         }
         let downStart = clock.now
         let download = try await HTTPClient.shared.execute(HTTPClientRequest(url: link), timeout: .seconds(3600))

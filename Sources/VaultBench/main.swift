@@ -10,7 +10,7 @@ if CommandLine.arguments.count >= 3, CommandLine.arguments[1] == "--child" {
         switch CommandLine.arguments[2] {
         case "p3": try await FullSyncBenchmark.child()
         case "p5": try await QueueMemoryBenchmark.child()
-        case "p7": try await AttachmentBenchmark.child()
+        case "a1": try await AttachmentBenchmark.child()
         default: throw ChildProcessError.unreadable(CommandLine.arguments[2], output: "unknown child")
         }
         exit(0)
@@ -32,7 +32,7 @@ do {
     if options.wants("P6") { results += try await ServerThroughputBenchmark.run(options: options) }
     if options.wants("P2") { results += try await ResolutionBenchmark.run(options: options) }
     if options.wants("P5") { results += try await QueueMemoryBenchmark.run(options: options) }
-    if options.wants("P7") { results += try await AttachmentBenchmark.run(options: options) }
+    if options.wants("A1") { results += try await AttachmentBenchmark.run(options: options) }
 } catch {
     FileHandle.standardError.write(Data("benchmark failed: \(error)\n".utf8))
     exit(1)
