@@ -8,8 +8,8 @@ import Darwin
 /// Starting a child without Foundation's `Process`: on Linux (Swift 6.3.1) its `run()` over-reads
 /// `/proc/self/fd` entries and its exit monitoring goes through a Dispatch source, and both crashed
 /// the whole test process in full runs (docs/RELIABILITY.md). Here: `posix_spawn` with the three
-/// standard descriptors given, every pipe end made close-on-exec (so no child keeps another child's
-/// pipe open), and `waitpid` on the caller's own thread.
+/// standard descriptors given and every other descriptor closed in the child (no child keeps another
+/// child's pipe or a test server's socket open), and `waitpid` on the caller's own thread.
 enum Spawn {
     struct Failed: Error, CustomStringConvertible {
         var description: String
@@ -24,6 +24,7 @@ enum Spawn {
     }
 
     typealias AddChdir = @convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>, UnsafePointer<CChar>) -> Int32
+    typealias AddCloseFrom = @convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>, Int32) -> Int32
 
     /// Starts `executable` with `arguments`, `environment`, in `folder`, with `stdin`, `stdout` and
     /// `stderr` as its descriptors 0, 1 and 2. Returns its process id.
@@ -35,6 +36,14 @@ enum Spawn {
         posix_spawn_file_actions_adddup2(&actions, stdin, 0)
         posix_spawn_file_actions_adddup2(&actions, stdout, 1)
         posix_spawn_file_actions_adddup2(&actions, stderr, 2)
+        // Nothing else of this process goes to the child: SwiftNIO's sockets are not close-on-exec, so a
+        // child otherwise kept every test server's listening socket open for as long as it ran, and a
+        // test that stopped its server and started it again on its port found the port taken ("Address
+        // already in use", in a full run and in CI). glibc ≥ 2.34, looked up at run time like addchdir.
+        guard let closeFrom = dlsym(dlopen(nil, RTLD_NOW), "posix_spawn_file_actions_addclosefrom_np") else {
+            throw Failed(description: "posix_spawn_file_actions_addclosefrom_np is missing (glibc 2.34 or later is needed)")
+        }
+        guard unsafeBitCast(closeFrom, to: AddCloseFrom.self)(&actions, 3) == 0 else { throw Failed(description: "closefrom action") }
         if let folder {
             // glibc ≥ 2.29; not in Swift's Glibc module, so looked up at run time.
             guard let symbol = dlsym(dlopen(nil, RTLD_NOW), "posix_spawn_file_actions_addchdir_np") else {
