@@ -144,6 +144,10 @@ struct Simulation {
         phases.count("token refreshes", refreshes["requests"] ?? 0)
         phases.count("token refreshes meeting a fault", refreshes.filter { $0.key != "requests" }.values.reduce(0, +))
         phases.count("logins after the session ended", devices.map(\.loginsAgain).reduce(0, +))
+        // Issue 24's comparison: the backups a run ends with (device 0; the devices agree), and how many
+        // conflicts the devices' syncs merged, under this run's conflict policy (VAULTSYNC_SIM_CONFLICTS).
+        phases.count("backups at the end", final.first.map { $0.items.values.filter { BackupName.isBackup($0.name) }.count } ?? 0)
+        phases.count("merges during steps", ledger.counts["merges"] ?? 0)
         if !findings.isEmpty { return fail(findings) }
         trace.add("held: every invariant after every step and at the end")
         return SeedOutcome(trace: trace.lines, findings: [])

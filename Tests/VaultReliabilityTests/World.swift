@@ -92,6 +92,11 @@ final class SkewedClock: DeviceClock, @unchecked Sendable {
 final class Ledger: @unchecked Sendable {
     private let lock = NSLock()
     private var passwords: [String: String] = [:]
+    /// Every note saved (→ the item it was saved into), and the notes some save replaced on purpose
+    /// (the note its device showed when the user saved a new one).
+    private var notes: [String: String] = [:]
+    private var replacedNotes: Set<String> = []
+    private var shapes = 0
     private var deletedForGood: Set<String> = []
     private var plaintexts: Set<String> = []
     private var counter = 0
@@ -116,6 +121,37 @@ final class Ledger: @unchecked Sendable {
     /// A password that was saved (the operation returned) into the item named `itemName`.
     func saved(password: String, itemName: String) {
         lock.withLock { passwords[password] = itemName }
+    }
+
+    /// A note that was saved into the item named `itemName`, over `replacing` (the note the device
+    /// showed when the user wrote the new one: that one was replaced on purpose, and may go).
+    func saved(note: String, replacing: String?, itemName: String) {
+        lock.withLock {
+            notes[note] = itemName
+            if let replacing { replacedNotes.insert(replacing) }
+        }
+    }
+
+    /// What an edit changes, counted (nothing drawn from the random sequence): the password and the
+    /// notes, the password only, or the notes only, in turn; so that two devices' edits of one item meet
+    /// on the same fields (a true conflict, a backup) and on different ones (merged, no backup).
+    func nextEditShape() -> EditShape {
+        lock.withLock {
+            shapes += 1
+            return [EditShape.passwordAndNotes, .passwordOnly, .notesOnly][shapes % 3]
+        }
+    }
+
+    /// Saved notes that no save replaced on purpose and that are in none of `present` (every item's notes,
+    /// backups and trashed items included), except those of items the user deleted for good: a note that
+    /// lost a conflict must be in the backup, and one merged in must be in the item.
+    func lostNotes(present: Set<String>) -> [String] {
+        lock.withLock {
+            let deletedItems = Set(deletedForGood.map(root(of:)))
+            return notes.filter { note, name in
+                !replacedNotes.contains(note) && !present.contains(note) && !deletedItems.contains(root(of: name))
+            }.map { "\($0.key) (in \"\($0.value)\")" }.sorted()
+        }
     }
 
     /// An item was deleted for good by the user: what it held may be gone, and so may its backups'.
@@ -170,8 +206,8 @@ final class Ledger: @unchecked Sendable {
         }
     }
 
-    func count(_ key: String) {
-        lock.withLock { tallies[key, default: 0] += 1 }
+    func count(_ key: String, by amount: Int = 1) {
+        lock.withLock { tallies[key, default: 0] += amount }
     }
 
     var counts: [String: Int] { lock.withLock { tallies } }
@@ -187,6 +223,11 @@ final class Ledger: @unchecked Sendable {
             }.map { "\($0.key) (in \"\($0.value)\")" }.sorted()
         }
     }
+}
+
+/// What one edit of the simulation changes (``Ledger/nextEditShape()``).
+enum EditShape {
+    case passwordAndNotes, passwordOnly, notesOnly
 }
 
 /// What the tests set on a device's network: a fault proxy on loopback, or the simulation's
@@ -312,7 +353,11 @@ final class SimDevice: @unchecked Sendable {
         let transport = InProcessTransport(server: server)
         let clock = SkewedClock(skewSeconds: skewSeconds, time: server.time)
         let engine = try makeEngine(path: path, url: InProcessServer.url, clock: clock, random: SeededRandomSource(seed: randomSeed),
-                                    transport: transport, logLevel: .error) { $0.resolutionConcurrency = 1 }
+                                    transport: transport, logLevel: .error) { configuration in
+            configuration.resolutionConcurrency = 1
+            // VAULTSYNC_SIM_CONFLICTS=backup runs the seeds with the original rule, to compare the backups made.
+            if ProcessInfo.processInfo.environment["VAULTSYNC_SIM_CONFLICTS"] == "backup" { configuration.conflictPolicy = .newerWinsWithBackup }
+        }
         return (engine, transport, clock)
     }
 
@@ -482,15 +527,21 @@ extension SimDevice {
                 view.folderId = randomFolder
                 let result = try await engine.addItem(view)
                 ledger.saved(password: password, itemName: name)
+                if let note = view.notes { ledger.saved(note: note, replacing: nil, itemName: name) }
                 Trace.save(self, "add", id: result.value.id, name: name, password: password, outcome: result.outcome)
                 what = "\"\(name)\" in \(named(randomFolder)) pw=\(password): \(saved(result.outcome))"
             case .edit:
                 guard let id = pick(items, using: &generator) else { return skipped() }
                 var view = try await engine.item(id: id)
-                let password = ledger.fresh("pw")
-                if view.login == nil { view.login = LoginView() }
-                view.login?.password = password
-                view.notes = ledger.fresh("note")
+                let shape = ledger.nextEditShape()
+                let password = shape == .notesOnly ? nil : ledger.fresh("pw")
+                if let password {
+                    if view.login == nil { view.login = LoginView() }
+                    view.login?.password = password
+                }
+                let shownNote = view.notes
+                let note = shape == .passwordOnly ? nil : ledger.fresh("note")
+                if let note { view.notes = note }
                 let oldName = view.name
                 if ledger.nextEditRenames() { view.name = ledger.fresh("item") }
                 let result = try await engine.updateItem(view)
@@ -498,9 +549,11 @@ extension SimDevice {
                     ledger.renamed(from: oldName, to: view.name)
                     ledger.count("edit with a rename")
                 }
-                ledger.saved(password: password, itemName: view.name)
+                if let password { ledger.saved(password: password, itemName: view.name) }
+                if let note { ledger.saved(note: note, replacing: shownNote, itemName: view.name) }
                 Trace.save(self, "edit", id: id, name: view.name, password: password, outcome: result.outcome)
-                what = "\"\(oldName)\"" + (view.name != oldName ? " renamed \"\(view.name)\"" : "") + " pw=\(password): \(saved(result.outcome))"
+                what = "\"\(oldName)\"" + (view.name != oldName ? " renamed \"\(view.name)\"" : "")
+                    + (password.map { " pw=\($0)" } ?? "") + (note.map { " note=\($0)" } ?? "") + ": \(saved(result.outcome))"
             case .trash:
                 guard let id = pick(items.filter { !$0.deleted }, using: &generator) else { return skipped() }
                 let outcome = try await engine.softDeleteItem(id: id)
@@ -547,6 +600,8 @@ extension SimDevice {
                 let retry = Int.random(in: 0..<4, using: &generator) == 0
                 if retry { try await engine.retryPending() }
                 let report = try await engine.sync()
+                ledger.count("backups made", by: report.backups.count)
+                ledger.count("merges", by: report.messages.filter { $0.contains("merged your") || $0.contains("kept the other device's") }.count)
                 what = (retry ? "after a retry of everything: " : "") + "resolved \(report.resolved), backups \(report.backups.count), "
                     + "still pending \(report.stillPending), needs attention \(report.needsAttention), messages \(report.messages.count)"
             }
@@ -791,5 +846,7 @@ func finalFindings(_ devices: [SimDevice], snapshots: [DeviceSnapshot], ledger: 
     findings += Invariants.convergenceFindings(snapshots)
     let present = snapshots.reduce(into: Set<String>()) { $0.formUnion($1.passwords) }
     findings += ledger.lost(present: present).map { "lost: \($0)" }
+    let notes = snapshots.reduce(into: Set<String>()) { $0.formUnion($1.items.values.compactMap(\.notes)) }
+    findings += ledger.lostNotes(present: notes).map { "lost note: \($0)" }
     return findings
 }
