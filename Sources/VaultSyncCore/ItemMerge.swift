@@ -97,6 +97,13 @@ public enum ItemMerge {
         }
     }
 
+    /// The fields in which two versions differ, by the merge's own rules (lists by identity, secrets
+    /// flagged): `mine` and `theirs` are the two versions' values, every outcome `.theirs`. What a
+    /// conflict review marks as different between a backup (`a`) and the live item (`b`).
+    public static func compare(_ a: CipherView, _ b: CipherView) -> ItemDifference {
+        merge(base: a, mine: a, theirs: b, winner: .theirs).difference
+    }
+
     /// Field paths in words ("login.username" → "username", "login.uri[https://a]" → "URI https://a"),
     /// to follow "your" or "the other device's".
     public static func describe(_ fields: [String]) -> String {

@@ -239,4 +239,18 @@ struct ItemMergeTests {
         #expect(ItemMerge.describe(["card.number", "identity.ssn", "sshKey.privateKey", "login.passkey[x]", "attachment[a1]"])
                 == "card number, identity ssn, SSH key privateKey, passkey and attachment")
     }
+
+    @Test("compare lists the fields two versions differ in, by the merge's rules (a reordered URI list is the same)")
+    func compare() {
+        var a = Self.base()
+        var b = Self.base()
+        b.notes = "changed"
+        b.login?.password = "other"
+        b.login?.uris.reverse()
+        #expect(ItemMerge.compare(a, b).fields.map(\.field) == ["notes", "login.password"])
+        #expect(ItemMerge.compare(a, b).fields.first { $0.field == "login.password" }?.secret == true)
+        a.fields[0].value = "platform"
+        #expect(ItemMerge.compare(a, b).fields.map(\.field).contains("field[team]"))
+        #expect(ItemMerge.compare(a, a).fields.isEmpty)
+    }
 }

@@ -297,10 +297,32 @@ struct ConflictComparison {
         backupFields.removeAll { $0.label.hasPrefix("history[") }
         var labels: [String] = []
         for field in liveFields + backupFields where !labels.contains(field.label) { labels.append(field.label) }
+        // Which rows differ is the library's comparison (ItemMerge.compare, the merge's own rules: URIs and
+        // custom fields by identity); the item's trash and archive state is not a field of it.
+        var original = backup
+        original.name = BackupName.originalName(of: backup.name)
+        let changed = live.map { Set(ItemMerge.compare(original, $0).fields.map(\.field)) }
         return labels.map { label in
             let left = liveFields.first { $0.label == label }
             let right = backupFields.first { $0.label == label }
-            return (label, left, right, left?.value != right?.value)
+            guard let changed, let shows = Self.comparedField(of: label) else { return (label, left, right, left?.value != right?.value) }
+            return (label, left, right, changed.contains(where: shows))
+        }
+    }
+
+    /// Which of the comparison's field paths a row of the table shows (`nil`: a row the comparison has
+    /// no field for, compared as shown).
+    static func comparedField(of label: String) -> ((String) -> Bool)? {
+        switch label {
+        case "name", "type", "folder", "favorite", "notes": return { $0 == label }
+        case "username", "password", "totp": return { $0 == "login." + label }
+        case "passkeys": return { $0.hasPrefix("login.passkey[") }
+        case let uri where uri == "uri" || uri.hasPrefix("uri["): return { $0.hasPrefix("login.uri[") }
+        case let field where field.hasPrefix("field."):
+            let name = String(field.dropFirst("field.".count))
+            return { $0 == "field[\(name)]" || $0.hasPrefix("field[\(name)#") }
+        case let group where group.hasPrefix("card.") || group.hasPrefix("identity.") || group.hasPrefix("sshKey."): return { $0 == group }
+        default: return nil
         }
     }
 
