@@ -41,32 +41,74 @@ public final class OutputCollector: @unchecked Sendable {
 }
 
 /// A child process whose standard output is collected as it arrives, to be killed at any moment.
+/// Started with ``Spawn`` (posix_spawn, only descriptors 0–2 passed on) and waited for with `waitpid` on
+/// threads of its own: Foundation's `Process` watches its children through a Dispatch source, and
+/// libdispatch crashed the whole test process in `_dispatch_event_loop_drain` while a test waited on
+/// one (docs/RELIABILITY.md).
 public final class KillableChild: @unchecked Sendable {
-    public let process = Process()
     public let output = OutputCollector()
-    private let outputPipe = Pipe()
-    private let errorPipe = Pipe()
+    private let executable: URL
+    private let arguments: [String]
+    private let environment: [String: String]
+    private let lock = NSLock()
+    private var processID: pid_t = 0
+    private var ended: (status: Int32, signaled: Bool)?
+    private var errors = Data()
+    private let finished = DispatchGroup()
 
     public init(executable: URL, arguments: [String], environment: [String: String]? = nil) {
-        process.executableURL = executable
-        process.arguments = arguments
-        if let environment { process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 } }
-        process.standardOutput = outputPipe
-        process.standardError = errorPipe
-        let collected = output
-        outputPipe.fileHandleForReading.readabilityHandler = { handle in collected.append(handle.availableData) }
+        self.executable = executable
+        self.arguments = arguments
+        self.environment = ProcessInfo.processInfo.environment.merging(environment ?? [:]) { $1 }
     }
 
     public func run() throws {
-        try process.run()
+        let input = try Spawn.pipe(), stdout = try Spawn.pipe(), stderr = try Spawn.pipe()
+        let pid: pid_t
+        do {
+            pid = try Spawn.start(executable.path, arguments, environment: environment, folder: nil,
+                                  stdin: input.read, stdout: stdout.write, stderr: stderr.write)
+        } catch {
+            for fd in [input.read, input.write, stdout.read, stdout.write, stderr.read, stderr.write] { close(fd) }
+            throw error
+        }
+        for fd in [input.read, input.write, stdout.write, stderr.write] { close(fd) }
+        lock.withLock { processID = pid }
+        let collected = output
+        finished.enter()
+        Thread {
+            var buffer = [UInt8](repeating: 0, count: 65_536)
+            while true {
+                let count = read(stdout.read, &buffer, buffer.count)
+                if count < 0 && errno == EINTR { continue }
+                guard count > 0 else { break }
+                collected.append(Data(buffer[0..<count]))
+            }
+            close(stdout.read)
+            self.finished.leave()
+        }.start()
+        finished.enter()
+        Thread {
+            let data = Spawn.readAll(stderr.read)
+            self.lock.withLock { self.errors = data }
+            self.finished.leave()
+        }.start()
+        finished.enter()
+        Thread {
+            let result = Spawn.waitRaw(pid)
+            self.lock.withLock { self.ended = result }
+            self.finished.leave()
+        }.start()
     }
 
-    public var pid: Int32 { process.processIdentifier }
+    public var pid: Int32 { lock.withLock { processID } }
+
+    private var isRunning: Bool { lock.withLock { processID != 0 && ended == nil } }
 
     /// Waits until the output contains `marker`, the child ends, or `seconds` pass.
     public func wait(for marker: String, seconds: Double = 60) async throws {
         let deadline = ContinuousClock.now + .seconds(seconds)
-        while !output.text.contains(marker), process.isRunning, ContinuousClock.now < deadline {
+        while !output.text.contains(marker), isRunning, ContinuousClock.now < deadline {
             try await Task.sleep(nanoseconds: 5_000_000)
         }
     }
@@ -74,13 +116,11 @@ public final class KillableChild: @unchecked Sendable {
     /// SIGKILL (if still running), then collects the rest of the output; returns the standard error.
     @discardableResult
     public func killAndCollect() -> String {
-        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
-        process.waitUntilExit()
-        outputPipe.fileHandleForReading.readabilityHandler = nil
-        output.append(outputPipe.fileHandleForReading.readDataToEndOfFile())
-        return String(decoding: errorPipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        if isRunning { kill(pid, SIGKILL) }
+        finished.wait()
+        return String(decoding: lock.withLock { errors }, as: UTF8.self)
     }
 
     /// Whether the child died of a signal (rather than ending on its own).
-    public var wasKilled: Bool { process.terminationReason == .uncaughtSignal }
+    public var wasKilled: Bool { lock.withLock { ended?.signaled ?? false } }
 }

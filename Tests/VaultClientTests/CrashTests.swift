@@ -19,31 +19,16 @@ struct CrashTests {
         var generator = SystemRandomNumberGenerator()
         var acknowledged: [Int] = []
         for round in 0..<5 {
-            let process = Process()
-            process.executableURL = helper
             // More saves than it can make before the kill, however late the kill comes on a busy machine.
-            process.arguments = [database, scenario.email, scenario.password, "100000"]
-            let output = Pipe()
-            let errors = Pipe()
-            process.standardOutput = output
-            process.standardError = errors
-            let collected = OutputCollector()
-            output.fileHandleForReading.readabilityHandler = { handle in collected.append(handle.availableData) }
-            try process.run()
+            let child = KillableChild(executable: helper, arguments: [database, scenario.email, scenario.password, "100000"])
+            try child.run()
             // Wait for the first acknowledged save, then kill it at a random moment.
-            let deadline = ContinuousClock.now + .seconds(60)
-            while !collected.text.contains("ACK "), process.isRunning, ContinuousClock.now < deadline {
-                try await Task.sleep(nanoseconds: 20_000_000)
-            }
+            try await child.wait(for: "ACK ")
             let delay = UInt64.random(in: 10...500, using: &generator)
             try await Task.sleep(nanoseconds: delay * 1_000_000)
-            kill(process.processIdentifier, SIGKILL)
-            process.waitUntilExit()
-            output.fileHandleForReading.readabilityHandler = nil
-            collected.append(output.fileHandleForReading.readDataToEndOfFile())
-            let failure = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-            #expect(process.terminationReason == .uncaughtSignal, "round \(round): the helper ended on its own: \(failure)")
-            let text = collected.text
+            let failure = child.killAndCollect()
+            #expect(child.wasKilled, "round \(round): the helper ended on its own: \(failure)")
+            let text = child.output.text
             print("crash round \(round): killed after \(text.split(separator: "\n").count - 1) acknowledged saves")
             acknowledged = text.split(separator: "\n").compactMap { line in line.hasPrefix("ACK ") ? Int(line.dropFirst(4)) : nil }
 

@@ -11,14 +11,13 @@ import VaultTestSupport
 @Suite("Profile files and SQLite locks")
 struct ProfileFileLockTests {
     func probe(_ helper: URL, _ path: String) throws -> String {
-        let process = Process()
-        process.executableURL = helper
-        process.arguments = ["probe-shm-lock", path]
-        let output = Pipe()
-        process.standardOutput = output
-        try process.run()
-        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
+        // Spawn, not Foundation's Process (docs/RELIABILITY.md: libdispatch crashes while waiting on one).
+        let output = try Spawn.pipe()
+        let pid = try Spawn.start(helper.path, ["probe-shm-lock", path], environment: ProcessInfo.processInfo.environment,
+                                  folder: nil, stdin: STDIN_FILENO, stdout: output.write, stderr: STDERR_FILENO)
+        close(output.write)
+        let text = String(decoding: Spawn.readAll(output.read), as: UTF8.self)
+        _ = Spawn.wait(pid)
         return text.trimmingCharacters(in: .whitespacesAndNewlines)
     }
 

@@ -10,13 +10,13 @@ import Darwin
 /// the whole test process in full runs (docs/RELIABILITY.md). Here: `posix_spawn` with the three
 /// standard descriptors given and every other descriptor closed in the child (no child keeps another
 /// child's pipe or a test server's socket open), and `waitpid` on the caller's own thread.
-enum Spawn {
-    struct Failed: Error, CustomStringConvertible {
-        var description: String
+public enum Spawn {
+    public struct Failed: Error, CustomStringConvertible {
+        public var description: String
     }
 
     /// A pipe whose two ends are closed in every child unless given to it as 0, 1 or 2.
-    static func pipe() throws -> (read: Int32, write: Int32) {
+    public static func pipe() throws -> (read: Int32, write: Int32) {
         var fds: [Int32] = [0, 0]
         guard Glibc.pipe(&fds) == 0 else { throw Failed(description: "pipe: \(errno)") }
         for fd in fds { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
@@ -28,7 +28,7 @@ enum Spawn {
 
     /// Starts `executable` with `arguments`, `environment`, in `folder`, with `stdin`, `stdout` and
     /// `stderr` as its descriptors 0, 1 and 2. Returns its process id.
-    static func start(_ executable: String, _ arguments: [String], environment: [String: String], folder: String?,
+    public static func start(_ executable: String, _ arguments: [String], environment: [String: String], folder: String?,
                       stdin: Int32, stdout: Int32, stderr: Int32) throws -> pid_t {
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
@@ -76,15 +76,23 @@ enum Spawn {
     }
 
     /// Waits for `pid` to end: its exit status, or 128 + the signal that ended it.
-    static func wait(_ pid: pid_t) -> Int32 {
+    public static func wait(_ pid: pid_t) -> Int32 {
         var status: Int32 = 0
         while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
         let signal = status & 0x7F
         return signal == 0 ? (status >> 8) & 0xFF : 128 + signal
     }
 
+    /// Waits for `pid` to end: its exit status, and whether a signal ended it (then `status` is the signal).
+    public static func waitRaw(_ pid: pid_t) -> (status: Int32, signaled: Bool) {
+        var status: Int32 = 0
+        while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+        let signal = status & 0x7F
+        return signal == 0 ? ((status >> 8) & 0xFF, false) : (signal, true)
+    }
+
     /// Everything readable from `fd` until end of file; closes it.
-    static func readAll(_ fd: Int32) -> Data {
+    public static func readAll(_ fd: Int32) -> Data {
         var data = Data()
         var buffer = [UInt8](repeating: 0, count: 65_536)
         while true {
@@ -98,7 +106,7 @@ enum Spawn {
     }
 
     /// Writes all of `bytes` to `fd` (a child that stops reading early is not an error); closes it.
-    static func writeAll(_ bytes: [UInt8], to fd: Int32) {
+    public static func writeAll(_ bytes: [UInt8], to fd: Int32) {
         var offset = 0
         while offset < bytes.count {
             let written = bytes[offset...].withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
