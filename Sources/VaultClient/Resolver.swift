@@ -634,11 +634,14 @@ extension VaultEngine {
         "recreate-\(change.id)-\(change.itemID)"
     }
 
-    /// The idempotency key of a conflict backup: the queue record's id and the marker of the version it
-    /// keeps (`server:…`/`local:…`), stored with the backup before it is first posted (one backup per
-    /// record and version: ``backUp`` never makes a second for a marker already done).
+    /// The idempotency key of a conflict backup, the same for every attempt (the marker is stored with
+    /// the backup before it is first posted). A backup of the server's version (`server:REVISION`) is
+    /// keyed by the item and that revision: the same version for every device of the account, so two
+    /// devices backing it up at once make one backup on a server that honours keys (bug 20's twins; a
+    /// fault-scenario run made two and renamed each before the twin check merged them). A backup of
+    /// this device's version (`local:…`) is keyed by the queue record, which only this device has.
     static func backupKey(_ change: PendingChange, marker: String) -> String {
-        "backup-\(change.id)-\(marker)"
+        marker.hasPrefix("server:") ? "backup-\(change.itemID)-\(marker)" : "backup-\(change.id)-\(marker)"
     }
 
     func dropRecord(_ change: PendingChange) async throws {

@@ -518,10 +518,13 @@ struct ResolutionFaultTests {
         await #expect(throws: VaultError.self) { _ = try await viaProxy.engine.sync() }
         await proxy.setForwardHook(nil)
         #expect(once.fired)
-        // B's own check ran before A's backup existed: two backups of W's version now.
+        // Both backed W's version up at once. Since session 13 a backup of the server's version carries
+        // a key shared by the account's devices (the item and the revision), so our server made one
+        // backup of the two posts: no twin to check for. (Servers that ignore keys still make two, and
+        // the postponed check below still runs for them.)
         let before = try await devices.scenario.device()
         _ = try await before.engine.sync()
-        #expect(try await before.engine.views().filter { $0.login?.password == "w-online" }.count == 2)
+        #expect(try await before.engine.views().filter { $0.login?.password == "w-online" }.count == 1)
         await before.engine.shutdown()
         // A restarts where the server answers again; its next sync merges them.
         await viaProxy.engine.shutdown()
