@@ -247,5 +247,3 @@ public enum ResolutionPlanner {
         }
     }
 }
-
-extension ResolutionPlan: Hashable {}

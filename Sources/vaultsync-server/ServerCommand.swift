@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import VaultModels
 import Hummingbird
 import Logging
 import VaultServer

@@ -114,20 +114,14 @@ struct ConfigCommand: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             commandName: "attachment-cache",
             abstract: "How much of the downloaded attachments this device keeps (encrypted) for reading offline; 0 keeps none.",
-            discussion: "Sizes: bytes, or with KiB, MiB or GiB (default 256MiB).\n\nExamples:\n  vaultsync config attachment-cache 1GiB\n  vaultsync config attachment-cache 0")
+            discussion: "Sizes: bytes, or with KiB, MiB or GiB (KB, MB, GB), 0 for none (default 256MiB).\n\nExamples:\n  vaultsync config attachment-cache 1GiB\n  vaultsync config attachment-cache 0")
         static var needsUnlock: Bool { false }
         @OptionGroup var global: GlobalOptions
         @Argument(help: "The size (e.g. 512MiB).") var size: String
 
+        /// 0 keeps none; anything else is a size as the server's flags take it (`ByteSize`).
         static func bytes(_ text: String) -> Int? {
-            let trimmed = text.trimmingCharacters(in: .whitespaces)
-            for (suffix, factor) in [("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10), ("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10), ("B", 1)]
-            where trimmed.hasSuffix(suffix) {
-                guard let number = Int(trimmed.dropLast(suffix.count).trimmingCharacters(in: .whitespaces)), number >= 0,
-                      number <= Int.max / factor else { return nil }
-                return number * factor
-            }
-            return Int(trimmed).flatMap { $0 >= 0 ? $0 : nil }
+            text.trimmingCharacters(in: .whitespaces) == "0" ? 0 : try? ByteSize.parse(text)
         }
 
         func validate() throws {
