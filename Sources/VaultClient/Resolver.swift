@@ -92,129 +92,92 @@ extension VaultEngine {
         return due
     }
 
-    /// One pass over the queue: folders first (their new ids are referenced by items), then items.
-    /// Every record is settled, retried later, or marked as needing attention; one failure never stops
-    /// the others (seed 001 §7.1).
+    /// One pass over the queue: folders first (their new ids are referenced by items), then items:
+    /// creates never sent and plain pushes in bulk where the server offers it, the rest one by one,
+    /// several at once. Every record is settled, retried later, or marked as needing attention; one
+    /// failure never stops the others (seed 001 §7.1).
     func resolve(queue: DueQueue, against snapshot: SyncResponse) async throws -> SyncReport {
         var phases = PhaseTimer()
-        var report = SyncReport()
-        report.needsAttention = queue.needsAttention
-        let changes = queue.changes
+        var pass = ResolutionPass(total: queue.changes.count)
+        pass.report.needsAttention = queue.needsAttention
         phases.mark("queue read (overlapped)")
-        // Only the queued items' server versions are parsed (a large vault with a few queued changes
-        // pays for a few); adoption by encrypted name needs only each item's name text and id.
-        let queuedIDs = Set(changes.lazy.filter { $0.itemKind == .cipher }.map(\.itemID))
-        let wanted = snapshot.ciphers.filter { object in
-            object["id"]?.stringValue.map { queuedIDs.contains($0.lowercased()) } ?? false
-        }
-        var serverCiphers: [String: CipherWire] = [:]
-        serverCiphers.reserveCapacity(wanted.count)
-        for wire in await concurrentCompactMap(wanted, { try? CipherWire(json: $0, path: "cipher") }) {
-            guard let id = wire.id else { continue }
-            serverCiphers[id] = wire
-        }
-        var serverNames: [String: String] = [:]
-        var serverKeys: [String: String?] = [:]
-        serverNames.reserveCapacity(snapshot.ciphers.count)
-        serverKeys.reserveCapacity(snapshot.ciphers.count)
-        for object in snapshot.ciphers {
-            guard let id = object["id"]?.stringValue?.lowercased() else { continue }
-            if let name = object["name"]?.stringValue { serverNames[name] = id }
-            // A wrapped item key shared by two items (a copy made elsewhere) identifies neither.
-            if let key = object["key"]?.stringValue { serverKeys[key] = serverKeys[key] == nil ? .some(id) : .some(nil) }
-        }
-        var serverFolders: [String: FolderWire] = [:]
-        var folderNames: [String: FolderWire] = [:]
-        for object in snapshot.folders {
-            guard let wire = try? FolderWire(json: object, path: "folder"), let id = wire.id else { continue }
-            serverFolders[id] = wire
-            folderNames[wire.name.serialized] = wire
-        }
-        let context = ResolutionContext(serverCiphers: serverCiphers, serverNamesOfCiphers: serverNames,
-                                        serverKeysOfCiphers: serverKeys.compactMapValues { $0 },
-                                        serverFolders: serverFolders, serverNamesOfFolders: folderNames,
-                                        backups: SnapshotBackups(ciphers: snapshot.ciphers))
+        let context = await ResolutionContext(snapshot: snapshot, queued: queue.changes)
         phases.mark("snapshot read")
-        // Folders first, one by one (items may reference their new ids); then items, several at once.
-        let folders = changes.filter { $0.itemKind == .folder }.sorted { $0.metadata.createdDate < $1.metadata.createdDate }
-        var items = changes.filter { $0.itemKind == .cipher }.sorted { $0.metadata.createdDate < $1.metadata.createdDate }
-        let total = changes.count
-        var done = 0
-        for change in folders {
-            publishStatus(progress: (done, total))
-            report.merge(try await resolveOne(change, context: context))
-            done += 1
+        let byAge = queue.changes.sorted { $0.metadata.createdDate < $1.metadata.createdDate }
+        for change in byAge where change.itemKind == .folder {
+            publishStatus(progress: (pass.done, pass.total))
+            pass.report.merge(try await resolveOne(change, context: context))
+            pass.done += 1
         }
-        // Creates never sent yet (an import, a day of offline work) go in bulk where the server offers it,
-        // each with its idempotency key; anything the bulk request does not settle takes the ordinary path.
+        var items = byAge.filter { $0.itemKind == .cipher }
         if configuration.bulkPushSize > 0, bulkCreateSupported != false {
-            let isFreshCreate = { (change: PendingChange) in
-                change.metadata.kind == .create && change.metadata.createSent != true && change.metadata.pendingBackup == nil
-            }
-            let creates = items.filter(isFreshCreate)
+            let (creates, rest) = items.partitioned { $0.metadata.kind == .create && $0.metadata.createSent != true && $0.metadata.progress.inFlight == nil }
             if creates.count >= 2 {
-                items = items.filter { !isFreshCreate($0) }
-                let chunks = stride(from: 0, to: creates.count, by: configuration.bulkPushSize).map {
-                    Array(creates[$0..<min($0 + configuration.bulkPushSize, creates.count)])
-                }
-                // Two chunks in flight, as for bulk updates: this device settles one while the server makes the next.
-                try await withThrowingTaskGroup(of: (Int, SyncReport, [PendingChange]).self) { group in
-                    var next = 0
-                    func startNext() {
-                        let chunk = chunks[next]
-                        group.addTask {
-                            guard await self.bulkCreateSupported != false else { return (0, SyncReport(), chunk) }
-                            return try await self.pushCreates(chunk, context: context)
-                        }
-                        next += 1
-                    }
-                    while next < chunks.count && next < 2 { startNext() }
-                    while let (pushed, partial, rest) = try await group.next() {
-                        report.merge(partial)
-                        items += rest
-                        done += pushed
-                        publishStatus(progress: (done, total))
-                        if next < chunks.count { startNext() }
-                    }
-                }
+                items = rest + (try await inBulk(creates, pass: &pass) { chunk in
+                    guard await self.bulkCreateSupported != false else { return (0, SyncReport(), chunk) }
+                    return try await self.pushCreates(chunk, context: context)
+                })
                 phases.mark("bulk creates")
             }
         }
-        // Plain pushes (unchanged on the server, nothing to back up) go in bulk where the server offers it.
-        // Two chunks in flight, each read, decided and pushed on its own: this device prepares and settles
-        // one while the server applies the other.
         if configuration.bulkPushSize > 0, bulkUpdateSupported != false {
-            let isCandidate = { (change: PendingChange) in change.metadata.kind == .update && change.metadata.pendingBackup == nil }
-            let candidates = items.filter(isCandidate)
-            items = items.filter { !isCandidate($0) }
-            phases.mark("split")
-            let chunks = stride(from: 0, to: candidates.count, by: configuration.bulkPushSize).map {
-                Array(candidates[$0..<min($0 + configuration.bulkPushSize, candidates.count)])
-            }
-            try await withThrowingTaskGroup(of: (Int, SyncReport, [PendingChange]).self) { group in
-                var next = 0
-                func startNext() {
-                    let chunk = chunks[next]
-                    group.addTask {
-                        guard await self.bulkUpdateSupported != false else { return (0, SyncReport(), chunk) }
-                        let (batch, rest) = try await self.splitBatchable(chunk, context: context)
-                        guard !batch.isEmpty else { return (0, SyncReport(), rest) }
-                        let (partial, fallback) = try await self.pushBatch(batch)
-                        return (batch.count - fallback.count, partial, rest + fallback)
-                    }
-                    next += 1
-                }
-                while next < chunks.count && next < 2 { startNext() }
-                while let (pushed, partial, remaining) = try await group.next() {
-                    report.merge(partial)
-                    items += remaining
-                    done += pushed
-                    publishStatus(progress: (done, total))
-                    if next < chunks.count { startNext() }
-                }
-            }
+            let (candidates, rest) = items.partitioned { $0.metadata.kind == .update && $0.metadata.progress.inFlight == nil }
+            items = rest + (try await inBulk(candidates, pass: &pass) { chunk in
+                guard await self.bulkUpdateSupported != false else { return (0, SyncReport(), chunk) }
+                let (batch, rest) = try await self.splitBatchable(chunk, context: context)
+                guard !batch.isEmpty else { return (0, SyncReport(), rest) }
+                let (partial, fallback) = try await self.pushBatch(batch)
+                return (batch.count - fallback.count, partial, rest + fallback)
+            })
             phases.mark("bulk pushes")
         }
+        try await oneByOne(items, pass: &pass, context: context)
+        phases.mark("one by one")
+        pass.report.backups = await mergeTwinBackups(pass.report.backups)
+        phases.mark("twin backups")
+        logger.debug("resolution phases", metadata: ["changes": "\(pass.total)", "took": "\(phases.summary)"])
+        publishStatus(progress: nil, backups: pass.report.backups.map(\.backupID), messages: pass.report.messages)
+        return pass.report
+    }
+
+    /// How far one pass over the queue got.
+    struct ResolutionPass {
+        var total: Int
+        var done = 0
+        var report = SyncReport()
+    }
+
+    /// Runs `work` over `changes` in chunks of the bulk size, two chunks in flight: this device prepares
+    /// and settles one while the server makes the other. Returns what the bulk requests did not settle.
+    func inBulk(_ changes: [PendingChange], pass: inout ResolutionPass,
+                _ work: @escaping @Sendable ([PendingChange]) async throws -> (Int, SyncReport, [PendingChange])) async throws -> [PendingChange] {
+        let size = configuration.bulkPushSize
+        let chunks = stride(from: 0, to: changes.count, by: size).map { Array(changes[$0..<min($0 + size, changes.count)]) }
+        var left: [PendingChange] = []
+        try await withThrowingTaskGroup(of: (Int, SyncReport, [PendingChange]).self) { group in
+            var next = 0
+            while next < chunks.count && next < 2 {
+                let chunk = chunks[next]
+                group.addTask { try await work(chunk) }
+                next += 1
+            }
+            while let (settled, partial, rest) = try await group.next() {
+                pass.report.merge(partial)
+                left += rest
+                pass.done += settled
+                publishStatus(progress: (pass.done, pass.total))
+                if next < chunks.count {
+                    let chunk = chunks[next]
+                    group.addTask { try await work(chunk) }
+                    next += 1
+                }
+            }
+        }
+        return left
+    }
+
+    /// The ordinary path, `resolutionConcurrency` changes at once.
+    func oneByOne(_ items: [PendingChange], pass: inout ResolutionPass, context: ResolutionContext) async throws {
         let width = max(1, configuration.resolutionConcurrency)
         try await withThrowingTaskGroup(of: SyncReport.self) { group in
             var next = 0
@@ -224,9 +187,9 @@ extension VaultEngine {
                 next += 1
             }
             while let partial = try await group.next() {
-                report.merge(partial)
-                done += 1
-                publishStatus(progress: (done, total))
+                pass.report.merge(partial)
+                pass.done += 1
+                publishStatus(progress: (pass.done, pass.total))
                 if next < items.count {
                     let change = items[next]
                     group.addTask { try await self.resolveOne(change, context: context) }
@@ -234,12 +197,6 @@ extension VaultEngine {
                 }
             }
         }
-        phases.mark("one by one")
-        report.backups = await mergeTwinBackups(report.backups)
-        phases.mark("twin backups")
-        logger.debug("resolution phases", metadata: ["changes": "\(total)", "took": "\(phases.summary)"])
-        publishStatus(progress: nil, backups: report.backups.map(\.backupID), messages: report.messages)
-        return report
     }
 
     /// Resolves one record; failures are recorded on the record, never thrown past it.
@@ -272,198 +229,6 @@ extension VaultEngine {
         case .refused: break
         }
         return report
-    }
-
-    /// A queued update that is a plain push: the server still has the version it was made from,
-    /// nothing needs a backup, and trash/archive state matches (a PUT carries folder and favorite).
-    struct BatchEntry: Sendable {
-        var change: PendingChange
-        var local: CipherWire
-        var server: CipherWire
-    }
-
-    /// Splits item changes into plain pushes (for one bulk request) and everything else.
-    func splitBatchable(_ changes: [PendingChange], context: ResolutionContext) async throws -> ([BatchEntry], [PendingChange]) {
-        let userID = try requireSession().userID
-        let candidates = changes.filter { $0.metadata.kind == .update && $0.metadata.pendingBackup == nil }
-        let ids = candidates.map(\.itemID)
-        let locals = try await read { tx in try tx.ciphers(of: userID).find(ids: ids) }
-        let localByID = Dictionary(locals.compactMap { row in (try? row.wire()).map { (row.id, $0) } }, uniquingKeysWith: { first, _ in first })
-        var batch: [BatchEntry] = []
-        var rest: [PendingChange] = []
-        for change in changes {
-            guard change.metadata.kind == .update, change.metadata.pendingBackup == nil, let local = localByID[change.itemID],
-                  let server = context.serverCiphers[change.itemID], let revision = server.revisionDate else {
-                rest.append(change)
-                continue
-            }
-            let localUpdated = clockOffsetBox.current?.serverTime(forDeviceTime: change.metadata.updatedDate) ?? change.metadata.updatedDate
-            let plan = ConflictMatrix.decide(change.metadata, server: .present(revisionDate: revision), localUpdatedOnServerClock: localUpdated)
-            let sameState = (local.deletedDate != nil) == (server.deletedDate != nil) && (local.archivedDate != nil) == (server.archivedDate != nil)
-            if plan == .pushLocal && sameState {
-                batch.append(BatchEntry(change: change, local: local, server: server))
-            } else {
-                rest.append(change)
-            }
-        }
-        return (batch, rest)
-    }
-
-    /// Pushes plain updates in one request and settles the accepted ones in one transaction. Returns
-    /// the changes that must take the one-by-one path: "out of date" (someone wrote in between: decide
-    /// again), or everything when the server has no bulk endpoint or the request failed as a whole.
-    func pushBatch(_ chunk: [BatchEntry]) async throws -> (SyncReport, [PendingChange]) {
-        var report = SyncReport()
-        let entries = chunk.map { entry in
-            var body = entry.local
-            body.id = entry.change.itemID
-            return (id: entry.change.itemID, cipher: body, lastKnownRevisionDate: entry.server.revisionDate)
-        }
-        let results: [Result<CipherWire, ServerCallError>]
-        var phases = PhaseTimer()
-        do {
-            results = try await authorized { api, token in try await api.bulkUpdateCiphers(entries, token: token) }
-            phases.mark("request")
-        } catch let error as ServerCallError {
-            if case .http(let status, _) = error, status == 404 || status == 405 {
-                bulkUpdateSupported = false
-                logger.info("the server has no bulk update; pushing one item at a time")
-            }
-            return (report, chunk.map(\.change))
-        }
-        bulkUpdateSupported = true
-        var settled: [(PendingChange, CipherWire)] = []
-        var fallback: [PendingChange] = []
-        for (entry, result) in zip(chunk, results) {
-            switch result {
-            case .success(let pushed):
-                do {
-                    settled.append((entry.change, try await applyState(of: entry.local, to: pushed)))
-                } catch let error as ServerCallError {
-                    report.merge(try await failureReport(error, change: entry.change))
-                }
-            case .failure(let error) where error.isOutOfDate || error.isGone:
-                // Written or deleted in between: read it again and decide again, one by one.
-                fallback.append(entry.change)
-            case .failure(let error):
-                report.merge(try await failureReport(error, change: entry.change))
-            }
-        }
-        let session = try requireSession()
-        let userID = session.userID
-        let key = session.keys.userKey
-        let final = settled
-        let rows = final.map { (CipherRow(userID: userID, wire: $0.1), $0.0, $0.1) }
-        try await write { tx in
-            for (row, change, pushed) in rows {
-                if try Self.keepIfSavedMeanwhile(change, settled: pushed, pushedLocal: true, key: key, tx) { continue }
-                try tx.ciphers(of: userID).store(row)
-                try tx.queue(of: userID).remove(recordID: change.id)
-            }
-        }
-        report.resolved += final.count
-        phases.mark("settle")
-        logger.debug("bulk push", metadata: ["pushed": "\(final.count)", "retry": "\(fallback.count)", "took": "\(phases.summary)"])
-        return (report, fallback)
-    }
-
-    /// Creates `chunk` in one bulk request, each with its temporary id as the idempotency key, and settles
-    /// the created ones (ids swapped, trash/archive state replayed). Returns how many were settled and the
-    /// changes that take the ordinary path: those an earlier attempt may have made (a copy in the
-    /// snapshot), those the server refused, or all of them when the server has no bulk endpoint or the
-    /// request failed as a whole. Each record is noted "create sent" before the request, so a lost answer
-    /// is settled by the ordinary path's idempotent retry, never by a second create.
-    func pushCreates(_ chunk: [PendingChange], context: ResolutionContext) async throws -> (Int, SyncReport, [PendingChange]) {
-        var report = SyncReport()
-        let session = try requireSession()
-        let userID = session.userID
-        let key = session.keys.userKey
-        let ids = chunk.map(\.itemID)
-        let locals = try await read { tx in try tx.ciphers(of: userID).find(ids: ids) }
-        let localByID = Dictionary(locals.compactMap { row in (try? row.wire()).map { (row.id, $0) } }, uniquingKeysWith: { first, _ in first })
-        var batch: [(change: PendingChange, local: CipherWire)] = []
-        var rest: [PendingChange] = []
-        for change in chunk {
-            guard let local = localByID[change.itemID], local.organizationId == nil,
-                  context.copy(ofKey: local.key?.serialized, names: [local.name.serialized] + (change.metadata.earlierNames ?? [])) == nil else {
-                rest.append(change)
-                continue
-            }
-            batch.append((change, local))
-        }
-        guard batch.count >= 2 else { return (0, report, chunk) }
-        let noted = batch.map(\.change)
-        try await write { tx in
-            for change in noted { _ = try Self.updateStoredRecord(change, tx, key: key) { $0.createSent = true } }
-        }
-        let entries = batch.map { entry in
-            var body = entry.local
-            body.id = nil
-            return (idempotencyKey: entry.change.itemID, cipher: body)
-        }
-        let results: [Result<CipherWire, ServerCallError>]
-        do {
-            results = try await authorized { api, token in try await api.bulkCreateCiphers(entries, token: token) }
-        } catch let error as ServerCallError {
-            if case .http(let status, _) = error, status == 404 || status == 405 {
-                bulkCreateSupported = false
-                logger.info("the server has no bulk create; creating one item at a time")
-            }
-            return (0, report, chunk.map { change in
-                var sent = change
-                if noted.contains(where: { $0.id == change.id }) { sent.metadata.createSent = true }
-                return sent
-            })
-        }
-        bulkCreateSupported = true
-        var created: [CreatedItem] = []
-        for (entry, result) in zip(batch, results) {
-            var change = entry.change
-            change.metadata.createSent = true
-            switch result {
-            case .success(var item):
-                do {
-                    item = try await applyState(of: entry.local, to: item)
-                    created.append(CreatedItem(temporaryID: change.itemID, created: item, change: change, pushedLocal: true))
-                } catch let error as ServerCallError {
-                    report.merge(try await failureReport(error, change: change))
-                }
-            case .failure:
-                // The ordinary path repeats it with the same idempotency key and reports what the server says.
-                rest.append(change)
-            }
-        }
-        // Settled together, in one transaction.
-        try await swapCipherIDs(created)
-        let settled = created.count
-        report.resolved += settled
-        logger.debug("bulk create", metadata: ["created": "\(settled)", "retry": "\(rest.count)"])
-        return (settled, report, rest)
-    }
-
-    struct ResolutionContext: Sendable {
-        var serverCiphers: [String: CipherWire]
-        /// Encrypted name (its exact text) → item id, for adopting creates and backups whose answer was lost.
-        var serverNamesOfCiphers: [String: String]
-        /// Wrapped item key (its exact text, unique to one item) → item id: finds a create whose answer was
-        /// lost even after another device renamed the copy it left.
-        var serverKeysOfCiphers: [String: String]
-
-        /// The server's copy of an item this device created, found by its wrapped key or by any of its names.
-        func copy(ofKey key: String?, names: [String]) -> String? {
-            if let key, let id = serverKeysOfCiphers[key] { return id }
-            return names.lazy.compactMap { serverNamesOfCiphers[$0] }.first
-        }
-        var serverFolders: [String: FolderWire]
-        var serverNamesOfFolders: [String: FolderWire]
-
-        /// The server's copy of a folder this device created, found by any of its names (folders have no key).
-        func folderCopy(names: [String]) -> FolderWire? {
-            names.lazy.compactMap { serverNamesOfFolders[$0] }.first
-        }
-
-        /// The conflict backups in the snapshot, searched before a backup is made.
-        var backups: SnapshotBackups
     }
 
     /// Counts a failed attempt: transient → retry after backoff, or needs attention when exhausted;
@@ -500,148 +265,12 @@ extension VaultEngine {
         return updated.metadata.state
     }
 
-    // MARK: Folders
-
-    func resolveFolder(_ change: PendingChange, context: ResolutionContext, report: inout SyncReport) async throws {
-        let current = try requireSession()
-        let userID = current.userID
-        let local = try await read { tx in try tx.folders(of: userID).find(id: change.itemID) }.flatMap { try? $0.wire() }
-        switch change.metadata.kind {
-        case .create:
-            guard let local else { return try await dropRecord(change) }
-            // Idempotent: an answer lost after the server created it shows up in the snapshot, under the
-            // current name or one it was renamed from here since (then the rename goes on top).
-            var created: FolderWire
-            var change = change
-            if let adopted = context.folderCopy(names: [local.name.serialized] + (change.metadata.earlierNames ?? []).reversed()) {
-                created = adopted
-                if let adoptedID = adopted.id, adopted.name.serialized != local.name.serialized {
-                    created = try await authorized { api, token in try await api.renameFolder(id: adoptedID, name: local.name, token: token) }
-                }
-            } else {
-                try await noteCreateSent(&change)
-                // Its temporary id is its idempotency key: a server that honours it answers a retry, a rename
-                // retried or a post delayed past the timeout, with the folder the first attempt made.
-                let key = change.itemID
-                do {
-                    created = try await authorized { api, token in try await api.createFolder(name: local.name, idempotencyKey: key, token: token) }
-                } catch let error as ServerCallError where error.isCreatedSinceDeleted {
-                    // Made by an earlier attempt and deleted for good elsewhere since: as for a folder renamed
-                    // here and deleted elsewhere, the local one comes back (under a key of its own).
-                    let recreation = Self.recreationKey(change)
-                    created = try await authorized { api, token in
-                        try await api.createFolder(name: local.name, idempotencyKey: recreation, token: token)
-                    }
-                }
-                // The key's answer is the folder an earlier attempt made, as it is now: renamed elsewhere
-                // since, it takes the local name, as a copy adopted from the snapshot does.
-                if let createdID = created.id, created.name.serialized != local.name.serialized {
-                    created = try await authorized { api, token in try await api.renameFolder(id: createdID, name: local.name, token: token) }
-                }
-            }
-            try await swapFolderID(from: change.itemID, to: created, change: change)
-        case .update:
-            guard let local else { return try await dropRecord(change) }
-            guard context.serverFolders[change.itemID] != nil else {
-                // Deleted on the server: recreate it with the local name (nothing lost).
-                let key = Self.recreationKey(change)
-                let created = try await authorized { api, token in try await api.createFolder(name: local.name, idempotencyKey: key, token: token) }
-                return try await swapFolderID(from: change.itemID, to: created, change: change)
-            }
-            if let kept = try await keptServerFolderName(change, local: local, context: context, report: &report) {
-                return try await write { tx in
-                    try tx.folders(of: userID).store(kept)
-                    try tx.queue(of: userID).remove(recordID: change.id)
-                }
-            }
-            let renamed = try await authorized { api, token in try await api.renameFolder(id: change.itemID, name: local.name, token: token) }
-            try await write { tx in
-                try tx.folders(of: userID).store(renamed)
-                try tx.queue(of: userID).remove(recordID: change.id)
-            }
-        case .softDelete, .hardDelete:
-            // A folder created here and deleted before its create's answer arrived: found by its names.
-            let lostCreate = change.metadata.createSent == true && change.metadata.originalRevisionDate == nil
-            let serverID = context.serverFolders[change.itemID] != nil
-                ? change.itemID : lostCreate ? context.folderCopy(names: (change.metadata.earlierNames ?? []).reversed())?.id : nil
-            if let serverID {
-                do {
-                    try await authorized { api, token in try await api.deleteFolder(id: serverID, token: token) }
-                } catch let error as ServerCallError where error.isGone {}
-            }
-            try await dropRecord(change)
-        }
-    }
-
-    /// A folder renamed here while the server's copy was renamed elsewhere (docs/ARCHITECTURE.md,
-    /// "Merging"; merge policy only): returns the server's folder when it is to stay as it is — it has
-    /// the same name already, or both renamed it differently and the other rename is newer — and notes
-    /// which name was kept. `nil`: push the local rename (the server's name did not change since the
-    /// rename here started, or the rename here is newer, or the backup policy: the local rename wins).
-    func keptServerFolderName(_ change: PendingChange, local: FolderWire, context: ResolutionContext,
-                              report: inout SyncReport) async throws -> FolderWire? {
-        guard configuration.conflictPolicy == .merge, let server = context.serverFolders[change.itemID],
-              let baseText = change.metadata.baseVersion, let base = try? FolderWire(jsonBytes: Array(baseText.utf8)) else { return nil }
-        let keys = try requireSession().keys
-        guard let baseName = try? base.decrypted(with: keys).name, let mine = try? local.decrypted(with: keys).name,
-              let theirs = try? server.decrypted(with: keys).name else { return nil }
-        if theirs == mine { return server }
-        guard theirs != baseName, let revision = server.revisionDate else { return nil }
-        let localUpdated = clockOffsetBox.current?.serverTime(forDeviceTime: change.metadata.updatedDate) ?? change.metadata.updatedDate
-        let keepTheirs = revision >= localUpdated
-        let note = keepTheirs
-            ? "Folder \"\(theirs)\": renamed on another device later than you renamed it \"\(mine)\" here; the newer name was kept."
-            : "Folder \"\(mine)\": renamed here later than another device renamed it \"\(theirs)\"; the newer name was kept."
-        report.messages.append(note)
-        return keepTheirs ? server : nil
-    }
-
-    func swapFolderID(from temporaryID: String, to created: FolderWire, change: PendingChange) async throws {
-        let current = try requireSession()
-        let userID = current.userID
-        let key = current.keys.userKey
-        guard let newID = created.id else { throw ServerCallError.invalidResponse("created folder has no id") }
-        try await write { tx in
-            // Renamed or deleted here while it was being created: that change goes to the new folder.
-            let meanwhile = try Self.savedMeanwhile(change, key: key, tx)
-            let newerLocal = try tx.folders(of: userID).find(id: temporaryID).flatMap { try? $0.wire() }
-            // In the same transaction: an item saved between a separate read and this write would be
-            // replaced by its older copy.
-            try tx.folders(of: userID).remove(id: temporaryID)
-            try tx.ciphers(of: userID).moveItems(ofFolder: temporaryID, to: newID)
-            if var record = meanwhile {
-                record.itemID = newID
-                record.metadata.originalRevisionDate = created.revisionDate
-                if record.metadata.kind == .create { record.metadata.kind = .update }
-                if record.metadata.kind == .update, var local = newerLocal {
-                    local.id = newID
-                    local.revisionDate = created.revisionDate
-                    try tx.folders(of: userID).store(local)
-                }
-                try tx.queue(of: userID).store(record, key: key)
-            } else {
-                try tx.folders(of: userID).store(created)
-                try tx.queue(of: userID).remove(recordID: change.id)
-            }
-        }
-    }
-
     /// The idempotency key of a create this device decides on while resolving `change`: the re-creation
     /// of an item or folder the server no longer has. Derived from the queue record's id (a random UUID
     /// kept with the record) and the id of what it re-creates, both durable before the first attempt, so
     /// every attempt carries the same key; a later re-creation of the item it makes has another id.
     static func recreationKey(_ change: PendingChange) -> String {
         "recreate-\(change.id)-\(change.itemID)"
-    }
-
-    /// The idempotency key of a conflict backup, the same for every attempt (the marker is stored with
-    /// the backup before it is first posted). A backup of the server's version (`server:REVISION`) is
-    /// keyed by the item and that revision: the same version for every device of the account, so two
-    /// devices backing it up at once make one backup on a server that honours keys (bug 20's twins; a
-    /// fault-scenario run made two and renamed each before the twin check merged them). A backup of
-    /// this device's version (`local:…`) is keyed by the queue record, which only this device has.
-    static func backupKey(_ change: PendingChange, marker: String) -> String {
-        marker.hasPrefix("server:") ? "backup-\(change.itemID)-\(marker)" : "backup-\(change.id)-\(marker)"
     }
 
     func dropRecord(_ change: PendingChange) async throws {

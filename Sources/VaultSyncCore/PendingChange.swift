@@ -65,12 +65,18 @@ public struct PendingChangeMetadata: Sendable, Codable, Equatable {
     /// The item's state before the first offline change (captured with `originalRevisionDate`), so
     /// that state intents — restore, archive, move, favorite — can be replayed on a newer server copy.
     public var originalState: ItemState?
-    /// A conflict backup being written (its encrypted JSON): kept so that a retry after a lost answer
-    /// finds the backup on the server instead of posting a second one.
-    public var pendingBackup: String?
-    /// Which version was already backed up ("server:<revision µs>" or "local:<updated µs>"), so that a
-    /// retry after a failure between backup and push does not back it up twice.
-    public var backupDoneFor: String?
+    /// How far the resolution got: the versions backed up already, and a backup posted without an answer
+    /// yet (its exact body and key), so a retry, a re-plan or a restart never backs a version up twice.
+    public var progress: ResolutionProgress {
+        get { ResolutionProgress(backups: backedUp ?? [], inFlight: backupInFlight) }
+        set {
+            backedUp = newValue.backups.isEmpty ? nil : newValue.backups
+            backupInFlight = newValue.inFlight
+        }
+    }
+    // Stored as two fields (the document's keys), so that `Codable` and the hand-written JSON agree.
+    var backedUp: [BackedUpVersion]?
+    var backupInFlight: BackupInFlight?
     /// For a create: the encrypted names the item had before it was renamed here. An earlier attempt
     /// may have reached the server under one of them with its answer lost; the resolver adopts an item
     /// carrying any of them instead of posting a second copy (each name's random IV makes it unique).
@@ -163,8 +169,15 @@ extension PendingChangeMetadata: JSONObjectConvertible {
         nextAttemptDate = try reader.date("nextAttemptDate")
         state = try reader.requiredRaw("state", as: PendingChangeState.self)
         originalState = try reader.object("originalState")
-        pendingBackup = try reader.string("pendingBackup")
-        backupDoneFor = try reader.string("backupDoneFor")
+        progress = ResolutionProgress(backups: try reader.array("backedUp") ?? [], inFlight: try reader.object("backupInFlight"))
+        // Records written before the progress was typed: "server:µs" / "local:µs" and the backup's body.
+        if let legacy = try reader.string("backupDoneFor"), let done = BackedUpVersion(legacyMarker: legacy) {
+            if let body = try reader.string("pendingBackup") {
+                progress.inFlight = BackupInFlight(version: done.version, date: done.date, originalID: "", idempotencyKey: nil, body: body)
+            } else {
+                progress.backups.append(done)
+            }
+        }
         earlierNames = try reader.stringArray("earlierNames")
         createSent = try reader.bool("createSent")
         itemKey = try reader.string("itemKey")
@@ -186,14 +199,55 @@ extension PendingChangeMetadata: JSONObjectConvertible {
         writer.putIfPresent("nextAttemptDate", nextAttemptDate)
         writer.put("state", state.rawValue)
         writer.putIfPresent("originalState", originalState)
-        writer.putIfPresent("pendingBackup", pendingBackup)
-        writer.putIfPresent("backupDoneFor", backupDoneFor)
+        if !progress.backups.isEmpty { writer.put("backedUp", progress.backups) }
+        writer.putIfPresent("backupInFlight", progress.inFlight)
         writer.putIfPresent("earlierNames", earlierNames)
         writer.putIfPresent("createSent", createSent)
         writer.putIfPresent("itemKey", itemKey)
         writer.putIfPresent("baseVersion", baseVersion)
         writer.putIfPresent("mergedPushRevision", mergedPushRevision)
         writer.putIfPresent("mergedContentDate", mergedContentDate)
+        return writer.object
+    }
+}
+
+extension BackedUpVersion: JSONObjectConvertible {
+    public init(json: JSONObject, path: String) throws {
+        var reader = JSONReader(json, path: path)
+        self.init(version: try reader.requiredRaw("version"), date: try reader.requiredDate("date"), backupID: try reader.requiredString("backupID"))
+    }
+
+    /// A marker of the earlier format, "server:<revision µs>" or "local:<save µs>" (the backup's id unknown).
+    init?(legacyMarker marker: String) {
+        let parts = marker.split(separator: ":")
+        guard parts.count == 2, let version = PlanVersion(rawValue: String(parts[0])), let micros = Int64(parts[1]) else { return nil }
+        self.init(version: version, date: WireDate(microsecondsSinceEpoch: micros), backupID: "")
+    }
+
+    public func jsonObject() -> JSONObject {
+        var writer = JSONWriter()
+        writer.put("version", version.rawValue)
+        writer.put("date", date)
+        writer.put("backupID", backupID)
+        return writer.object
+    }
+}
+
+extension BackupInFlight: JSONObjectConvertible {
+    public init(json: JSONObject, path: String) throws {
+        var reader = JSONReader(json, path: path)
+        self.init(version: try reader.requiredRaw("version"), date: try reader.requiredDate("date"),
+                  originalID: try reader.requiredString("originalID"), idempotencyKey: try reader.string("idempotencyKey"),
+                  body: try reader.requiredString("body"))
+    }
+
+    public func jsonObject() -> JSONObject {
+        var writer = JSONWriter()
+        writer.put("version", version.rawValue)
+        writer.put("date", date)
+        writer.put("originalID", originalID)
+        writer.putIfPresent("idempotencyKey", idempotencyKey)
+        writer.put("body", body)
         return writer.object
     }
 }

@@ -5,8 +5,9 @@ import VaultModels
 /// steps is kept in the change's sealed record (``ResolutionProgress``), so a crash or a failed call
 /// resumes at the next step instead of deciding again from clues.
 ///
-/// This file is the decision; the engine's executor is the other half (it runs the same decisions
-/// through `ConflictMatrix` today, and moves onto these steps next).
+/// This file is the decision; the engine's executor (`VaultClient/PlanExecution.swift`) is the other
+/// half: it gathers the facts, runs the steps in order, and plans again when a step meets new facts
+/// (the server answered "out of date", or a create was answered with a copy an earlier attempt made).
 
 /// Which version of the item a step works with.
 public enum PlanVersion: String, Sendable, Equatable, Codable {
@@ -123,19 +124,114 @@ public struct BackedUpVersion: Sendable, Equatable, Codable {
     }
 }
 
+/// A backup being written: its exact body is kept in the record before it is posted, so the next attempt
+/// (after a lost answer, a failure or a crash) posts the same backup with the same key, never a second one.
+public struct BackupInFlight: Sendable, Equatable, Codable {
+    public var version: PlanVersion
+    public var date: WireDate
+    /// The item it is a backup of (its id on the server).
+    public var originalID: String
+    /// `nil` only for a backup recorded before keys were kept with it.
+    public var idempotencyKey: String?
+    /// The backup as posted (wire JSON, every field encrypted).
+    public var body: String
+
+    public init(version: PlanVersion, date: WireDate, originalID: String, idempotencyKey: String?, body: String) {
+        self.version = version
+        self.date = date
+        self.originalID = originalID
+        self.idempotencyKey = idempotencyKey
+        self.body = body
+    }
+}
+
 /// How far a change's resolution got, kept in its sealed record across attempts, crashes and re-plans.
-public struct ResolutionProgress: Sendable, Equatable, Codable {
+public struct ResolutionProgress: Sendable, Equatable {
     /// The versions already kept in backup copies.
     public var backups: [BackedUpVersion]
+    /// A backup posted without an answer yet: finished before anything else is planned.
+    public var inFlight: BackupInFlight?
 
-    public init(backups: [BackedUpVersion] = []) {
+    public init(backups: [BackedUpVersion] = [], inFlight: BackupInFlight? = nil) {
         self.backups = backups
+        self.inFlight = inFlight
     }
 
     /// Whether this version of the facts is kept in a backup already.
     public func hasBackup(of version: PlanVersion, facts: ResolutionFacts) -> Bool {
         guard let date = ResolutionPlanner.identity(of: version, facts) else { return false }
         return backups.contains { $0.version == version && ConflictMatrix.isSameRevision($0.date, date) }
+    }
+
+    /// The backup in flight is on the server now (or was found there).
+    public mutating func finish(backupID: String) {
+        guard let done = inFlight else { return }
+        backups.append(BackedUpVersion(version: done.version, date: done.date, backupID: backupID))
+        inFlight = nil
+    }
+}
+
+/// The version a resolution settled on, as the saved-meanwhile rule needs it.
+public struct SettledVersion: Sendable {
+    public var revision: WireDate?
+    public var creationDate: WireDate?
+    /// The settled version as wire JSON (the merge base of a rebased record).
+    public var body: String
+    public var state: ItemState?
+    /// Made by this resolution: the temporary id gave way to the server's.
+    public var created: Bool
+    /// The settled version is this device's merge push, whose newest edit is from this date.
+    public var mergedContentDate: WireDate?
+
+    public init(revision: WireDate?, creationDate: WireDate?, body: String, state: ItemState?, created: Bool,
+                mergedContentDate: WireDate? = nil) {
+        self.revision = revision
+        self.creationDate = creationDate
+        self.body = body
+        self.state = state
+        self.created = created
+        self.mergedContentDate = mergedContentDate
+    }
+}
+
+extension PendingChangeMetadata {
+    /// The saved-meanwhile rule, the one place it is written (docs/ARCHITECTURE.md, "Settling"): the user
+    /// saved the item again on this device while its record was being resolved. That newer save is
+    /// never lost: its record stays, and is made to meet the settled version correctly at the next run.
+    /// - `rebaseOnResult` (the settled version carries the local version the save was made on): the
+    ///   record's baseline becomes the settled version, so the newer save is pushed on top (no conflict,
+    ///   no backup of our own push).
+    /// - `keepBaseline` (the server's content, or a merge): the baseline stays, so the next run meets the
+    ///   settled version as a conflict (or a merge) again; a merge push notes that its revision is only as
+    ///   new as the edits merged into it. An item created by this resolution keeps the version first
+    ///   created as its baseline, so a copy adopted with later edits elsewhere meets them as a conflict.
+    /// A create becomes an update of the created item. Failures before are forgotten: this is a fresh intent.
+    public mutating func keep(afterSettling settled: SettledVersion, baseline: SettleBaseline) {
+        if settled.created, kind == .create {
+            kind = .update
+            contentChanged = true
+        }
+        switch baseline {
+        case .rebaseOnResult:
+            originalRevisionDate = settled.revision
+            baseVersion = settled.body
+            originalState = settled.state
+        case .keepBaseline where settled.created:
+            originalRevisionDate = settled.creationDate ?? settled.revision
+            baseVersion = nil
+            originalState = settled.state
+        case .keepBaseline:
+            break
+        }
+        if let date = settled.mergedContentDate {
+            mergedPushRevision = settled.revision
+            mergedContentDate = date
+        }
+        progress.inFlight = nil
+        attempts = 0
+        lastError = nil
+        nextAttemptDate = nil
+        state = .pending
     }
 }
 
@@ -148,6 +244,43 @@ public enum ResolutionPlanner {
         return steps.filter { step in
             if case .backUp(let version) = step { return !progress.hasBackup(of: version, facts: facts) }
             return true
+        }
+    }
+
+    /// A create answered with a copy an earlier attempt made (its key, or its wrapped item key in the
+    /// snapshot) that does not carry the local version: the copy is the item now, and the local version
+    /// meets it as an update would, then settles under its id. Untouched since it was made, it holds an
+    /// older version of this device's own item: the local version goes on top. Edited since (another
+    /// device pulled it), or a re-creation (never overwritten unseen), it is a conflict like any other:
+    /// the newer one wins, the other is backed up first (folders: the folder policy, with the merge the
+    /// engine reports). A copy with a queue record of its own here (pulled and changed) stays the live
+    /// item, and the local version becomes its backup.
+    public static func planAfterAdoption(_ facts: ResolutionFacts, untouched: Bool, adoptedHasRecord: Bool,
+                                         progress: ResolutionProgress = ResolutionProgress()) -> [ResolutionStep] {
+        guard case .present(let revision, _) = facts.server else { return plan(facts, progress: progress) }
+        var adopted = facts
+        adopted.record.kind = .update
+        adopted.record.contentChanged = true
+        adopted.record.passwordChangeCount = 0
+        adopted.record.originalRevisionDate = untouched ? revision : nil
+        adopted.record.mergedPushRevision = nil
+        adopted.server = .present(revision: revision, holdsLocal: false)
+        if facts.itemKind == .cipher { adopted.merge = .notApplicable }
+        if adoptedHasRecord { return progress.hasBackup(of: .local, facts: adopted) ? [.removeLocally] : [.backUp(.local), .removeLocally] }
+        return plan(adopted, progress: progress).flatMap { step -> [ResolutionStep] in
+            if case .settle = step { return [.swapID, step] }
+            return [step]
+        }
+    }
+
+    /// Which side wins a field both changed, when the plan merges: the local version when it is newer.
+    /// `nil`: the facts do not call for a merge (no conflict on the content, or the server did not move).
+    public static func mergeWinner(_ facts: ResolutionFacts) -> ItemMerge.Side? {
+        guard facts.itemKind == .cipher, case .present(let revision, false) = facts.server, serverMoved(facts) else { return nil }
+        switch ConflictMatrix.decide(facts.record, server: .present(revisionDate: revision), localUpdatedOnServerClock: facts.localUpdatedOnServerClock) {
+        case .backupServerThenPushLocal: return .mine
+        case .backupLocalThenTakeServer: return .theirs
+        default: return nil
         }
     }
 

@@ -12,8 +12,10 @@ struct MetadataCodingTests {
             updatedDate: WireDate(microsecondsSinceEpoch: 1_700_000_100_000_000), attempts: 3, lastError: "the server \"said\" no\n",
             nextAttemptDate: WireDate(microsecondsSinceEpoch: 1_700_000_200_000_000), state: .needsAttention)
         metadata.originalState = ItemState(deleted: false, archived: true, folderID: "0f2b1c3d-aaaa-bbbb-cccc-000000000001", favorite: true)
-        metadata.pendingBackup = #"{"name":"2.x|y|z"}"#
-        metadata.backupDoneFor = "server:1690000000123456"
+        metadata.progress = ResolutionProgress(
+            backups: [BackedUpVersion(version: .server, date: WireDate(microsecondsSinceEpoch: 1_690_000_000_123_456), backupID: "b-1")],
+            inFlight: BackupInFlight(version: .local, date: WireDate(microsecondsSinceEpoch: 1_700_000_100_000_000), originalID: "item-1",
+                                     idempotencyKey: "backup-r-local:1700000100000000", body: #"{"name":"2.x|y|z"}"#))
         metadata.earlierNames = ["2.AbC+/x==|Yz==|Qq==", "2.dEf=|gh=|ij="]
         metadata.createSent = true
         metadata.itemKey = "2.KeY+/=|Iv==|Mac="
@@ -48,5 +50,21 @@ struct MetadataCodingTests {
         object = Self.full.jsonObject()
         object["originalState"] = .object(["deleted": .bool(true)])
         #expect(throws: ModelError.self) { try PendingChangeMetadata(json: object, path: "$") }
+    }
+
+    @Test("a record of the earlier progress format (\"server:µs\" markers and a body) opens with its progress typed")
+    func readsLegacyProgress() throws {
+        var object = Self.sparse.jsonObject()
+        object["backupDoneFor"] = .string("server:1690000000123456")
+        var metadata = try PendingChangeMetadata(json: object, path: "$")
+        #expect(metadata.progress.backups == [BackedUpVersion(version: .server, date: WireDate(microsecondsSinceEpoch: 1_690_000_000_123_456), backupID: "")])
+        #expect(metadata.progress.inFlight == nil)
+        object["pendingBackup"] = .string(#"{"name":"2.x|y|z"}"#)
+        metadata = try PendingChangeMetadata(json: object, path: "$")
+        #expect(metadata.progress.backups.isEmpty)
+        #expect(metadata.progress.inFlight?.version == .server && metadata.progress.inFlight?.body == #"{"name":"2.x|y|z"}"#)
+        // Written again, it is in the typed format only.
+        let written = metadata.jsonObject()
+        #expect(written["backupDoneFor"] == nil && written["pendingBackup"] == nil && written["backupInFlight"] != nil)
     }
 }

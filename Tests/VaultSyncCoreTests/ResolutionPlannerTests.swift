@@ -114,6 +114,53 @@ struct ResolutionPlannerTests {
         #expect(ResolutionPlanner.plan(facts) == expected)
     }
 
+    @Test("a create answered with an earlier attempt's copy: untouched, the local version goes on top; edited, a conflict; under the copy's id")
+    func adoption() {
+        let copy = ServerFacts.present(revision: Self.later, holdsLocal: false)
+        let created = Self.facts(Self.record(.create), copy, localTime: Self.newer)
+        #expect(ResolutionPlanner.planAfterAdoption(created, untouched: true, adoptedHasRecord: false)
+                == [.push(.local), .replayState, .swapID, .settle(.rebaseOnResult)])
+        #expect(ResolutionPlanner.planAfterAdoption(created, untouched: false, adoptedHasRecord: false)
+                == [.backUp(.server), .push(.local), .replayState, .swapID, .settle(.rebaseOnResult)])
+        let older = Self.facts(Self.record(.create), copy, localTime: Self.original)
+        #expect(ResolutionPlanner.planAfterAdoption(older, untouched: false, adoptedHasRecord: false)
+                == [.backUp(.local), .replayState, .swapID, .settle(.keepBaseline)])
+        // The copy was pulled and changed here (a record of its own): it stays; this version becomes its backup, once.
+        #expect(ResolutionPlanner.planAfterAdoption(created, untouched: false, adoptedHasRecord: true) == [.backUp(.local), .removeLocally])
+        let kept = ResolutionProgress(backups: [BackedUpVersion(version: .local, date: Self.original, backupID: "b")])
+        #expect(ResolutionPlanner.planAfterAdoption(created, untouched: false, adoptedHasRecord: true, progress: kept) == [.removeLocally])
+        // A folder's copy renamed elsewhere meets the folder policy (the engine's merge facts).
+        var folder = Self.facts(Self.record(.create), copy, localTime: Self.original, merge: .conflicting, kind: .folder)
+        #expect(ResolutionPlanner.planAfterAdoption(folder, untouched: false, adoptedHasRecord: false) == [.tell(.merged), .swapID, .settle(.keepBaseline)])
+        folder.merge = .notApplicable
+        #expect(ResolutionPlanner.planAfterAdoption(folder, untouched: true, adoptedHasRecord: false) == [.push(.local), .swapID, .settle(.rebaseOnResult)])
+    }
+
+    @Test("the saved-meanwhile rule: rebased on a result that carries the local version, else the baseline stays")
+    func savedMeanwhile() {
+        let settled = SettledVersion(revision: Self.newer, creationDate: Self.later, body: "{}", state: nil, created: false)
+        var record = Self.record(.update)
+        record.attempts = 3
+        record.progress.inFlight = BackupInFlight(version: .server, date: Self.later, originalID: "i", idempotencyKey: "k", body: "{}")
+        var rebased = record
+        rebased.keep(afterSettling: settled, baseline: .rebaseOnResult)
+        #expect(rebased.originalRevisionDate == Self.newer && rebased.baseVersion == "{}" && rebased.attempts == 0 && rebased.progress.inFlight == nil)
+        var kept = record
+        kept.keep(afterSettling: settled, baseline: .keepBaseline)
+        #expect(kept.originalRevisionDate == Self.original && kept.baseVersion == nil && kept.kind == .update)
+        // Created by this resolution: a create becomes an update of the created item; a copy adopted with
+        // later edits keeps the version first created as its baseline (those edits meet it as a conflict).
+        var create = Self.record(.create)
+        create.keep(afterSettling: SettledVersion(revision: Self.newer, creationDate: Self.later, body: "{}", state: nil, created: true),
+                    baseline: .keepBaseline)
+        #expect(create.kind == .update && create.contentChanged && create.originalRevisionDate == Self.later)
+        // A merge push notes how new its content is.
+        var merged = record
+        merged.keep(afterSettling: SettledVersion(revision: Self.newer, creationDate: nil, body: "{}", state: nil, created: false,
+                                                  mergedContentDate: Self.later), baseline: .keepBaseline)
+        #expect(merged.mergedPushRevision == Self.newer && merged.mergedContentDate == Self.later)
+    }
+
     @Test("whatever the facts, a backup comes before the push or take it protects, and the plan ends by settling or removing")
     func invariants() {
         let kinds: [PendingChangeKind] = [.create, .update, .softDelete, .hardDelete]

@@ -1,0 +1,564 @@
+import Foundation
+import VaultAPI
+import VaultCrypto
+import VaultModels
+import VaultStore
+import VaultSyncCore
+
+/// One queued change being resolved: the versions its plan works with, and what its steps made so far.
+/// Items (`CipherWire`) and folders (`FolderWire`) share it and the driver below.
+struct PlanRun<Wire: Sendable>: Sendable {
+    var change: PendingChange
+    var local: Wire?
+    /// The server's version the plan is made against (`nil`: the server has no such item).
+    var server: Wire?
+    /// The item's id on the server: its own, or the one a create was answered with.
+    var serverID: String
+    /// The idempotency key of a create: the device-made id, or a re-creation's own key.
+    var createKey: String
+    /// The create re-makes an item the server lost (never overwrites a copy it finds unseen).
+    var recreated: Bool
+    /// What the steps made so far: the version settling stores (`nil`: the server's version as it is).
+    var result: Wire?
+    /// `result` carries the local version (posted, pushed, or found pushed already).
+    var carriesLocal = false
+    /// The server's id replaces the temporary one when the change settles (in the same transaction).
+    var swapping = false
+    /// The merge the plan was made with (merge policy, both sides changed an item's content).
+    var merge: PlannedMerge?
+    /// What `.tell(.merged)` says.
+    var notice: String?
+
+    init(change: PendingChange, local: Wire?, server: Wire?) {
+        self.change = change
+        self.local = local
+        self.server = server
+        serverID = change.itemID
+        recreated = change.metadata.kind != .create
+        createKey = recreated ? VaultEngine.recreationKey(change) : change.itemID
+    }
+}
+
+/// A three-way merge a plan pushes: the result, which side wins a field both changed, and whether the
+/// merged version differs from the server's (else nothing is pushed).
+struct PlannedMerge: Sendable {
+    var result: ItemMerge.Result
+    var winner: ItemMerge.Side
+    var changesServer: Bool
+}
+
+/// The executor of resolution plans (docs/ARCHITECTURE.md, "The path of a change"): it gathers the
+/// facts, asks `ResolutionPlanner` for the steps, and runs them in order. It decides nothing itself: a
+/// step that meets new facts (a create answered with an earlier attempt's copy, a key deleted since)
+/// hands back the planner's steps for the rest, and the server answering "out of date" (someone wrote in
+/// between) makes it read the item again and plan again, never overwrite blindly.
+extension VaultEngine {
+    func drive<Wire: Sendable>(_ run: inout PlanRun<Wire>, report: inout SyncReport,
+                               plan: (inout PlanRun<Wire>) throws -> [ResolutionStep],
+                               perform: (ResolutionStep, inout PlanRun<Wire>, inout SyncReport) async throws -> [ResolutionStep]?,
+                               reread: (String) async -> Wire?) async throws {
+        for _ in 0..<3 {
+            run.result = nil
+            run.carriesLocal = false
+            var steps = try plan(&run)
+            logger.debug("resolving", metadata: ["item": "\(run.change.itemID)", "steps": "\(steps)"])
+            do {
+                while !steps.isEmpty {
+                    let step = steps.removeFirst()
+                    if let rest = try await perform(step, &run, &report) { steps = rest }
+                }
+                return
+            } catch let error as ServerCallError where error.isOutOfDate {
+                run.server = await reread(run.serverID)
+            }
+        }
+        throw ServerCallError.http(status: 400, message: "The item kept changing on the server; try again later.")
+    }
+
+    /// A version on the server's clock (seed 001 AP-R2: "newer" compares on the server's clock).
+    func onServerClock(_ date: WireDate) -> WireDate {
+        clockOffsetBox.current?.serverTime(forDeviceTime: date) ?? date
+    }
+
+    // MARK: Items
+
+    /// Resolves one queued item change. A backup left half-done by an earlier attempt is finished first
+    /// (posted again with its key), so every plan starts from what is on the server.
+    func resolveCipher(_ change: PendingChange, context: ResolutionContext, report: inout SyncReport) async throws {
+        let userID = try requireSession().userID
+        let itemID = change.itemID
+        let local = try await read { tx in try tx.ciphers(of: userID).find(id: itemID) }.flatMap { try? $0.wire() }
+        var run = PlanRun<CipherWire>(change: change, local: local, server: context.serverCiphers[itemID])
+        if let flight = change.metadata.progress.inFlight {
+            try await postBackup(flight, change: &run.change, report: &report, context: context)
+        }
+        try await drive(&run, report: &report, plan: { try self.planCipher(&$0) },
+                        perform: { step, run, report in try await self.perform(step, &run, &report, context: context) },
+                        reread: { id in try? await self.authorized { api, token in try await api.getCipher(id: id, token: token) } })
+    }
+
+    func cipherFacts(_ run: PlanRun<CipherWire>) -> ResolutionFacts {
+        let record = run.change.metadata
+        let server: ServerFacts = run.server.flatMap { server in
+            server.revisionDate.map { revision in
+                let ownPush = record.kind == .update && record.contentChanged && run.local.map { Self.sameContent($0, server) } == true
+                return .present(revision: revision, holdsLocal: ownPush)
+            }
+        } ?? .gone
+        return ResolutionFacts(itemKind: .cipher, record: record, localPresent: run.local != nil, server: server,
+                               localUpdatedOnServerClock: onServerClock(record.updatedDate), createKey: run.createKey)
+    }
+
+    /// The facts, the merge when the plan calls for one (merge policy; both sides changed the content since
+    /// the version the change started from, which can be opened), and the plan.
+    func planCipher(_ run: inout PlanRun<CipherWire>) throws -> [ResolutionStep] {
+        var facts = cipherFacts(run)
+        if case .present(_, holdsLocal: true) = facts.server { run.carriesLocal = true }
+        run.merge = nil
+        if configuration.conflictPolicy == .merge, let winner = ResolutionPlanner.mergeWinner(facts),
+           let baseText = run.change.metadata.baseVersion, let baseWire = try? CipherWire(jsonBytes: Array(baseText.utf8)),
+           let keys = session?.keys, let base = try? baseWire.decrypted(with: keys), let mine = try? run.local?.decrypted(with: keys),
+           let theirs = try? run.server?.decrypted(with: keys) {
+            let result = ItemMerge.merge(base: base, mine: mine, theirs: theirs, winner: winner)
+            run.merge = PlannedMerge(result: result, winner: winner, changesServer: !ItemMerge.sameContent(result.merged, theirs))
+            run.notice = result.summary(itemName: result.merged.name, winner: winner)
+            facts.merge = result.isClean ? .clean : .conflicting
+        }
+        return ResolutionPlanner.plan(facts, progress: run.change.metadata.progress)
+    }
+
+    func perform(_ step: ResolutionStep, _ run: inout PlanRun<CipherWire>, _ report: inout SyncReport,
+                 context: ResolutionContext) async throws -> [ResolutionStep]? {
+        let id = run.serverID
+        switch step {
+        case .backUp(let version):
+            try await backUp(version, of: &run, report: &report, context: context)
+        case .create(let key):
+            return try await create(&run, key: key, report: &report, context: context)
+        case .push(let version):
+            try await push(version, &run)
+        case .replayState:
+            try await replayState(&run)
+        case .trash:
+            try await authorized { api, token in try await api.softDeleteCipher(id: id, token: token) }
+            run.result = try await authorized { api, token in try await api.getCipher(id: id, token: token) }
+        case .deleteForGood:
+            do {
+                try await authorized { api, token in try await api.hardDeleteCipher(id: id, token: token) }
+            } catch let error as ServerCallError where error.isGone {}
+        case .deleteLostCopy:
+            try await deleteLostCopy(run, report: &report, context: context)
+        case .swapID:
+            run.swapping = true
+        case .settle(let baseline):
+            try await settle(run, baseline: baseline)
+        case .removeLocally:
+            try await removeLocally(run)
+        case .tell(.deleteDropped):
+            report.messages.append(Self.deleteDroppedMessage(name: decryptedName(run.server) ?? run.change.itemID))
+        case .tell(.merged):
+            if let notice = run.notice { report.messages.append(notice) }
+            logger.info("conflict merged", metadata: ["item": "\(run.change.itemID)", "clean": "\(run.merge?.result.isClean ?? true)"])
+        }
+        return nil
+    }
+
+    static func deleteDroppedMessage(name: String) -> String {
+        "\"\(name)\" was edited on another device after you deleted it here: the edit was kept and the delete dropped."
+    }
+
+    func decryptedName(_ wire: CipherWire?) -> String? {
+        guard let keys = session?.keys else { return nil }
+        return try? wire?.decrypted(with: keys).name
+    }
+
+    /// Posts the local version once through every attempt (its key; adoption of a copy in the snapshot by
+    /// its wrapped item key for servers that ignore keys). Answered with the local version: the plan goes
+    /// on. Answered with an earlier attempt's copy that differs: the planner says what follows. The key
+    /// used and the item deleted for good since (`410`): the local version comes back as a new item.
+    func create(_ run: inout PlanRun<CipherWire>, key: String, report: inout SyncReport,
+                context: ResolutionContext) async throws -> [ResolutionStep]? {
+        guard let local = run.local else { return [.removeLocally] }
+        if run.change.metadata.kind == .create { try await noteCreateSent(&run.change) }
+        let answer: CipherWire
+        do {
+            answer = try await createIdempotently(local, idempotencyKey: key, context: context)
+        } catch let error as ServerCallError where error.isCreatedSinceDeleted && !run.recreated {
+            let name = decryptedName(local) ?? run.change.itemID
+            report.messages.append("\"\(name)\" was deleted for good on another device after it was created here: your version was kept.")
+            run.recreated = true
+            run.createKey = Self.recreationKey(run.change)
+            return try planCipher(&run)
+        }
+        guard let answerID = answer.id else { throw ServerCallError.invalidResponse("created item has no id") }
+        run.serverID = answerID
+        if Self.sameContent(local, answer) {
+            run.result = answer
+            run.carriesLocal = true
+            return nil
+        }
+        run.server = answer
+        let hasRecord = answerID == run.change.itemID ? false : try await hasQueueRecord(itemID: answerID)
+        return ResolutionPlanner.planAfterAdoption(cipherFacts(run), untouched: !run.recreated && Self.isUntouched(answer),
+                                                   adoptedHasRecord: hasRecord, progress: run.change.metadata.progress)
+    }
+
+    /// PUT the local or merged version over the server's with `lastKnownRevisionDate` = the revision the
+    /// plan was made against (never a fresher read: a write in between is answered "out of date").
+    func push(_ version: PlanVersion, _ run: inout PlanRun<CipherWire>) async throws {
+        var body: CipherWire
+        switch version {
+        case .local:
+            guard let local = run.local else { return }
+            body = local
+            run.carriesLocal = true
+        case .merged:
+            guard let merge = run.merge, merge.changesServer else { return }
+            let keys = try requireSession().keys
+            body = try modelCall { try merge.result.merged.encrypted(with: keys, random: random) }
+        case .server:
+            return
+        }
+        let (id, revision) = (run.serverID, run.server?.revisionDate)
+        body.id = id
+        let update = body
+        run.result = try await authorized { api, token in try await api.updateCipher(update, id: id, lastKnownRevisionDate: revision, token: token) }
+    }
+
+    /// Makes the server's trash/archive/folder/favorite state of the result what this device wants: the
+    /// local version's state where the result carries it (a push or a create), else only what changed here
+    /// since the change began (the intents), over the server's state.
+    func replayState(_ run: inout PlanRun<CipherWire>) async throws {
+        guard let local = run.local, let base = run.result ?? run.server else { return }
+        if run.carriesLocal || run.change.metadata.kind == .create {
+            run.result = try await applyState(of: local, to: base)
+        } else if let original = run.change.metadata.originalState {
+            var target = base
+            let mine = Self.state(of: local)
+            if mine.deleted != original.deleted { target.deletedDate = mine.deleted ? (base.deletedDate ?? clock.now()) : nil }
+            if mine.archived != original.archived { target.archivedDate = mine.archived ? (base.archivedDate ?? clock.now()) : nil }
+            if mine.folderID != original.folderID { target.folderId = mine.folderID }
+            if mine.favorite != original.favorite { target.favorite = mine.favorite }
+            run.result = try await applyState(of: target, to: base)
+        }
+    }
+
+    /// Makes the server's per-user state of an item match `wanted` (restore, trash, archive, folder, favorite).
+    func applyState(of wanted: CipherWire, to actual: CipherWire) async throws -> CipherWire {
+        guard let id = actual.id else { return actual }
+        var result = actual
+        if (wanted.folderId != result.folderId) || ((wanted.favorite ?? false) != (result.favorite ?? false)) {
+            let folder = wanted.folderId
+            let favorite = wanted.favorite ?? false
+            result = try await authorized { api, token in try await api.updateCipherState(id: id, folderID: folder, favorite: favorite, token: token) }
+        }
+        if (wanted.archivedDate != nil) != (result.archivedDate != nil) {
+            let archive = wanted.archivedDate != nil
+            result = try await authorized { api, token in try await api.archiveCipher(id: id, archived: archive, token: token) }
+        }
+        if (wanted.deletedDate != nil) != (result.deletedDate != nil) {
+            if wanted.deletedDate != nil {
+                try await authorized { api, token in try await api.softDeleteCipher(id: id, token: token) }
+                result = try await authorized { api, token in try await api.getCipher(id: id, token: token) }
+            } else {
+                result = try await authorized { api, token in try await api.restoreCipher(id: id, token: token) }
+            }
+        }
+        return result
+    }
+
+    /// An item created here and deleted for good before any answer to its create arrived: the copy that
+    /// create may have left (found by its wrapped item key) goes too, unless it was edited elsewhere since
+    /// (then, as for any delete, the edit wins).
+    func deleteLostCopy(_ run: PlanRun<CipherWire>, report: inout SyncReport, context: ResolutionContext) async throws {
+        guard let key = run.change.metadata.itemKey, let foundID = context.serverKeysOfCiphers[key] else { return }
+        do {
+            let found = try await authorized { api, token in try await api.getCipher(id: foundID, token: token) }
+            if Self.isUntouched(found) {
+                try await authorized { api, token in try await api.hardDeleteCipher(id: foundID, token: token) }
+            } else {
+                report.messages.append(Self.deleteDroppedMessage(name: decryptedName(found) ?? foundID))
+            }
+        } catch let error as ServerCallError where error.isGone {}
+    }
+
+    func settle(_ run: PlanRun<CipherWire>, baseline: SettleBaseline) async throws {
+        guard let settled = run.result ?? run.server else { return try await dropRecord(run.change) }
+        // A merge push is only as new as the newest edit it merged.
+        let mergedDate = run.merge.map { _ in max(run.server?.revisionDate ?? settled.revisionDate ?? clock.now(), onServerClock(run.change.metadata.updatedDate)) }
+        let settling = Settling(change: run.change, settled: settled, swapping: run.swapping, baseline: baseline, mergedContentDate: mergedDate)
+        let current = try requireSession()
+        try await write { [userID = current.userID, key = current.keys.userKey] tx in try Self.settle(settling, userID: userID, key: key, tx) }
+    }
+
+    /// What settling one change writes (several are written in one transaction by the bulk paths).
+    struct Settling: Sendable {
+        var change: PendingChange
+        var settled: CipherWire
+        var swapping: Bool
+        var baseline: SettleBaseline
+        var mergedContentDate: WireDate?
+        /// The row of `settled`, made outside the transaction by a bulk path.
+        var row: CipherRow?
+    }
+
+    /// The cache takes the settled version and the record goes, in one transaction; the temporary id gives
+    /// way to the server's. Unless the user saved the item again meanwhile: then the saved-meanwhile rule
+    /// (``keepSavedMeanwhile``) keeps the record and the newer local copy (under the server's id).
+    static func settle(_ settling: Settling, userID: String, key: SymmetricCryptoKey, _ tx: StoreTransaction) throws {
+        let items = tx.ciphers(of: userID)
+        let (change, settled) = (settling.change, settling.settled)
+        let newID = settled.id ?? change.itemID
+        let newerLocal = settling.swapping ? try items.find(id: change.itemID).flatMap { try? $0.wire() } : nil
+        if settling.swapping {
+            try items.remove(id: change.itemID)
+            try tx.drafts(of: userID).moveDrafts(ofItem: change.itemID, to: newID)
+        }
+        let version = { SettledVersion(revision: settled.revisionDate, creationDate: settled.creationDate,
+                                       body: String(decoding: settled.jsonBytes(), as: UTF8.self), state: state(of: settled),
+                                       created: settling.swapping, mergedContentDate: settling.mergedContentDate) }
+        if let kept = try keepSavedMeanwhile(change, newID: newID, settled: version, baseline: settling.baseline, key: key, tx) {
+            if settling.swapping, kept.metadata.kind != .hardDelete, var local = newerLocal {
+                local.id = newID
+                local.revisionDate = settled.revisionDate
+                local.creationDate = settled.creationDate
+                try items.store(local)
+            }
+            return
+        }
+        try tx.queue(of: userID).remove(recordID: change.id)
+        // The server's copy may be here already (pulled), saved by the user while this run created it: that
+        // save has its own record and local copy, which the next run resolves. Never overwritten here.
+        if settling.swapping, try tx.queue(of: userID).hasRecord(forItem: newID) { return }
+        if let row = settling.row { try items.store(row) } else { try items.store(settled) }
+    }
+
+    /// Inside a settling transaction: the record as stored, if the user saved the item again since the
+    /// resolution read it (every save moves `updatedDate`; the resolution's own writes never do), kept
+    /// under `newID` by the saved-meanwhile rule (`PendingChangeMetadata.keep(afterSettling:baseline:)`).
+    static func keepSavedMeanwhile(_ change: PendingChange, newID: String, settled: () -> SettledVersion, baseline: SettleBaseline,
+                                   key: SymmetricCryptoKey, _ tx: StoreTransaction) throws -> PendingChange? {
+        guard var stored = try tx.queue(of: change.userID).change(id: change.id, key: key),
+              stored.metadata.updatedDate != change.metadata.updatedDate else { return nil }
+        stored.itemID = newID
+        stored.metadata.keep(afterSettling: settled(), baseline: baseline)
+        try tx.queue(of: change.userID).store(stored, key: key)
+        return stored
+    }
+
+    /// The item and its record go from this device; drafts of a temporary item follow the copy it became.
+    func removeLocally<Wire>(_ run: PlanRun<Wire>) async throws {
+        let (change, serverID) = (run.change, run.serverID)
+        let userID = change.userID
+        try await write { tx in
+            switch change.itemKind {
+            case .cipher: try tx.ciphers(of: userID).remove(id: change.itemID)
+            case .folder: try tx.folders(of: userID).remove(id: change.itemID)
+            }
+            try tx.queue(of: userID).remove(recordID: change.id)
+            if serverID != change.itemID { try tx.drafts(of: userID).moveDrafts(ofItem: change.itemID, to: serverID) }
+        }
+    }
+
+    /// Whether two versions carry the same encrypted content, byte for byte (every EncString is
+    /// IV-unique, so equal ciphertexts mean the same save, never two edits that happen to agree).
+    static func sameContent(_ lhs: CipherWire, _ rhs: CipherWire) -> Bool {
+        let left = lhs.jsonObject()
+        let right = rhs.jsonObject()
+        for key in ["name", "notes", "key", "login", "card", "identity", "secureNote", "sshKey", "fields", "passwordHistory"] {
+            let a = left[key].flatMap { $0.isNull ? nil : $0 }
+            let b = right[key].flatMap { $0.isNull ? nil : $0 }
+            if a?.serialized() != b?.serialized() { return false }
+        }
+        return true
+    }
+
+    /// Whether a server item is as it was created (no one has written to it since).
+    static func isUntouched(_ wire: CipherWire) -> Bool {
+        guard let created = wire.creationDate, let revision = wire.revisionDate else { return false }
+        return ConflictMatrix.isSameRevision(created, revision)
+    }
+
+    /// Notes in the stored record, before a create is posted, that it may reach the server: deleting the
+    /// item for good before the answer is heard then queues that delete instead of forgetting the item.
+    func noteCreateSent(_ change: inout PendingChange) async throws {
+        guard change.metadata.createSent != true else { return }
+        try await noteInRecord(&change) { $0.createSent = true }
+    }
+
+    /// Writes the resolution's own fields into the stored record and the one in hand (read in the same
+    /// transaction, so that a save made on this device meanwhile keeps its date, kind and baseline).
+    func noteInRecord(_ change: inout PendingChange, _ modify: @escaping @Sendable (inout PendingChangeMetadata) -> Void) async throws {
+        modify(&change.metadata)
+        let (noted, key) = (change, try requireSession().keys.userKey)
+        try await write { tx in _ = try Self.updateStoredRecord(noted, tx, key: key, modify) }
+    }
+
+    /// Writes `modify` into the stored record (read in the same transaction). Returns the record as
+    /// written; `nil` if it is gone.
+    @discardableResult
+    static func updateStoredRecord(_ change: PendingChange, _ tx: StoreTransaction, key: SymmetricCryptoKey,
+                                   _ modify: (inout PendingChangeMetadata) -> Void) throws -> PendingChange? {
+        guard var stored = try tx.queue(of: change.userID).change(id: change.id, key: key) else { return nil }
+        modify(&stored.metadata)
+        try tx.queue(of: change.userID).store(stored, key: key)
+        return stored
+    }
+
+    /// Creates on the server, with `idempotencyKey`, unless the snapshot holds an item with the
+    /// byte-identical wrapped item key (an earlier attempt whose answer was lost, on a server that ignores
+    /// keys: the key is unique to the item and survives renames made elsewhere). An item adopted from the
+    /// snapshot is read again first: this run may have changed it since.
+    func createIdempotently(_ wire: CipherWire, idempotencyKey: String?, context: ResolutionContext) async throws -> CipherWire {
+        if let itemKey = wire.key?.serialized, let adoptedID = context.serverKeysOfCiphers[itemKey] {
+            do {
+                return try await authorized { api, token in try await api.getCipher(id: adoptedID, token: token) }
+            } catch let error as ServerCallError where error.isGone {
+                // Deleted since the snapshot: this create is still wanted.
+            }
+        }
+        var draftBody = wire
+        draftBody.id = nil
+        let body = draftBody
+        let collections = wire.collectionIds ?? []
+        return try await authorized { api, token in
+            try await api.createCipher(body, collectionIDs: collections, idempotencyKey: idempotencyKey, token: token)
+        }
+    }
+
+    /// Whether an item has a queue record of its own on this device.
+    func hasQueueRecord(itemID: String) async throws -> Bool {
+        let userID = try requireSession().userID
+        return try await read { tx in try tx.queue(of: userID).hasRecord(forItem: itemID) }
+    }
+
+    // MARK: Folders
+
+    /// Resolves one queued folder change with the same planner and driver: folders have one field, their
+    /// name (created, renamed, deleted; the folder policy when both sides renamed).
+    func resolveFolder(_ change: PendingChange, context: ResolutionContext, report: inout SyncReport) async throws {
+        let userID = try requireSession().userID
+        let itemID = change.itemID
+        let local = try await read { tx in try tx.folders(of: userID).find(id: itemID) }.flatMap { try? $0.wire() }
+        var run = PlanRun<FolderWire>(change: change, local: local, server: context.serverFolders[itemID])
+        try await drive(&run, report: &report, plan: { self.planFolder(&$0) },
+                        perform: { step, run, report in try await self.perform(step, &run, &report, context: context) },
+                        reread: { _ in nil })
+    }
+
+    func folderFacts(_ run: PlanRun<FolderWire>) -> ResolutionFacts {
+        let record = run.change.metadata
+        let server: ServerFacts = run.server.map { .present(revision: $0.revisionDate ?? WireDate(microsecondsSinceEpoch: 0), holdsLocal: false) } ?? .gone
+        return ResolutionFacts(itemKind: .folder, record: record, localPresent: run.local != nil, server: server,
+                               localUpdatedOnServerClock: onServerClock(record.updatedDate), createKey: run.createKey)
+    }
+
+    func planFolder(_ run: inout PlanRun<FolderWire>) -> [ResolutionStep] {
+        var facts = folderFacts(run)
+        facts.merge = facts.record.kind == .update ? folderMerge(&run, against: facts, adopted: false) : .notApplicable
+        return ResolutionPlanner.plan(facts, progress: run.change.metadata.progress)
+    }
+
+    /// The folder policy (docs/ARCHITECTURE.md, "Merging"; merge policy only): the server's name is the
+    /// local one already (`.clean`); both renamed it differently (`.conflicting`: the newer rename wins,
+    /// and `notice` says so; `adopted`: a create's answer renamed elsewhere, its base unknown); else the
+    /// local rename goes (`.notApplicable`).
+    func folderMerge(_ run: inout PlanRun<FolderWire>, against facts: ResolutionFacts, adopted: Bool) -> MergeFacts {
+        guard configuration.conflictPolicy == .merge, let server = run.server, let revision = server.revisionDate, let keys = session?.keys,
+              let mine = try? run.local?.decrypted(with: keys).name, let theirs = try? server.decrypted(with: keys).name else { return .notApplicable }
+        if theirs == mine { return .clean }
+        let baseName = run.change.metadata.baseVersion.flatMap { try? FolderWire(jsonBytes: Array($0.utf8)).decrypted(with: keys).name }
+        guard adopted || (baseName != nil && theirs != baseName) else { return .notApplicable }
+        run.notice = revision >= facts.localUpdatedOnServerClock
+            ? "Folder \"\(theirs)\": renamed on another device later than you renamed it \"\(mine)\" here; the newer name was kept."
+            : "Folder \"\(mine)\": renamed here later than another device renamed it \"\(theirs)\"; the newer name was kept."
+        return .conflicting
+    }
+
+    func perform(_ step: ResolutionStep, _ run: inout PlanRun<FolderWire>, _ report: inout SyncReport,
+                 context: ResolutionContext) async throws -> [ResolutionStep]? {
+        switch step {
+        case .create(let key):
+            return try await createFolder(&run, key: key, context: context)
+        case .push:
+            guard let name = run.local?.name else { return nil }
+            let id = run.serverID
+            run.result = try await authorized { api, token in try await api.renameFolder(id: id, name: name, token: token) }
+        case .deleteForGood:
+            // A folder created here and deleted before its create's answer arrived: found by its names.
+            let lostCreate = run.change.metadata.createSent == true && run.change.metadata.originalRevisionDate == nil
+            let names = (run.change.metadata.earlierNames ?? []).reversed()
+            guard let id = run.server != nil ? run.serverID : lostCreate ? context.folderCopy(names: Array(names))?.id : nil else { return nil }
+            do {
+                try await authorized { api, token in try await api.deleteFolder(id: id, token: token) }
+            } catch let error as ServerCallError where error.isGone {}
+        case .swapID:
+            run.swapping = true
+        case .settle(let baseline):
+            try await settleFolder(run, baseline: baseline)
+        case .removeLocally:
+            try await removeLocally(run)
+        case .tell:
+            if let notice = run.notice { report.messages.append(notice) }
+        case .backUp, .replayState, .trash, .deleteLostCopy:
+            break  // not planned for folders
+        }
+        return nil
+    }
+
+    /// Creates the folder once (its key; a copy in the snapshot under one of its names for servers that
+    /// ignore keys). The key used and the folder deleted for good since (`410`): created again under the
+    /// re-creation key. Answered under another name: a copy under one of this device's earlier names takes
+    /// the local name; a rename made elsewhere since an earlier attempt made it meets the folder policy.
+    func createFolder(_ run: inout PlanRun<FolderWire>, key: String, context: ResolutionContext) async throws -> [ResolutionStep]? {
+        guard let local = run.local else { return [.removeLocally] }
+        let found = context.folderCopy(names: [local.name.serialized] + (run.change.metadata.earlierNames ?? []).reversed())
+        var answer: FolderWire
+        if let found {
+            answer = found
+        } else {
+            if run.change.metadata.kind == .create { try await noteCreateSent(&run.change) }
+            do {
+                answer = try await authorized { api, token in try await api.createFolder(name: local.name, idempotencyKey: key, token: token) }
+            } catch let error as ServerCallError where error.isCreatedSinceDeleted && !run.recreated {
+                run.recreated = true
+                run.createKey = Self.recreationKey(run.change)
+                return planFolder(&run)
+            }
+        }
+        guard let answerID = answer.id else { throw ServerCallError.invalidResponse("created folder has no id") }
+        run.serverID = answerID
+        run.result = answer
+        guard answer.name.serialized != local.name.serialized else { return nil }
+        run.server = answer
+        var facts = folderFacts(run)
+        facts.merge = found != nil ? .notApplicable : folderMerge(&run, against: facts, adopted: true)
+        return ResolutionPlanner.planAfterAdoption(facts, untouched: found != nil, adoptedHasRecord: false)
+    }
+
+    func settleFolder(_ run: PlanRun<FolderWire>, baseline: SettleBaseline) async throws {
+        guard let settled = run.result ?? run.server, let newID = settled.id else { throw ServerCallError.invalidResponse("created folder has no id") }
+        let (change, swapping) = (run.change, run.swapping)
+        let current = try requireSession()
+        try await write { [userID = current.userID, key = current.keys.userKey] tx in
+            let folders = tx.folders(of: userID)
+            let newerLocal = swapping ? try folders.find(id: change.itemID).flatMap { try? $0.wire() } : nil
+            if swapping {
+                try folders.remove(id: change.itemID)
+                try tx.ciphers(of: userID).moveItems(ofFolder: change.itemID, to: newID)
+            }
+            let version = { SettledVersion(revision: settled.revisionDate, creationDate: nil, body: String(decoding: settled.jsonBytes(), as: UTF8.self),
+                                           state: nil, created: swapping) }
+            if let kept = try Self.keepSavedMeanwhile(change, newID: newID, settled: version, baseline: baseline, key: key, tx) {
+                if swapping, kept.metadata.kind == .update, var local = newerLocal {
+                    local.id = newID
+                    local.revisionDate = settled.revisionDate
+                    try folders.store(local)
+                }
+                return
+            }
+            try folders.store(settled)
+            try tx.queue(of: userID).remove(recordID: change.id)
+        }
+    }
+}
