@@ -45,6 +45,13 @@ public enum ServerCallError: Error, Sendable, Equatable {
         return false
     }
 
+    /// A repeated upload of an attachment's file the server has already (our server's 400 "already been
+    /// uploaded"): the earlier attempt arrived, its answer did not.
+    public var isAlreadyUploaded: Bool {
+        if case .http(400, let message) = self { return message.lowercased().contains("already been uploaded") }
+        return false
+    }
+
     /// 404, or Vaultwarden's 400 "doesn't exist"/"not owned"/"Invalid folder" (spec §3.3).
     public var isGone: Bool {
         guard case .http(let status, let message) = self else { return false }

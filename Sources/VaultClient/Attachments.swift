@@ -90,26 +90,25 @@ extension VaultEngine {
         let fileKey = try attachment.key.map { wrapped in try cryptoCall { try wrapped.decryptKey(key: itemKey) } } ?? itemKey
         let cache = attachmentCache(userID: current.userID)
         let encrypted: [UInt8]
-        if let cached = cache.read(attachmentID) {
-            encrypted = cached
-        } else {
-            do {
-                encrypted = try await attachmentCall {
-                    let url = try await self.authorized { api, token in
-                        try await api.attachmentDownloadURL(cipherID: itemID, attachmentID: attachmentID, token: token)
-                    }
-                    return try await self.authorized { api, _ in try await api.downloadAttachment(url: url) }
-                }
-            } catch VaultError.attachmentNeedsServer {
+        do {
+            encrypted = try await attachmentCall { try await self.encryptedAttachment(itemID: itemID, attachmentID: attachmentID) }
+        } catch VaultError.attachmentNeedsServer {
                 let name = (try? wire.decrypted(with: current.keys).attachments.first { $0.id == attachmentID }?.fileName) ?? nil
                 throw VaultError.attachmentNeedsServer(
                     "The server could not be reached, and \"\(name ?? attachmentID)\" was never downloaded on this device; it can be read offline once it has been opened online.")
-            }
         }
         let contents = try cryptoCall { try Array(EncString(binary: encrypted).decrypt(key: fileKey)) }
         // Kept only once it opened: a damaged download is never cached.
         cache.store(attachmentID, encrypted: encrypted)
         return contents
+    }
+
+    /// An attachment's encrypted file: from this device's cache, else downloaded through the link the
+    /// server hands out (not cached here: the caller caches it once it opened).
+    func encryptedAttachment(itemID: String, attachmentID: String) async throws -> [UInt8] {
+        if let cached = attachmentCache(userID: try requireSession().userID).read(attachmentID) { return cached }
+        let url = try await authorized { api, token in try await api.attachmentDownloadURL(cipherID: itemID, attachmentID: attachmentID, token: token) }
+        return try await authorized { api, _ in try await api.downloadAttachment(url: url) }
     }
 
     /// Deletes an attachment on the server and from the local copy. Needs the server.

@@ -36,6 +36,8 @@ extension VaultEngine {
             return try await recordBackupMadeElsewhere(kept, of: view.name, side: side, date: date, originalID: originalID,
                                                        change: &change, report: &report)
         }
+        let sourceKey = try modelCall { try current.keys.fieldKey(itemKey: version.key, organizationId: version.organizationId, itemID: version.id) }
+        let kept = view.attachments
         view.id = nil
         view.name = BackupName.make(originalName: view.name, losingVersionDate: date)
         view.deletedDate = nil
@@ -48,9 +50,11 @@ extension VaultEngine {
             view.folderId = try await conflictFolderID()
         }
         let backup = try modelCall { try view.encrypted(with: current.keys, random: random) }
+        let backupKey = try modelCall { try current.keys.fieldKey(itemKey: backup.key, organizationId: backup.organizationId, itemID: nil) }
+        let copies = try kept.compactMap { try attachmentCopy($0, of: version.id ?? originalID, from: sourceKey, to: backupKey) }
         let flight = BackupInFlight(version: side, date: date, originalID: originalID,
                                     idempotencyKey: Self.backupKey(change, side: side, date: date, originalID: originalID),
-                                    body: String(decoding: backup.jsonBytes(), as: UTF8.self))
+                                    body: String(decoding: backup.jsonBytes(), as: UTF8.self), attachments: copies.isEmpty ? nil : copies)
         try await noteInRecord(&change) { $0.progress.inFlight = flight }
         logger.debug("conflict backup", metadata: ["item": "\(originalID)", "losing": "\(side.rawValue)"])
         try await postBackup(flight, change: &change, report: &report, context: context)
@@ -61,25 +65,65 @@ extension VaultEngine {
     /// nothing to redo, it counts as done.
     func postBackup(_ flight: BackupInFlight, change: inout PendingChange, report: inout SyncReport, context: ResolutionContext) async throws {
         let backup = try CipherWire(jsonBytes: Array(flight.body.utf8))
-        let created: CipherWire
+        var created: CipherWire
         do {
             created = try await applyState(of: backup, to: try await createIdempotently(backup, idempotencyKey: flight.idempotencyKey, context: context))
+            if flight.attachments?.isEmpty == false, let id = created.id {
+                try await copyAttachments(flight, to: created, report: &report)
+                created = try await authorized { api, token in try await api.getCipher(id: id, token: token) }
+            }
         } catch let error as ServerCallError where error.isCreatedSinceDeleted {
             return try await noteInRecord(&change) { $0.progress.finish(backupID: "") }
         }
         let current = try requireSession()
-        let (backupID, noted, key, userID) = (created.id ?? "", change, current.keys.userKey, current.userID)
+        let (backupID, noted, key, userID, stored) = (created.id ?? "", change, current.keys.userKey, current.userID, created)
         let (originalID, now) = (flight.originalID.isEmpty ? change.itemID : flight.originalID, clock.now().microsecondsSinceEpoch)
         change.metadata.progress.finish(backupID: backupID)
         try await write { tx in
             // A backup finished by adoption (its first answer was lost) may have been pulled and edited here
             // meanwhile: that edit's record resolves it later, and this copy must not replace it (as a pull would not).
-            if try !tx.queue(of: userID).hasRecord(forItem: backupID) { try tx.ciphers(of: userID).store(created) }
+            if try !tx.queue(of: userID).hasRecord(forItem: backupID) { try tx.ciphers(of: userID).store(stored) }
             try Self.updateStoredRecord(noted, tx, key: key) { $0.progress.finish(backupID: backupID) }
             try tx.backups(of: userID).note(backupID, of: originalID, createdAt: now, losingSide: flight.version.rawValue, twinCheckPending: true)
         }
         report.backups.append(ConflictBackup(backupID: backupID, originalID: originalID, name: decryptedName(created) ?? ""))
         logger.info("conflict backup created", metadata: ["item": "\(originalID)", "backup": "\(backupID)"])
+    }
+
+    /// An attachment of the version a backup keeps, wrapped anew for the backup's item key.
+    func attachmentCopy(_ attachment: AttachmentView, of itemID: String, from source: SymmetricCryptoKey,
+                        to backup: SymmetricCryptoKey) throws -> AttachmentCopy? {
+        guard let id = attachment.id else { return nil }
+        let fileKey = try attachment.key.map { wrapped in try cryptoCall { try wrapped.decryptKey(key: source) } } ?? source
+        let key = try cryptoCall { try EncString.encrypt(fileKey.rawBytes, key: backup, random: random) }
+        let name = try cryptoCall { try EncString.encrypt(attachment.fileName ?? id, key: backup, random: random) }
+        return AttachmentCopy(sourceItemID: itemID, sourceAttachmentID: id, fileName: name.serialized, key: key.serialized)
+    }
+
+    /// Uploads the attachments a backup keeps (issue 23: a backup copy keeps every attachment of the
+    /// version it preserves), each under a key of its own so a retry makes no second copy; one that is
+    /// on the backup already ("already uploaded") is done. The file comes from this device's cache or
+    /// from the item it belongs to; one deleted everywhere meanwhile cannot be copied and the user is told.
+    func copyAttachments(_ flight: BackupInFlight, to backup: CipherWire, report: inout SyncReport) async throws {
+        guard let backupID = backup.id, let copies = flight.attachments, !copies.isEmpty else { return }
+        for copy in copies {
+            let body: [UInt8]
+            do {
+                body = try await encryptedAttachment(itemID: copy.sourceItemID, attachmentID: copy.sourceAttachmentID)
+            } catch let error as ServerCallError where error.isGone {
+                report.messages.append("An attachment of \"\(decryptedName(backup) ?? backupID)\" was deleted on the server before it could be copied to it.")
+                continue
+            }
+            let (name, key) = (try EncString(copy.fileName), try EncString(copy.key))
+            let idempotencyKey = "\(flight.idempotencyKey ?? backupID)-attachment-\(copy.sourceAttachmentID)"
+            let upload = try await authorized { api, token in
+                try await api.createAttachment(cipherID: backupID, fileName: name, key: key, encryptedSize: body.count,
+                                               lastKnownRevisionDate: nil, idempotencyKey: idempotencyKey, token: token)
+            }
+            do {
+                try await authorized { api, token in try await api.uploadAttachment(upload, cipherID: backupID, fileName: name, body: body, token: token) }
+            } catch let error as ServerCallError where error.isAlreadyUploaded {}
+        }
     }
 
     /// Records a backup another device made of the version this resolution would back up: the record

@@ -238,7 +238,7 @@ extension BackupInFlight: JSONObjectConvertible {
         var reader = JSONReader(json, path: path)
         self.init(version: try reader.requiredRaw("version"), date: try reader.requiredDate("date"),
                   originalID: try reader.requiredString("originalID"), idempotencyKey: try reader.string("idempotencyKey"),
-                  body: try reader.requiredString("body"))
+                  body: try reader.requiredString("body"), attachments: try reader.array("attachments"))
     }
 
     public func jsonObject() -> JSONObject {
@@ -248,6 +248,24 @@ extension BackupInFlight: JSONObjectConvertible {
         writer.put("originalID", originalID)
         writer.putIfPresent("idempotencyKey", idempotencyKey)
         writer.put("body", body)
+        if let attachments { writer.put("attachments", attachments) }
+        return writer.object
+    }
+}
+
+extension AttachmentCopy: JSONObjectConvertible {
+    public init(json: JSONObject, path: String) throws {
+        var reader = JSONReader(json, path: path)
+        self.init(sourceItemID: try reader.requiredString("sourceItemID"), sourceAttachmentID: try reader.requiredString("sourceAttachmentID"),
+                  fileName: try reader.requiredString("fileName"), key: try reader.requiredString("key"))
+    }
+
+    public func jsonObject() -> JSONObject {
+        var writer = JSONWriter()
+        writer.put("sourceItemID", sourceItemID)
+        writer.put("sourceAttachmentID", sourceAttachmentID)
+        writer.put("fileName", fileName)
+        writer.put("key", key)
         return writer.object
     }
 }

@@ -135,13 +135,36 @@ public struct BackupInFlight: Sendable, Equatable, Codable {
     public var idempotencyKey: String?
     /// The backup as posted (wire JSON, every field encrypted).
     public var body: String
+    /// The attachments of the version it keeps, copied to the backup once it exists.
+    public var attachments: [AttachmentCopy]?
 
-    public init(version: PlanVersion, date: WireDate, originalID: String, idempotencyKey: String?, body: String) {
+    public init(version: PlanVersion, date: WireDate, originalID: String, idempotencyKey: String?, body: String,
+                attachments: [AttachmentCopy]? = nil) {
         self.version = version
         self.date = date
         self.originalID = originalID
         self.idempotencyKey = idempotencyKey
         self.body = body
+        self.attachments = attachments
+    }
+}
+
+/// An attachment a backup copy keeps: the file stays the same encrypted bytes (its own attachment key),
+/// read from the item it came from; the attachment key and file name are wrapped anew for the backup's
+/// item key.
+public struct AttachmentCopy: Sendable, Equatable, Codable {
+    public var sourceItemID: String
+    public var sourceAttachmentID: String
+    /// The file name, encrypted with the backup's item key.
+    public var fileName: String
+    /// The attachment key, wrapped with the backup's item key.
+    public var key: String
+
+    public init(sourceItemID: String, sourceAttachmentID: String, fileName: String, key: String) {
+        self.sourceItemID = sourceItemID
+        self.sourceAttachmentID = sourceAttachmentID
+        self.fileName = fileName
+        self.key = key
     }
 }
 

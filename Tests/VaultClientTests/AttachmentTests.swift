@@ -40,6 +40,50 @@ struct AttachmentTests {
         await devices.finish()
     }
 
+    @Test("a conflict whose both versions have attachments: the backup keeps its version's, the winner keeps its own, byte for byte")
+    func conflictKeepsAttachments() async throws {
+        let devices = try await TwoDevices.start()
+        let item = try await devices.a.engine.addItem(loginItem("Recovery")).value
+        let id = try #require(item.id)
+        let codes = SystemRandomSource().bytes(count: 120_000)
+        let first = try await devices.a.engine.addAttachment(itemID: id, fileName: "codes.txt", contents: codes)
+        try await devices.b.engine.pull()
+        // A edits offline; then B attaches a second file and changes the same field, later.
+        let offline = try devices.offlineA()
+        try await offline.engine.unlock(email: devices.scenario.email, password: devices.scenario.password)
+        var fromA = try await offline.engine.item(id: id)
+        fromA.login?.password = "a-offline"
+        #expect(try await offline.engine.updateItem(fromA).outcome.isOffline)
+        await offline.engine.shutdown()
+        let scan = SystemRandomSource().bytes(count: 80_000)
+        try await devices.b.engine.addAttachment(itemID: id, fileName: "scan.pdf", contents: scan)
+        var fromB = try await devices.b.engine.item(id: id)
+        fromB.login?.password = "b-online-later"
+        _ = try await devices.b.engine.updateItem(fromB)
+
+        let back = try devices.a.reopen(url: await devices.scenario.server.url)
+        try await back.engine.unlock(email: devices.scenario.email, password: devices.scenario.password)
+        let report = try await back.engine.sync()
+        let backupID = try #require(report.backups.first?.backupID)
+        // Read on B, which never had the backup: everything comes from the server.
+        try await devices.b.engine.pull()
+        let kept = try await devices.b.engine.attachments(itemID: backupID)
+        #expect(kept.map(\.fileName) == ["codes.txt"])
+        #expect(kept.first?.id != first.id, "the backup's own attachment, under its own item key")
+        #expect(try await devices.b.engine.attachmentContents(itemID: backupID, attachmentID: try #require(kept.first?.id)) == codes)
+        let live = try await devices.b.engine.attachments(itemID: id)
+        #expect(Set(live.map(\.fileName)) == ["codes.txt", "scan.pdf"])
+        #expect(try await devices.b.engine.attachmentContents(itemID: id, attachmentID: first.id) == codes)
+        #expect(try await devices.b.engine.item(id: id).login?.password == "b-online-later")
+        #expect(try await devices.b.engine.item(id: backupID).login?.password == "a-offline")
+        // A second sync copies nothing again.
+        _ = try await back.engine.sync()
+        try await devices.b.engine.pull()
+        #expect(try await devices.b.engine.attachments(itemID: backupID).count == 1)
+        await back.engine.shutdown()
+        await devices.finish()
+    }
+
     @Test("offline, or with changes of the item still queued, an attachment change is refused and nothing changes")
     func needsServer() async throws {
         let devices = try await TwoDevices.start()
