@@ -13,6 +13,13 @@ public struct AttachmentUpload: Sendable {
     public var fileUploadType: Int
     /// The item as it is now, with the new attachment listed.
     public var cipher: CipherWire?
+
+    public init(attachmentID: String, url: String, fileUploadType: Int, cipher: CipherWire? = nil) {
+        self.attachmentID = attachmentID
+        self.url = url
+        self.fileUploadType = fileUploadType
+        self.cipher = cipher
+    }
 }
 
 extension BitwardenAPI {

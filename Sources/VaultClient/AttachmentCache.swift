@@ -72,3 +72,65 @@ struct AttachmentCache: Sendable {
         }
     }
 }
+
+/// Attachments added while the server could not be reached, waiting in the profile for their upload
+/// (issue 23; docs/PROTOCOL.md, "Attachments (client)"): each file encrypted at once, the binary
+/// EncString the upload sends, never plaintext (also not in a temporary file), one file per staged id in
+/// a folder per user beside the profile database (0700, files 0600). Written and synced to disk before
+/// the queue record that names it commits, so a record never names a file a crash lost; removed once the
+/// upload is settled. Never evicted.
+struct AttachmentStaging: Sendable {
+    let folder: String
+
+    init(profileDatabase: String, userID: String) {
+        folder = (profileDatabase as NSString).deletingLastPathComponent + "/attachment-staging/" + userID
+    }
+
+    private func path(_ id: String) -> String? {
+        guard !id.isEmpty, id.allSatisfy({ $0.isLetter || $0.isNumber || $0 == "-" }) else { return nil }
+        return folder + "/" + id
+    }
+
+    func write(_ id: String, encrypted: [UInt8]) throws {
+        guard let path = path(id) else { throw VaultError.storage("an attachment id is not a file name") }
+        do {
+            try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        } catch {
+            throw VaultError.storage("the attachment could not be kept in the profile: \(error)")
+        }
+        let temporary = path + ".partial"
+        let descriptor = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+        guard descriptor >= 0 else { throw VaultError.storage("the attachment could not be kept in the profile (errno \(errno))") }
+        var written = 0
+        while written < encrypted.count {
+            let result = encrypted[written...].withUnsafeBytes { Foundation.write(descriptor, $0.baseAddress, $0.count) }
+            guard result > 0 else {
+                close(descriptor)
+                unlink(temporary)
+                throw VaultError.storage("the attachment could not be kept in the profile (errno \(errno))")
+            }
+            written += result
+        }
+        let synced = fsync(descriptor) == 0
+        close(descriptor)
+        guard synced, rename(temporary, path) == 0 else {
+            unlink(temporary)
+            throw VaultError.storage("the attachment could not be kept in the profile (errno \(errno))")
+        }
+        let directory = open(folder, O_RDONLY | O_CLOEXEC)
+        if directory >= 0 {
+            fsync(directory)
+            close(directory)
+        }
+    }
+
+    func read(_ id: String) -> [UInt8]? {
+        guard let path = path(id), let data = FileManager.default.contents(atPath: path) else { return nil }
+        return Array(data)
+    }
+
+    func remove(_ id: String) {
+        guard let path = path(id) else { return }
+        try? FileManager.default.removeItem(atPath: path)
+    }
+}

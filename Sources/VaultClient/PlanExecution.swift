@@ -159,6 +159,8 @@ extension VaultEngine {
         case .tell(.merged):
             if let notice = run.notice { report.messages.append(notice) }
             logger.info("conflict merged", metadata: ["item": "\(run.change.itemID)", "clean": "\(run.merge?.result.isClean ?? true)"])
+        case .syncAttachments:
+            try await syncAttachments(&run, report: &report)
         }
         return nil
     }
@@ -346,10 +348,12 @@ extension VaultEngine {
         return stored
     }
 
-    /// The item and its record go from this device; drafts of a temporary item follow the copy it became.
+    /// The item and its record go from this device (with attachments staged for it); drafts of a
+    /// temporary item follow the copy it became.
     func removeLocally<Wire>(_ run: PlanRun<Wire>) async throws {
         let (change, serverID) = (run.change, run.serverID)
         let userID = change.userID
+        defer { for staged in change.metadata.attachmentAdds ?? [] { attachmentStaging(userID: userID).remove(staged.id) } }
         try await write { tx in
             switch change.itemKind {
             case .cipher: try tx.ciphers(of: userID).remove(id: change.itemID)
@@ -500,7 +504,7 @@ extension VaultEngine {
             try await removeLocally(run)
         case .tell:
             if let notice = run.notice { report.messages.append(notice) }
-        case .backUp, .replayState, .trash, .deleteLostCopy:
+        case .backUp, .replayState, .trash, .deleteLostCopy, .syncAttachments:
             break  // not planned for folders
         }
         return nil

@@ -98,6 +98,13 @@ public struct PendingChangeMetadata: Sendable, Codable, Equatable {
     public var mergedPushRevision: WireDate?
     /// The newest edit in the merged version (the later of the two sides it merged).
     public var mergedContentDate: WireDate?
+    /// Attachments added here that are not on the server yet (staged, encrypted, in the profile).
+    public var attachmentAdds: [StagedAttachment]?
+    /// Server ids of attachments deleted here that the server still has.
+    public var attachmentDeletes: [String]?
+
+    /// Attachment work waits for the server.
+    public var hasAttachmentWork: Bool { !(attachmentAdds ?? []).isEmpty || !(attachmentDeletes ?? []).isEmpty }
 
     public init(kind: PendingChangeKind, originalRevisionDate: WireDate?, passwordChangeCount: Int = 0,
                 contentChanged: Bool = false, createdDate: WireDate, updatedDate: WireDate,
@@ -184,6 +191,8 @@ extension PendingChangeMetadata: JSONObjectConvertible {
         baseVersion = try reader.string("baseVersion")
         mergedPushRevision = try reader.date("mergedPushRevision")
         mergedContentDate = try reader.date("mergedContentDate")
+        attachmentAdds = try reader.array("attachmentAdds")
+        attachmentDeletes = try reader.stringArray("attachmentDeletes")
     }
 
     public func jsonObject() -> JSONObject {
@@ -207,6 +216,8 @@ extension PendingChangeMetadata: JSONObjectConvertible {
         writer.putIfPresent("baseVersion", baseVersion)
         writer.putIfPresent("mergedPushRevision", mergedPushRevision)
         writer.putIfPresent("mergedContentDate", mergedContentDate)
+        if let attachmentAdds { writer.put("attachmentAdds", attachmentAdds) }
+        writer.putIfPresent("attachmentDeletes", attachmentDeletes)
         return writer.object
     }
 }
@@ -266,6 +277,47 @@ extension AttachmentCopy: JSONObjectConvertible {
         writer.put("sourceAttachmentID", sourceAttachmentID)
         writer.put("fileName", fileName)
         writer.put("key", key)
+        return writer.object
+    }
+}
+
+/// An attachment added while offline: its encrypted file is staged in the profile under `id` (a device-
+/// made id, also the idempotency key of its announce), its name and key encrypted for the item's key.
+public struct StagedAttachment: Sendable, Equatable, Codable {
+    public var id: String
+    /// The file name, encrypted with the item's key.
+    public var fileName: String
+    /// The attachment key, wrapped with the item's key.
+    public var key: String
+    /// The encrypted file's size in bytes.
+    public var size: Int
+    /// The id the server handed out when the attachment was announced (step one of the upload): kept
+    /// before the file is sent, so a retry uploads to it instead of announcing a second attachment.
+    public var serverID: String?
+
+    public init(id: String, fileName: String, key: String, size: Int, serverID: String? = nil) {
+        self.id = id
+        self.fileName = fileName
+        self.key = key
+        self.size = size
+        self.serverID = serverID
+    }
+}
+
+extension StagedAttachment: JSONObjectConvertible {
+    public init(json: JSONObject, path: String) throws {
+        var reader = JSONReader(json, path: path)
+        self.init(id: try reader.requiredString("id"), fileName: try reader.requiredString("fileName"), key: try reader.requiredString("key"),
+                  size: try reader.requiredInt("size"), serverID: try reader.string("serverID"))
+    }
+
+    public func jsonObject() -> JSONObject {
+        var writer = JSONWriter()
+        writer.put("id", id)
+        writer.put("fileName", fileName)
+        writer.put("key", key)
+        writer.put("size", size)
+        writer.putIfPresent("serverID", serverID)
         return writer.object
     }
 }

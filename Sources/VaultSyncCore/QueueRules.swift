@@ -12,6 +12,12 @@ public enum OfflineOperation: Sendable, Equatable {
     case unarchive
     case move
     case favorite
+    /// An attachment added while the server could not be reached (encrypted and staged in the profile):
+    /// it goes with the item's record and is uploaded once the item exists on the server.
+    case attachmentAdded(StagedAttachment)
+    /// An attachment removed while the server could not be reached: its server id (an attachment still
+    /// staged is simply dropped from the record instead).
+    case attachmentDeleted(id: String)
 }
 
 /// What an offline operation does to the queue.
@@ -68,6 +74,18 @@ public enum QueueRules {
             metadata.earlierNames = (metadata.earlierNames ?? []) + [leavingName]
         }
         if metadata.kind == .create, let itemKey { metadata.itemKey = itemKey }
+        switch operation {
+        case .attachmentAdded(let staged):
+            metadata.attachmentAdds = (metadata.attachmentAdds ?? []) + [staged]
+        case .attachmentDeleted(let id):
+            if metadata.attachmentAdds?.contains(where: { $0.id == id }) == true {
+                metadata.attachmentAdds = metadata.attachmentAdds?.filter { $0.id != id }
+            } else if !(metadata.attachmentDeletes ?? []).contains(id) {
+                metadata.attachmentDeletes = (metadata.attachmentDeletes ?? []) + [id]
+            }
+        default:
+            break
+        }
         switch (metadata.kind, operation) {
         case (.create, .hardDelete):
             guard metadata.createSent == true else { return .forget }

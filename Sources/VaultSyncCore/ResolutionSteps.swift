@@ -64,6 +64,9 @@ public enum ResolutionStep: Sendable, Equatable {
     case removeLocally
     /// Tells the user.
     case tell(PlanNotice)
+    /// Uploads the attachments added here (announced once, the file sent to the id handed out) and
+    /// deletes the ones deleted here, on the item as it is on the server now.
+    case syncAttachments
 }
 
 /// What the planner needs to know about the server's side.
@@ -263,7 +266,7 @@ public enum ResolutionPlanner {
     /// other does not backs it up first; a create is one create through every attempt (its key). A
     /// version `progress` says is backed up already is not backed up again.
     public static func plan(_ facts: ResolutionFacts, progress: ResolutionProgress = ResolutionProgress()) -> [ResolutionStep] {
-        let steps = facts.itemKind == .folder ? folderPlan(facts) : itemPlan(facts)
+        let steps = facts.itemKind == .folder ? folderPlan(facts) : withAttachments(itemPlan(facts), facts)
         return steps.filter { step in
             if case .backUp(let version) = step { return !progress.hasBackup(of: version, facts: facts) }
             return true
@@ -289,7 +292,10 @@ public enum ResolutionPlanner {
         adopted.record.mergedPushRevision = nil
         adopted.server = .present(revision: revision, holdsLocal: false)
         if facts.itemKind == .cipher { adopted.merge = .notApplicable }
-        if adoptedHasRecord { return progress.hasBackup(of: .local, facts: adopted) ? [.removeLocally] : [.backUp(.local), .removeLocally] }
+        if adoptedHasRecord {
+            let attachments: [ResolutionStep] = facts.record.hasAttachmentWork ? [.syncAttachments] : []
+            return (progress.hasBackup(of: .local, facts: adopted) ? [] : [.backUp(.local)]) + attachments + [.removeLocally]
+        }
         return plan(adopted, progress: progress).flatMap { step -> [ResolutionStep] in
             if case .settle = step { return [.swapID, step] }
             return [step]
@@ -357,6 +363,16 @@ public enum ResolutionPlanner {
             return [.removeLocally]
         case .hardDeleteLostCreate:
             return [.deleteLostCopy, .removeLocally]
+        }
+    }
+
+    /// Attachment work recorded here goes to the item wherever it lives on when the plan settles it (the
+    /// winner, a re-created item); a plan that removes the item drops it (the engine removes the staged files).
+    static func withAttachments(_ steps: [ResolutionStep], _ facts: ResolutionFacts) -> [ResolutionStep] {
+        guard facts.record.hasAttachmentWork else { return steps }
+        return steps.flatMap { step -> [ResolutionStep] in
+            if case .settle = step { return [.syncAttachments, step] }
+            return [step]
         }
     }
 

@@ -54,4 +54,37 @@ struct AttachmentCommandTests {
         try? FileManager.default.removeItem(atPath: folder)
         await scenario.finish([a, b])
     }
+
+    @Test("offline: attachment add keeps the file encrypted in the profile and says it waits; sync uploads it; delete offline reaches the server at the next sync")
+    func offline() async throws {
+        let scenario = try await CLIScenario.start()
+        let a = try await scenario.device(register: true)
+        try await a.expect(["add", "note", "--name", "Deed", "--notes", "see attachment"])
+        let folder = temporaryDirectory("vaultsync-attach-offline")
+        let source = folder + "/deed.txt"
+        try "house deed\n".write(toFile: source, atomically: true, encoding: .utf8)
+
+        await scenario.server.stop()
+        let added = try await a.expect(["attachment", "add", "Deed", source])
+        #expect(added.stderr.contains("waiting for the server"))
+        let listed = try await a.json(["attachment", "list", "Deed"])
+        #expect(listed.count == 1 && listed[0]?["pending"]?.boolValue == true)
+        #expect(try await a.expect(["attachment", "get", "Deed", "deed.txt", "--output", "-"]).stdout == "house deed\n")
+        try await scenario.server.start()
+        try await a.expect(["sync"])
+        #expect(try await a.json(["attachment", "list", "Deed"])[0]?["pending"]?.boolValue == false)
+
+        let b = try await scenario.device()
+        try await b.expect(["sync"])
+        #expect(try await b.expect(["attachment", "get", "Deed", "deed.txt", "--output", "-"]).stdout == "house deed\n")
+        await scenario.server.stop()
+        try await b.expect(["attachment", "delete", "Deed", "deed.txt"])
+        #expect(try await b.json(["attachment", "list", "Deed"]).count == 0)
+        try await scenario.server.start()
+        try await b.expect(["sync"])
+        try await a.expect(["sync"])
+        #expect(try await a.json(["attachment", "list", "Deed"]).count == 0)
+        try? FileManager.default.removeItem(atPath: folder)
+        await scenario.finish([a, b])
+    }
 }

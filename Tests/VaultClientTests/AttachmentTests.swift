@@ -84,16 +84,13 @@ struct AttachmentTests {
         await devices.finish()
     }
 
-    @Test("offline, or with changes of the item still queued, an attachment change is refused and nothing changes")
-    func needsServer() async throws {
+    @Test("with changes of the item still queued, an attachment goes with its record: after the edit, on the server's version")
+    func withQueuedChange() async throws {
         let devices = try await TwoDevices.start()
         let item = try await devices.a.engine.addItem(loginItem("Keys")).value
         let id = try #require(item.id)
         let offline = try devices.offlineA()
         try await offline.engine.unlock(email: devices.scenario.email, password: devices.scenario.password)
-        await #expect(throws: VaultError.self) {
-            try await offline.engine.addAttachment(itemID: id, fileName: "key.txt", contents: Array("secret".utf8))
-        }
         var edit = item
         edit.notes = "queued"
         #expect(try await offline.engine.updateItem(edit).outcome.isOffline)
@@ -101,18 +98,19 @@ struct AttachmentTests {
 
         let back = try devices.a.reopen(url: await devices.scenario.server.url)
         try await back.engine.unlock(email: devices.scenario.email, password: devices.scenario.password)
-        do {
-            try await back.engine.addAttachment(itemID: id, fileName: "key.txt", contents: Array("secret".utf8))
-            Issue.record("an item with a queued change took an attachment")
-        } catch VaultError.attachmentNeedsServer(let message) {
-            #expect(message.contains("vaultsync sync"))
-        }
+        let added = try await back.engine.addAttachment(itemID: id, fileName: "key.txt", contents: Array("secret".utf8))
+        #expect(added.pending, "an item with a queued change takes its attachment through the queue")
+        #expect(try await back.engine.pendingCount() == 1, "one record per item")
         _ = try await back.engine.sync()
-        try await back.engine.addAttachment(itemID: id, fileName: "key.txt", contents: Array("secret".utf8))
-        #expect(try await back.engine.item(id: id).notes == "queued", "the queued edit went first, then the attachment")
+        try await devices.b.engine.pull()
+        #expect(try await devices.b.engine.item(id: id).notes == "queued")
+        let seen = try await devices.b.engine.attachments(itemID: id)
+        #expect(seen.map(\.fileName) == ["key.txt"])
+        #expect(try await devices.b.engine.attachmentContents(itemID: id, attachmentID: try #require(seen.first?.id)) == Array("secret".utf8))
         await #expect(throws: VaultError.attachmentNotFound(item: "Keys", reference: "nope.txt")) {
             try await back.engine.attachment(itemID: id, reference: "nope.txt")
         }
+        await back.engine.shutdown()
         await devices.finish()
     }
 

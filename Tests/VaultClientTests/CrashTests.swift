@@ -1,7 +1,9 @@
+import Crypto
 import Foundation
 import GRDB
 import Testing
 import VaultClient
+import VaultCrypto
 import VaultModels
 import VaultStore
 import VaultSyncCore
@@ -9,6 +11,45 @@ import VaultTestSupport
 
 @Suite("Crash safety", .serialized)
 struct CrashTests {
+    @Test("SIGKILL while a staged attachment uploads: the next run finishes it, once, byte for byte")
+    func killDuringAttachmentUpload() async throws {
+        let devices = try await TwoDevices.start()
+        let item = try await devices.a.engine.addItem(loginItem("Archive")).value
+        let id = try #require(item.id)
+        let offline = try devices.offlineA()
+        try await offline.engine.unlock(email: devices.scenario.email, password: devices.scenario.password)
+        let contents = SystemRandomSource().bytes(count: 24 * 1_048_576)
+        #expect(try await offline.engine.addAttachment(itemID: id, fileName: "archive.tar", contents: contents).pending)
+        await offline.engine.shutdown()
+
+        let helper = try helperExecutable("vaultsync-crash-helper")
+        let url = await devices.scenario.server.url
+        var generator = SystemRandomNumberGenerator()
+        var killed = 0
+        for round in 0..<6 {
+            let child = KillableChild(executable: helper, arguments: ["resolve", devices.a.profile + "/vault.sqlite",
+                                                                      devices.scenario.email, devices.scenario.password, url])
+            try child.run()
+            try await child.wait(for: "READY")
+            try await Task.sleep(nanoseconds: UInt64.random(in: 0...900, using: &generator) * 1_000_000)
+            child.killAndCollect()
+            if child.wasKilled { killed += 1 }
+            print("attachment crash round \(round): \(child.wasKilled ? "killed" : "finished first")")
+        }
+        let back = try devices.a.reopen(url: url)
+        try await back.engine.unlock(email: devices.scenario.email, password: devices.scenario.password)
+        _ = try await back.engine.sync()
+        #expect(try await back.engine.pendingCount() == 0)
+        try await devices.b.engine.pull()
+        let seen = try await devices.b.engine.attachments(itemID: id)
+        #expect(seen.map(\.fileName) == ["archive.tar"], "exactly one attachment, however many attempts were cut off")
+        let downloaded = try await devices.b.engine.attachmentContents(itemID: id, attachmentID: try #require(seen.first?.id))
+        #expect(SHA256.hash(data: downloaded) == SHA256.hash(data: contents))
+        #expect(killed > 0, "at least one run was cut off")
+        await back.engine.shutdown()
+        await devices.finish()
+    }
+
     @Test("SIGKILL in the middle of offline saves: the store opens, every acknowledged save is there and queued")
     func killDuringOfflineSaves() async throws {
         let scenario = try await Scenario.start()

@@ -38,13 +38,15 @@ struct AttachmentCommand: AsyncParsableCommand {
             if output.json {
                 Presentation.printJSON(.array(attachments.map { attachment in
                     .object(["id": .string(attachment.id), "fileName": .string(attachment.fileName),
-                             "size": attachment.size.map { .int($0) } ?? .null, "sizeName": attachment.sizeName.map(JSONValue.string) ?? .null])
+                             "size": attachment.size.map { .int($0) } ?? .null, "sizeName": attachment.sizeName.map(JSONValue.string) ?? .null,
+                             "pending": .bool(attachment.pending)])
                 }))
                 return
             }
             if attachments.isEmpty { print("No attachments."); return }
             for attachment in attachments {
-                print("\(attachment.id)  \(attachment.sizeName ?? attachment.size.map { "\($0) bytes" } ?? "?")  \(attachment.fileName)")
+                let size = attachment.sizeName ?? attachment.size.map { "\($0) bytes" } ?? "?"
+                print("\(attachment.id)  \(size)  \(attachment.fileName)\(attachment.pending ? "  (waiting for the server)" : "")")
             }
         }
     }
@@ -75,7 +77,9 @@ struct AttachmentCommand: AsyncParsableCommand {
             let added = try await context.engine.addAttachment(itemID: id, fileName: fileName, contents: Array(data))
             if output.json {
                 Presentation.printJSON(.object(["id": .string(added.id), "fileName": .string(added.fileName),
-                                                "size": added.size.map { .int($0) } ?? .null]))
+                                                "size": added.size.map { .int($0) } ?? .null, "pending": .bool(added.pending)]))
+            } else if added.pending {
+                Console.note("attached \"\(added.fileName)\" (\(data.count) bytes), encrypted and kept here (waiting for the server): it is uploaded at the next sync")
             } else {
                 Console.note("attached \"\(added.fileName)\" (\(data.count) bytes) as \(added.id)")
             }

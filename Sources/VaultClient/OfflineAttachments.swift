@@ -1,0 +1,77 @@
+import Foundation
+import VaultAPI
+import VaultCrypto
+import VaultModels
+import VaultStore
+import VaultSyncCore
+
+/// The `.syncAttachments` step (issue 23): attachment work recorded offline goes to the item where it
+/// lives now (the winner of a conflict, a re-created item). Each staged attachment is announced once
+/// (its device-made id is the idempotency key; the id the server hands out is kept in the record before
+/// the file is sent, for servers that ignore keys), its file uploaded to that id ("already uploaded"
+/// means an earlier attempt arrived), then moved from staging to the encrypted read cache and taken off
+/// the record. A restart or a SIGKILL anywhere resumes from the record: never a second attachment.
+extension VaultEngine {
+    func syncAttachments(_ run: inout PlanRun<CipherWire>, report: inout SyncReport) async throws {
+        let (userID, itemID) = (try requireSession().userID, run.serverID)
+        let staging = attachmentStaging(userID: userID)
+        for staged in run.change.metadata.attachmentAdds ?? [] {
+            guard let body = staging.read(staged.id) else {
+                report.messages.append("An attachment added here to \"\(decryptedName(run.local) ?? itemID)\" was no longer in the profile and could not be uploaded.")
+                try await noteInRecord(&run.change) { $0.attachmentAdds = $0.attachmentAdds?.filter { $0.id != staged.id } }
+                continue
+            }
+            let attachmentID = try await upload(staged, body: body, to: itemID, change: &run.change)
+            attachmentCache(userID: userID).store(attachmentID, encrypted: body)
+            try await noteInRecord(&run.change) { $0.attachmentAdds = $0.attachmentAdds?.filter { $0.id != staged.id } }
+            staging.remove(staged.id)
+        }
+        for attachmentID in run.change.metadata.attachmentDeletes ?? [] {
+            do {
+                _ = try await authorized { api, token in try await api.deleteAttachment(cipherID: itemID, attachmentID: attachmentID, token: token) }
+            } catch let error as ServerCallError where error.isGone {}
+            attachmentCache(userID: userID).remove(attachmentID)
+            try await noteInRecord(&run.change) { $0.attachmentDeletes = $0.attachmentDeletes?.filter { $0 != attachmentID } }
+        }
+        run.result = try await authorized { api, token in try await api.getCipher(id: itemID, token: token) }
+    }
+
+    /// Announces (unless an earlier attempt did, on this item) and uploads one staged attachment; returns
+    /// its server id. An announced attachment that is gone (deleted meanwhile, or announced on an item the
+    /// server has lost since) is announced again on `itemID`, once.
+    func upload(_ staged: StagedAttachment, body: [UInt8], to itemID: String, change: inout PendingChange) async throws -> String {
+        let (name, key) = (try EncString(staged.fileName), try EncString(staged.key))
+        var staged = staged
+        for attempt in 0..<2 {
+            if staged.serverID == nil || attempt > 0 {
+                let announceKey = attempt == 0 ? Self.announceKey(staged) : Self.announceKey(staged) + "-" + itemID
+                let upload = try await authorized { api, token in
+                    try await api.createAttachment(cipherID: itemID, fileName: name, key: key, encryptedSize: body.count,
+                                                   lastKnownRevisionDate: nil, idempotencyKey: announceKey, token: token)
+                }
+                staged.serverID = upload.attachmentID
+                let noted = staged
+                try await noteInRecord(&change) { metadata in
+                    metadata.attachmentAdds = metadata.attachmentAdds?.map { $0.id == noted.id ? noted : $0 }
+                }
+            }
+            guard let attachmentID = staged.serverID else { continue }
+            // A direct upload to the attachment's own route (the VaultSync server, Vaultwarden, a self-hosted
+            // Bitwarden without blob storage).
+            let target = AttachmentUpload(attachmentID: attachmentID, url: "/ciphers/\(itemID)/attachment/\(attachmentID)", fileUploadType: 0)
+            do {
+                try await authorized { api, token in try await api.uploadAttachment(target, cipherID: itemID, fileName: name, body: body, token: token) }
+                return attachmentID
+            } catch let error as ServerCallError where error.isAlreadyUploaded {
+                return attachmentID
+            } catch let error as ServerCallError where error.isGone && attempt == 0 {
+                continue
+            }
+        }
+        throw ServerCallError.http(status: 404, message: "The attachment could not be uploaded: the server lost it twice.")
+    }
+
+    func attachmentStaging(userID: String) -> AttachmentStaging {
+        AttachmentStaging(profileDatabase: store.path, userID: userID)
+    }
+}

@@ -1,0 +1,129 @@
+import Crypto
+import Foundation
+import Testing
+import VaultAPI
+import VaultClient
+import VaultCrypto
+import VaultModels
+import VaultSyncCore
+import VaultTestSupport
+
+/// Attachments without the server (issue 23): added and deleted offline, staged encrypted in the
+/// profile, carried by the item's queue record to wherever the item lives at the next sync.
+@Suite("Attachments, offline", .serialized)
+struct OfflineAttachmentTests {
+    func offline(_ devices: TwoDevices) async throws -> Device {
+        let device = try devices.offlineA()
+        try await device.engine.unlock(email: devices.scenario.email, password: devices.scenario.password)
+        return device
+    }
+
+    func online(_ devices: TwoDevices) async throws -> Device {
+        let device = try devices.a.reopen(url: await devices.scenario.server.url)
+        try await device.engine.unlock(email: devices.scenario.email, password: devices.scenario.password)
+        return device
+    }
+
+    /// Every file of a profile folder (database, WAL, staging, cache), for a plaintext scan.
+    func profileFiles(_ folder: String) -> [String] {
+        guard let walker = FileManager.default.enumerator(atPath: folder) else { return [] }
+        return walker.compactMap { ($0 as? String).map { folder + "/" + $0 } }.filter { path in
+            var directory: ObjCBool = false
+            return FileManager.default.fileExists(atPath: path, isDirectory: &directory) && !directory.boolValue
+        }
+    }
+
+    func plaintextFound(_ needle: String, in folder: String) -> [String] {
+        let bytes = Array(needle.utf8)
+        return profileFiles(folder).filter { path in
+            guard let data = readFileKeepingLocks(path) else { return false }
+            return data.withUnsafeBytes { haystack in bytes.withUnsafeBytes { byteSearch(haystack, contains: $0) } }
+        }
+    }
+
+    @Test("added offline: encrypted and staged at once, read back offline, kept through a restart, uploaded once at the next sync; no plaintext in the profile")
+    func addOffline() async throws {
+        let devices = try await TwoDevices.start()
+        let item = try await devices.a.engine.addItem(loginItem("Passport")).value
+        let id = try #require(item.id)
+        let marker = "PLAINTEXT-SCAN-MARKER-\(UUID().uuidString)"
+        let contents = Array(String(repeating: marker + "\n", count: 2_000).utf8) + SystemRandomSource().bytes(count: 50_000)
+        let a = try await offline(devices)
+        let added = try await a.engine.addAttachment(itemID: id, fileName: "scan-\(marker).pdf", contents: contents)
+        #expect(added.pending)
+        #expect(try await a.engine.attachments(itemID: id).map(\.fileName) == ["scan-\(marker).pdf"])
+        #expect(try await a.engine.attachmentContents(itemID: id, attachmentID: added.id) == contents, "reads offline from the staged file")
+        #expect(try await a.engine.pendingCount() == 1)
+        await a.engine.shutdown()
+        #expect(plaintextFound(marker, in: devices.a.profile).isEmpty, "no file name or content in plaintext anywhere in the profile")
+
+        let back = try await online(devices)
+        let report = try await back.engine.sync()
+        #expect(report.resolved == 1 && report.needsAttention == 0)
+        #expect(try await back.engine.pendingCount() == 0)
+        let listed = try await back.engine.attachments(itemID: id)
+        #expect(listed.count == 1 && listed.first?.id != added.id, "the server's id replaced the staged one")
+        try await devices.b.engine.pull()
+        let seen = try await devices.b.engine.attachments(itemID: id)
+        #expect(seen.map(\.fileName) == ["scan-\(marker).pdf"])
+        #expect(try await devices.b.engine.attachmentContents(itemID: id, attachmentID: try #require(seen.first?.id)) == contents)
+        _ = try await back.engine.sync()
+        try await devices.b.engine.pull()
+        #expect(try await devices.b.engine.attachments(itemID: id).count == 1, "uploaded once")
+        let staging = devices.a.profile + "/attachment-staging"
+        #expect(profileFiles(staging).isEmpty, "the staged file goes once the upload is settled")
+        await back.engine.shutdown()
+        #expect(plaintextFound(marker, in: devices.a.profile).isEmpty)
+        await devices.finish()
+    }
+
+    @Test("deleted offline: gone here at once, and on the server at the next sync; one added and deleted offline never reaches it")
+    func deleteOffline() async throws {
+        let devices = try await TwoDevices.start()
+        let item = try await devices.a.engine.addItem(loginItem("Keys")).value
+        let id = try #require(item.id)
+        let old = try await devices.a.engine.addAttachment(itemID: id, fileName: "old.key", contents: Array("old key".utf8))
+        let a = try await offline(devices)
+        try await a.engine.deleteAttachment(itemID: id, attachmentID: old.id)
+        let brief = try await a.engine.addAttachment(itemID: id, fileName: "brief.txt", contents: Array("brief".utf8))
+        #expect(brief.pending)
+        try await a.engine.deleteAttachment(itemID: id, attachmentID: brief.id)
+        #expect(try await a.engine.attachments(itemID: id).isEmpty)
+        await a.engine.shutdown()
+        #expect(profileFiles(devices.a.profile + "/attachment-staging").isEmpty)
+
+        let back = try await online(devices)
+        _ = try await back.engine.sync()
+        try await devices.b.engine.pull()
+        #expect(try await devices.b.engine.attachments(itemID: id).isEmpty)
+        #expect(try await back.engine.attachments(itemID: id).isEmpty)
+        await back.engine.shutdown()
+        await devices.finish()
+    }
+
+    @Test("added offline to an item deleted for good elsewhere: the item comes back, with the attachment")
+    func addToItemDeletedElsewhere() async throws {
+        let devices = try await TwoDevices.start()
+        let item = try await devices.a.engine.addItem(loginItem("Deed")).value
+        let id = try #require(item.id)
+        try await devices.b.engine.pull()
+        let a = try await offline(devices)
+        let contents = SystemRandomSource().bytes(count: 40_000)
+        _ = try await a.engine.addAttachment(itemID: id, fileName: "deed.pdf", contents: contents)
+        await a.engine.shutdown()
+        _ = try await devices.b.engine.permanentlyDeleteItem(id: id)
+
+        let back = try await online(devices)
+        let report = try await back.engine.sync()
+        #expect(report.needsAttention == 0)
+        try await devices.b.engine.pull()
+        let again = try #require(try await devices.b.engine.view(named: "Deed"))
+        let againID = try #require(again.id)
+        #expect(againID != id, "re-created under a new id")
+        let seen = try await devices.b.engine.attachments(itemID: againID)
+        #expect(seen.map(\.fileName) == ["deed.pdf"])
+        #expect(try await devices.b.engine.attachmentContents(itemID: againID, attachmentID: try #require(seen.first?.id)) == contents)
+        await back.engine.shutdown()
+        await devices.finish()
+    }
+}
