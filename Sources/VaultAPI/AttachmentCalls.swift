@@ -57,6 +57,30 @@ extension BitwardenAPI {
         _ = try await send(.POST, path, token: upload.url.hasPrefix("http") ? nil : token, bytes: multipart, contentType: contentType)
     }
 
+    /// ``uploadAttachment(_:cipherID:fileName:body:token:)`` from a file, read as it is sent: memory does
+    /// not grow with the file's size. `progress`: bytes of the file sent so far.
+    public func uploadAttachment(_ upload: AttachmentUpload, cipherID: String, fileName: EncString, filePath: String, fileSize: Int,
+                                 progress: (@Sendable (Int) -> Void)? = nil, token: String) async throws {
+        let timeout = transferTimeout(bytes: fileSize)
+        if upload.fileUploadType == 1 {
+            _ = try await send(.PUT, upload.url, file: FileBody(path: filePath, fileSize: fileSize, progress: progress),
+                               contentType: "application/octet-stream", timeout: timeout,
+                               extraHeaders: [("x-ms-blob-type", "BlockBlob"), ("x-ms-version", "2020-04-08")])
+            return
+        }
+        let path = upload.url.hasPrefix("http") ? upload.url : "/api" + upload.url
+        let (prefix, suffix, contentType) = Self.multipartFrame(fileName: fileName.serialized)
+        _ = try await send(.POST, path, token: upload.url.hasPrefix("http") ? nil : token,
+                           file: FileBody(prefix: prefix, path: filePath, fileSize: fileSize, suffix: suffix, progress: progress),
+                           contentType: contentType, timeout: timeout)
+    }
+
+    /// ``downloadAttachment(url:)`` into a file as it arrives. `expectedSize` sets the deadline.
+    public func downloadAttachment(url: String, to path: String, expectedSize: Int, progress: (@Sendable (Int) -> Void)? = nil) async throws {
+        _ = try await send(.GET, url.hasPrefix("http") ? url : baseURL + url, downloadTo: path, downloadProgress: progress,
+                           timeout: transferTimeout(bytes: expectedSize))
+    }
+
     /// The item's attachment with a fresh download link (`url`).
     public func attachmentDownloadURL(cipherID: String, attachmentID: String, token: String) async throws -> String {
         let object = try object(try await send(.GET, "/api/ciphers/\(cipherID)/attachment/\(attachmentID)", token: token))
@@ -78,14 +102,16 @@ extension BitwardenAPI {
 
     /// A `multipart/form-data` body with one file part named `data` (the encrypted file name as its name).
     static func multipart(fileName: String, body: [UInt8]) -> (bytes: [UInt8], contentType: String) {
+        let (prefix, suffix, contentType) = multipartFrame(fileName: fileName)
+        return (prefix + body + suffix, contentType)
+    }
+
+    /// What goes before and after the file in that body.
+    static func multipartFrame(fileName: String) -> (prefix: [UInt8], suffix: [UInt8], contentType: String) {
         let boundary = "vaultsync-" + UUID().uuidString.lowercased()
-        var bytes: [UInt8] = []
-        bytes.reserveCapacity(body.count + 512)
         let quoted = fileName.replacingOccurrences(of: "\"", with: "%22")
-        bytes += Array("--\(boundary)\r\nContent-Disposition: form-data; name=\"data\"; filename=\"\(quoted)\"\r\n".utf8)
-        bytes += Array("Content-Type: application/octet-stream\r\n\r\n".utf8)
-        bytes += body
-        bytes += Array("\r\n--\(boundary)--\r\n".utf8)
-        return (bytes, "multipart/form-data; boundary=\(boundary)")
+        let prefix = Array("--\(boundary)\r\nContent-Disposition: form-data; name=\"data\"; filename=\"\(quoted)\"\r\n".utf8)
+            + Array("Content-Type: application/octet-stream\r\n\r\n".utf8)
+        return (prefix, Array("\r\n--\(boundary)--\r\n".utf8), "multipart/form-data; boundary=\(boundary)")
     }
 }

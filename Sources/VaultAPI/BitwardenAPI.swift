@@ -99,7 +99,8 @@ public final class BitwardenAPI: Sendable {
     }
 
     func send(_ method: HTTPMethod, _ path: String, token: String? = nil, json: JSONValue? = nil, form: [(String, String)]? = nil,
-              bytes: [UInt8]? = nil, contentType: String? = nil, idempotencyKey: String? = nil,
+              bytes: [UInt8]? = nil, file: FileBody? = nil, downloadTo: String? = nil, downloadProgress: (@Sendable (Int) -> Void)? = nil,
+              contentType: String? = nil, idempotencyKey: String? = nil, timeout: TimeAmount? = nil,
               extraHeaders: [(String, String)] = [], acceptingErrors: Bool = false) async throws -> Reply {
         var headers = HTTPHeaders()
         headers.add(name: "Accept", value: "application/json")
@@ -117,17 +118,22 @@ public final class BitwardenAPI: Sendable {
             let text = form.map { "\(Self.formEncode($0.0))=\(Self.formEncode($0.1))" }.joined(separator: "&")
             headers.add(name: "Content-Type", value: "application/x-www-form-urlencoded; charset=utf-8")
             body = Array(text.utf8)
-        } else if let bytes {
+        } else if bytes != nil || file != nil {
             headers.add(name: "Content-Type", value: contentType ?? "application/octet-stream")
             body = bytes
         }
         // An absolute URL (an attachment's download or upload link) may name another host.
         let url = path.hasPrefix("https://") || path.hasPrefix("http://") ? path : baseURL + path
-        let request = TransportRequest(method: method, url: url, headers: headers, body: body, timeout: configuration.requestTimeout)
+        let request = TransportRequest(method: method, url: url, headers: headers, body: body, bodyFile: file,
+                                       timeout: timeout ?? configuration.requestTimeout)
         let sentAt = now()
         let response: TransportResponse
         do {
-            response = try await transport.execute(request, logger: logger)
+            if let downloadTo {
+                response = try await transport.download(request, to: downloadTo, progress: downloadProgress, logger: logger)
+            } else {
+                response = try await transport.execute(request, logger: logger)
+            }
         } catch {
             throw await failure(of: error)
         }
@@ -135,12 +141,18 @@ public final class BitwardenAPI: Sendable {
         if let dateHeader = response.headers.first(name: "Date"), let serverDate = Self.parseHTTPDate(dateHeader) {
             onClockSample(ClockSample(serverDate: serverDate, sentAt: sentAt, receivedAt: receivedAt))
         }
-        let bytes = response.body
+        let replyBody = response.body
         let status = response.status
         guard (200..<300).contains(status) || acceptingErrors else {
-            throw ServerCallError.http(status: status, message: Self.errorMessage(bytes, status: status))
+            throw ServerCallError.http(status: status, message: Self.errorMessage(replyBody, status: status))
         }
-        return Reply(status: status, body: bytes)
+        return Reply(status: status, body: replyBody)
+    }
+
+    /// The deadline of a transfer of `bytes`: the request timeout, plus time for the bytes at a slow
+    /// 256 KiB/s (a large attachment on a poor line is not cut off by the timeout of a small request).
+    func transferTimeout(bytes: Int) -> TimeAmount {
+        configuration.requestTimeout + .seconds(Int64(bytes / (256 * 1024)))
     }
 
     static func formEncode(_ text: String) -> String {

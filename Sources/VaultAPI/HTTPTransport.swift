@@ -1,3 +1,4 @@
+import Foundation
 import AsyncHTTPClient
 import Logging
 import NIOCore
@@ -10,15 +11,82 @@ public struct TransportRequest: Sendable {
     public var url: String
     public var headers: HTTPHeaders
     public var body: [UInt8]?
+    /// A body sent from a file as it is read (an attachment), instead of `body`.
+    public var bodyFile: FileBody?
     /// The deadline of the whole exchange (the API configuration's request timeout).
     public var timeout: TimeAmount
 
-    public init(method: HTTPMethod, url: String, headers: HTTPHeaders, body: [UInt8]?, timeout: TimeAmount) {
+    public init(method: HTTPMethod, url: String, headers: HTTPHeaders, body: [UInt8]?, bodyFile: FileBody? = nil, timeout: TimeAmount) {
         self.method = method
         self.url = url
         self.headers = headers
         self.body = body
+        self.bodyFile = bodyFile
         self.timeout = timeout
+    }
+}
+
+/// A request body read from a file as it is sent: `prefix`, the file's bytes, `suffix` (a multipart
+/// frame around an encrypted attachment), so a large file never has to be in memory.
+public struct FileBody: Sendable {
+    public var prefix: [UInt8]
+    public var path: String
+    public var fileSize: Int
+    public var suffix: [UInt8]
+    /// Told how many of the file's bytes went out so far.
+    public var progress: (@Sendable (Int) -> Void)?
+
+    public init(prefix: [UInt8] = [], path: String, fileSize: Int, suffix: [UInt8] = [], progress: (@Sendable (Int) -> Void)? = nil) {
+        self.prefix = prefix
+        self.path = path
+        self.fileSize = fileSize
+        self.suffix = suffix
+        self.progress = progress
+    }
+
+    public var length: Int { prefix.count + fileSize + suffix.count }
+
+    /// The whole body in memory (for transports that do not stream).
+    public func collected() throws -> [UInt8] {
+        guard let data = FileManager.default.contents(atPath: path) else { throw FileBodyError.unreadable(path) }
+        return prefix + Array(data) + suffix
+    }
+
+    /// The body in pieces of `size` bytes, read from the file as they are asked for.
+    public func pieces(size: Int = 256 * 1024) -> AsyncThrowingStream<[UInt8], any Error> {
+        let body = self
+        return AsyncThrowingStream { continuation in
+            let reader = Task {
+                let descriptor = open(body.path, O_RDONLY | O_CLOEXEC)
+                guard descriptor >= 0 else { return continuation.finish(throwing: FileBodyError.unreadable(body.path)) }
+                defer { close(descriptor) }
+                if !body.prefix.isEmpty { continuation.yield(body.prefix) }
+                var sent = 0
+                var buffer = [UInt8](repeating: 0, count: size)
+                while sent < body.fileSize, !Task.isCancelled {
+                    let count = buffer.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, min(size, body.fileSize - sent)) }
+                    guard count > 0 else { return continuation.finish(throwing: FileBodyError.unreadable(body.path)) }
+                    sent += count
+                    continuation.yield(Array(buffer[0..<count]))
+                    body.progress?(sent)
+                }
+                if !body.suffix.isEmpty { continuation.yield(body.suffix) }
+                continuation.finish()
+            }
+            continuation.onTermination = { _ in reader.cancel() }
+        }
+    }
+}
+
+public enum FileBodyError: Error, CustomStringConvertible {
+    case unreadable(String)
+    case unwritable(String)
+
+    public var description: String {
+        switch self {
+        case .unreadable(let path): return "\(path) could not be read"
+        case .unwritable(let path): return "\(path) could not be written"
+        }
     }
 }
 
@@ -44,6 +112,26 @@ public struct TransportResponse: Sendable {
 public protocol HTTPTransport: Sendable {
     /// Sends `request` and returns the complete answer, or throws why none arrived.
     func execute(_ request: TransportRequest, logger: Logger) async throws -> TransportResponse
+
+    /// Sends `request`; a successful answer's body goes to the file at `path` as it arrives (`progress`
+    /// is told the bytes written so far), an unsuccessful one is returned whole.
+    func download(_ request: TransportRequest, to path: String, progress: (@Sendable (Int) -> Void)?,
+                  logger: Logger) async throws -> TransportResponse
+}
+
+extension HTTPTransport {
+    /// For transports that hold answers whole (the simulation's, in process).
+    public func download(_ request: TransportRequest, to path: String, progress: (@Sendable (Int) -> Void)?,
+                         logger: Logger) async throws -> TransportResponse {
+        var response = try await execute(request, logger: logger)
+        guard (200..<300).contains(response.status) else { return response }
+        guard FileManager.default.createFile(atPath: path, contents: Data(response.body), attributes: [.posixPermissions: 0o600]) else {
+            throw FileBodyError.unwritable(path)
+        }
+        progress?(response.body.count)
+        response.body = []
+        return response
+    }
 }
 
 /// The transport over an AsyncHTTPClient `HTTPClient` (one per process, shared by the engines).
@@ -59,8 +147,41 @@ public struct AsyncHTTPClientTransport: HTTPTransport {
         outgoing.method = request.method
         outgoing.headers = request.headers
         if let body = request.body { outgoing.body = .bytes(ByteBuffer(bytes: body)) }
+        if let file = request.bodyFile {
+            outgoing.body = .stream(file.pieces().map { ByteBuffer(bytes: $0) }, length: .known(Int64(file.length)))
+        }
         let response = try await client.execute(outgoing, timeout: request.timeout, logger: logger)
         let body = try await response.body.collect(upTo: 256 * 1024 * 1024)
         return TransportResponse(status: Int(response.status.code), headers: response.headers, body: Array(body.readableBytesView))
+    }
+
+    public func download(_ request: TransportRequest, to path: String, progress: (@Sendable (Int) -> Void)?,
+                         logger: Logger) async throws -> TransportResponse {
+        var outgoing = HTTPClientRequest(url: request.url)
+        outgoing.method = request.method
+        outgoing.headers = request.headers
+        let response = try await client.execute(outgoing, timeout: request.timeout, logger: logger)
+        let status = Int(response.status.code)
+        guard (200..<300).contains(status) else {
+            let body = try await response.body.collect(upTo: 1024 * 1024)
+            return TransportResponse(status: status, headers: response.headers, body: Array(body.readableBytesView))
+        }
+        let descriptor = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+        guard descriptor >= 0 else { throw FileBodyError.unwritable(path) }
+        defer { close(descriptor) }
+        var written = 0
+        for try await piece in response.body {
+            try piece.withUnsafeReadableBytes { bytes in
+                var offset = 0
+                while offset < bytes.count {
+                    let count = write(descriptor, bytes.baseAddress! + offset, bytes.count - offset)
+                    guard count > 0 else { throw FileBodyError.unwritable(path) }
+                    offset += count
+                }
+            }
+            written += piece.readableBytes
+            progress?(written)
+        }
+        return TransportResponse(status: status, headers: response.headers, body: [])
     }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import VaultCrypto
 
 /// Downloaded attachments kept on this device for reading offline (docs/PROTOCOL.md, "Attachments
 /// (client)"): each file exactly as the server sent it, a binary EncString under the attachment's
@@ -15,7 +16,7 @@ struct AttachmentCache: Sendable {
         self.limit = limit
     }
 
-    private func path(_ attachmentID: String) -> String? {
+    func path(_ attachmentID: String) -> String? {
         // Ids are server-made; only a plain id names a file (never a path).
         guard !attachmentID.isEmpty, attachmentID.allSatisfy({ $0.isLetter || $0.isNumber || $0 == "-" }) else { return nil }
         return folder + "/" + attachmentID
@@ -38,6 +39,40 @@ struct AttachmentCache: Sendable {
         guard manager.createFile(atPath: temporary, contents: Data(encrypted), attributes: [.posixPermissions: 0o600]) else { return }
         _ = rename(temporary, path)
         evict()
+    }
+
+    /// The cached file's path, counting as a use; `nil` when it is not cached.
+    func use(_ attachmentID: String) -> String? {
+        guard let path = path(attachmentID), FileManager.default.fileExists(atPath: path) else { return nil }
+        try? FileManager.default.setAttributes([.modificationDate: Date()], ofItemAtPath: path)
+        return path
+    }
+
+    /// A folder for files on their way in (downloads), beside the cached ones (same file system: a rename
+    /// moves one into place).
+    func incomingPath(_ attachmentID: String) -> String? {
+        guard let path = path(attachmentID) else { return nil }
+        try? FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        return path + ".download"
+    }
+
+    /// Takes a complete encrypted file into the cache by renaming it into place (if it fits the limit;
+    /// else it is removed), then evicts. Returns the cached path, or `nil` when it was not kept.
+    @discardableResult
+    func adopt(_ attachmentID: String, movingFrom source: String) -> String? {
+        let size = (try? FileManager.default.attributesOfItem(atPath: source)[.size] as? NSNumber)??.intValue ?? Int.max
+        guard limit > 0, size <= limit, let path = path(attachmentID) else {
+            try? FileManager.default.removeItem(atPath: source)
+            return nil
+        }
+        try? FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        guard rename(source, path) == 0 else {
+            try? FileManager.default.removeItem(atPath: source)
+            return nil
+        }
+        try? FileManager.default.setAttributes([.modificationDate: Date()], ofItemAtPath: path)
+        evict()
+        return FileManager.default.fileExists(atPath: path) ? path : nil
     }
 
     /// Forgets one attachment (deleted).
@@ -86,9 +121,70 @@ struct AttachmentStaging: Sendable {
         folder = (profileDatabase as NSString).deletingLastPathComponent + "/attachment-staging/" + userID
     }
 
-    private func path(_ id: String) -> String? {
+    func path(_ id: String) -> String? {
         guard !id.isEmpty, id.allSatisfy({ $0.isLetter || $0.isNumber || $0 == "-" }) else { return nil }
         return folder + "/" + id
+    }
+
+    /// The staged file's path, when there is one.
+    func existing(_ id: String) -> String? {
+        guard let path = path(id), FileManager.default.fileExists(atPath: path) else { return nil }
+        return path
+    }
+
+    /// Encrypts what `source` yields piece by piece (it fills the buffer and returns the count, 0 at the
+    /// end) straight into the staged file: the header's room first, the ciphertext as it comes, then the
+    /// header with the MAC; synced and renamed into place. Memory stays at one piece. Returns the size.
+    func writeEncrypting(_ id: String, encryptor: StreamingEncryptor, progress: (@Sendable (Int) -> Void)?,
+                         source: (inout [UInt8]) throws -> Int) throws -> Int {
+        guard let path = path(id) else { throw VaultError.storage("an attachment id is not a file name") }
+        try? FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        let temporary = path + ".partial"
+        let descriptor = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+        guard descriptor >= 0 else { throw VaultError.storage("the attachment could not be kept in the profile (errno \(errno))") }
+        var encryptor = encryptor
+        var ok = false
+        defer {
+            close(descriptor)
+            if !ok { unlink(temporary) }
+        }
+        func put(_ bytes: [UInt8], at offset: off_t? = nil) throws {
+            var done = 0
+            while done < bytes.count {
+                let count = bytes[done...].withUnsafeBytes { raw in
+                    offset.map { pwrite(descriptor, raw.baseAddress, raw.count, $0 + off_t(done)) } ?? Foundation.write(descriptor, raw.baseAddress, raw.count)
+                }
+                guard count > 0 else { throw VaultError.storage("the attachment could not be kept in the profile (errno \(errno))") }
+                done += count
+            }
+        }
+        try put([UInt8](repeating: 0, count: StreamingEncryptor.headerLength))
+        var buffer = [UInt8](repeating: 0, count: 1 << 20)
+        var read = 0
+        while true {
+            let count = try source(&buffer)
+            guard count > 0 else { break }
+            read += count
+            try put(try cryptoPiece { try encryptor.update(buffer[0..<count]) })
+            progress?(read)
+        }
+        let (last, mac) = try cryptoPiece { try encryptor.finish() }
+        try put(last)
+        try put(encryptor.header(mac: mac), at: 0)
+        guard fsync(descriptor) == 0, rename(temporary, path) == 0 else {
+            throw VaultError.storage("the attachment could not be kept in the profile (errno \(errno))")
+        }
+        ok = true
+        let directory = open(folder, O_RDONLY | O_CLOEXEC)
+        if directory >= 0 {
+            fsync(directory)
+            close(directory)
+        }
+        return StreamingEncryptor.headerLength + encryptor.ciphertextLength
+    }
+
+    private func cryptoPiece<T>(_ body: () throws -> T) throws -> T {
+        do { return try body() } catch let error as CryptoError { throw VaultError.crypto(error) }
     }
 
     func write(_ id: String, encrypted: [UInt8]) throws {

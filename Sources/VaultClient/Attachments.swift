@@ -47,49 +47,97 @@ extension VaultEngine {
 
     /// Attaches a file to a personal item: a fresh 64-byte attachment key encrypts the file (one binary
     /// EncString) and is itself wrapped with the item's key (the user key for an item without one);
-    /// the file name is encrypted with the item's key (docs/PROTOCOL.md, "Attachments"). The v2 flow:
-    /// announce, then upload. When the server cannot be reached, or the item has changes waiting for it,
-    /// the encrypted file is staged in the profile and goes with the item's queue record (uploaded once
-    /// the item is on the server; the result says `pending`).
+    /// the file name is encrypted with the item's key (docs/PROTOCOL.md, "Attachments"). The file is
+    /// encrypted piece by piece straight into the profile's staging (never plaintext on disk), then sent
+    /// with the v2 flow (announce, upload from the staged file: memory does not grow with its size).
+    /// When the server cannot be reached, or the item has changes waiting for it, the staged file goes
+    /// with the item's queue record (uploaded once the item is on the server; the result says `pending`).
+    @discardableResult
+    public func addAttachment(itemID: String, fileAt path: String, fileName: String,
+                              progress: AttachmentProgressHandler? = nil) async throws -> AttachmentSummary {
+        let (descriptor, size) = try AttachmentFile.openRegularFile(path)
+        defer { close(descriptor) }
+        return try await addAttachment(itemID: itemID, fileName: fileName, plaintextSize: size, progress: progress) { buffer in
+            try AttachmentFile.readFully(descriptor, into: &buffer)
+        }
+    }
+
+    /// ``addAttachment(itemID:fileAt:fileName:progress:)`` for contents in memory.
     @discardableResult
     public func addAttachment(itemID: String, fileName: String, contents: [UInt8]) async throws -> AttachmentSummary {
+        var offset = 0
+        return try await addAttachment(itemID: itemID, fileName: fileName, plaintextSize: contents.count, progress: nil) { buffer in
+            let count = min(buffer.count, contents.count - offset)
+            buffer.replaceSubrange(0..<count, with: contents[offset..<(offset + count)])
+            offset += count
+            return count
+        }
+    }
+
+    /// The size of a plaintext of `length` bytes once encrypted (header, padded ciphertext).
+    public static func encryptedSize(ofPlaintext length: Int) -> Int {
+        StreamingEncryptor.headerLength + (length / 16 + 1) * 16
+    }
+
+    func addAttachment(itemID: String, fileName: String, plaintextSize: Int, progress: AttachmentProgressHandler?,
+                       source: (inout [UInt8]) throws -> Int) async throws -> AttachmentSummary {
         let current = try requireSession()
         let wire = try await cachedCipher(id: itemID, userID: current.userID)
+        // Checked before any work: Bitwarden's own clients accept up to 500 MiB encrypted.
+        let size = Self.encryptedSize(ofPlaintext: plaintextSize)
+        guard size <= Self.attachmentSizeLimit else { throw VaultError.attachmentTooLarge(size: size, limit: Self.attachmentSizeLimit) }
         let itemKey = try modelCall { try current.keys.fieldKey(itemKey: wire.key, organizationId: wire.organizationId, itemID: itemID) }
         let attachmentKey = try cryptoCall { try SymmetricCryptoKey(bytes: random.bytes(count: 64)) }
-        let body = try cryptoCall { try Array(EncString.encrypt(contents, key: attachmentKey, random: random).binary()) }
-        guard body.count <= Self.attachmentSizeLimit else { throw VaultError.attachmentTooLarge(size: body.count, limit: Self.attachmentSizeLimit) }
         let wrappedKey = try cryptoCall { try EncString.encrypt(attachmentKey.rawBytes, key: itemKey, random: random) }
         let encryptedName = try cryptoCall { try EncString.encrypt(fileName, key: itemKey, random: random) }
+        let encryptor = try cryptoCall { try StreamingEncryptor(key: attachmentKey, random: random) }
         // The device-made id is the announce's idempotency key: every attempt (now, or from the queue) is one attachment.
-        var staged = StagedAttachment(id: UUID().uuidString.lowercased(), fileName: encryptedName.serialized, key: wrappedKey.serialized,
-                                      size: body.count)
+        var staged = StagedAttachment(id: UUID().uuidString.lowercased(), fileName: encryptedName.serialized, key: wrappedKey.serialized, size: size)
+        let staging = attachmentStaging(userID: current.userID)
+        let encrypting = progress.map { report in { @Sendable (done: Int) in report(AttachmentProgress(phase: .encrypting, done: done, total: plaintextSize)) } }
+        _ = try staging.writeEncrypting(staged.id, encryptor: encryptor, progress: encrypting, source: source)
         if try await pendingChange(itemKind: .cipher, itemID: itemID, userID: current.userID) == nil {
             do {
-                let announceKey = Self.announceKey(staged)
-                let upload = try await authorized { api, token in
-                    try await api.createAttachment(cipherID: itemID, fileName: encryptedName, key: wrappedKey, encryptedSize: body.count,
-                                                   lastKnownRevisionDate: wire.revisionDate, idempotencyKey: announceKey, token: token)
-                }
-                staged.serverID = upload.attachmentID
-                try await authorized { api, token in
-                    try await api.uploadAttachment(upload, cipherID: itemID, fileName: encryptedName, body: body, token: token)
-                }
-                await recordContact(success: true)
-                attachmentCache(userID: current.userID).store(upload.attachmentID, encrypted: body)
-                try? await refreshCachedItem(itemID)
-                return AttachmentSummary(id: upload.attachmentID, fileName: fileName, size: body.count, sizeName: nil)
+                let attachmentID = try await uploadNow(&staged, to: wire, name: encryptedName, key: wrappedKey, progress: progress)
+                return AttachmentSummary(id: attachmentID, fileName: fileName, size: size, sizeName: nil)
             } catch let error as ServerCallError where !error.isOutOfDate {
-                try await acceptOffline(error, isOrganization: wire.organizationId != nil)
+                do {
+                    try await acceptOffline(error, isOrganization: wire.organizationId != nil)
+                } catch {
+                    staging.remove(staged.id)
+                    throw error
+                }
             }
         } else if wire.organizationId != nil {
+            staging.remove(staged.id)
             throw VaultError.organizationItemOffline
         }
-        try attachmentStaging(userID: current.userID).write(staged.id, encrypted: body)
         var local = wire
-        local.attachments = (wire.attachments ?? []) + [AttachmentWire(id: staged.id, fileName: encryptedName, key: wrappedKey, size: "\(body.count)")]
+        local.attachments = (wire.attachments ?? []) + [AttachmentWire(id: staged.id, fileName: encryptedName, key: wrappedKey, size: "\(size)")]
         try await queueAttachmentChange(.attachmentAdded(staged), local: local, previous: wire)
-        return AttachmentSummary(id: staged.id, fileName: fileName, size: body.count, sizeName: nil, pending: true)
+        return AttachmentSummary(id: staged.id, fileName: fileName, size: size, sizeName: nil, pending: true)
+    }
+
+    /// The online path of an add: announce, upload from the staged file, move it to the read cache.
+    func uploadNow(_ staged: inout StagedAttachment, to wire: CipherWire, name: EncString, key: EncString,
+                   progress: AttachmentProgressHandler?) async throws -> String {
+        let current = try requireSession()
+        let (itemID, size, announceKey) = (wire.id ?? "", staged.size, Self.announceKey(staged))
+        let upload = try await authorized { api, token in
+            try await api.createAttachment(cipherID: itemID, fileName: name, key: key, encryptedSize: size,
+                                           lastKnownRevisionDate: wire.revisionDate, idempotencyKey: announceKey, token: token)
+        }
+        staged.serverID = upload.attachmentID
+        let staging = attachmentStaging(userID: current.userID)
+        guard let path = staging.existing(staged.id) else { throw VaultError.storage("the staged attachment is gone") }
+        let report = progress.map { report in { @Sendable (done: Int) in report(AttachmentProgress(phase: .uploading, done: done, total: size)) } }
+        try await authorized { api, token in
+            try await api.uploadAttachment(upload, cipherID: itemID, fileName: name, filePath: path, fileSize: size, progress: report, token: token)
+        }
+        await recordContact(success: true)
+        attachmentCache(userID: current.userID).adopt(upload.attachmentID, movingFrom: path)
+        try? await refreshCachedItem(itemID)
+        return upload.attachmentID
     }
 
     static func announceKey(_ staged: StagedAttachment) -> String { "attachment-\(staged.id)" }
@@ -102,9 +150,20 @@ extension VaultEngine {
         _ = try await queue(itemID: itemID, operation: operation, local: local, previous: previous, existing: existing, session: current)
     }
 
-    /// The decrypted contents of an attachment, downloaded through the link the server hands out
-    /// (which may be another host). Needs the server.
+    /// The decrypted contents of an attachment (in memory: for small files; see ``saveAttachment``).
     public func attachmentContents(itemID: String, attachmentID: String) async throws -> [UInt8] {
+        let contents = Collected()
+        _ = try await saveAttachment(itemID: itemID, attachmentID: attachmentID) { contents.append($0) }
+        return contents.bytes
+    }
+
+    /// Decrypts an attachment piece by piece into `sink` (memory does not grow with its size); returns the
+    /// plaintext length. The encrypted file comes from staging (added here), the read cache, or the link
+    /// the server hands out (which may be another host), downloaded into the cache folder as it arrives;
+    /// its MAC is verified over the whole file before anything is decrypted, and a damaged file is dropped.
+    @discardableResult
+    public func saveAttachment(itemID: String, attachmentID: String, progress: AttachmentProgressHandler? = nil,
+                               to sink: @Sendable (ArraySlice<UInt8>) throws -> Void) async throws -> Int {
         let current = try requireSession()
         let wire = try await cachedCipher(id: itemID, userID: current.userID)
         guard let attachment = (wire.attachments ?? []).first(where: { $0.id == attachmentID }) else {
@@ -113,29 +172,47 @@ extension VaultEngine {
         let itemKey = try modelCall { try current.keys.fieldKey(itemKey: wire.key, organizationId: wire.organizationId, itemID: itemID) }
         // Attachments made before attachment keys existed are encrypted with the item's key itself.
         let fileKey = try attachment.key.map { wrapped in try cryptoCall { try wrapped.decryptKey(key: itemKey) } } ?? itemKey
-        let cache = attachmentCache(userID: current.userID)
-        let encrypted: [UInt8]
+        let file: (path: String, temporary: Bool)
         do {
-            encrypted = try await attachmentCall { try await self.encryptedAttachment(itemID: itemID, attachmentID: attachmentID) }
+            file = try await attachmentCall {
+                try await self.encryptedFile(itemID: itemID, attachmentID: attachmentID, size: attachment.size.flatMap { Int($0) } ?? 0,
+                                             progress: progress)
+            }
         } catch VaultError.attachmentNeedsServer {
-                let name = (try? wire.decrypted(with: current.keys).attachments.first { $0.id == attachmentID }?.fileName) ?? nil
-                throw VaultError.attachmentNeedsServer(
-                    "The server could not be reached, and \"\(name ?? attachmentID)\" was never downloaded on this device; it can be read offline once it has been opened online.")
+            let name = (try? wire.decrypted(with: current.keys).attachments.first { $0.id == attachmentID }?.fileName) ?? nil
+            throw VaultError.attachmentNeedsServer(
+                "The server could not be reached, and \"\(name ?? attachmentID)\" was never downloaded on this device; it can be read offline once it has been opened online.")
         }
-        let contents = try cryptoCall { try Array(EncString(binary: encrypted).decrypt(key: fileKey)) }
-        // Kept only once it opened: a damaged download is never cached.
-        cache.store(attachmentID, encrypted: encrypted)
-        return contents
+        defer { if file.temporary { unlink(file.path) } }
+        do {
+            return try AttachmentFile.decrypt(file.path, key: fileKey, progress: progress, into: sink)
+        } catch let error as CryptoError {
+            // A damaged file is never kept (the next read downloads it again).
+            attachmentCache(userID: current.userID).remove(attachmentID)
+            throw VaultError.crypto(error)
+        }
     }
 
-    /// An attachment's encrypted file: from this device's cache, else downloaded through the link the
-    /// server hands out (not cached here: the caller caches it once it opened).
-    func encryptedAttachment(itemID: String, attachmentID: String) async throws -> [UInt8] {
+    /// An attachment's encrypted file: staged here, cached, or downloaded into the cache folder (kept when
+    /// it fits the cache; else `temporary`, for the caller to remove).
+    func encryptedFile(itemID: String, attachmentID: String, size: Int,
+                       progress: AttachmentProgressHandler?) async throws -> (path: String, temporary: Bool) {
         let userID = try requireSession().userID
-        if let staged = attachmentStaging(userID: userID).read(attachmentID) { return staged }
-        if let cached = attachmentCache(userID: userID).read(attachmentID) { return cached }
+        if let staged = attachmentStaging(userID: userID).existing(attachmentID) { return (staged, false) }
+        let cache = attachmentCache(userID: userID)
+        if let cached = cache.use(attachmentID) { return (cached, false) }
+        guard let incoming = cache.incomingPath(attachmentID) else { throw VaultError.storage("an attachment id is not a file name") }
         let url = try await authorized { api, token in try await api.attachmentDownloadURL(cipherID: itemID, attachmentID: attachmentID, token: token) }
-        return try await authorized { api, _ in try await api.downloadAttachment(url: url) }
+        let report = progress.map { report in { @Sendable (done: Int) in report(AttachmentProgress(phase: .downloading, done: done, total: size)) } }
+        do {
+            try await authorized { api, _ in try await api.downloadAttachment(url: url, to: incoming, expectedSize: size, progress: report) }
+        } catch {
+            unlink(incoming)
+            throw error
+        }
+        let downloaded = (try? FileManager.default.attributesOfItem(atPath: incoming)[.size] as? NSNumber)?.intValue ?? 0
+        if downloaded <= cache.limit, let kept = cache.adopt(attachmentID, movingFrom: incoming) { return (kept, false) }
+        return (incoming, true)
     }
 
     /// Deletes an attachment on the server and from the local copy. When the server cannot be reached,
@@ -200,4 +277,13 @@ extension VaultEngine {
             throw Self.onlineOnly(error)
         }
     }
+}
+
+/// Bytes gathered from a sink (``VaultEngine/attachmentContents(itemID:attachmentID:)``).
+final class Collected: @unchecked Sendable {
+    private let lock = NSLock()
+    private var gathered: [UInt8] = []
+
+    func append(_ piece: ArraySlice<UInt8>) { lock.withLock { gathered += piece } }
+    var bytes: [UInt8] { lock.withLock { gathered } }
 }

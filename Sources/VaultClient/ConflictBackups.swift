@@ -107,21 +107,25 @@ extension VaultEngine {
     func copyAttachments(_ flight: BackupInFlight, to backup: CipherWire, report: inout SyncReport) async throws {
         guard let backupID = backup.id, let copies = flight.attachments, !copies.isEmpty else { return }
         for copy in copies {
-            let body: [UInt8]
+            let file: (path: String, temporary: Bool)
             do {
-                body = try await encryptedAttachment(itemID: copy.sourceItemID, attachmentID: copy.sourceAttachmentID)
+                file = try await encryptedFile(itemID: copy.sourceItemID, attachmentID: copy.sourceAttachmentID, size: 0, progress: nil)
             } catch let error as ServerCallError where error.isGone {
                 report.messages.append("An attachment of \"\(decryptedName(backup) ?? backupID)\" was deleted on the server before it could be copied to it.")
                 continue
             }
+            defer { if file.temporary { unlink(file.path) } }
+            let size = AttachmentFile.size(file.path) ?? 0
             let (name, key) = (try EncString(copy.fileName), try EncString(copy.key))
             let idempotencyKey = "\(flight.idempotencyKey ?? backupID)-attachment-\(copy.sourceAttachmentID)"
             let upload = try await authorized { api, token in
-                try await api.createAttachment(cipherID: backupID, fileName: name, key: key, encryptedSize: body.count,
+                try await api.createAttachment(cipherID: backupID, fileName: name, key: key, encryptedSize: size,
                                                lastKnownRevisionDate: nil, idempotencyKey: idempotencyKey, token: token)
             }
             do {
-                try await authorized { api, token in try await api.uploadAttachment(upload, cipherID: backupID, fileName: name, body: body, token: token) }
+                try await authorized { api, token in
+                    try await api.uploadAttachment(upload, cipherID: backupID, fileName: name, filePath: file.path, fileSize: size, token: token)
+                }
             } catch let error as ServerCallError where error.isAlreadyUploaded {}
         }
     }

@@ -16,15 +16,15 @@ extension VaultEngine {
         let (userID, itemID) = (try requireSession().userID, run.serverID)
         let staging = attachmentStaging(userID: userID)
         for staged in run.change.metadata.attachmentAdds ?? [] {
-            guard let body = staging.read(staged.id) else {
+            guard let path = staging.existing(staged.id), let size = AttachmentFile.size(path) else {
                 report.messages.append("An attachment added here to \"\(decryptedName(run.local) ?? itemID)\" was no longer in the profile and could not be uploaded.")
                 try await noteInRecord(&run.change) { $0.attachmentAdds = $0.attachmentAdds?.filter { $0.id != staged.id } }
                 continue
             }
-            let attachmentID = try await upload(staged, body: body, to: itemID, change: &run.change)
-            attachmentCache(userID: userID).store(attachmentID, encrypted: body)
+            let attachmentID = try await upload(staged, file: path, size: size, to: itemID, change: &run.change)
             try await noteInRecord(&run.change) { $0.attachmentAdds = $0.attachmentAdds?.filter { $0.id != staged.id } }
-            staging.remove(staged.id)
+            // Moved to the read cache (when it fits), else removed: the staged file goes either way.
+            attachmentCache(userID: userID).adopt(attachmentID, movingFrom: path)
         }
         for attachmentID in run.change.metadata.attachmentDeletes ?? [] {
             do {
@@ -39,14 +39,14 @@ extension VaultEngine {
     /// Announces (unless an earlier attempt did, on this item) and uploads one staged attachment; returns
     /// its server id. An announced attachment that is gone (deleted meanwhile, or announced on an item the
     /// server has lost since) is announced again on `itemID`, once.
-    func upload(_ staged: StagedAttachment, body: [UInt8], to itemID: String, change: inout PendingChange) async throws -> String {
+    func upload(_ staged: StagedAttachment, file: String, size: Int, to itemID: String, change: inout PendingChange) async throws -> String {
         let (name, key) = (try EncString(staged.fileName), try EncString(staged.key))
         var staged = staged
         for attempt in 0..<2 {
             if staged.serverID == nil || attempt > 0 {
                 let announceKey = attempt == 0 ? Self.announceKey(staged) : Self.announceKey(staged) + "-" + itemID
                 let upload = try await authorized { api, token in
-                    try await api.createAttachment(cipherID: itemID, fileName: name, key: key, encryptedSize: body.count,
+                    try await api.createAttachment(cipherID: itemID, fileName: name, key: key, encryptedSize: size,
                                                    lastKnownRevisionDate: nil, idempotencyKey: announceKey, token: token)
                 }
                 staged.serverID = upload.attachmentID
@@ -60,7 +60,9 @@ extension VaultEngine {
             // Bitwarden without blob storage).
             let target = AttachmentUpload(attachmentID: attachmentID, url: "/ciphers/\(itemID)/attachment/\(attachmentID)", fileUploadType: 0)
             do {
-                try await authorized { api, token in try await api.uploadAttachment(target, cipherID: itemID, fileName: name, body: body, token: token) }
+                try await authorized { api, token in
+                    try await api.uploadAttachment(target, cipherID: itemID, fileName: name, filePath: file, fileSize: size, token: token)
+                }
                 return attachmentID
             } catch let error as ServerCallError where error.isAlreadyUploaded {
                 return attachmentID

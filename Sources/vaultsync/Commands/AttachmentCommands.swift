@@ -72,16 +72,18 @@ struct AttachmentCommand: AsyncParsableCommand {
             guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory), !isDirectory.boolValue else {
                 throw CLIError.usage("\(file) is not a file that can be read")
             }
-            guard let data = FileManager.default.contents(atPath: path) else { throw CLIError.usage("\(file) cannot be read") }
+            guard access(path, R_OK) == 0 else { throw CLIError.usage("\(file) cannot be read") }
             let fileName = name ?? (path as NSString).lastPathComponent
-            let added = try await context.engine.addAttachment(itemID: id, fileName: fileName, contents: Array(data))
+            let progress = ProgressLine()
+            let added = try await context.engine.addAttachment(itemID: id, fileAt: path, fileName: fileName, progress: progress.handler)
+            progress.end()
             if output.json {
                 Presentation.printJSON(.object(["id": .string(added.id), "fileName": .string(added.fileName),
                                                 "size": added.size.map { .int($0) } ?? .null, "pending": .bool(added.pending)]))
             } else if added.pending {
-                Console.note("attached \"\(added.fileName)\" (\(data.count) bytes), encrypted and kept here (waiting for the server): it is uploaded at the next sync")
+                Console.note("attached \"\(added.fileName)\" (\(added.size ?? 0) bytes encrypted), kept here (waiting for the server): it is uploaded at the next sync")
             } else {
-                Console.note("attached \"\(added.fileName)\" (\(data.count) bytes) as \(added.id)")
+                Console.note("attached \"\(added.fileName)\" (\(added.size ?? 0) bytes encrypted) as \(added.id)")
             }
         }
     }
@@ -98,12 +100,27 @@ struct AttachmentCommand: AsyncParsableCommand {
         func execute(_ context: CLIContext) async throws {
             let id = try await context.itemID(item)
             let found = try await context.engine.attachment(itemID: id, reference: attachment)
-            let contents = try await context.engine.attachmentContents(itemID: id, attachmentID: found.id)
+            let progress = ProgressLine()
             if output == "-" {
-                FileHandle.standardOutput.write(Data(contents))
-            } else {
-                try ExportCommand.writeNew(Data(contents), to: (output as NSString).expandingTildeInPath)
-                Console.note("wrote \"\(found.fileName)\" (\(contents.count) bytes) to \(output)")
+                try await context.engine.saveAttachment(itemID: id, attachmentID: found.id, progress: progress.handler) { piece in
+                    FileHandle.standardOutput.write(Data(piece))
+                }
+                progress.end()
+                return
+            }
+            let target = (output as NSString).expandingTildeInPath
+            let file = try NewFile(path: target)
+            do {
+                let written = try await context.engine.saveAttachment(itemID: id, attachmentID: found.id, progress: progress.handler) { piece in
+                    try file.write(piece)
+                }
+                try file.finish()
+                progress.end()
+                Console.note("wrote \"\(found.fileName)\" (\(written) bytes) to \(output)")
+            } catch {
+                progress.end()
+                file.discard()
+                throw error
             }
         }
     }
@@ -120,6 +137,70 @@ struct AttachmentCommand: AsyncParsableCommand {
             let found = try await context.engine.attachment(itemID: id, reference: attachment)
             try await context.engine.deleteAttachment(itemID: id, attachmentID: found.id)
             Console.note("deleted \"\(found.fileName)\"")
+        }
+    }
+}
+
+/// A file the CLI creates for output: new only (never overwriting), 0600, removed again if the
+/// command fails half-way (a half-written file must not pass for the attachment).
+final class NewFile: @unchecked Sendable {
+    let path: String
+    private let descriptor: Int32
+
+    init(path: String) throws {
+        self.path = path
+        descriptor = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+        guard descriptor >= 0 else { throw CLIError.profile("cannot create \(path): \(String(cString: strerror(errno)))") }
+    }
+
+    func write(_ piece: ArraySlice<UInt8>) throws {
+        var done = 0
+        while done < piece.count {
+            let count = piece.withUnsafeBytes { Foundation.write(descriptor, $0.baseAddress! + done, $0.count - done) }
+            guard count > 0 else { throw CLIError.profile("cannot write \(path): \(String(cString: strerror(errno)))") }
+            done += count
+        }
+    }
+
+    func finish() throws {
+        defer { close(descriptor) }
+        guard fsync(descriptor) == 0 else { throw CLIError.profile("cannot write \(path): \(String(cString: strerror(errno)))") }
+    }
+
+    func discard() {
+        close(descriptor)
+        unlink(path)
+    }
+}
+
+/// A progress line on standard error while an attachment moves, only when that is a terminal (a script
+/// reading the output sees none of it): "uploading  42% (210.0 of 500.0 MiB)", redrawn in place.
+final class ProgressLine: @unchecked Sendable {
+    private let lock = NSLock()
+    private var shown = false
+    private var last: (String, Int) = ("", -1)
+
+    var handler: AttachmentProgressHandler? {
+        guard Console.stderrIsTTY else { return nil }
+        return { [self] progress in draw(progress) }
+    }
+
+    private func draw(_ progress: AttachmentProgress) {
+        let percent = progress.total > 0 ? min(100, progress.done * 100 / progress.total) : 0
+        lock.withLock {
+            guard (progress.phase.rawValue, percent) != last else { return }
+            last = (progress.phase.rawValue, percent)
+            let mib = { (bytes: Int) in String(format: "%.1f", Double(bytes) / 1_048_576) }
+            let text = "\(progress.phase.rawValue) \(percent)% (\(mib(progress.done)) of \(mib(progress.total)) MiB)"
+            FileHandle.standardError.write(Data(("\r\u{1B}[K" + text).utf8))
+            shown = true
+        }
+    }
+
+    func end() {
+        lock.withLock {
+            if shown { FileHandle.standardError.write(Data("\r\u{1B}[K".utf8)) }
+            shown = false
         }
     }
 }
