@@ -52,28 +52,60 @@ public struct FileBody: Sendable {
         return prefix + Array(data) + suffix
     }
 
-    /// The body in pieces of `size` bytes, read from the file as they are asked for.
-    public func pieces(size: Int = 256 * 1024) -> AsyncThrowingStream<[UInt8], any Error> {
-        let body = self
-        return AsyncThrowingStream { continuation in
-            let reader = Task {
-                let descriptor = open(body.path, O_RDONLY | O_CLOEXEC)
-                guard descriptor >= 0 else { return continuation.finish(throwing: FileBodyError.unreadable(body.path)) }
-                defer { close(descriptor) }
-                if !body.prefix.isEmpty { continuation.yield(body.prefix) }
-                var sent = 0
-                var buffer = [UInt8](repeating: 0, count: size)
-                while sent < body.fileSize, !Task.isCancelled {
-                    let count = buffer.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, min(size, body.fileSize - sent)) }
-                    guard count > 0 else { return continuation.finish(throwing: FileBodyError.unreadable(body.path)) }
-                    sent += count
-                    continuation.yield(Array(buffer[0..<count]))
-                    body.progress?(sent)
-                }
-                if !body.suffix.isEmpty { continuation.yield(body.suffix) }
-                continuation.finish()
+    /// The body in pieces of `size` bytes, each read from the file when it is asked for (the sender's
+    /// pace: nothing piles up in memory when the network is slower than the disk).
+    public func pieces(size: Int = 256 * 1024) -> Pieces { Pieces(body: self, size: size) }
+
+    public struct Pieces: AsyncSequence, Sendable {
+        public typealias Element = [UInt8]
+        let body: FileBody
+        let size: Int
+
+        public func makeAsyncIterator() -> Iterator { Iterator(body: body, size: size) }
+
+        public final class Iterator: AsyncIteratorProtocol {
+            private let body: FileBody
+            private let size: Int
+            private var descriptor: Int32 = -1
+            private var stage = 0  // 0: prefix, 1: file, 2: suffix, 3: done
+            private var sent = 0
+
+            init(body: FileBody, size: Int) {
+                self.body = body
+                self.size = size
             }
-            continuation.onTermination = { _ in reader.cancel() }
+
+            deinit { if descriptor >= 0 { close(descriptor) } }
+
+            public func next() async throws -> [UInt8]? {
+                while true {
+                    switch stage {
+                    case 0:
+                        stage = 1
+                        if !body.prefix.isEmpty { return body.prefix }
+                    case 1:
+                        if sent >= body.fileSize {
+                            stage = 2
+                            continue
+                        }
+                        if descriptor < 0 {
+                            descriptor = open(body.path, O_RDONLY | O_CLOEXEC)
+                            guard descriptor >= 0 else { throw FileBodyError.unreadable(body.path) }
+                        }
+                        var buffer = [UInt8](repeating: 0, count: Swift.min(size, body.fileSize - sent))
+                        let count = buffer.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, $0.count) }
+                        guard count > 0 else { throw FileBodyError.unreadable(body.path) }
+                        sent += count
+                        body.progress?(sent)
+                        return count == buffer.count ? buffer : Array(buffer[0..<count])
+                    case 2:
+                        stage = 3
+                        if !body.suffix.isEmpty { return body.suffix }
+                    default:
+                        return nil
+                    }
+                }
+            }
         }
     }
 }

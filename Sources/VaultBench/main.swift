@@ -11,6 +11,7 @@ if CommandLine.arguments.count >= 3, CommandLine.arguments[1] == "--child" {
         case "p3": try await FullSyncBenchmark.child()
         case "p5": try await QueueMemoryBenchmark.child()
         case "a1": try await AttachmentBenchmark.child()
+        case "a2": try await ClientAttachmentBenchmark.child()
         default: throw ChildProcessError.unreadable(CommandLine.arguments[2], output: "unknown child")
         }
         exit(0)
@@ -33,6 +34,7 @@ do {
     if options.wants("P2") { results += try await ResolutionBenchmark.run(options: options) }
     if options.wants("P5") { results += try await QueueMemoryBenchmark.run(options: options) }
     if options.wants("A1") { results += try await AttachmentBenchmark.run(options: options) }
+    if options.wants("A2") { results += try await ClientAttachmentBenchmark.run(options: options) }
 } catch {
     FileHandle.standardError.write(Data("benchmark failed: \(error)\n".utf8))
     exit(1)

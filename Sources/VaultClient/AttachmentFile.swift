@@ -93,3 +93,24 @@ enum AttachmentFile {
         (try? FileManager.default.attributesOfItem(atPath: path)[.size] as? NSNumber)?.intValue
     }
 }
+
+/// A process-wide allocator setting for executables that move large attachments (the CLI).
+public enum ProcessMemory {
+    /// glibc's malloc serves blocks above its mmap threshold (128 KiB) with their own mappings, returned
+    /// to the system when freed; but each such free raises the threshold (up to 32 MiB), after which the
+    /// megabyte pieces of a file transfer come from the heaps of the threads that touch them, which grow
+    /// and stay grown. Moving a 500 MiB file then peaked at 145–260 MiB instead of about 50 (VaultBench
+    /// A2, docs/BENCHMARKS.md). Fixing the threshold keeps every such piece in a mapping of its own.
+    public static func keepLargeBuffersOutOfHeaps() {
+        #if os(Linux)
+        _ = glibcMallopt(mmapThreshold, 128 * 1024)
+        #endif
+    }
+}
+
+#if os(Linux)
+/// glibc's `mallopt` (malloc.h, which Swift's Glibc module does not bring in) and its `M_MMAP_THRESHOLD`.
+@_silgen_name("mallopt")
+private func glibcMallopt(_ parameter: Int32, _ value: Int32) -> Int32
+private let mmapThreshold: Int32 = -3
+#endif

@@ -305,12 +305,17 @@ public enum ResolutionPlanner {
     /// Which side wins a field both changed, when the plan merges: the local version when it is newer.
     /// `nil`: the facts do not call for a merge (no conflict on the content, or the server did not move).
     public static func mergeWinner(_ facts: ResolutionFacts) -> ItemMerge.Side? {
-        guard facts.itemKind == .cipher, case .present(let revision, false) = facts.server, serverMoved(facts) else { return nil }
-        switch ConflictMatrix.decide(facts.record, server: .present(revisionDate: revision), localUpdatedOnServerClock: facts.localUpdatedOnServerClock) {
-        case .backupServerThenPushLocal: return .mine
-        case .backupLocalThenTakeServer: return .theirs
-        default: return nil
-        }
+        guard facts.itemKind == .cipher, facts.record.kind == .update, facts.record.contentChanged, facts.localPresent,
+              case .present(let revision, false) = facts.server, serverMoved(facts) else { return nil }
+        return localIsNewer(facts, than: revision) ? .mine : .theirs
+    }
+
+    /// "Newer" on the server's clock. This device's own merge push is as new as the edits it merged, not
+    /// as the push.
+    static func localIsNewer(_ facts: ResolutionFacts, than revision: WireDate) -> Bool {
+        let record = facts.record
+        let serverEdited = record.mergedPushRevision.flatMap { ConflictMatrix.isSameRevision($0, revision) ? record.mergedContentDate : nil } ?? revision
+        return facts.localUpdatedOnServerClock > serverEdited
     }
 
     /// The date that identifies a version of the facts: the server's revision, or the local save's date.
@@ -324,45 +329,53 @@ public enum ResolutionPlanner {
         }
     }
 
+    /// The conflict matrix (seed 000 §6, with 001/002's decisions and this project's refinements), as
+    /// steps. Every path keeps both versions when they conflict; none loses data.
     static func itemPlan(_ facts: ResolutionFacts) -> [ResolutionStep] {
-        if case .present(_, holdsLocal: true) = facts.server, facts.record.kind == .update, facts.record.contentChanged {
-            // Our own earlier push: its answer was lost. Settle on it.
-            return [.replayState, .settle(.rebaseOnResult)]
+        let record = facts.record
+        let create: [ResolutionStep] = [.create(idempotencyKey: facts.createKey), .replayState, .swapID, .settle(.rebaseOnResult)]
+        let push: [ResolutionStep] = [.push(.local), .replayState, .settle(.rebaseOnResult)]
+        guard case .present(let revision, let holdsLocal) = facts.server else {
+            switch record.kind {
+            case .create, .update:
+                // Created here, or lost by the server: created (again) from the local version.
+                return facts.localPresent ? create : [.removeLocally]
+            case .hardDelete where record.createSent == true && record.originalRevisionDate == nil:
+                // Deleted for good before any answer to its create: the copy that create may have left goes too.
+                return [.deleteLostCopy, .removeLocally]
+            case .softDelete, .hardDelete:
+                return [.removeLocally]
+            }
         }
-        let side: ServerSide
-        switch facts.server {
-        case .gone: side = .gone
-        case .present(let revision, _): side = .present(revisionDate: revision)
-        }
-        let decision = ConflictMatrix.decide(facts.record, server: side, localUpdatedOnServerClock: facts.localUpdatedOnServerClock)
-        let needsLocal: Set<ResolutionPlan> = [.create, .recreateFromLocal, .pushLocal, .backupServerThenPushLocal, .backupLocalThenTakeServer]
-        if needsLocal.contains(decision), !facts.localPresent { return [.removeLocally] }
-        switch decision {
-        case .create, .recreateFromLocal:
-            return [.create(idempotencyKey: facts.createKey), .replayState, .swapID, .settle(.rebaseOnResult)]
-        case .pushLocal:
-            return [.push(.local), .replayState, .settle(.rebaseOnResult)]
-        case .backupServerThenPushLocal:
-            if serverMoved(facts) { return mergedPlan(facts, localWins: true) ?? [.backUp(.server), .push(.local), .replayState, .settle(.rebaseOnResult)] }
-            return [.backUp(.server), .push(.local), .replayState, .settle(.rebaseOnResult)]
-        case .backupLocalThenTakeServer:
+        let unchanged = record.originalRevisionDate.map { ConflictMatrix.isSameRevision($0, revision) } ?? false
+        switch record.kind {
+        case .create:
+            return facts.localPresent ? create : [.removeLocally]
+        case .update:
+            // Our own earlier push, its answer lost: settle on it.
+            if holdsLocal && record.contentChanged { return [.replayState, .settle(.rebaseOnResult)] }
+            if !unchanged && !record.contentChanged { return [.replayState, .settle(.keepBaseline)] }
+            guard facts.localPresent else { return [.removeLocally] }
+            if unchanged {
+                let soft = record.contentChanged && record.passwordChangeCount >= ConflictMatrix.softConflictPasswordChanges
+                return soft ? [.backUp(.server)] + push : push
+            }
+            // Both changed it: the newer wins and the other is backed up first, or they merge.
+            if localIsNewer(facts, than: revision) {
+                return mergedPlan(facts, localWins: true) ?? [.backUp(.server)] + push
+            }
             return mergedPlan(facts, localWins: false) ?? [.backUp(.local), .replayState, .settle(.keepBaseline)]
-        case .takeServerWithLocalState:
-            return [.replayState, .settle(.keepBaseline)]
-        case .pushSoftDelete:
-            return [.trash, .settle(.rebaseOnResult)]
-        case .pushHardDelete:
-            return [.deleteForGood, .removeLocally]
-        case .dropDeleteKeepServer:
-            return [.tell(.deleteDropped), .settle(.keepBaseline)]
-        case .backupLocalThenDropDelete:
-            return facts.localPresent
-                ? [.backUp(.local), .tell(.deleteDropped), .settle(.keepBaseline)]
-                : [.tell(.deleteDropped), .settle(.keepBaseline)]
-        case .removeLocally:
-            return [.removeLocally]
-        case .hardDeleteLostCreate:
-            return [.deleteLostCopy, .removeLocally]
+        case .softDelete, .hardDelete:
+            guard unchanged else {
+                // Edited elsewhere after the delete was queued: the edit wins. Edits made here before the
+                // trash move are not dropped with the delete: they are backed up.
+                let backUp = record.kind == .softDelete && record.contentChanged && facts.localPresent
+                return (backUp ? [.backUp(.local)] : []) + [.tell(.deleteDropped), .settle(.keepBaseline)]
+            }
+            if record.kind == .hardDelete { return [.deleteForGood, .removeLocally] }
+            // Edits made before the trash move are pushed with it, so the trash holds them.
+            guard record.contentChanged else { return [.trash, .settle(.rebaseOnResult)] }
+            return facts.localPresent ? push : [.removeLocally]
         }
     }
 

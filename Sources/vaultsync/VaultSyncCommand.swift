@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import Logging
+import VaultClient
 
 /// `vaultsync`: the VaultSync command-line vault client.
 @main
@@ -34,6 +35,7 @@ struct VaultSyncCommand: AsyncParsableCommand {
     /// Logs go to standard error at `VAULTSYNC_LOG` (trace…critical; default: warning). They never carry
     /// secrets (ids and decisions only).
     static func main() async {
+        ProcessMemory.keepLargeBuffersOutOfHeaps()
         let level = ProcessInfo.processInfo.environment["VAULTSYNC_LOG"].flatMap(Logger.Level.init(rawValue:)) ?? .warning
         LoggingSystem.bootstrap { label in
             var handler = StreamLogHandler.standardError(label: label)

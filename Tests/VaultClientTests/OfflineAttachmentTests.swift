@@ -126,4 +126,55 @@ struct OfflineAttachmentTests {
         await back.engine.shutdown()
         await devices.finish()
     }
+
+    @Test("a large file moves through files, piece by piece: added from a path, read into a sink, the same SHA-256 (VAULTSYNC_ATTACHMENT_TEST_MIB sets its size; 500 passes too)")
+    func largeFile() async throws {
+        let mib = ProcessInfo.processInfo.environment["VAULTSYNC_ATTACHMENT_TEST_MIB"].flatMap { Int($0) } ?? 12
+        let devices = try await TwoDevices.start(server: { $0.maxAttachmentBytes = (mib + 1) << 20 })
+        let item = try await devices.a.engine.addItem(loginItem("Disk image")).value
+        let id = try #require(item.id)
+        let folder = temporaryDirectory("vaultsync-large-attachment")
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let source = folder + "/disk.img"
+        _ = FileManager.default.createFile(atPath: source, contents: nil)
+        let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: source))
+        var expected = SHA256()
+        var piece = SystemRandomSource().bytes(count: 1 << 20)
+        for index in 0..<mib {
+            piece[0] = UInt8(truncatingIfNeeded: index)
+            expected.update(data: piece)
+            try handle.write(contentsOf: piece)
+        }
+        // An odd tail: the last piece is not a whole number of blocks.
+        expected.update(data: piece[0..<777])
+        try handle.write(contentsOf: piece[0..<777])
+        try handle.close()
+        let phases = PhaseLog()
+        let added = try await devices.a.engine.addAttachment(itemID: id, fileAt: source, fileName: "disk.img", progress: { phases.note($0) })
+        #expect(!added.pending)
+        #expect(added.size == VaultEngine.encryptedSize(ofPlaintext: mib << 20 + 777))
+        #expect(phases.seen.contains(.encrypting) && phases.seen.contains(.uploading))
+
+        try await devices.b.engine.pull()
+        let hash = SHA256Sink()
+        let length = try await devices.b.engine.saveAttachment(itemID: id, attachmentID: added.id, progress: { phases.note($0) }) { hash.update($0) }
+        #expect(length == mib << 20 + 777)
+        #expect(hash.digest == expected.finalize())
+        #expect(phases.seen.contains(.downloading) && phases.seen.contains(.decrypting))
+        await devices.finish()
+    }
+}
+
+final class PhaseLog: @unchecked Sendable {
+    private let lock = NSLock()
+    private var phases: Set<AttachmentProgress.Phase> = []
+    func note(_ progress: AttachmentProgress) { _ = lock.withLock { phases.insert(progress.phase) } }
+    var seen: Set<AttachmentProgress.Phase> { lock.withLock { phases } }
+}
+
+final class SHA256Sink: @unchecked Sendable {
+    private let lock = NSLock()
+    private var hash = SHA256()
+    func update(_ piece: ArraySlice<UInt8>) { lock.withLock { piece.withUnsafeBytes { hash.update(bufferPointer: $0) } } }
+    var digest: SHA256.Digest { lock.withLock { hash.finalize() } }
 }

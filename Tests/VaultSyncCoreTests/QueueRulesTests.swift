@@ -241,20 +241,28 @@ struct ConflictMatrixTests {
                               contentChanged: content, createdDate: original, updatedDate: original)
     }
 
+    static func facts(_ record: PendingChangeMetadata, _ server: WireDate?, _ localUpdated: WireDate) -> ResolutionFacts {
+        ResolutionFacts(itemKind: .cipher, record: record, localPresent: record.kind != .hardDelete,
+                        server: server.map { .present(revision: $0, holdsLocal: false) } ?? .gone, localUpdatedOnServerClock: localUpdated,
+                        createKey: "temp-1")
+    }
+
+    static let create: [ResolutionStep] = [.create(idempotencyKey: "temp-1"), .replayState, .swapID, .settle(.rebaseOnResult)]
+    static let push: [ResolutionStep] = [.push(.local), .replayState, .settle(.rebaseOnResult)]
+    static let takeTheirs: [ResolutionStep] = [.backUp(.local), .replayState, .settle(.keepBaseline)]
+    static let dropDelete: [ResolutionStep] = [.tell(.deleteDropped), .settle(.keepBaseline)]
+
     @Test("this device's own merge push counts as new as the edits it merged: a save made here before it arrived is newer")
     func ownMergePush() {
         var metadata = Self.record(.update)
         metadata.mergedPushRevision = Self.later.adding(microseconds: 5_000_000)
         metadata.mergedContentDate = Self.later
         let saved = Self.later.adding(microseconds: 2_000_000)  // after the merged edits, before the push arrived
-        #expect(ConflictMatrix.decide(metadata, server: .present(revisionDate: Self.later.adding(microseconds: 5_000_000)),
-                                      localUpdatedOnServerClock: saved) == .backupServerThenPushLocal)
-        #expect(ConflictMatrix.decide(metadata, server: .present(revisionDate: Self.later.adding(microseconds: 9_000_000)),
-                                      localUpdatedOnServerClock: saved) == .backupLocalThenTakeServer,
+        #expect(ResolutionPlanner.plan(Self.facts(metadata, Self.later.adding(microseconds: 5_000_000), saved)) == [.backUp(.server)] + Self.push)
+        #expect(ResolutionPlanner.plan(Self.facts(metadata, Self.later.adding(microseconds: 9_000_000), saved)) == Self.takeTheirs,
                 "someone wrote after the merge push: that write is newer")
         metadata.mergedPushRevision = nil
-        #expect(ConflictMatrix.decide(metadata, server: .present(revisionDate: Self.later.adding(microseconds: 5_000_000)),
-                                      localUpdatedOnServerClock: saved) == .backupLocalThenTakeServer)
+        #expect(ResolutionPlanner.plan(Self.facts(metadata, Self.later.adding(microseconds: 5_000_000), saved)) == Self.takeTheirs)
     }
 
     /// A create sent without an answer, then deleted for good here (no server revision ever known).
@@ -266,30 +274,30 @@ struct ConflictMatrixTests {
     }
 
     @Test("one row per case", arguments: [
-        (record(.create), ServerSide.gone, original, ResolutionPlan.create),
-        (record(.update), .present(revisionDate: original), original, .pushLocal),
-        (record(.update), .present(revisionDate: original.adding(microseconds: 400)), original, .pushLocal),
-        (record(.update, passwordChanges: 3), .present(revisionDate: original), original, .pushLocal),
-        (record(.update, passwordChanges: 4), .present(revisionDate: original), original, .backupServerThenPushLocal),
-        (record(.update), .present(revisionDate: later), later.adding(microseconds: 1), .backupServerThenPushLocal),
-        (record(.update), .present(revisionDate: later), later, .backupLocalThenTakeServer),
-        (record(.update), .present(revisionDate: later), original, .backupLocalThenTakeServer),
-        (record(.update, content: false), .present(revisionDate: later), later.adding(microseconds: 5_000_000), .takeServerWithLocalState),
-        (record(.update), .gone, original, .recreateFromLocal),
-        (record(.softDelete, content: false), .present(revisionDate: original), original, .pushSoftDelete),
-        (record(.softDelete, content: true), .present(revisionDate: original), original, .pushLocal),
-        (record(.hardDelete), .present(revisionDate: original), original, .pushHardDelete),
-        (record(.softDelete, content: false), .present(revisionDate: later), later.adding(microseconds: 9_000_000), .dropDeleteKeepServer),
-        (record(.softDelete), .present(revisionDate: later), later.adding(microseconds: 9_000_000), .backupLocalThenDropDelete),
-        (record(.hardDelete), .present(revisionDate: later), later.adding(microseconds: 9_000_000), .dropDeleteKeepServer),
-        (record(.softDelete), .gone, original, .removeLocally),
-        (record(.hardDelete), .gone, original, .removeLocally),
-        (deletedLostCreate(), .gone, original, .hardDeleteLostCreate),
-        (deletedLostCreate(baseline: original), .gone, original, .removeLocally),
-        (deletedLostCreate(baseline: original), .present(revisionDate: original), original, .pushHardDelete),
-    ] as [(PendingChangeMetadata, ServerSide, WireDate, ResolutionPlan)])
-    func row(metadata: PendingChangeMetadata, server: ServerSide, localUpdated: WireDate, expected: ResolutionPlan) {
-        #expect(ConflictMatrix.decide(metadata, server: server, localUpdatedOnServerClock: localUpdated) == expected)
+        (record(.create), nil, original, create),
+        (record(.update), original, original, push),
+        (record(.update), original.adding(microseconds: 400), original, push),
+        (record(.update, passwordChanges: 3), original, original, push),
+        (record(.update, passwordChanges: 4), original, original, [.backUp(.server)] + push),
+        (record(.update), later, later.adding(microseconds: 1), [.backUp(.server)] + push),
+        (record(.update), later, later, takeTheirs),
+        (record(.update), later, original, takeTheirs),
+        (record(.update, content: false), later, later.adding(microseconds: 5_000_000), [.replayState, .settle(.keepBaseline)]),
+        (record(.update), nil, original, create),
+        (record(.softDelete, content: false), original, original, [.trash, .settle(.rebaseOnResult)]),
+        (record(.softDelete, content: true), original, original, push),
+        (record(.hardDelete), original, original, [.deleteForGood, .removeLocally]),
+        (record(.softDelete, content: false), later, later.adding(microseconds: 9_000_000), dropDelete),
+        (record(.softDelete), later, later.adding(microseconds: 9_000_000), [.backUp(.local)] + dropDelete),
+        (record(.hardDelete), later, later.adding(microseconds: 9_000_000), dropDelete),
+        (record(.softDelete), nil, original, [.removeLocally]),
+        (record(.hardDelete), nil, original, [.removeLocally]),
+        (deletedLostCreate(), nil, original, [.deleteLostCopy, .removeLocally]),
+        (deletedLostCreate(baseline: original), nil, original, [.removeLocally]),
+        (deletedLostCreate(baseline: original), original, original, [.deleteForGood, .removeLocally]),
+    ] as [(PendingChangeMetadata, WireDate?, WireDate, [ResolutionStep])])
+    func row(metadata: PendingChangeMetadata, server: WireDate?, localUpdated: WireDate, expected: [ResolutionStep]) {
+        #expect(ResolutionPlanner.plan(Self.facts(metadata, server, localUpdated)) == expected)
     }
 
     @Test("backup names carry the losing version's UTC time, to the millisecond")
