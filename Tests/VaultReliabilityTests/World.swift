@@ -96,6 +96,13 @@ final class Ledger: @unchecked Sendable {
     /// (the note its device showed when the user saved a new one).
     private var notes: [String: String] = [:]
     private var replacedNotes: Set<String> = []
+    /// Every name a device gave an item (added with it, or renamed to it), and the names some rename
+    /// replaced on purpose (the name its device showed when the user typed a new one).
+    private var names: Set<String> = []
+    private var replacedNames: Set<String> = []
+    /// Every login username saved, and those some save replaced on purpose (as for notes).
+    private var usernames: [String: String] = [:]
+    private var replacedUsernames: Set<String> = []
     private var shapes = 0
     private var deletedForGood: Set<String> = []
     private var plaintexts: Set<String> = []
@@ -132,6 +139,36 @@ final class Ledger: @unchecked Sendable {
         }
     }
 
+    /// A name a device gave an item (`replacing` nil: added with it), over `replacing` (the name the
+    /// device showed when the user typed the new one: that one was replaced on purpose, and may go).
+    /// Renaming a conflict backup replaces the name it kept (its original name) on purpose too.
+    func saved(name: String, replacing: String?) {
+        lock.withLock {
+            names.insert(name)
+            if let replacing {
+                replacedNames.insert(replacing)
+                replacedNames.insert(BackupName.originalName(of: replacing))
+            }
+        }
+    }
+
+    /// A login username that was saved into the item named `itemName`, over `replacing` (the username
+    /// the device showed: replaced on purpose). Usernames are secrets of the plaintext scan too.
+    func saved(username: String, replacing: String?, itemName: String) {
+        lock.withLock {
+            usernames[username] = itemName
+            plaintexts.insert(username)
+            if let replacing { replacedUsernames.insert(replacing) }
+        }
+    }
+
+    /// A username that belongs to a fresh value of the ledger's (`note-TAG-N` → `user-TAG-N`), so that
+    /// saving one draws nothing and counts nothing: a seed's names, passwords, notes and trace stay
+    /// those it had before usernames were followed.
+    static func username(from value: String) -> String {
+        "user-" + value.drop { $0 != "-" }.dropFirst()
+    }
+
     /// What an edit changes, counted (nothing drawn from the random sequence): the password and the
     /// notes, the password only, or the notes only, in turn; so that two devices' edits of one item meet
     /// on the same fields (a true conflict, a backup) and on different ones (merged, no backup).
@@ -150,6 +187,33 @@ final class Ledger: @unchecked Sendable {
             let deletedItems = Set(deletedForGood.map(root(of:)))
             return notes.filter { note, name in
                 !replacedNotes.contains(note) && !present.contains(note) && !deletedItems.contains(root(of: name))
+            }.map { "\($0.key) (in \"\($0.value)\")" }.sorted()
+        }
+    }
+
+    /// Names a device gave an item that no rename replaced on purpose and that are in none of `present`
+    /// (every item's name, backups' and trashed items' included; a backup counts by its original name),
+    /// except those of items the user deleted for good. Two devices renaming one item differently
+    /// replace its name on purpose, but neither replaces the other's: both new names must stay (one
+    /// on the item, the other on the backup of the version that lost).
+    func lostNames(present: [String]) -> [String] {
+        lock.withLock {
+            let deletedItems = Set(deletedForGood.map(root(of:)))
+            let kept = Set(present.flatMap { [$0, BackupName.originalName(of: $0)] })
+            return names.filter { name in
+                !replacedNames.contains(name) && !kept.contains(name) && !deletedItems.contains(root(of: name))
+            }.sorted()
+        }
+    }
+
+    /// Saved usernames that no save replaced on purpose and that are in none of `present` (every item's
+    /// username, backups' and trashed items' included), except those of items deleted for good: the
+    /// rule of ``lostNotes(present:)``.
+    func lostUsernames(present: Set<String>) -> [String] {
+        lock.withLock {
+            let deletedItems = Set(deletedForGood.map(root(of:)))
+            return usernames.filter { username, name in
+                !replacedUsernames.contains(username) && !present.contains(username) && !deletedItems.contains(root(of: name))
             }.map { "\($0.key) (in \"\($0.value)\")" }.sorted()
         }
     }
@@ -522,12 +586,15 @@ extension SimDevice {
                 let name = ledger.fresh("item")
                 let password = ledger.fresh("pw")
                 var view = CipherView(type: .login, name: name)
-                view.login = LoginView(username: "user-\(index)", password: password)
+                let username = Ledger.username(from: name)
+                view.login = LoginView(username: username, password: password)
                 view.notes = ledger.fresh("note")
                 view.folderId = randomFolder
                 let result = try await engine.addItem(view)
                 ledger.saved(password: password, itemName: name)
                 if let note = view.notes { ledger.saved(note: note, replacing: nil, itemName: name) }
+                ledger.saved(name: name, replacing: nil)
+                ledger.saved(username: username, replacing: nil, itemName: name)
                 Trace.save(self, "add", id: result.value.id, name: name, password: password, outcome: result.outcome)
                 what = "\"\(name)\" in \(named(randomFolder)) pw=\(password): \(saved(result.outcome))"
             case .edit:
@@ -542,15 +609,24 @@ extension SimDevice {
                 let shownNote = view.notes
                 let note = shape == .passwordOnly ? nil : ledger.fresh("note")
                 if let note { view.notes = note }
+                // A notes-only edit changes the username too: two edits then conflict exactly where they did before.
+                let shownUsername = view.login?.username
+                let username = shape == .notesOnly ? note.map(Ledger.username(from:)) : nil
+                if let username {
+                    if view.login == nil { view.login = LoginView() }
+                    view.login?.username = username
+                }
                 let oldName = view.name
                 if ledger.nextEditRenames() { view.name = ledger.fresh("item") }
                 let result = try await engine.updateItem(view)
                 if view.name != oldName {
                     ledger.renamed(from: oldName, to: view.name)
+                    ledger.saved(name: view.name, replacing: oldName)
                     ledger.count("edit with a rename")
                 }
                 if let password { ledger.saved(password: password, itemName: view.name) }
                 if let note { ledger.saved(note: note, replacing: shownNote, itemName: view.name) }
+                if let username { ledger.saved(username: username, replacing: shownUsername, itemName: view.name) }
                 Trace.save(self, "edit", id: id, name: view.name, password: password, outcome: result.outcome)
                 what = "\"\(oldName)\"" + (view.name != oldName ? " renamed \"\(view.name)\"" : "")
                     + (password.map { " pw=\($0)" } ?? "") + (note.map { " note=\($0)" } ?? "") + ": \(saved(result.outcome))"
@@ -628,6 +704,7 @@ extension SimDevice {
 /// What an item looks like to the user, to compare devices.
 struct ItemFingerprint: Equatable, CustomStringConvertible {
     var name: String
+    var username: String?
     var password: String?
     var notes: String?
     var history: [String]
@@ -638,6 +715,7 @@ struct ItemFingerprint: Equatable, CustomStringConvertible {
 
     init(_ view: CipherView) {
         name = view.name
+        username = view.login?.username
         password = view.login?.password
         notes = view.notes
         history = view.passwordHistory.map(\.password).sorted()
@@ -848,5 +926,9 @@ func finalFindings(_ devices: [SimDevice], snapshots: [DeviceSnapshot], ledger: 
     findings += ledger.lost(present: present).map { "lost: \($0)" }
     let notes = snapshots.reduce(into: Set<String>()) { $0.formUnion($1.items.values.compactMap(\.notes)) }
     findings += ledger.lostNotes(present: notes).map { "lost note: \($0)" }
+    let names = snapshots.flatMap { $0.items.values.map(\.name) }
+    findings += ledger.lostNames(present: names).map { "lost name: \($0)" }
+    let usernames = snapshots.reduce(into: Set<String>()) { $0.formUnion($1.items.values.compactMap(\.username)) }
+    findings += ledger.lostUsernames(present: usernames).map { "lost username: \($0)" }
     return findings
 }
