@@ -62,6 +62,12 @@ extension VaultEngine {
         }
     }
 
+    /// Whether the vault has an item with exactly this id (nothing decrypted).
+    public func hasItem(id: String) throws -> Bool {
+        let userID = try requireSession().userID
+        return try readNow { tx in try tx.ciphers(of: userID).find(id: id) != nil }
+    }
+
     /// One item as ``items()`` lists it (decrypted, or why not, with its queued change), without
     /// reading the others.
     public func listedItem(id: String) async throws -> VaultItem {

@@ -174,6 +174,8 @@ extension CLIContext {
     /// per item instead of every field: in a 10,000-item vault `get` took 2.5× the CPU before,
     /// docs/BENCHMARKS.md P7); an item whose name cannot be decrypted is found by its id only.
     func itemID(_ reference: String) async throws -> String {
+        // An exact id wins before any name in `Presentation.find`, so it needs no name decrypted.
+        if try await engine.hasItem(id: reference.lowercased()) { return reference.lowercased() }
         let candidates = try await engine.itemNames().map { item in
             (id: item.id, name: (try? item.name.get()) ?? "", view: CipherView?.none)
         }
