@@ -16,7 +16,7 @@ enum CommandLineBenchmark {
     }
 
     static func run(options: BenchOptions) async throws -> [BenchResult] {
-        let rounds = options.quick ? 15 : 40
+        let rounds = options.quick ? 10 : 40
         let vaultSize = 10_000
         let folder = URL(fileURLWithPath: (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe"))
                          ?? CommandLine.arguments[0]).deletingLastPathComponent().path
