@@ -24,6 +24,7 @@ let package = Package(
         .executable(name: "vaultsync", targets: ["vaultsync"]),
         .executable(name: "vaultsync-server", targets: ["vaultsync-server"]),
         .executable(name: "VaultBench", targets: ["VaultBench"]),
+        .executable(name: "VaultBenchFloor", targets: ["VaultBenchFloor"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-crypto.git", from: "4.5.2"),
@@ -181,6 +182,16 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "_CryptoExtras", package: "swift-crypto"),
+            ],
+            swiftSettings: strict
+        ),
+        // The floor of VaultBench's command-line rows (P7): the least a Swift program must link and do
+        // to read one item of a profile (see docs/BENCHMARKS.md, P7).
+        .executableTarget(
+            name: "VaultBenchFloor",
+            dependencies: [
+                "VaultCrypto", "VaultModels",
+                .product(name: "GRDB", package: "GRDB.swift"),
             ],
             swiftSettings: strict
         ),

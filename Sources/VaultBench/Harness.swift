@@ -33,9 +33,10 @@ struct BenchOptions {
             case "--postgres": options.postgresURL = iterator.next()
             case "-h", "--help":
                 print("""
-                usage: VaultBench [--quick] [--only P1,P2,P3,P4,P5,P6,A1,UNLOCK] [--json FILE] [--postgres URL]
+                usage: VaultBench [--quick] [--only P1,P2,P3,P4,P5,P6,P7,A1,UNLOCK] [--json FILE] [--postgres URL]
                 Runs VaultSync's benchmarks, each next to its reference in the same run, prints a table and writes JSON.
                 --postgres URL (or VAULTSYNC_TEST_POSTGRES_URL): also measure P6 and A1 on PostgreSQL, in a throwaway database.
+                P7 runs the release vaultsync and VaultBenchFloor executables next to this one (swift build -c release builds them).
                 P3's reference needs python3 with requests and cryptography (Debian: python3-requests python3-cryptography).
                 Build with -c release for meaningful figures.
                 """)
@@ -86,12 +87,12 @@ func printTable(_ results: [BenchResult]) {
     func format(_ value: Double) -> String {
         value >= 100 ? String(format: "%.0f", value) : value >= 1 ? String(format: "%.2f", value) : String(format: "%.4f", value)
     }
-    print(pad("id", 8) + pad("what", 46) + pad("value", 16) + pad("reference", 16) + pad("ratio", 8) + pad("goal", 18) + "met")
+    print(pad("id", 11) + pad("what", 46) + pad("value", 16) + pad("reference", 16) + pad("ratio", 8) + pad("goal", 18) + "met")
     for result in results {
         let reference = result.reference.map { format($0) + " " + result.unit } ?? "-"
         let ratio = result.ratio.map { String(format: "%.2f", $0) } ?? "-"
         let met = result.met.map { $0 ? "yes" : "NO" } ?? "-"
-        print(pad(result.id, 8) + pad(result.what, 46) + pad(format(result.value) + " " + result.unit, 16)
+        print(pad(result.id, 11) + pad(result.what, 46) + pad(format(result.value) + " " + result.unit, 16)
             + pad(reference, 16) + pad(ratio, 8) + pad(result.goal, 18) + met)
     }
 }

@@ -35,6 +35,7 @@ do {
     if options.wants("P5") { results += try await QueueMemoryBenchmark.run(options: options) }
     if options.wants("A1") { results += try await AttachmentBenchmark.run(options: options) }
     if options.wants("A2") { results += try await ClientAttachmentBenchmark.run(options: options) }
+    if options.wants("P7") { results += try await CommandLineBenchmark.run(options: options) }
 } catch {
     FileHandle.standardError.write(Data("benchmark failed: \(error)\n".utf8))
     exit(1)

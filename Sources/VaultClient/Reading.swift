@@ -12,6 +12,12 @@ public struct VaultItem: Sendable {
     public var pending: PendingChange?
 }
 
+/// One item's id and decrypted name, or why the name could not be decrypted (``VaultEngine/itemNames()``).
+public struct VaultItemName: Sendable {
+    public var id: String
+    public var name: Result<String, ModelError>
+}
+
 /// A queued change as the user sees it.
 public struct PendingChangeSummary: Sendable, Equatable {
     public var itemID: String
@@ -32,15 +38,59 @@ extension VaultEngine {
         let pending = Dictionary(pendingRows.compactMap { row in (try? row.open(key: current.keys.userKey)).map { (row.itemID, $0) } },
                                  uniquingKeysWith: { first, _ in first })
         let keys = current.keys
+        return await Self.inSlices(rows) { Self.listed($0, keys: keys, pending: pending[$0.id]) }
+    }
+
+    /// Every item's name, decrypted without the rest of the item: what finding an item by name needs
+    /// (`vaultsync get NAME`). Two decryptions per item (its key, its name) and a parse of only the
+    /// fields they need, where ``items()`` parses and decrypts every field of every item.
+    public func itemNames() async throws -> [VaultItemName] {
+        let current = try requireSession()
+        let userID = current.userID
+        let rows = try await read { tx in try tx.ciphers(of: userID).all() }
+        let keys = current.keys
+        return await Self.inSlices(rows) { row in
+            let name: Result<String, ModelError>
+            do {
+                name = .success(try CipherWire.decryptedName(jsonBytes: row.json.utf8, keys: keys))
+            } catch let error as ModelError {
+                name = .failure(error)
+            } catch {
+                name = .failure(.invalidValue(path: "cipher", reason: String(describing: error)))
+            }
+            return VaultItemName(id: row.id, name: name)
+        }
+    }
+
+    /// Whether the vault has an item with exactly this id (nothing decrypted).
+    public func hasItem(id: String) throws -> Bool {
+        let userID = try requireSession().userID
+        return try readNow { tx in try tx.ciphers(of: userID).find(id: id) != nil }
+    }
+
+    /// One item as ``items()`` lists it (decrypted, or why not, with its queued change), without
+    /// reading the others.
+    public func listedItem(id: String) async throws -> VaultItem {
+        let current = try requireSession()
+        let userID = current.userID
+        let (row, pendingRow) = try readNow { tx in
+            (try tx.ciphers(of: userID).find(id: id), try tx.queue(of: userID).record(kind: .cipher, itemID: id))
+        }
+        guard let row else { throw VaultError.itemNotFound(id) }
+        return Self.listed(row, keys: current.keys, pending: pendingRow.flatMap { try? $0.open(key: current.keys.userKey) })
+    }
+
+    /// `transform` of every row, in order; large inputs on every core (order-preserving slices).
+    nonisolated static func inSlices<Row: Sendable, Output: Sendable>(_ rows: [Row], _ transform: @Sendable @escaping (Row) -> Output) async -> [Output] {
         let slices = min(ProcessInfo.processInfo.activeProcessorCount, rows.count / 500)
-        guard slices > 1 else { return rows.map { Self.listed($0, keys: keys, pending: pending[$0.id]) } }
+        guard slices > 1 else { return rows.map(transform) }
         let size = (rows.count + slices - 1) / slices
-        return await withTaskGroup(of: (Int, [VaultItem]).self) { group in
+        return await withTaskGroup(of: (Int, [Output]).self) { group in
             for start in stride(from: 0, to: rows.count, by: size) {
                 let slice = rows[start..<min(start + size, rows.count)]
-                group.addTask { (start, slice.map { Self.listed($0, keys: keys, pending: pending[$0.id]) }) }
+                group.addTask { (start, slice.map(transform)) }
             }
-            var parts: [(Int, [VaultItem])] = []
+            var parts: [(Int, [Output])] = []
             for await part in group { parts.append(part) }
             return parts.sorted { $0.0 < $1.0 }.flatMap(\.1)
         }

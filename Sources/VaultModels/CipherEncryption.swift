@@ -183,6 +183,18 @@ extension CipherWire {
         let key = try keys.fieldKey(itemKey: self.key, organizationId: organizationId, itemID: id)
         return try decryptField(name, key: key, itemID: id, field: "name")
     }
+
+    /// Decrypts the name of the item stored as `jsonBytes` without reading the item into a
+    /// ``CipherWire``: only the four top-level fields a name needs (id, organization, item key, name)
+    /// are read and checked, the rest of the text is only parsed. Finding an item by name reads every
+    /// item of the vault this way (`vaultsync get NAME`), where building and validating each whole
+    /// item cost most of the time.
+    public static func decryptedName<Bytes: Collection>(jsonBytes: Bytes, keys: VaultKeys) throws -> String where Bytes.Element == UInt8 {
+        var reader = JSONReader(try JSONParser.parseObject(jsonBytes), path: "cipher")
+        let id = try reader.id("id")
+        let key = try keys.fieldKey(itemKey: try reader.encString("key"), organizationId: try reader.id("organizationId"), itemID: id)
+        return try decryptField(try reader.requiredEncString("name"), key: key, itemID: id, field: "name")
+    }
 }
 
 extension FolderWire {

@@ -197,14 +197,20 @@ public struct JSONParser {
         position += 1  // opening quote
         let start = position
         // Fast path: no escapes. Eight bytes at a time while none is a quote, a backslash or a control
-        // character (the SWAR zero-byte test), then byte by byte.
+        // character (the SWAR zero-byte test), then byte by byte. The bytes' high bits are collected on
+        // the way: an ASCII string (every EncString, id and date) needs no UTF-8 validation, and the
+        // generic validating initializer cost a runtime metadata lookup per string (a tenth of a
+        // `vaultsync get`'s time, docs/BENCHMARKS.md P7).
+        let highs: UInt64 = 0x8080_8080_8080_8080
+        var seen: UInt64 = 0
         if let base = buffer.baseAddress {
-            let ones: UInt64 = 0x0101_0101_0101_0101, highs: UInt64 = 0x8080_8080_8080_8080
+            let ones: UInt64 = 0x0101_0101_0101_0101
             while position + 8 <= buffer.count {
                 let word = UnsafeRawPointer(base + position).loadUnaligned(as: UInt64.self)
                 let quote = word ^ 0x2222_2222_2222_2222, backslash = word ^ 0x5C5C_5C5C_5C5C_5C5C
                 let special = ((quote &- ones) & ~quote) | ((backslash &- ones) & ~backslash) | ((word &- 0x20 &* ones) & ~word)
                 if special & highs != 0 { break }
+                seen |= word
                 position += 8
             }
         }
@@ -213,6 +219,7 @@ public struct JSONParser {
             if byte == UInt8(ascii: "\"") {
                 let slice = UnsafeBufferPointer(rebasing: buffer[start..<position])
                 position += 1
+                if seen & highs == 0 { return String(decoding: slice, as: UTF8.self) }  // ASCII: valid as it is
                 guard let text = String(validating: slice, as: UTF8.self) else {
                     throw ModelError.invalidJSON(offset: start, reason: "invalid UTF-8 in a string")
                 }
@@ -220,6 +227,7 @@ public struct JSONParser {
             }
             if byte == UInt8(ascii: "\\") { break }
             if byte < 0x20 { throw error("unescaped control character in a string") }
+            seen |= UInt64(byte)
             position += 1
         }
         // Slow path with escapes.

@@ -75,6 +75,9 @@ struct ItemCommandTests {
         let ambiguous = try await device.expect(["get", "Twin"], status: 5)
         #expect(ambiguous.stderr.contains("matches 2 items") && ambiguous.stderr.split(separator: "\n").count >= 3)
         let twinID = try #require(itemID(try await device.json(["list", "--search", "twin"]), named: "Twin"))
+        // By id and by id prefix (found among the decrypted names only, then the one item decrypted).
+        #expect(try await device.expect(["get", twinID, "--field", "notes"]).stdout == "1\n")
+        #expect(try await device.json(["get", String(twinID.prefix(12))])["name"]?.stringValue == "Twin")
         try await device.expect(["delete", twinID, "--permanent"])
 
         // edit with flags: a changed password goes to the history.

@@ -49,6 +49,22 @@ struct CipherRoundTripTests {
         #expect(try legacyWire.name.decryptString(key: keys.userKey) == "legacy")
     }
 
+    @Test("a name decrypted from the stored text alone (a search by name) is the item's name, or the same errors")
+    func nameFromStoredText() throws {
+        let withKey = try keys.newItem(type: .login, name: "with key ✓").encrypted(with: keys)
+        let legacy = try CipherView(type: .secureNote, name: "legacy").encrypted(with: keys)
+        let shared = try keys.newItem(type: .login, name: "shared", organizationId: Self.organizationId).encrypted(with: keys)
+        for wire in [withKey, legacy, shared] {
+            #expect(try CipherWire.decryptedName(jsonBytes: wire.jsonBytes(), keys: keys) == wire.decrypted(with: keys).name)
+        }
+        #expect(throws: ModelError.missingOrganizationKey(organizationID: Self.organizationId)) {
+            try CipherWire.decryptedName(jsonBytes: shared.jsonBytes(), keys: VaultKeys(userKey: keys.userKey))
+        }
+        var swapped = withKey
+        swapped.name = legacy.name  // another key's ciphertext: the MAC refuses it
+        #expect(throws: ModelError.self) { try CipherWire.decryptedName(jsonBytes: swapped.jsonBytes(), keys: keys) }
+    }
+
     @Test("organization items use the organization key; a missing key is a clear error")
     func organizationItems() throws {
         let view = try keys.newItem(type: .login, name: "shared", organizationId: Self.organizationId)

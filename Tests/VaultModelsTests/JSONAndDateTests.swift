@@ -67,6 +67,19 @@ struct JSONParserTests {
         #expect(throws: ModelError.self) { try JSONParser.parse([0x22, 0xFF, 0xFE, 0x22]) }
     }
 
+    @Test("invalid UTF-8 is refused at every offset after ASCII of any length (all-ASCII strings skip the validation)")
+    func invalidUTF8EveryOffset() throws {
+        for length in 0..<24 {
+            for offset in 0...length {
+                var bytes: [UInt8] = [0x22] + Array(repeating: UInt8(ascii: "a"), count: length) + [0x22]
+                bytes.insert(0xFF, at: 1 + offset)
+                #expect(throws: ModelError.self) { try JSONParser.parse(bytes) }
+                bytes[1 + offset] = 0x7F  // DEL: ASCII, allowed unescaped
+                #expect(try JSONParser.parse(bytes) == .string(String(repeating: "a", count: offset) + "\u{7F}" + String(repeating: "a", count: length - offset)))
+            }
+        }
+    }
+
     @Test("deep nesting is refused instead of exhausting the stack")
     func depth() throws {
         let deep = String(repeating: "[", count: 100_000) + String(repeating: "]", count: 100_000)

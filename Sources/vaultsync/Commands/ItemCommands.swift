@@ -98,9 +98,15 @@ struct GetCommand: VaultCommand {
     @Flag(help: "Show secrets instead of masking them.") var reveal = false
 
     func execute(_ context: CLIContext) async throws {
-        let items = try await context.loadItems()
-        let id = try await context.itemID(item, among: items)
-        guard let entry = items.first(where: { $0.id == id }) else { throw CLIError.notFound(what: "item", reference: item) }
+        // Only the names are decrypted to find the item, then only the item itself, not the whole vault
+        // (docs/BENCHMARKS.md, P7).
+        let id = try await context.itemID(item)
+        let entry: VaultItem
+        do {
+            entry = try await context.engine.listedItem(id: id)
+        } catch VaultError.itemNotFound {
+            throw CLIError.notFound(what: "item", reference: item)
+        }
         let view = try entry.result.get()
         if let field {
             let value: String?

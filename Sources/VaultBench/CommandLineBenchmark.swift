@@ -1,0 +1,190 @@
+import Foundation
+import VaultTestSupport
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// P7: what a person waits for at the command line. The real release `vaultsync` executable, a new
+/// process per command as a shell runs it (spawned, its output read through a pipe, waited for), on a
+/// 10,000-item vault synced into a real profile and unlocked with a session (`VAULTSYNC_SESSION`).
+/// The floor is `VaultBenchFloor`, a separate small executable that opens the same database read-only
+/// and decrypts one known row (or every name), timed in the same rounds, alternating.
+enum CommandLineBenchmark {
+    /// Why the rows could not be measured (an executable is missing).
+    struct Unavailable: Error, CustomStringConvertible {
+        var description: String
+    }
+
+    static func run(options: BenchOptions) async throws -> [BenchResult] {
+        let rounds = options.quick ? 10 : 40
+        let vaultSize = 10_000
+        let folder = URL(fileURLWithPath: (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe"))
+                         ?? CommandLine.arguments[0]).deletingLastPathComponent().path
+        // VAULTSYNC_P7_CLI: another vaultsync executable (an older build, to compare under the same load).
+        let cli = ProcessInfo.processInfo.environment["VAULTSYNC_P7_CLI"] ?? folder + "/vaultsync", floor = folder + "/VaultBenchFloor"
+        for executable in [cli, floor] where !FileManager.default.isExecutableFile(atPath: executable) {
+            let reason = "\(executable.split(separator: "/").last!) is not built next to VaultBench (swift build -c release --product vaultsync; the same for VaultBenchFloor)"
+            print("P7 skipped: \(reason)")
+            return ["P7-get", "P7-list", "P7-add", "P7-add-off"].map {
+                BenchResult(id: $0, what: "skipped: \(reason)", value: 0, unit: "ms", goal: "-", met: nil)
+            }
+        }
+
+        let (server, url, account) = try await BenchAccount.serverWithVault(items: vaultSize)
+        let profile = temporaryDirectory("vaultsync-bench-p7")
+        let keep = ProcessInfo.processInfo.environment["VAULTSYNC_P7_KEEP"] != nil
+        defer { if !keep { try? FileManager.default.removeItem(atPath: profile) } }
+        // What a shell passes on: its environment, with the profile and nothing of ours that changes the CLI.
+        var environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("VAULTSYNC_") }
+        environment["VAULTSYNC_HOME"] = profile
+        environment["NO_COLOR"] = "1"
+        var setup = environment
+        setup["VAULTSYNC_PASSWORD"] = account.password
+        _ = try await command(cli, ["config", "server", url], environment: setup)
+        let login = try await command(cli, ["login", account.email, "--accept-kdf", "pbkdf2:\(BenchAccount.kdf.iterations)"], environment: setup)
+        guard let line = login.split(separator: "\n").first(where: { $0.hasPrefix("export VAULTSYNC_SESSION=") }) else {
+            throw Unavailable(description: "login printed no session: \(login)")
+        }
+        environment["VAULTSYNC_SESSION"] = String(line.dropFirst("export VAULTSYNC_SESSION=\"".count).dropLast())
+        if keep {
+            print("P7: profile kept: VAULTSYNC_HOME=\(profile) VAULTSYNC_SESSION=\(environment["VAULTSYNC_SESSION"]!) (server \(url) stops at the end)")
+        }
+
+        // A known item, found as a person would: by its name.
+        let index = 4_242
+        let name = try account.item(index).name
+        let password = try account.item(index).login!.password!
+        let listed = try await command(cli, ["list", "--search", name, "--json"], environment: environment)
+        guard let id = listed.split(separator: "\"").drop(while: { $0 != "id" }).dropFirst(2).first.map(String.init) else {
+            throw Unavailable(description: "list found no \(name): \(listed)")
+        }
+        let search = "site123.example"  // 10 of the 10,000 names (and their URIs)
+
+        // Each figure next to its floor, alternating, after one warm-up run of each (the page cache).
+        func timed(_ arguments: [String], floorArguments: [String]?, expect: (String) -> Bool) async throws -> (ours: Samples, floor: Samples) {
+            var ours = Samples(), reference = Samples()
+            for round in 0...rounds {
+                let run = try await timedCommand(cli, arguments, environment: environment)
+                guard expect(run.output) else { throw Unavailable(description: "vaultsync \(arguments.joined(separator: " ")) printed \(run.output.prefix(300))") }
+                if round > 0 { ours.add(run) }
+                if let floorArguments {
+                    let floorRun = try await timedCommand(floor, floorArguments, environment: environment)
+                    if round > 0 { reference.add(floorRun) }
+                }
+            }
+            return (ours, reference)
+        }
+        let get = try await timed(["get", name, "--field", "password"], floorArguments: ["get", id]) { $0 == password + "\n" }
+        let list = try await timed(["list", "--search", search], floorArguments: ["names"]) { $0.split(separator: "\n").count >= 10 }
+        var added = 0
+        func add() async throws -> (seconds: Double, output: String, cpu: Double) {
+            added += 1
+            let run = try await timedCommand(cli, ["add", "login", "--name", "P7 added \(added)", "--username", "p7@example.com",
+                                                   "--uri", "https://p7.example"], environment: environment)
+            guard run.output.hasPrefix("Added") else { throw Unavailable(description: "add printed \(run.output.prefix(300))") }
+            return run
+        }
+        var addUp = Samples(), addDown = Samples()
+        for round in 0...rounds {
+            let run = try await add()
+            if round > 0 { addUp.add(run) }
+        }
+        await server.destroy()
+        for round in 0...rounds {
+            let run = try await add()
+            if round > 0 { addDown.add(run) }
+        }
+
+        let load = (try? String(contentsOfFile: "/proc/loadavg", encoding: .utf8)).map { $0.split(separator: " ").prefix(3).joined(separator: " ") } ?? "?"
+        print("P7: \(rounds) runs per command, \(vaultSize) items; load average at the end \(load)")
+        for (label, samples) in [("get", get.ours), ("floor get", get.floor), ("list --search", list.ours), ("floor names", list.floor),
+                                 ("add, server up", addUp), ("add, unreachable", addDown)] {
+            print(String(format: "P7 %@: wall p50 %.1f ms, p90 %.1f ms; CPU (user + system) p50 %.1f ms", label,
+                         samples.wall(0.5), samples.wall(0.9), samples.cpu(0.5)))
+        }
+        func what(_ text: String, _ samples: Samples) -> String {
+            text + String(format: " (p90 %.0f, CPU %.0f ms)", samples.wall(0.9), samples.cpu(0.5))
+        }
+        return [
+            BenchResult(id: "P7-get", what: what("get NAME --field password, p50", get.ours), value: get.ours.wall(0.5), unit: "ms",
+                        reference: get.floor.wall(0.5), referenceWhat: "VaultBenchFloor: session, read-only open, one row decrypted, p50",
+                        ratio: get.ours.wall(0.5) / get.floor.wall(0.5), goal: "≤ 50 ms, ≤ 3× floor",
+                        met: get.ours.wall(0.5) <= 50 && get.ours.wall(0.5) / get.floor.wall(0.5) <= 3),
+            BenchResult(id: "P7-list", what: what("list --search TEXT, p50", list.ours), value: list.ours.wall(0.5), unit: "ms",
+                        reference: list.floor.wall(0.5), referenceWhat: "VaultBenchFloor: session, read-only open, every name decrypted, p50",
+                        ratio: list.ours.wall(0.5) / list.floor.wall(0.5), goal: "≤ 150 ms", met: list.ours.wall(0.5) <= 150),
+            BenchResult(id: "P7-add", what: what("add login, server up, p50", addUp), value: addUp.wall(0.5), unit: "ms",
+                        goal: "≤ 100 ms", met: addUp.wall(0.5) <= 100),
+            BenchResult(id: "P7-add-off", what: what("add login, server unreachable, p50", addDown), value: addDown.wall(0.5), unit: "ms",
+                        goal: "≤ 100 ms", met: addDown.wall(0.5) <= 100),
+        ]
+    }
+
+    /// One command's runs: wall and CPU times in seconds.
+    struct Samples {
+        var walls: [Double] = []
+        var cpus: [Double] = []
+
+        mutating func add(_ run: (seconds: Double, output: String, cpu: Double)) {
+            walls.append(run.seconds)
+            cpus.append(run.cpu)
+        }
+
+        /// Milliseconds at this percentile.
+        func wall(_ fraction: Double) -> Double { percentile(walls, fraction) * 1000 }
+        func cpu(_ fraction: Double) -> Double { percentile(cpus, fraction) * 1000 }
+    }
+
+    /// Runs a command to its end; its standard output, or an error with its standard error.
+    static func command(_ executable: String, _ arguments: [String], environment: [String: String]) async throws -> String {
+        try await timedCommand(executable, arguments, environment: environment).output
+    }
+
+    /// Runs a command as a shell does for `$(command)`: spawned with its standard output on a pipe that
+    /// is read to the end, then waited for. The time is from the spawn to the end of the wait. Blocking,
+    /// so on a Dispatch thread: the in-process server must keep its threads.
+    static func timedCommand(_ executable: String, _ arguments: [String], environment: [String: String]) async throws -> (seconds: Double, output: String, cpu: Double) {
+        let result: Result<(Double, String, Double), any Error> = await offPool {
+            do {
+                let out = try Spawn.pipe(), err = try Spawn.pipe()
+                let devNull = open("/dev/null", O_RDONLY | O_CLOEXEC)
+                defer { close(devNull) }
+                let clock = ContinuousClock()
+                let start = clock.now
+                let pid = try Spawn.start(executable, arguments, environment: environment, folder: nil,
+                                          stdin: devNull, stdout: out.write, stderr: err.write)
+                close(out.write)
+                close(err.write)
+                // Standard error on another thread: a child blocked on a full pipe would never end.
+                let group = DispatchGroup()
+                let errFD = err.read
+                let box = DataBox()
+                DispatchQueue.global().async(group: group) { box.data = Spawn.readAll(errFD) }
+                let output = Spawn.readAll(out.read)
+                // wait4: the child's CPU time too (user + system), which moves much less with the
+                // machine's load than the wall time does.
+                var raw: Int32 = 0
+                var usage = rusage()
+                while wait4(pid, &raw, 0, &usage) < 0 && errno == EINTR {}
+                let elapsed = clock.now - start
+                let status = raw & 0x7F == 0 ? (raw >> 8) & 0xFF : 128 + (raw & 0x7F)
+                let cpu = Double(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec)
+                    + Double(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6
+                group.wait()
+                guard status == 0 else {
+                    throw Unavailable(description: "\(executable.split(separator: "/").last!) \(arguments.prefix(2).joined(separator: " ")) exited with \(status): \(String(decoding: box.data, as: UTF8.self).prefix(500))")
+                }
+                let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+                return .success((seconds, String(decoding: output, as: UTF8.self), cpu))
+            } catch {
+                return .failure(error)
+            }
+        }
+        return try result.get()
+    }
+
+    /// Standard error's bytes, handed from its reading thread (read after the group's wait).
+    final class DataBox: @unchecked Sendable {
+        var data = Data()
+    }
+}
