@@ -134,61 +134,47 @@ struct AttachmentStaging: Sendable {
 
     /// Encrypts what `source` yields piece by piece (it fills the buffer and returns the count, 0 at the
     /// end) straight into the staged file: the header's room first, the ciphertext as it comes, then the
-    /// header with the MAC; synced and renamed into place. Memory stays at one piece. Returns the size.
+    /// header with the MAC. Memory stays at one piece. Returns the size.
     func writeEncrypting(_ id: String, encryptor: StreamingEncryptor, progress: (@Sendable (Int) -> Void)?,
                          source: (inout [UInt8]) throws -> Int) throws -> Int {
-        guard let path = path(id) else { throw VaultError.storage("an attachment id is not a file name") }
-        try? FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
-        let temporary = path + ".partial"
-        let descriptor = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
-        guard descriptor >= 0 else { throw VaultError.storage("the attachment could not be kept in the profile (errno \(errno))") }
         var encryptor = encryptor
-        var ok = false
-        defer {
-            close(descriptor)
-            if !ok { unlink(temporary) }
-        }
-        func put(_ bytes: [UInt8], at offset: off_t? = nil) throws {
-            var done = 0
-            while done < bytes.count {
-                let count = bytes[done...].withUnsafeBytes { raw in
-                    offset.map { pwrite(descriptor, raw.baseAddress, raw.count, $0 + off_t(done)) } ?? Foundation.write(descriptor, raw.baseAddress, raw.count)
-                }
-                guard count > 0 else { throw VaultError.storage("the attachment could not be kept in the profile (errno \(errno))") }
-                done += count
+        try writeInPlace(id) { put in
+            try put([UInt8](repeating: 0, count: StreamingEncryptor.headerLength)[...], nil)
+            var buffer = [UInt8](repeating: 0, count: 1 << 20)
+            var read = 0
+            while true {
+                let count = try source(&buffer)
+                guard count > 0 else { break }
+                read += count
+                try put(try cryptoPiece { try encryptor.update(buffer[0..<count]) }[...], nil)
+                progress?(read)
             }
-        }
-        try put([UInt8](repeating: 0, count: StreamingEncryptor.headerLength))
-        var buffer = [UInt8](repeating: 0, count: 1 << 20)
-        var read = 0
-        while true {
-            let count = try source(&buffer)
-            guard count > 0 else { break }
-            read += count
-            try put(try cryptoPiece { try encryptor.update(buffer[0..<count]) })
-            progress?(read)
-        }
-        let (last, mac) = try cryptoPiece { try encryptor.finish() }
-        try put(last)
-        try put(encryptor.header(mac: mac), at: 0)
-        guard fsync(descriptor) == 0, rename(temporary, path) == 0 else {
-            throw VaultError.storage("the attachment could not be kept in the profile (errno \(errno))")
-        }
-        ok = true
-        let directory = open(folder, O_RDONLY | O_CLOEXEC)
-        if directory >= 0 {
-            fsync(directory)
-            close(directory)
+            let (last, mac) = try cryptoPiece { try encryptor.finish() }
+            try put(last[...], nil)
+            try put(encryptor.header(mac: mac)[...], 0)
         }
         return StreamingEncryptor.headerLength + encryptor.ciphertextLength
     }
 
-    private func cryptoPiece<T>(_ body: () throws -> T) throws -> T {
-        do { return try body() } catch let error as CryptoError { throw VaultError.crypto(error) }
+    /// Stages a copy of an encrypted file (a rename attaches the same bytes again).
+    func copy(_ source: String, to id: String) throws {
+        let (descriptor, _) = try AttachmentFile.openRegularFile(source)
+        defer { close(descriptor) }
+        try writeInPlace(id) { put in
+            var buffer = [UInt8](repeating: 0, count: 1 << 20)
+            while true {
+                let count = try AttachmentFile.readFully(descriptor, into: &buffer)
+                guard count > 0 else { break }
+                try put(buffer[0..<count], nil)
+            }
+        }
     }
 
-    func write(_ id: String, encrypted: [UInt8]) throws {
+    /// Writes a staged file beside its place (`put`: bytes at the end, or at an offset), syncs it and
+    /// renames it into place, then syncs the folder: a record never names a file a crash lost.
+    private func writeInPlace(_ id: String, _ fill: ((ArraySlice<UInt8>, off_t?) throws -> Void) throws -> Void) throws {
         guard let path = path(id) else { throw VaultError.storage("an attachment id is not a file name") }
+        let failed = { VaultError.storage("the attachment could not be kept in the profile (errno \(errno))") }
         do {
             try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         } catch {
@@ -196,23 +182,24 @@ struct AttachmentStaging: Sendable {
         }
         let temporary = path + ".partial"
         let descriptor = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
-        guard descriptor >= 0 else { throw VaultError.storage("the attachment could not be kept in the profile (errno \(errno))") }
-        var written = 0
-        while written < encrypted.count {
-            let result = encrypted[written...].withUnsafeBytes { Foundation.write(descriptor, $0.baseAddress, $0.count) }
-            guard result > 0 else {
-                close(descriptor)
-                unlink(temporary)
-                throw VaultError.storage("the attachment could not be kept in the profile (errno \(errno))")
+        guard descriptor >= 0 else { throw failed() }
+        var ok = false
+        defer {
+            close(descriptor)
+            if !ok { unlink(temporary) }
+        }
+        try fill { bytes, offset in
+            var done = 0
+            while done < bytes.count {
+                let count = bytes[(bytes.startIndex + done)...].withUnsafeBytes { raw in
+                    offset.map { pwrite(descriptor, raw.baseAddress, raw.count, $0 + off_t(done)) } ?? Foundation.write(descriptor, raw.baseAddress, raw.count)
+                }
+                guard count > 0 else { throw failed() }
+                done += count
             }
-            written += result
         }
-        let synced = fsync(descriptor) == 0
-        close(descriptor)
-        guard synced, rename(temporary, path) == 0 else {
-            unlink(temporary)
-            throw VaultError.storage("the attachment could not be kept in the profile (errno \(errno))")
-        }
+        guard fsync(descriptor) == 0, rename(temporary, path) == 0 else { throw failed() }
+        ok = true
         let directory = open(folder, O_RDONLY | O_CLOEXEC)
         if directory >= 0 {
             fsync(directory)
@@ -220,9 +207,8 @@ struct AttachmentStaging: Sendable {
         }
     }
 
-    func read(_ id: String) -> [UInt8]? {
-        guard let path = path(id), let data = FileManager.default.contents(atPath: path) else { return nil }
-        return Array(data)
+    private func cryptoPiece<T>(_ body: () throws -> T) throws -> T {
+        do { return try body() } catch let error as CryptoError { throw VaultError.crypto(error) }
     }
 
     func remove(_ id: String) {

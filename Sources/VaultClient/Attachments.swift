@@ -92,14 +92,23 @@ extension VaultEngine {
         let encryptedName = try cryptoCall { try EncString.encrypt(fileName, key: itemKey, random: random) }
         let encryptor = try cryptoCall { try StreamingEncryptor(key: attachmentKey, random: random) }
         // The device-made id is the announce's idempotency key: every attempt (now, or from the queue) is one attachment.
-        var staged = StagedAttachment(id: UUID().uuidString.lowercased(), fileName: encryptedName.serialized, key: wrappedKey.serialized, size: size)
-        let staging = attachmentStaging(userID: current.userID)
+        let staged = StagedAttachment(id: UUID().uuidString.lowercased(), fileName: encryptedName.serialized, key: wrappedKey.serialized, size: size)
         let encrypting = progress.map { report in { @Sendable (done: Int) in report(AttachmentProgress(phase: .encrypting, done: done, total: plaintextSize)) } }
-        _ = try staging.writeEncrypting(staged.id, encryptor: encryptor, progress: encrypting, source: source)
-        if try await pendingChange(itemKind: .cipher, itemID: itemID, userID: current.userID) == nil {
+        _ = try attachmentStaging(userID: current.userID).writeEncrypting(staged.id, encryptor: encryptor, progress: encrypting, source: source)
+        return try await sendOrQueue(staged, to: wire, fileName: fileName, name: encryptedName, key: wrappedKey, progress: progress)
+    }
+
+    /// A staged attachment goes to the server now, or (offline, or the item has changes waiting) with the
+    /// item's queue record. A refusal removes the staged file and is the user's error.
+    func sendOrQueue(_ staged: StagedAttachment, to wire: CipherWire, fileName: String, name: EncString, key: EncString,
+                     progress: AttachmentProgressHandler?) async throws -> AttachmentSummary {
+        let current = try requireSession()
+        let staging = attachmentStaging(userID: current.userID)
+        var staged = staged
+        if try await pendingChange(itemKind: .cipher, itemID: wire.id ?? "", userID: current.userID) == nil {
             do {
-                let attachmentID = try await uploadNow(&staged, to: wire, name: encryptedName, key: wrappedKey, progress: progress)
-                return AttachmentSummary(id: attachmentID, fileName: fileName, size: size, sizeName: nil)
+                let attachmentID = try await uploadNow(&staged, to: wire, name: name, key: key, progress: progress)
+                return AttachmentSummary(id: attachmentID, fileName: fileName, size: staged.size, sizeName: nil)
             } catch let error as ServerCallError where !error.isOutOfDate {
                 do {
                     try await acceptOffline(error, isOrganization: wire.organizationId != nil)
@@ -113,9 +122,35 @@ extension VaultEngine {
             throw VaultError.organizationItemOffline
         }
         var local = wire
-        local.attachments = (wire.attachments ?? []) + [AttachmentWire(id: staged.id, fileName: encryptedName, key: wrappedKey, size: "\(size)")]
+        local.attachments = (wire.attachments ?? []) + [AttachmentWire(id: staged.id, fileName: name, key: key, size: "\(staged.size)")]
         try await queueAttachmentChange(.attachmentAdded(staged), local: local, previous: wire)
-        return AttachmentSummary(id: staged.id, fileName: fileName, size: size, sizeName: nil, pending: true)
+        return AttachmentSummary(id: staged.id, fileName: fileName, size: staged.size, sizeName: nil, pending: true)
+    }
+
+    /// Renames an attachment. Bitwarden's API sets a file's name when it is announced and has no rename,
+    /// so the file (the same encrypted bytes under its own key, the key wrapped as before) is attached
+    /// again under the new name and then the old one is removed: online at once, offline through the
+    /// item's record like any add and delete. The file must be on this device (added here or opened
+    /// before) or the server reachable.
+    @discardableResult
+    public func renameAttachment(itemID: String, attachmentID: String, to newName: String) async throws -> AttachmentSummary {
+        let current = try requireSession()
+        let wire = try await cachedCipher(id: itemID, userID: current.userID)
+        guard let attachment = (wire.attachments ?? []).first(where: { $0.id == attachmentID }), let key = attachment.key else {
+            throw VaultError.attachmentNotFound(item: (try? wire.decryptedName(with: current.keys)) ?? itemID, reference: attachmentID)
+        }
+        let itemKey = try modelCall { try current.keys.fieldKey(itemKey: wire.key, organizationId: wire.organizationId, itemID: itemID) }
+        let encryptedName = try cryptoCall { try EncString.encrypt(newName, key: itemKey, random: random) }
+        let file = try await attachmentCall {
+            try await self.encryptedFile(itemID: itemID, attachmentID: attachmentID, size: attachment.size.flatMap { Int($0) } ?? 0, progress: nil)
+        }
+        defer { if file.temporary { unlink(file.path) } }
+        let staged = StagedAttachment(id: UUID().uuidString.lowercased(), fileName: encryptedName.serialized, key: key.serialized,
+                                      size: AttachmentFile.size(file.path) ?? 0)
+        try attachmentStaging(userID: current.userID).copy(file.path, to: staged.id)
+        let renamed = try await sendOrQueue(staged, to: wire, fileName: newName, name: encryptedName, key: key, progress: nil)
+        try await deleteAttachment(itemID: itemID, attachmentID: attachmentID)
+        return renamed
     }
 
     /// The online path of an add: announce, upload from the staged file, move it to the read cache.

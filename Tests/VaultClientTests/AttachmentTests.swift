@@ -84,6 +84,25 @@ struct AttachmentTests {
         await devices.finish()
     }
 
+    @Test("rename: the same bytes under the new name on every device, the old name gone; an unknown attachment is refused")
+    func rename() async throws {
+        let devices = try await TwoDevices.start()
+        let item = try await devices.a.engine.addItem(loginItem("Tax")).value
+        let id = try #require(item.id)
+        let contents = SystemRandomSource().bytes(count: 70_000)
+        let first = try await devices.a.engine.addAttachment(itemID: id, fileName: "2025.pdf", contents: contents)
+        try await devices.b.engine.pull()
+        // B never opened it: the rename reads it from the server.
+        let renamed = try await devices.b.engine.renameAttachment(itemID: id, attachmentID: first.id, to: "return-2025.pdf")
+        #expect(!renamed.pending && renamed.id != first.id)
+        try await devices.a.engine.pull()
+        let seen = try await devices.a.engine.attachments(itemID: id)
+        #expect(seen.map(\.fileName) == ["return-2025.pdf"])
+        #expect(try await devices.a.engine.attachmentContents(itemID: id, attachmentID: renamed.id) == contents)
+        await #expect(throws: VaultError.self) { try await devices.a.engine.renameAttachment(itemID: id, attachmentID: first.id, to: "x") }
+        await devices.finish()
+    }
+
     @Test("with changes of the item still queued, an attachment goes with its record: after the edit, on the server's version")
     func withQueuedChange() async throws {
         let devices = try await TwoDevices.start()

@@ -7,7 +7,7 @@ import VaultModels
 struct AttachmentCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "attachment",
-        abstract: "Files attached to an item: list, add, get, delete.",
+        abstract: "Files attached to an item: list, add, get, rename, delete.",
         discussion: """
         ITEM is an id, an id prefix (6+ characters) or a unique name; ATTACHMENT is a file name or an id. \
         Files are encrypted on this device before they leave it (a fresh key per file, wrapped by the item's \
@@ -21,7 +21,7 @@ struct AttachmentCommand: AsyncParsableCommand {
           vaultsync attachment get Bank card.pdf --output - | less
           vaultsync attachment delete Bank card.pdf
         """,
-        subcommands: [List.self, Add.self, Get.self, Delete.self],
+        subcommands: [List.self, Add.self, Get.self, Rename.self, Delete.self],
         defaultSubcommand: List.self
     )
 
@@ -121,6 +121,32 @@ struct AttachmentCommand: AsyncParsableCommand {
                 progress.end()
                 file.discard()
                 throw error
+            }
+        }
+    }
+
+    struct Rename: VaultCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Give an attachment another file name (offline too).",
+            discussion: "Bitwarden's API has no rename: the same encrypted file is attached again under the new name and the old one removed (it gets a new id).\nExample:\n  vaultsync attachment rename Bank scan.pdf card-2026.pdf")
+        @OptionGroup var global: GlobalOptions
+        @OptionGroup var output: OutputOptions
+        @Argument(help: "The item (id, id prefix or name).") var item: String
+        @Argument(help: "The attachment (file name or id).") var attachment: String
+        @Argument(help: "The new file name.") var newName: String
+
+        func validate() throws {
+            if newName.trimmingCharacters(in: .whitespaces).isEmpty { throw ValidationError("the new name cannot be empty") }
+        }
+
+        func execute(_ context: CLIContext) async throws {
+            let id = try await context.itemID(item)
+            let found = try await context.engine.attachment(itemID: id, reference: attachment)
+            let renamed = try await context.engine.renameAttachment(itemID: id, attachmentID: found.id, to: newName)
+            if output.json {
+                Presentation.printJSON(.object(["id": .string(renamed.id), "fileName": .string(renamed.fileName), "pending": .bool(renamed.pending)]))
+            } else {
+                Console.note("renamed \"\(found.fileName)\" to \"\(renamed.fileName)\"\(renamed.pending ? " (waiting for the server)" : "")")
             }
         }
     }
