@@ -94,21 +94,30 @@ extension VaultEngine {
         // The device-made id is the announce's idempotency key: every attempt (now, or from the queue) is one attachment.
         let staged = StagedAttachment(id: UUID().uuidString.lowercased(), fileName: encryptedName.serialized, key: wrappedKey.serialized, size: size)
         let encrypting = progress.map { report in { @Sendable (done: Int) in report(AttachmentProgress(phase: .encrypting, done: done, total: plaintextSize)) } }
-        _ = try attachmentStaging(userID: current.userID).writeEncrypting(staged.id, encryptor: encryptor, progress: encrypting, source: source)
-        return try await sendOrQueue(staged, to: wire, fileName: fileName, name: encryptedName, key: wrappedKey, progress: progress)
+        let staging = attachmentStaging(userID: current.userID)
+        return try await sendOrQueue(staged, to: wire, fileName: fileName, name: encryptedName, key: wrappedKey, progress: progress) {
+            _ = try staging.writeEncrypting(staged.id, encryptor: encryptor, progress: encrypting, source: source)
+        }
     }
 
-    /// A staged attachment goes to the server now, or (offline, or the item has changes waiting) with the
-    /// item's queue record. A refusal removes the staged file and is the user's error.
+    /// An attachment goes to the server now, or (offline, or the item has changes waiting) with the item's
+    /// queue record. Online, it is announced first, so the server's own size limit refuses it before any
+    /// work; then `stage` writes the encrypted file into the profile and it is uploaded from there. A
+    /// refusal is the user's error and leaves nothing staged.
     func sendOrQueue(_ staged: StagedAttachment, to wire: CipherWire, fileName: String, name: EncString, key: EncString,
-                     progress: AttachmentProgressHandler?) async throws -> AttachmentSummary {
+                     progress: AttachmentProgressHandler?, stage: () throws -> Void) async throws -> AttachmentSummary {
         let current = try requireSession()
         let staging = attachmentStaging(userID: current.userID)
         var staged = staged
+        var written = false
         if try await pendingChange(itemKind: .cipher, itemID: wire.id ?? "", userID: current.userID) == nil {
             do {
-                let attachmentID = try await uploadNow(&staged, to: wire, name: name, key: key, progress: progress)
-                return AttachmentSummary(id: attachmentID, fileName: fileName, size: staged.size, sizeName: nil)
+                let upload = try await announce(staged, on: wire, name: name, key: key)
+                staged.serverID = upload.attachmentID
+                try stage()
+                written = true
+                try await uploadStaged(staged, upload: upload, itemID: wire.id ?? "", name: name, progress: progress)
+                return AttachmentSummary(id: upload.attachmentID, fileName: fileName, size: staged.size, sizeName: nil)
             } catch let error as ServerCallError where !error.isOutOfDate {
                 do {
                     try await acceptOffline(error, isOrganization: wire.organizationId != nil)
@@ -118,9 +127,9 @@ extension VaultEngine {
                 }
             }
         } else if wire.organizationId != nil {
-            staging.remove(staged.id)
             throw VaultError.organizationItemOffline
         }
+        if !written { try stage() }
         var local = wire
         local.attachments = (wire.attachments ?? []) + [AttachmentWire(id: staged.id, fileName: name, key: key, size: "\(staged.size)")]
         try await queueAttachmentChange(.attachmentAdded(staged), local: local, previous: wire)
@@ -147,24 +156,29 @@ extension VaultEngine {
         defer { if file.temporary { unlink(file.path) } }
         let staged = StagedAttachment(id: UUID().uuidString.lowercased(), fileName: encryptedName.serialized, key: key.serialized,
                                       size: AttachmentFile.size(file.path) ?? 0)
-        try attachmentStaging(userID: current.userID).copy(file.path, to: staged.id)
-        let renamed = try await sendOrQueue(staged, to: wire, fileName: newName, name: encryptedName, key: key, progress: nil)
+        let staging = attachmentStaging(userID: current.userID)
+        let renamed = try await sendOrQueue(staged, to: wire, fileName: newName, name: encryptedName, key: key, progress: nil) {
+            try staging.copy(file.path, to: staged.id)
+        }
         try await deleteAttachment(itemID: itemID, attachmentID: attachmentID)
         return renamed
     }
 
-    /// The online path of an add: announce, upload from the staged file, move it to the read cache.
-    func uploadNow(_ staged: inout StagedAttachment, to wire: CipherWire, name: EncString, key: EncString,
-                   progress: AttachmentProgressHandler?) async throws -> String {
-        let current = try requireSession()
+    /// Step one of the v2 flow, with the staged id as the idempotency key.
+    func announce(_ staged: StagedAttachment, on wire: CipherWire, name: EncString, key: EncString) async throws -> AttachmentUpload {
         let (itemID, size, announceKey) = (wire.id ?? "", staged.size, Self.announceKey(staged))
-        let upload = try await authorized { api, token in
+        return try await authorized { api, token in
             try await api.createAttachment(cipherID: itemID, fileName: name, key: key, encryptedSize: size,
                                            lastKnownRevisionDate: wire.revisionDate, idempotencyKey: announceKey, token: token)
         }
-        staged.serverID = upload.attachmentID
-        let staging = attachmentStaging(userID: current.userID)
-        guard let path = staging.existing(staged.id) else { throw VaultError.storage("the staged attachment is gone") }
+    }
+
+    /// Step two: the staged file up, then into the read cache.
+    func uploadStaged(_ staged: StagedAttachment, upload: AttachmentUpload, itemID: String, name: EncString,
+                      progress: AttachmentProgressHandler?) async throws {
+        let current = try requireSession()
+        guard let path = attachmentStaging(userID: current.userID).existing(staged.id) else { throw VaultError.storage("the staged attachment is gone") }
+        let size = staged.size
         let report = progress.map { report in { @Sendable (done: Int) in report(AttachmentProgress(phase: .uploading, done: done, total: size)) } }
         try await authorized { api, token in
             try await api.uploadAttachment(upload, cipherID: itemID, fileName: name, filePath: path, fileSize: size, progress: report, token: token)
@@ -172,7 +186,6 @@ extension VaultEngine {
         await recordContact(success: true)
         attachmentCache(userID: current.userID).adopt(upload.attachmentID, movingFrom: path)
         try? await refreshCachedItem(itemID)
-        return upload.attachmentID
     }
 
     static func announceKey(_ staged: StagedAttachment) -> String { "attachment-\(staged.id)" }

@@ -84,6 +84,36 @@ struct AttachmentTests {
         await devices.finish()
     }
 
+    @Test("a file over the server's limit is refused by the server's own message before any work: nothing staged, nothing queued")
+    func serverLimit() async throws {
+        let devices = try await TwoDevices.start(server: { $0.maxAttachmentBytes = 64 * 1024 })
+        let item = try await devices.a.engine.addItem(loginItem("Scan")).value
+        let id = try #require(item.id)
+        do {
+            try await devices.a.engine.addAttachment(itemID: id, fileName: "scan.tiff", contents: [UInt8](repeating: 7, count: 100_000))
+            Issue.record("a file over the server's limit was accepted")
+        } catch VaultError.serverRefused(let status, let message) {
+            #expect(status == 400 && message.contains("Max file size"))
+        }
+        let staging = devices.a.profile + "/attachment-staging"
+        let stagedFiles = ((try? FileManager.default.subpathsOfDirectory(atPath: staging)) ?? []).filter { path in
+            var directory: ObjCBool = false
+            return FileManager.default.fileExists(atPath: staging + "/" + path, isDirectory: &directory) && !directory.boolValue
+        }
+        #expect(stagedFiles.isEmpty, "nothing staged")
+        #expect(try await devices.a.engine.pendingCount() == 0)
+        #expect(try await devices.a.engine.attachments(itemID: id).isEmpty)
+        // Over Bitwarden's own 500 MiB: refused here, before anything is read (a sparse file: nothing on disk).
+        let huge = temporaryDirectory("vaultsync-huge") + "/huge.bin"
+        _ = FileManager.default.createFile(atPath: huge, contents: nil)
+        #expect(truncate(huge, 600 << 20) == 0)
+        await #expect(throws: VaultError.attachmentTooLarge(size: VaultEngine.encryptedSize(ofPlaintext: 600 << 20), limit: 500 << 20)) {
+            try await devices.a.engine.addAttachment(itemID: id, fileAt: huge, fileName: "huge.bin")
+        }
+        try? FileManager.default.removeItem(atPath: huge)
+        await devices.finish()
+    }
+
     @Test("rename: the same bytes under the new name on every device, the old name gone; an unknown attachment is refused")
     func rename() async throws {
         let devices = try await TwoDevices.start()
