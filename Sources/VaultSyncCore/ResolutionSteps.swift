@@ -352,8 +352,10 @@ public enum ResolutionPlanner {
         case .create:
             return facts.localPresent ? create : [.removeLocally]
         case .update:
-            // Our own earlier push, its answer lost: settle on it.
-            if holdsLocal && record.contentChanged { return [.replayState, .settle(.rebaseOnResult)] }
+            // Our own earlier push, its answer lost: settle on it. A push moves the revision; a server that
+            // shows this device's version under the revision it started from did not take a push (a hostile
+            // or confused answer): the push is still owed.
+            if holdsLocal && record.contentChanged && !unchanged { return [.replayState, .settle(.rebaseOnResult)] }
             if !unchanged && !record.contentChanged { return [.replayState, .settle(.keepBaseline)] }
             guard facts.localPresent else { return [.removeLocally] }
             if unchanged {

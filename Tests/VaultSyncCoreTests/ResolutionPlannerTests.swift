@@ -35,6 +35,8 @@ struct ResolutionPlannerTests {
          [.backUp(.server), .push(.local), .replayState, .settle(.rebaseOnResult)]),
         // our own push, its answer lost
         (facts(record(.update), .present(revision: later, holdsLocal: true)), [.replayState, .settle(.rebaseOnResult)]),
+        // …never under the revision the change started from (no push happened: a server echoing this device's version)
+        (facts(record(.update), .present(revision: original, holdsLocal: true)), [.push(.local), .replayState, .settle(.rebaseOnResult)]),
         // update, server changed: newer wins, the loser backed up first
         (facts(record(.update), moved, localTime: newer), [.backUp(.server), .push(.local), .replayState, .settle(.rebaseOnResult)]),
         (facts(record(.update), moved, localTime: original), [.backUp(.local), .replayState, .settle(.keepBaseline)]),
