@@ -782,12 +782,16 @@ struct DeviceSnapshot {
 /// What a backup holds of the version it keeps, for finding one version backed up twice.
 struct BackupVersion: Hashable {
     var item: String
+    var username: String?
     var password: String?
     var notes: String?
     var history: [String]
 
+    /// Usernames count since edits change them too (session 14): two backups with one password, notes and
+    /// history but different usernames are two versions (seed 16540 flagged them as one).
     init(_ backup: ItemFingerprint) {
         item = BackupName.originalName(of: backup.name)
+        username = backup.username
         password = backup.password
         notes = backup.notes
         history = backup.history
