@@ -42,23 +42,9 @@ extension BitwardenAPI {
         return AttachmentUpload(attachmentID: attachmentID, url: url, fileUploadType: object["fileUploadType"]?.intValue ?? 0, cipher: cipher)
     }
 
-    /// Uploads the encrypted file (v2 flow, step two): a multipart POST to the server for a direct
-    /// upload, a PUT to the signed link for blob storage (without the session's token: another host).
-    public func uploadAttachment(_ upload: AttachmentUpload, cipherID: String, fileName: EncString, body: [UInt8],
-                                 token: String) async throws {
-        if upload.fileUploadType == 1 {
-            _ = try await send(.PUT, upload.url, bytes: body, contentType: "application/octet-stream", extraHeaders: [
-                ("x-ms-blob-type", "BlockBlob"), ("x-ms-version", "2020-04-08"),
-            ])
-            return
-        }
-        let path = upload.url.hasPrefix("http") ? upload.url : "/api" + upload.url
-        let (multipart, contentType) = Self.multipart(fileName: fileName.serialized, body: body)
-        _ = try await send(.POST, path, token: upload.url.hasPrefix("http") ? nil : token, bytes: multipart, contentType: contentType)
-    }
-
-    /// ``uploadAttachment(_:cipherID:fileName:body:token:)`` from a file, read as it is sent: memory does
-    /// not grow with the file's size. `progress`: bytes of the file sent so far.
+    /// Uploads the encrypted file (v2 flow, step two) from a file, read as it is sent (memory does not grow
+    /// with the file's size): a multipart POST to the server for a direct upload, a PUT to the signed link
+    /// for blob storage (without the session's token: another host). `progress`: bytes of the file sent so far.
     public func uploadAttachment(_ upload: AttachmentUpload, cipherID: String, fileName: EncString, filePath: String, fileSize: Int,
                                  progress: (@Sendable (Int) -> Void)? = nil, token: String) async throws {
         let timeout = transferTimeout(bytes: fileSize)
@@ -75,7 +61,8 @@ extension BitwardenAPI {
                            contentType: contentType, timeout: timeout)
     }
 
-    /// ``downloadAttachment(url:)`` into a file as it arrives. `expectedSize` sets the deadline.
+    /// The encrypted file behind a download link (which may be another host: no token is sent), into a
+    /// file as it arrives. `expectedSize` sets the deadline.
     public func downloadAttachment(url: String, to path: String, expectedSize: Int, progress: (@Sendable (Int) -> Void)? = nil) async throws {
         _ = try await send(.GET, url.hasPrefix("http") ? url : baseURL + url, downloadTo: path, downloadProgress: progress,
                            timeout: transferTimeout(bytes: expectedSize))
@@ -88,11 +75,6 @@ extension BitwardenAPI {
         return url
     }
 
-    /// The encrypted file behind a download link (which may be another host: no token is sent).
-    public func downloadAttachment(url: String) async throws -> [UInt8] {
-        try await send(.GET, url.hasPrefix("http") ? url : baseURL + url).body
-    }
-
     /// Deletes an attachment; the answer's item, when the server sends one.
     public func deleteAttachment(cipherID: String, attachmentID: String, token: String) async throws -> CipherWire? {
         let reply = try await send(.DELETE, "/api/ciphers/\(cipherID)/attachment/\(attachmentID)", token: token)
@@ -100,13 +82,8 @@ extension BitwardenAPI {
         return try? CipherWire(json: cipher, path: "cipher")
     }
 
-    /// A `multipart/form-data` body with one file part named `data` (the encrypted file name as its name).
-    static func multipart(fileName: String, body: [UInt8]) -> (bytes: [UInt8], contentType: String) {
-        let (prefix, suffix, contentType) = multipartFrame(fileName: fileName)
-        return (prefix + body + suffix, contentType)
-    }
-
-    /// What goes before and after the file in that body.
+    /// A `multipart/form-data` body with one file part named `data` (the encrypted file name as its name):
+    /// what goes before and after the file.
     static func multipartFrame(fileName: String) -> (prefix: [UInt8], suffix: [UInt8], contentType: String) {
         let boundary = "vaultsync-" + UUID().uuidString.lowercased()
         let quoted = fileName.replacingOccurrences(of: "\"", with: "%22")

@@ -29,18 +29,6 @@ struct AttachmentCache: Sendable {
         return Array(data)
     }
 
-    /// Keeps an encrypted file (if it fits the limit at all), then evicts the least recently used
-    /// files until the folder is under the limit. Best effort: a cache that cannot be written is a miss.
-    func store(_ attachmentID: String, encrypted: [UInt8]) {
-        guard limit > 0, encrypted.count <= limit, let path = path(attachmentID) else { return }
-        let manager = FileManager.default
-        try? manager.createDirectory(atPath: folder, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
-        let temporary = path + ".partial"
-        guard manager.createFile(atPath: temporary, contents: Data(encrypted), attributes: [.posixPermissions: 0o600]) else { return }
-        _ = rename(temporary, path)
-        evict()
-    }
-
     /// The cached file's path, counting as a use; `nil` when it is not cached.
     func use(_ attachmentID: String) -> String? {
         guard let path = path(attachmentID), FileManager.default.fileExists(atPath: path) else { return nil }
@@ -60,7 +48,7 @@ struct AttachmentCache: Sendable {
     /// else it is removed), then evicts. Returns the cached path, or `nil` when it was not kept.
     @discardableResult
     func adopt(_ attachmentID: String, movingFrom source: String) -> String? {
-        let size = (try? FileManager.default.attributesOfItem(atPath: source)[.size] as? NSNumber)??.intValue ?? Int.max
+        let size = AttachmentFile.size(source) ?? Int.max
         guard limit > 0, size <= limit, let path = path(attachmentID) else {
             try? FileManager.default.removeItem(atPath: source)
             return nil
@@ -134,9 +122,9 @@ struct AttachmentStaging: Sendable {
 
     /// Encrypts what `source` yields piece by piece (it fills the buffer and returns the count, 0 at the
     /// end) straight into the staged file: the header's room first, the ciphertext as it comes, then the
-    /// header with the MAC. Memory stays at one piece. Returns the size.
+    /// header with the MAC. Memory stays at one piece.
     func writeEncrypting(_ id: String, encryptor: StreamingEncryptor, progress: (@Sendable (Int) -> Void)?,
-                         source: (inout [UInt8]) throws -> Int) throws -> Int {
+                         source: (inout [UInt8]) throws -> Int) throws {
         var encryptor = encryptor
         try writeInPlace(id) { put in
             try put([UInt8](repeating: 0, count: StreamingEncryptor.headerLength)[...], nil)
@@ -153,7 +141,6 @@ struct AttachmentStaging: Sendable {
             try put(last[...], nil)
             try put(encryptor.header(mac: mac)[...], 0)
         }
-        return StreamingEncryptor.headerLength + encryptor.ciphertextLength
     }
 
     /// Stages a copy of an encrypted file (a rename attaches the same bytes again).

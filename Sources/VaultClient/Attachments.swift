@@ -96,7 +96,7 @@ extension VaultEngine {
         let encrypting = progress.map { report in { @Sendable (done: Int) in report(AttachmentProgress(phase: .encrypting, done: done, total: plaintextSize)) } }
         let staging = attachmentStaging(userID: current.userID)
         return try await sendOrQueue(staged, to: wire, fileName: fileName, name: encryptedName, key: wrappedKey, progress: progress) {
-            _ = try staging.writeEncrypting(staged.id, encryptor: encryptor, progress: encrypting, source: source)
+            try staging.writeEncrypting(staged.id, encryptor: encryptor, progress: encrypting, source: source)
         }
     }
 
@@ -258,7 +258,7 @@ extension VaultEngine {
             unlink(incoming)
             throw error
         }
-        let downloaded = (try? FileManager.default.attributesOfItem(atPath: incoming)[.size] as? NSNumber)?.intValue ?? 0
+        let downloaded = AttachmentFile.size(incoming) ?? 0
         if downloaded <= cache.limit, let kept = cache.adopt(attachmentID, movingFrom: incoming) { return (kept, false) }
         return (incoming, true)
     }

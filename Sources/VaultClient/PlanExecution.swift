@@ -101,7 +101,10 @@ extension VaultEngine {
         let record = run.change.metadata
         let server: ServerFacts = run.server.flatMap { server in
             server.revisionDate.map { revision in
-                let ownPush = record.kind == .update && record.contentChanged && run.local.map { Self.sameContent($0, server) } == true
+                // Only a moved revision can be our own push (the planner's rule); the byte comparison serializes
+                // both versions, so the plain pushes of a bulk pass (revision unchanged) skip it.
+                let moved = !(record.originalRevisionDate.map { ConflictMatrix.isSameRevision($0, revision) } ?? false)
+                let ownPush = record.kind == .update && record.contentChanged && moved && run.local.map { Self.sameContent($0, server) } == true
                 return .present(revision: revision, holdsLocal: ownPush)
             }
         } ?? .gone

@@ -56,7 +56,7 @@ public struct InProcessServer: Sendable {
         }
         let method = HTTPRequest.Method(request.method.rawValue) ?? .get
         let response = try await client.executeRequest(uri: target, method: method, headers: fields,
-                                                       body: request.body.map { ByteBuffer(bytes: $0) })
+                                                       body: (try request.bodyFile?.collected() ?? request.body).map { ByteBuffer(bytes: $0) })
         var headers = HTTPHeaders()
         for field in response.head.headerFields { headers.add(name: field.name.rawName, value: field.value) }
         headers.replaceOrAdd(name: "Date", value: Self.httpDate(microseconds: time.serverMicroseconds))

@@ -24,14 +24,15 @@ struct CrashTests {
 
         let helper = try helperExecutable("vaultsync-crash-helper")
         let url = await devices.scenario.server.url
-        var generator = SystemRandomNumberGenerator()
         var killed = 0
         for round in 0..<6 {
             let child = KillableChild(executable: helper, arguments: ["resolve", devices.a.profile + "/vault.sqlite",
                                                                       devices.scenario.email, devices.scenario.password, url])
             try child.run()
             try await child.wait(for: "READY")
-            try await Task.sleep(nanoseconds: UInt64.random(in: 0...900, using: &generator) * 1_000_000)
+            // Kills spread over unlock, announce and upload: 0, 120, … 600 ms after READY. Round 0 lands before
+            // the sync can end, whatever the machine's speed (a random delay let a fast run finish first).
+            try await Task.sleep(nanoseconds: UInt64(round) * 120_000_000)
             child.killAndCollect()
             if child.wasKilled { killed += 1 }
             print("attachment crash round \(round): \(child.wasKilled ? "killed" : "finished first")")
