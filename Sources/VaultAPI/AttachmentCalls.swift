@@ -61,6 +61,23 @@ extension BitwardenAPI {
                            contentType: contentType, timeout: timeout)
     }
 
+    /// The legacy one-step upload (`POST /api/ciphers/{id}/attachment`), for servers without the v2 flow
+    /// (they answer its announce 404 or 405): one multipart body with the wrapped key as the text part `key`
+    /// and the file as the part `data` named with the encrypted file name, read from the file as it is
+    /// sent. Answers the item, its new attachment listed (found by its wrapped key: the server hands out
+    /// no id otherwise). `idempotencyKey` is sent for servers that honour it on this route (ours).
+    public func uploadAttachmentLegacy(cipherID: String, fileName: EncString, key: EncString, filePath: String, fileSize: Int,
+                                       idempotencyKey: String? = nil, progress: (@Sendable (Int) -> Void)? = nil,
+                                       token: String) async throws -> CipherWire {
+        var (prefix, suffix, contentType) = Self.multipartFrame(fileName: fileName.serialized)
+        let boundary = String(contentType.split(separator: "=").last ?? "")
+        prefix = Array("--\(boundary)\r\nContent-Disposition: form-data; name=\"key\"\r\n\r\n\(key.serialized)\r\n".utf8) + prefix
+        let reply = try await send(.POST, "/api/ciphers/\(cipherID)/attachment", token: token,
+                                   file: FileBody(prefix: prefix, path: filePath, fileSize: fileSize, suffix: suffix, progress: progress),
+                                   contentType: contentType, idempotencyKey: idempotencyKey, timeout: transferTimeout(bytes: fileSize))
+        return try CipherWire(json: try object(reply), path: "cipher")
+    }
+
     /// The encrypted file behind a download link (which may be another host: no token is sent), into a
     /// file as it arrives. `expectedSize` sets the deadline.
     public func downloadAttachment(url: String, to path: String, expectedSize: Int, progress: (@Sendable (Int) -> Void)? = nil) async throws {

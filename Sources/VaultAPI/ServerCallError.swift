@@ -52,6 +52,13 @@ public enum ServerCallError: Error, Sendable, Equatable {
         return false
     }
 
+    /// What Bitwarden's clients take as "this server has no v2 attachment flow" on its announce: 404 or 405
+    /// (they then use the legacy one-step upload, whose answer tells a missing item apart).
+    public var isMissingRoute: Bool {
+        if case .http(let status, _) = self { return status == 404 || status == 405 }
+        return false
+    }
+
     /// 404, or Vaultwarden's 400 "doesn't exist"/"not owned"/"Invalid folder" (spec §3.3).
     public var isGone: Bool {
         guard case .http(let status, let message) = self else { return false }

@@ -113,11 +113,11 @@ extension VaultEngine {
         if try await pendingChange(itemKind: .cipher, itemID: wire.id ?? "", userID: current.userID) == nil {
             do {
                 let upload = try await announce(staged, on: wire, name: name, key: key)
-                staged.serverID = upload.attachmentID
+                staged.serverID = upload?.attachmentID
                 try stage()
                 written = true
-                try await uploadStaged(staged, upload: upload, itemID: wire.id ?? "", name: name, progress: progress)
-                return AttachmentSummary(id: upload.attachmentID, fileName: fileName, size: staged.size, sizeName: nil)
+                let attachmentID = try await uploadStaged(staged, upload: upload, itemID: wire.id ?? "", name: name, progress: progress)
+                return AttachmentSummary(id: attachmentID, fileName: fileName, size: staged.size, sizeName: nil)
             } catch let error as ServerCallError where !error.isOutOfDate {
                 do {
                     try await acceptOffline(error, isOrganization: wire.organizationId != nil)
@@ -164,28 +164,70 @@ extension VaultEngine {
         return renamed
     }
 
-    /// Step one of the v2 flow, with the staged id as the idempotency key.
-    func announce(_ staged: StagedAttachment, on wire: CipherWire, name: EncString, key: EncString) async throws -> AttachmentUpload {
-        let (itemID, size, announceKey) = (wire.id ?? "", staged.size, Self.announceKey(staged))
-        return try await authorized { api, token in
-            try await api.createAttachment(cipherID: itemID, fileName: name, key: key, encryptedSize: size,
-                                           lastKnownRevisionDate: wire.revisionDate, idempotencyKey: announceKey, token: token)
+    /// Step one of the v2 flow, with the staged id as the idempotency key; `nil` from a server without the
+    /// v2 flow (``ServerCallError/isMissingRoute``: the file then goes up with the legacy upload).
+    func announce(_ staged: StagedAttachment, on itemID: String, name: EncString, key: EncString,
+                  lastKnownRevisionDate: WireDate?, idempotencyKey: String) async throws -> AttachmentUpload? {
+        do {
+            return try await authorized { api, token in
+                try await api.createAttachment(cipherID: itemID, fileName: name, key: key, encryptedSize: staged.size,
+                                               lastKnownRevisionDate: lastKnownRevisionDate, idempotencyKey: idempotencyKey, token: token)
+            }
+        } catch let error as ServerCallError where error.isMissingRoute {
+            return nil
         }
     }
 
-    /// Step two: the staged file up, then into the read cache.
-    func uploadStaged(_ staged: StagedAttachment, upload: AttachmentUpload, itemID: String, name: EncString,
-                      progress: AttachmentProgressHandler?) async throws {
+    func announce(_ staged: StagedAttachment, on wire: CipherWire, name: EncString, key: EncString) async throws -> AttachmentUpload? {
+        try await announce(staged, on: wire.id ?? "", name: name, key: key, lastKnownRevisionDate: wire.revisionDate,
+                           idempotencyKey: Self.announceKey(staged))
+    }
+
+    /// Step two: the staged file up (`upload` `nil`: with the legacy upload), then into the read cache.
+    /// Returns the attachment's id.
+    func uploadStaged(_ staged: StagedAttachment, upload: AttachmentUpload?, itemID: String, name: EncString,
+                      progress: AttachmentProgressHandler?) async throws -> String {
         let current = try requireSession()
         guard let path = attachmentStaging(userID: current.userID).existing(staged.id) else { throw VaultError.storage("the staged attachment is gone") }
         let size = staged.size
         let report = progress.map { report in { @Sendable (done: Int) in report(AttachmentProgress(phase: .uploading, done: done, total: size)) } }
-        try await authorized { api, token in
-            try await api.uploadAttachment(upload, cipherID: itemID, fileName: name, filePath: path, fileSize: size, progress: report, token: token)
+        let attachmentID: String
+        if let upload {
+            try await authorized { api, token in
+                try await api.uploadAttachment(upload, cipherID: itemID, fileName: name, filePath: path, fileSize: size, progress: report, token: token)
+            }
+            attachmentID = upload.attachmentID
+        } else {
+            attachmentID = try await uploadLegacy(staged, file: path, to: itemID, mayHaveArrived: false, progress: report)
         }
         await recordContact(success: true)
-        attachmentCache(userID: current.userID).adopt(upload.attachmentID, movingFrom: path)
+        attachmentCache(userID: current.userID).adopt(attachmentID, movingFrom: path)
         try? await refreshCachedItem(itemID)
+        return attachmentID
+    }
+
+    /// The legacy one-step upload, for servers without the v2 flow. They hand out no id before the file has
+    /// arrived, so an earlier attempt whose answer was lost (`mayHaveArrived`) is looked for on the item by the
+    /// attachment's wrapped key and encrypted name (both unique: their IVs; a rename re-wraps nothing but
+    /// encrypts its name afresh): a file is never attached twice. Returns the attachment's id.
+    func uploadLegacy(_ staged: StagedAttachment, file: String, to itemID: String, mayHaveArrived: Bool,
+                      progress: (@Sendable (Int) -> Void)?) async throws -> String {
+        let (name, key) = (try EncString(staged.fileName), try EncString(staged.key))
+        let isThisOne = { (attachment: AttachmentWire) in
+            attachment.key?.serialized == staged.key && attachment.fileName?.serialized == staged.fileName
+        }
+        if mayHaveArrived, let earlier = try await authorized({ api, token in try await api.getCipher(id: itemID, token: token) })
+            .attachments?.first(where: isThisOne)?.id {
+            return earlier
+        }
+        let cipher = try await authorized { api, token in
+            try await api.uploadAttachmentLegacy(cipherID: itemID, fileName: name, key: key, filePath: file, fileSize: staged.size,
+                                                 idempotencyKey: Self.announceKey(staged), progress: progress, token: token)
+        }
+        guard let attachmentID = cipher.attachments?.first(where: isThisOne)?.id else {
+            throw ServerCallError.invalidResponse("the item the server answered does not list the uploaded attachment")
+        }
+        return attachmentID
     }
 
     static func announceKey(_ staged: StagedAttachment) -> String { "attachment-\(staged.id)" }

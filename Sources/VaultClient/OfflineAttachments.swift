@@ -10,7 +10,9 @@ import VaultSyncCore
 /// (its device-made id is the idempotency key; the id the server hands out is kept in the record before
 /// the file is sent, for servers that ignore keys), its file uploaded to that id ("already uploaded"
 /// means an earlier attempt arrived), then moved from staging to the encrypted read cache and taken off
-/// the record. A restart or a SIGKILL anywhere resumes from the record: never a second attachment.
+/// the record. A restart or a SIGKILL anywhere resumes from the record: never a second attachment. A
+/// server without the v2 flow gets the legacy one-step upload, a retry first looking for the file on the
+/// item (``uploadLegacy(_:file:to:mayHaveArrived:progress:)``).
 extension VaultEngine {
     func syncAttachments(_ run: inout PlanRun<CipherWire>, report: inout SyncReport) async throws {
         let (userID, itemID) = (try requireSession().userID, run.serverID)
@@ -45,9 +47,9 @@ extension VaultEngine {
         for attempt in 0..<2 {
             if staged.serverID == nil || attempt > 0 {
                 let announceKey = attempt == 0 ? Self.announceKey(staged) : Self.announceKey(staged) + "-" + itemID
-                let upload = try await authorized { api, token in
-                    try await api.createAttachment(cipherID: itemID, fileName: name, key: key, encryptedSize: size,
-                                                   lastKnownRevisionDate: nil, idempotencyKey: announceKey, token: token)
+                guard let upload = try await announce(staged, on: itemID, name: name, key: key, lastKnownRevisionDate: nil,
+                                                      idempotencyKey: announceKey) else {
+                    return try await uploadLegacy(staged, file: file, to: itemID, mayHaveArrived: true, progress: nil)
                 }
                 staged.serverID = upload.attachmentID
                 let noted = staged

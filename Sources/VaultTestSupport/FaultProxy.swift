@@ -47,14 +47,21 @@ public actor FaultProxy {
     public struct Rule: Sendable {
         public var method: String
         public var pathPrefix: String
+        /// When set, the path must also end with it (a route such as `/attachment/v2` under any item).
+        public var pathSuffix: String?
         public var action: Action
         public var remaining: Int
 
-        public init(method: String, pathPrefix: String, action: Action, times: Int = 1) {
+        public init(method: String, pathPrefix: String, pathSuffix: String? = nil, action: Action, times: Int = 1) {
             self.method = method
             self.pathPrefix = pathPrefix
+            self.pathSuffix = pathSuffix
             self.action = action
             remaining = times
+        }
+
+        func matches(method: String, path: String) -> Bool {
+            remaining > 0 && self.method == method && path.hasPrefix(pathPrefix) && pathSuffix.map(path.hasSuffix) ?? true
         }
     }
 
@@ -362,7 +369,7 @@ final class FaultPlan: @unchecked Sendable {
             var chosen: FaultProxy.Action?
             if partitioned {
                 chosen = .dropBeforeForwarding
-            } else if let index = rules.firstIndex(where: { $0.remaining > 0 && $0.method == method && path.hasPrefix($0.pathPrefix) }) {
+            } else if let index = rules.firstIndex(where: { $0.matches(method: method, path: path) }) {
                 rules[index].remaining -= 1
                 chosen = rules[index].action
             } else if let fault = randomFaults.first(where: { ($0.method == nil || $0.method == method) && path.hasPrefix($0.pathPrefix) }),

@@ -34,10 +34,18 @@ struct AttachmentServer: Sendable {
     func upload<Body: AsyncSequence & Sendable>(cipherID: String, attachmentID: String, token: String, body: Body, length: Int64?,
                                                contentType: String = "application/octet-stream") async throws -> APIResponse
         where Body.Element == ByteBuffer {
-        var request = HTTPClientRequest(url: "\(base)/api/ciphers/\(cipherID)/attachment/\(attachmentID)")
+        try await post("/api/ciphers/\(cipherID)/attachment/\(attachmentID)", token: token, body: body, length: length, contentType: contentType)
+    }
+
+    /// POSTs a streamed body to `path`.
+    func post<Body: AsyncSequence & Sendable>(_ path: String, token: String, body: Body, length: Int64?, contentType: String,
+                                              headers: [(String, String)] = []) async throws -> APIResponse
+        where Body.Element == ByteBuffer {
+        var request = HTTPClientRequest(url: base + path)
         request.method = .POST
         request.headers.add(name: "Authorization", value: "Bearer \(token)")
         request.headers.add(name: "Content-Type", value: contentType)
+        for (name, value) in headers { request.headers.add(name: name, value: value) }
         request.body = .stream(body, length: length.map { .known($0) } ?? .unknown)
         let response = try await http.execute(request, timeout: .seconds(1800))
         let bytes = try await response.body.collect(upTo: 1 << 20)
@@ -238,6 +246,102 @@ struct AttachmentTests {
             let link = try #require(item["attachments"]?.arrayValue?.first?.objectValue?["url"]?.stringValue)
             let download = try await server.download(link)
             #expect(download.digest == file.digest)
+        }
+    }
+
+    /// A legacy upload's body: the wrapped key as the text part `key`, then the file as the part `data`
+    /// named with the encrypted file name (what Bitwarden's clients send to a server without v2).
+    static func legacyBody(_ file: GeneratedFile, key: String?, fileName: String, boundary: String) -> GeneratedFile {
+        var body = file
+        let keyPart = key.map { "--\(boundary)\r\nContent-Disposition: form-data; name=\"key\"\r\n\r\n\($0)\r\n" } ?? ""
+        body.prefix = Array((keyPart + """
+            --\(boundary)\r\nContent-Disposition: form-data; name="data"; filename="\(fileName)"\r\n\
+            Content-Type: application/octet-stream\r\n\r\n
+            """).utf8)
+        body.suffix = Array("\r\n--\(boundary)--\r\n".utf8)
+        return body
+    }
+
+    @Test("the legacy one-step upload: key and file in one body; listed with both, downloads byte for byte, bumps the revision; a repeat with its Idempotency-Key attaches nothing more",
+          arguments: Backend.available)
+    func legacyUpload(backend: Backend) async throws {
+        try await withAttachmentServer(backend) { server in
+            let user = try await TestUser.register(server.api)
+            let token = try await user.token(server.api)
+            let (id, revision) = try await user.item(server.api, token: token)
+            let file = GeneratedFile(size: GeneratedFile.encryptedSize(mib: 2) + 16 * 1000)
+            let key = try EncString.wrap(.generate(), with: user.userKey).serialized
+            let fileName = try EncString.encrypt("legacy.bin", key: user.userKey).serialized
+            let boundary = "legacy-\(UUID().uuidString)"
+            let body = Self.legacyBody(file, key: key, fileName: fileName, boundary: boundary)
+            let contentType = "multipart/form-data; boundary=\(boundary)"
+            let first = try await server.post("/api/ciphers/\(id)/attachment", token: token, body: body, length: nil, contentType: contentType,
+                                              headers: [("Idempotency-Key", "legacy-1")])
+            #expect(first.status == .ok, "\(first.message ?? "")")
+            #expect(first.object["id"]?.stringValue == id)
+            #expect(first.object["revisionDate"]?.stringValue != revision, "the item's revision moved")
+            let listed = (first.object["attachments"]?.arrayValue ?? []).compactMap(\.objectValue)
+            #expect(listed.count == 1)
+            #expect(listed.first?["key"]?.stringValue == key && listed.first?["fileName"]?.stringValue == fileName)
+            #expect(listed.first?["size"]?.stringValue == "\(file.size)")
+            let download = try await server.download(try #require(listed.first?["url"]?.stringValue))
+            #expect(download.digest == file.digest && download.length == file.size)
+
+            // A repeat (its answer lost) answers the same attachment and stores nothing more.
+            let again = try await server.post("/api/ciphers/\(id)/attachment", token: token, body: body, length: nil, contentType: contentType,
+                                              headers: [("Idempotency-Key", "legacy-1")])
+            #expect(again.status == .ok, "\(again.message ?? "")")
+            let relisted = (again.object["attachments"]?.arrayValue ?? []).compactMap(\.objectValue)
+            #expect(relisted.map { $0["id"]?.stringValue } == listed.map { $0["id"]?.stringValue })
+            #expect(try await server.count("attachments") == 1)
+            #expect(try await server.stored().uploads == 1)
+        }
+    }
+
+    @Test("a legacy upload that is not multipart, has no file part, is no encrypted file, is cut off or is over the limit is refused and leaves nothing",
+          arguments: Backend.available)
+    func legacyUploadRefusals(backend: Backend) async throws {
+        try await withAttachmentServer(backend, configure: { $0.maxAttachmentBytes = 1 << 20 }) { server in
+            let user = try await TestUser.register(server.api)
+            let token = try await user.token(server.api)
+            let (id, _) = try await user.item(server.api, token: token)
+            let key = try EncString.wrap(.generate(), with: user.userKey).serialized
+            let fileName = try EncString.encrypt("x.bin", key: user.userKey).serialized
+            let boundary = "legacy-\(UUID().uuidString)"
+            let multipart = "multipart/form-data; boundary=\(boundary)"
+            let path = "/api/ciphers/\(id)/attachment"
+            let small = GeneratedFile(size: GeneratedFile.encryptedSize(mib: 0) + 16 * 64)
+
+            let plain = try await server.post(path, token: token, body: small, length: nil, contentType: "application/octet-stream")
+            #expect(plain.status == .badRequest && plain.message == "Invalid content.")
+
+            var noFile = GeneratedFile(size: 0)
+            noFile.prefix = Array("--\(boundary)\r\nContent-Disposition: form-data; name=\"key\"\r\n\r\n\(key)\r\n--\(boundary)--\r\n".utf8)
+            let withoutFile = try await server.post(path, token: token, body: noFile, length: nil, contentType: multipart)
+            #expect(withoutFile.status == .badRequest && withoutFile.message?.contains("'data'") == true, "\(withoutFile.message ?? "")")
+
+            let notEncrypted = try await server.post(
+                path, token: token, body: Self.legacyBody(GeneratedFile(size: 5000), key: key, fileName: fileName, boundary: boundary), length: nil,
+                contentType: multipart)
+            #expect(notEncrypted.status == .badRequest && notEncrypted.message?.contains("not an encrypted file") == true,
+                    "\(notEncrypted.message ?? "")")
+
+            var cut = Self.legacyBody(small, key: key, fileName: fileName, boundary: boundary)
+            cut.suffix = []
+            let cutOff = try await server.post(path, token: token, body: cut, length: nil, contentType: multipart)
+            #expect(cutOff.status == .badRequest && cutOff.message?.contains("cut off") == true, "\(cutOff.message ?? "")")
+
+            let large = GeneratedFile(size: GeneratedFile.encryptedSize(mib: 2))
+            let streamedOver = try await server.post(
+                path, token: token, body: Self.legacyBody(large, key: key, fileName: fileName, boundary: boundary), length: nil, contentType: multipart)
+            #expect(streamedOver.status == .badRequest && streamedOver.message == "Max file size is 1 MB.", "\(streamedOver.message ?? "")")
+            let overBody = Self.legacyBody(large, key: key, fileName: fileName, boundary: boundary)
+            let announcedOver = try await server.post(
+                path, token: token, body: overBody, length: Int64(overBody.prefix.count + large.size + overBody.suffix.count), contentType: multipart)
+            #expect(announcedOver.status == .badRequest && announcedOver.message == "Max file size is 1 MB.")
+
+            #expect(try await server.count("attachments") == 0)
+            #expect(try await server.stored() == (0, 0))
         }
     }
 

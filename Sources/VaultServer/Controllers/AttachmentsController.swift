@@ -17,6 +17,7 @@ struct AttachmentsController {
 
     func addRoutes(to api: RouterGroup<VaultRequestContext>) {
         api.post("ciphers/:id/attachment/v2") { request, context in try await create(request, context) }
+        api.post("ciphers/:id/attachment") { request, context in try await legacyUpload(request, context) }
         api.post("ciphers/:id/attachment/:attachmentId") { request, context in try await upload(request, context) }
         api.get("ciphers/:id/attachment/:attachmentId") { request, context in
             let (_, attachment) = try await find(context)
@@ -118,49 +119,70 @@ struct AttachmentsController {
             guard length >= expected else { throw Self.tooSmall(expected) }
         }
         let uploadID = try await services.repository.beginAttachmentUpload(attachmentID: attachment.id, now: services.now())
+        var buffers = request.body.makeAsyncIterator()
+        var received = 0
+        try await receiveAndComplete(
+            &buffers, reader: &reader, received: &received, file: [], expected: expected, bodyLimit: bodyLimit, attachmentID: attachment.id,
+            cipherID: record.id, userID: userID, uploadID: uploadID)
+        services.logger.debug("attachment uploaded", metadata: ["attachment": "\(attachment.id)", "bytes": "\(expected)"])
+        return JSONResponse.empty()
+    }
+
+    /// Receives an upload attempt's file and makes it the attachment's; on any failure, deletes what was stored
+    /// and answers 404 when the attachment was deleted meanwhile, "already uploaded" when another attempt completed
+    /// first. Returns the file's size.
+    @discardableResult
+    func receiveAndComplete(_ buffers: inout RequestBody.AsyncIterator, reader: inout UploadFileReader, received: inout Int, file: [UInt8],
+                            expected: Int?, bodyLimit: Int, attachmentID: String, cipherID: String, userID: String,
+                            uploadID: String) async throws -> Int {
         do {
-            try await receiveFile(request.body, reader: &reader, expected: expected, bodyLimit: bodyLimit, uploadID: uploadID)
+            let size = try await receiveFile(&buffers, reader: &reader, received: &received, file: file, expected: expected,
+                                             bodyLimit: bodyLimit, uploadID: uploadID)
             guard try await services.repository.completeAttachmentUpload(
-                uploadID: uploadID, attachmentID: attachment.id, cipherID: record.id, userID: userID, size: Int64(expected),
+                uploadID: uploadID, attachmentID: attachmentID, cipherID: cipherID, userID: userID, size: Int64(size),
                 now: services.now()) else { throw AnotherUploadCompleted() }
+            return size
         } catch {
             do {
                 try await services.repository.abandonAttachmentUpload(uploadID: uploadID)
             } catch let cleanup {
                 // The sweep of a later upload deletes it (AttachmentChunks.abandonedAfter).
                 services.logger.warning("an unfinished attachment upload could not be deleted", metadata: [
-                    "attachment": "\(attachment.id)", "error": "\(cleanup)"])
+                    "attachment": "\(attachmentID)", "error": "\(cleanup)"])
             }
             // Deleted while its file was arriving (its chunks could no longer be stored, or it could not complete).
-            if try await services.repository.attachment(id: attachment.id, cipherID: record.id) == nil { throw APIError.notFound }
+            if try await services.repository.attachment(id: attachmentID, cipherID: cipherID) == nil { throw APIError.notFound }
             // Not completed while it exists: another upload of it completed first.
             if error is AnotherUploadCompleted { throw Self.alreadyUploaded }
             throw error
         }
-        services.logger.debug("attachment uploaded", metadata: ["attachment": "\(attachment.id)", "bytes": "\(expected)"])
-        return JSONResponse.empty()
     }
 
-    /// Reads an upload's body and stores the file in chunks as they fill: one chunk's store runs while the
-    /// next is read (a task group of at most one store), so memory holds about two chunks and one incoming
-    /// buffer. Throws on the first byte past `expected` or `bodyLimit`, on a body that ends short, and on a
-    /// file that is no binary EncString; the caller deletes what was stored.
-    func receiveFile(_ body: RequestBody, reader: inout UploadFileReader, expected: Int, bodyLimit: Int, uploadID: String) async throws {
+    /// Reads an upload's body (from where `buffers` stands; `file`: file bytes already read) and stores the file
+    /// in chunks as they fill: one chunk's store runs while the next is read (a task group of at most one
+    /// store), so memory holds about two chunks and one incoming buffer. `expected`: the announced size (v2);
+    /// without one (the legacy flow) the file may be up to the server's limit. Throws on the first byte past
+    /// `expected` or `bodyLimit`, on a body that ends short, and on a file that is no binary EncString; the
+    /// caller deletes what was stored. Returns the file's size.
+    func receiveFile(_ buffers: inout RequestBody.AsyncIterator, reader: inout UploadFileReader, received: inout Int, file initial: [UInt8],
+                     expected: Int?, bodyLimit: Int, uploadID: String) async throws -> Int {
         let repository = services.repository
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            var received = 0
-            var file: [UInt8] = []
+        let most = expected ?? services.configuration.maxAttachmentBytes
+        let tooLarge = expected.map(Self.tooLarge) ?? limitError
+        return try await withThrowingTaskGroup(of: Void.self) { group in
+            var file = initial
             file.reserveCapacity(AttachmentChunks.size + 64 * 1024)
+            var firstByte: UInt8?
             var stored = 0
             var seq = 0
             var storing = false
-            var buffers = body.makeAsyncIterator()
-            while let buffer = try await Self.next(&buffers) {
-                received += buffer.readableBytes
-                guard received <= bodyLimit else { throw Self.tooLarge(expected) }
-                try reader.feed(buffer, into: &file)
-                guard stored + file.count <= expected else { throw Self.tooLarge(expected) }
-                if stored == 0, !file.isEmpty { try Self.checkEncryptedFile(firstByte: file[0], size: expected) }
+            var more = true
+            while more {
+                if stored + file.count > most { throw tooLarge }
+                if firstByte == nil, let first = file.first {
+                    firstByte = first
+                    if let expected { try Self.checkEncryptedFile(firstByte: first, size: expected) }
+                }
                 while file.count >= AttachmentChunks.size {
                     let chunk = Data(file[0..<AttachmentChunks.size])
                     file.removeFirst(AttachmentChunks.size)
@@ -170,15 +192,89 @@ struct AttachmentsController {
                     stored += AttachmentChunks.size
                     seq += 1
                 }
+                guard let buffer = try await Self.next(&buffers) else {
+                    more = false
+                    continue
+                }
+                received += buffer.readableBytes
+                guard received <= bodyLimit else { throw tooLarge }
+                try reader.feed(buffer, into: &file)
             }
             try reader.finish()
-            guard stored + file.count == expected else { throw Self.tooSmall(expected) }
+            let size = stored + file.count
+            if let expected {
+                guard size == expected else { throw Self.tooSmall(expected) }
+            } else {
+                try Self.checkEncryptedFile(firstByte: firstByte ?? 0xFF, size: size)
+            }
             if !file.isEmpty {
                 let last = Data(file)
                 group.addTask { [seq] in try await repository.storeAttachmentChunk(uploadID: uploadID, seq: seq, bytes: last) }
             }
             try await group.waitForAll()
+            return size
         }
+    }
+
+    /// `POST /api/ciphers/{id}/attachment`: the legacy one-step upload that Bitwarden clients fall back to
+    /// when a server has no v2 flow (docs/PROTOCOL.md, "Attachments"). A multipart body: the wrapped key as
+    /// the text part `key` (optional, before the file), the file as the part `data` whose `filename` is the
+    /// encrypted file name. The size is not announced: the body's Content-Length is checked against the
+    /// limit first, then the file as it arrives. The attachment is made when the file part begins and
+    /// becomes visible only once its file is complete; `Idempotency-Key` makes a repeat answer the first
+    /// attempt's attachment (a completed one at once). Answers the item.
+    func legacyUpload(_ request: Request, _ context: VaultRequestContext) async throws -> Response {
+        let userID = try context.requireUser()
+        let cipherID = try CiphersController.id(context)
+        let contentType = request.headers[.contentType] ?? ""
+        guard contentType.lowercased().hasPrefix("multipart/form-data") else { throw APIError(.badRequest, "Invalid content.") }
+        let bodyLimit = services.configuration.maxAttachmentBytes + UploadFileReader.multipartAllowance
+        if let length = request.headers[.contentLength].flatMap(Int.init), length > bodyLimit { throw limitError }
+        let createKey = try CipherRequests.idempotencyKey(request).map { "\(userID):\($0)" }
+        guard let record = try await services.repository.visibleCipher(id: cipherID, userID: userID) else { throw APIError.notFound }
+        guard record.access.edit else { throw APIError(.badRequest, "You do not have permissions to edit this.") }
+        var reader = try UploadFileReader(contentType: contentType)
+        var buffers = request.body.makeAsyncIterator()
+        var received = 0
+        var file: [UInt8] = []
+        while !reader.fileStarted, let buffer = try await Self.next(&buffers) {
+            received += buffer.readableBytes
+            guard received <= bodyLimit else { throw limitError }
+            try reader.feed(buffer, into: &file)
+        }
+        guard reader.fileStarted else { throw APIError(.badRequest, "The upload needs a multipart part named 'data'.") }
+        guard let fileName = reader.fileName, (try? EncString(fileName)) != nil else {
+            throw APIError.invalidModel(["fileName": ["fileName is not a valid encrypted string."]])
+        }
+        let key = reader.field("key")
+        if let key, (try? EncString(key)) == nil { throw APIError.invalidModel(["key": ["key is not a valid encrypted string."]]) }
+        let creation: AttachmentCreation
+        do {
+            creation = try await services.repository.createAttachment(
+                id: newID(), cipherID: cipherID, userID: userID, fileName: fileName, key: key, size: 0, createKey: createKey,
+                lastKnownRevisionDate: nil, now: services.now())
+        } catch let error as CipherWriteError {
+            throw error.apiError
+        }
+        guard creation.cipher.id == cipherID else {
+            throw APIError.invalidModel(["Idempotency-Key": ["This idempotency key made an attachment of another item."]])
+        }
+        let made = try await services.repository.attachment(id: creation.attachmentID, cipherID: cipherID)
+        if made?.uploadID == nil {
+            let uploadID = try await services.repository.beginAttachmentUpload(attachmentID: creation.attachmentID, now: services.now())
+            let size: Int
+            do {
+                size = try await receiveAndComplete(
+                    &buffers, reader: &reader, received: &received, file: file, expected: nil, bodyLimit: bodyLimit,
+                    attachmentID: creation.attachmentID, cipherID: cipherID, userID: userID, uploadID: uploadID)
+            } catch {
+                try? await services.repository.discardUnuploadedAttachment(id: creation.attachmentID)
+                throw error
+            }
+            services.logger.debug("attachment uploaded (legacy flow)", metadata: ["attachment": "\(creation.attachmentID)", "bytes": "\(size)"])
+        }
+        guard let updated = try await services.repository.visibleCipher(id: cipherID, userID: userID) else { throw APIError.notFound }
+        return JSONResponse.make(.object(try JSONParser.parseObject(services.renderer(for: request).cipher(updated))))
     }
 
     /// The next piece of an upload's body; a connection that ends mid-body (the client went away, or sent

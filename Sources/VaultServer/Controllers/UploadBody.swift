@@ -4,7 +4,9 @@ import NIOCore
 
 /// The file bytes of an upload body as they arrive: the whole body (`application/octet-stream` and
 /// anything but multipart), or the part named `data` of a `multipart/form-data` body (what Bitwarden
-/// clients send). Nothing is buffered beyond the bytes of one incoming buffer and a boundary's length.
+/// clients send), with the small text parts before it (the legacy upload's `key`) and the file part's
+/// `filename`. Nothing is buffered beyond the bytes of one incoming buffer, a boundary's length and
+/// those small parts.
 struct UploadFileReader {
     private var multipart: MultipartFileParser?
 
@@ -20,6 +22,15 @@ struct UploadFileReader {
     }
 
     var isMultipart: Bool { multipart != nil }
+
+    /// Whether the file's bytes have begun (always, for a body that is the file).
+    var fileStarted: Bool { multipart?.sawFileStart ?? true }
+
+    /// A text part that came before the file (multipart only).
+    func field(_ name: String) -> String? { multipart?.fields[name] }
+
+    /// The `filename` of the file part (multipart only).
+    var fileName: String? { multipart?.fileName }
 
     /// Appends the file bytes in `buffer` to `file`.
     mutating func feed(_ buffer: ByteBuffer, into file: inout [UInt8]) throws {
@@ -44,12 +55,15 @@ struct UploadFileReader {
 /// A streaming `multipart/form-data` reader that keeps the bytes of one named part (RFC 7578): each
 /// boundary is searched for in the bytes at hand, and bytes that cannot start a boundary are handed on
 /// at once, so memory stays at one incoming buffer plus the boundary's length whatever the part's size.
+/// Text parts before the file (no `filename`, at most ``fieldLimit`` bytes) are kept as `fields`.
 struct MultipartFileParser {
     private enum State {
         /// Before the first boundary, or in a part other than the wanted one: bytes are dropped.
         case skipping
         /// In the wanted part: bytes are the file.
         case file
+        /// In a text part before the file: bytes are kept (up to ``fieldLimit``).
+        case field(String)
         /// Just after a boundary: `--` (the end) or CRLF (a part's headers follow).
         case afterBoundary
         case headers
@@ -64,9 +78,14 @@ struct MultipartFileParser {
     private var pending: [UInt8] = [13, 10]
     private(set) var sawFileStart = false
     private(set) var sawWholeFile = false
+    private(set) var fields: [String: String] = [:]
+    private(set) var fileName: String?
+    private var fieldBytes: [UInt8] = []
 
     /// Most bytes of one part's headers.
     static let headerLimit = 16 * 1024
+    /// Most bytes of a text part that is kept; a longer one is dropped.
+    static let fieldLimit = 8 * 1024
 
     init(boundary: String, fieldName: String) {
         marker = Array("\r\n--\(boundary)".utf8)
@@ -91,23 +110,28 @@ struct MultipartFileParser {
         defer { pending.removeFirst(start) }
         while true {
             switch state {
-            case .skipping, .file:
-                let inFile: Bool
-                if case .file = state { inFile = true } else { inFile = false }
-                if let found = Self.find(marker, in: pending, from: start) {
-                    if inFile {
-                        file.append(contentsOf: pending[start..<found])
-                        sawWholeFile = true
-                    }
-                    start = found + marker.count
-                    state = .afterBoundary
-                } else {
-                    // Everything but a tail that could be the start of a boundary is settled.
-                    let settled = max(start, pending.count - (marker.count - 1))
-                    if inFile { file.append(contentsOf: pending[start..<settled]) }
-                    start = settled
+            case .skipping, .file, .field:
+                let found = Self.find(marker, in: pending, from: start)
+                // Without a boundary, everything but a tail that could be the start of one is settled.
+                let end = found ?? max(start, pending.count - (marker.count - 1))
+                switch state {
+                case .file: file.append(contentsOf: pending[start..<end])
+                case .field: if fieldBytes.count <= Self.fieldLimit { fieldBytes.append(contentsOf: pending[start..<end]) }
+                default: break
+                }
+                guard let found else {
+                    start = end
                     return
                 }
+                switch state {
+                case .file: sawWholeFile = true
+                case .field(let name):
+                    if fieldBytes.count <= Self.fieldLimit { fields[name] = String(decoding: fieldBytes, as: UTF8.self) }
+                    fieldBytes = []
+                default: break
+                }
+                start = found + marker.count
+                state = .afterBoundary
             case .afterBoundary:
                 guard pending.count - start >= 2 else { return }
                 if pending[start] == UInt8(ascii: "-"), pending[start + 1] == UInt8(ascii: "-") {
@@ -129,9 +153,13 @@ struct MultipartFileParser {
                 }
                 let headers = String(decoding: pending[start..<end], as: UTF8.self)
                 start = end + 4
-                if !sawFileStart, Self.partName(headers) == fieldName {
+                let name = Self.dispositionParameter("name", in: headers)
+                if !sawFileStart, name == fieldName {
                     sawFileStart = true
+                    fileName = Self.dispositionParameter("filename", in: headers)
                     state = .file
+                } else if !sawFileStart, let name, Self.dispositionParameter("filename", in: headers) == nil {
+                    state = .field(name)
                 } else {
                     state = .skipping
                 }
@@ -142,14 +170,14 @@ struct MultipartFileParser {
         }
     }
 
-    /// The `name` parameter of a part's Content-Disposition header.
-    static func partName(_ headers: String) -> String? {
+    /// A parameter (`name`, `filename`) of a part's Content-Disposition header.
+    static func dispositionParameter(_ wanted: String, in headers: String) -> String? {
         for line in headers.split(separator: "\r\n") {
             let header = line.split(separator: ":", maxSplits: 1)
             guard header.count == 2, header[0].trimmingCharacters(in: .whitespaces).lowercased() == "content-disposition" else { continue }
             for parameter in header[1].split(separator: ";").dropFirst() {
                 let pair = parameter.split(separator: "=", maxSplits: 1).map { $0.trimmingCharacters(in: .whitespaces) }
-                if pair.count == 2, pair[0].lowercased() == "name" { return pair[1].trimmingCharacters(in: CharacterSet(charactersIn: "\"")) }
+                if pair.count == 2, pair[0].lowercased() == wanted { return pair[1].trimmingCharacters(in: CharacterSet(charactersIn: "\"")) }
             }
         }
         return nil

@@ -134,6 +134,17 @@ extension VaultRepository {
         return completed
     }
 
+    /// Deletes an attachment whose file never arrived and that no upload attempt is writing (a legacy upload
+    /// that failed: its attachment was made when the file began).
+    func discardUnuploadedAttachment(id: String) async throws {
+        _ = try await transaction { session in
+            try await session.query("""
+                DELETE FROM attachments WHERE id = ? AND upload_id IS NULL
+                    AND NOT EXISTS (SELECT 1 FROM attachment_uploads u WHERE u.attachment_id = attachments.id)
+                """, [.text(id)])
+        }
+    }
+
     /// Deletes an upload attempt that will not complete (cut off, refused, lost to a concurrent one) and its chunks.
     func abandonAttachmentUpload(uploadID: String) async throws {
         _ = try await transaction { session in
