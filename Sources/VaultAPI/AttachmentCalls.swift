@@ -34,8 +34,20 @@ extension BitwardenAPI {
         if let lastKnownRevisionDate { body["lastKnownRevisionDate"] = .string(lastKnownRevisionDate.iso8601) }
         let reply = try await send(.POST, "/api/ciphers/\(cipherID)/attachment/v2", token: token, json: .object(body),
                                    idempotencyKey: idempotencyKey)
-        let object = try object(reply)
-        guard let attachmentID = object["attachmentId"]?.stringValue, let url = object["url"]?.stringValue else {
+        return try uploadTarget(try object(reply), attachmentID: nil)
+    }
+
+    /// The upload target of an announced attachment whose file has not arrived, asked for again
+    /// (`GET …/attachment/{attachmentId}/renew`: a storage service's signed link expires). `404` once the
+    /// file is there or the attachment is gone; servers without the route answer 404 or 405 too.
+    public func renewAttachmentUpload(cipherID: String, attachmentID: String, token: String) async throws -> AttachmentUpload {
+        try uploadTarget(try object(try await send(.GET, "/api/ciphers/\(cipherID)/attachment/\(attachmentID)/renew", token: token)),
+                         attachmentID: attachmentID)
+    }
+
+    /// An `attachment-fileUpload` answer (the renew answer may leave out the id it was asked about).
+    func uploadTarget(_ object: JSONObject, attachmentID known: String?) throws -> AttachmentUpload {
+        guard let attachmentID = object["attachmentId"]?.stringValue ?? known, let url = object["url"]?.stringValue else {
             throw ServerCallError.invalidResponse("the attachment answer has no attachmentId or url")
         }
         let cipher = object["cipherResponse"]?.objectValue.flatMap { try? CipherWire(json: $0, path: "cipherResponse") }

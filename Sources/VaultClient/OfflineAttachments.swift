@@ -45,34 +45,45 @@ extension VaultEngine {
         let (name, key) = (try EncString(staged.fileName), try EncString(staged.key))
         var staged = staged
         for attempt in 0..<2 {
-            if staged.serverID == nil || attempt > 0 {
+            let target: AttachmentUpload
+            if let attachmentID = staged.serverID, attempt == 0 {
+                target = try await resumedTarget(attachmentID: attachmentID, itemID: itemID)
+            } else {
                 let announceKey = attempt == 0 ? Self.announceKey(staged) : Self.announceKey(staged) + "-" + itemID
                 guard let upload = try await announce(staged, on: itemID, name: name, key: key, lastKnownRevisionDate: nil,
                                                       idempotencyKey: announceKey) else {
                     return try await uploadLegacy(staged, file: file, to: itemID, mayHaveArrived: true, progress: nil)
                 }
+                target = upload
                 staged.serverID = upload.attachmentID
                 let noted = staged
                 try await noteInRecord(&change) { metadata in
                     metadata.attachmentAdds = metadata.attachmentAdds?.map { $0.id == noted.id ? noted : $0 }
                 }
             }
-            guard let attachmentID = staged.serverID else { continue }
-            // A direct upload to the attachment's own route (the VaultSync server, Vaultwarden, a self-hosted
-            // Bitwarden without blob storage).
-            let target = AttachmentUpload(attachmentID: attachmentID, url: "/ciphers/\(itemID)/attachment/\(attachmentID)", fileUploadType: 0)
             do {
                 try await authorized { api, token in
                     try await api.uploadAttachment(target, cipherID: itemID, fileName: name, filePath: file, fileSize: size, token: token)
                 }
-                return attachmentID
+                return target.attachmentID
             } catch let error as ServerCallError where error.isAlreadyUploaded {
-                return attachmentID
+                return target.attachmentID
             } catch let error as ServerCallError where error.isGone && attempt == 0 {
                 continue
             }
         }
         throw ServerCallError.http(status: 404, message: "The attachment could not be uploaded: the server lost it twice.")
+    }
+
+    /// Where the file of an attachment announced by an earlier attempt goes now: asked for again (a blob
+    /// storage link expires); a server without that route, or whose answer is 404 (the file arrived, or the
+    /// attachment is gone), gets the direct route, whose answer tells those apart ("already uploaded", 404).
+    func resumedTarget(attachmentID: String, itemID: String) async throws -> AttachmentUpload {
+        do {
+            return try await authorized { api, token in try await api.renewAttachmentUpload(cipherID: itemID, attachmentID: attachmentID, token: token) }
+        } catch let error as ServerCallError where error.isMissingRoute {
+            return AttachmentUpload(attachmentID: attachmentID, url: "/ciphers/\(itemID)/attachment/\(attachmentID)", fileUploadType: 0)
+        }
     }
 
     func attachmentStaging(userID: String) -> AttachmentStaging {

@@ -6,10 +6,11 @@ import VaultCrypto
 import VaultModels
 import VaultTestSupport
 
-/// Attachments against a server without the v2 flow (issue 23): the real server behind a proxy that
-/// answers its announce route 404, as an older Bitwarden-compatible server does. The client falls back
-/// to the legacy one-step upload, which the real server serves.
-@Suite("Attachments, legacy upload", .serialized)
+/// Attachment uploads by the other routes (issue 23): against a server without the v2 flow (the real
+/// server behind a proxy that answers its announce route 404, as an older Bitwarden-compatible server
+/// does) the client falls back to the legacy one-step upload, which the real server serves; a resumed
+/// upload asks for its target again (renew).
+@Suite("Attachments, legacy upload and renew", .serialized)
 struct LegacyAttachmentTests {
     /// A proxy in front of the devices' server whose `/attachment/v2` route is missing.
     func withoutV2(_ devices: TwoDevices) async throws -> FaultProxy {
@@ -85,6 +86,42 @@ struct LegacyAttachmentTests {
         try await devices.b.engine.pull()
         let seen = try await devices.b.engine.attachments(itemID: id)
         #expect(seen.map(\.fileName) == ["deed.pdf"])
+        #expect(try await devices.b.engine.attachmentContents(itemID: id, attachmentID: try #require(seen.first?.id)) == contents)
+        await a.engine.shutdown()
+        await proxy.stop()
+        await devices.finish()
+    }
+
+    @Test("a resumed upload asks where its file goes now (renew), then sends it there once")
+    func resumedUploadRenews() async throws {
+        let devices = try await TwoDevices.start()
+        let item = try await devices.a.engine.addItem(loginItem("Scan")).value
+        let id = try #require(item.id)
+        let offline = try devices.offlineA()
+        try await offline.engine.unlock(email: devices.scenario.email, password: devices.scenario.password)
+        let contents = SystemRandomSource().bytes(count: 70_000)
+        #expect(try await offline.engine.addAttachment(itemID: id, fileName: "scan.pdf", contents: contents).pending)
+        await offline.engine.shutdown()
+
+        let proxy = FaultProxy(upstream: await devices.scenario.server.url)
+        try await proxy.start()
+        // Announced, then the upload itself fails: the record keeps the server's attachment id.
+        // (The first rule lets the announce through unchanged; the second then meets the upload.)
+        await proxy.add(.init(method: "POST", pathPrefix: "/api/ciphers/\(id)/attachment/v2", action: .delay(milliseconds: 0)))
+        await proxy.add(.init(method: "POST", pathPrefix: "/api/ciphers/\(id)/attachment/", action: .fail(status: 503)))
+        let clock = TestClock()
+        let a = try Device.make(url: await proxy.url, profile: devices.a.profile, clock: clock)
+        try await a.engine.unlock(email: devices.scenario.email, password: devices.scenario.password)
+        _ = try await a.engine.sync()
+        #expect(try await a.engine.pendingCount() == 1)
+        clock.advance(seconds: 3600)
+        #expect(try await a.engine.sync().resolved == 1)
+        let log = await proxy.requestLog.filter { $0.contains("/attachment") }
+        #expect(log.filter { $0.hasSuffix("/attachment/v2") }.count == 1, "announced once: \(log)")
+        #expect(log.contains { $0.hasPrefix("GET ") && $0.hasSuffix("/renew") }, "\(log)")
+        try await devices.b.engine.pull()
+        let seen = try await devices.b.engine.attachments(itemID: id)
+        #expect(seen.map(\.fileName) == ["scan.pdf"])
         #expect(try await devices.b.engine.attachmentContents(itemID: id, attachmentID: try #require(seen.first?.id)) == contents)
         await a.engine.shutdown()
         await proxy.stop()

@@ -298,6 +298,29 @@ struct AttachmentTests {
         }
     }
 
+    @Test("renew: an attachment whose file has not arrived gets its upload target again; once uploaded, or unknown, 404",
+          arguments: Backend.available)
+    func renewUploadTarget(backend: Backend) async throws {
+        try await withAttachmentServer(backend) { server in
+            let user = try await TestUser.register(server.api)
+            let token = try await user.token(server.api)
+            let (id, _) = try await user.item(server.api, token: token)
+            let file = GeneratedFile(size: GeneratedFile.encryptedSize(mib: 0) + 16 * 10)
+            let start = try await user.createAttachment(server.api, token: token, cipherID: id, size: file.size)
+            let attachmentID = try #require(start.object["attachmentId"]?.stringValue)
+            let renewed = try await server.api.request(.get, "/api/ciphers/\(id)/attachment/\(attachmentID)/renew", token: token)
+            #expect(renewed.status == .ok)
+            #expect(renewed.object["url"]?.stringValue == start.object["url"]?.stringValue && renewed.object["fileUploadType"]?.intValue == 0)
+            #expect(renewed.object["attachmentId"]?.stringValue == attachmentID)
+            let uploaded = try await server.upload(cipherID: id, attachmentID: attachmentID, token: token, body: file, length: Int64(file.size))
+            #expect(uploaded.status == .ok)
+            let again = try await server.api.request(.get, "/api/ciphers/\(id)/attachment/\(attachmentID)/renew", token: token)
+            #expect(again.status == .notFound)
+            let unknown = try await server.api.request(.get, "/api/ciphers/\(id)/attachment/\(UUID().uuidString.lowercased())/renew", token: token)
+            #expect(unknown.status == .notFound)
+        }
+    }
+
     @Test("a legacy upload that is not multipart, has no file part, is no encrypted file, is cut off or is over the limit is refused and leaves nothing",
           arguments: Backend.available)
     func legacyUploadRefusals(backend: Backend) async throws {

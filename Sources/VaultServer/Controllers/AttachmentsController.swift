@@ -23,6 +23,7 @@ struct AttachmentsController {
             let (_, attachment) = try await find(context)
             return JSONResponse.make(.object(services.renderer(for: request).attachment(attachment)))
         }
+        api.get("ciphers/:id/attachment/:attachmentId/renew") { request, context in try await renew(request, context) }
         api.delete("ciphers/:id/attachment/:attachmentId") { request, context in try await delete(request, context) }
         api.post("ciphers/:id/attachment/:attachmentId/delete") { request, context in try await delete(request, context) }
     }
@@ -72,14 +73,29 @@ struct AttachmentsController {
         guard creation.cipher.id == cipherID else {
             throw APIError.invalidModel(["Idempotency-Key": ["This idempotency key made an attachment of another item."]])
         }
+        return try uploadTarget(request, attachmentID: creation.attachmentID, cipher: creation.cipher)
+    }
+
+    /// Where an attachment's file goes (`attachment-fileUpload`): this server's direct route.
+    func uploadTarget(_ request: Request, attachmentID: String, cipher: CipherRecord) throws -> Response {
         var object = JSONObject()
         object["object"] = .string("attachment-fileUpload")
-        object["attachmentId"] = .string(creation.attachmentID)
-        object["url"] = .string("/ciphers/\(cipherID)/attachment/\(creation.attachmentID)")
+        object["attachmentId"] = .string(attachmentID)
+        object["url"] = .string("/ciphers/\(cipher.id)/attachment/\(attachmentID)")
         object["fileUploadType"] = .int(0)
-        object["cipherResponse"] = try .object(JSONParser.parseObject(services.renderer(for: request).cipher(creation.cipher)))
+        object["cipherResponse"] = try .object(JSONParser.parseObject(services.renderer(for: request).cipher(cipher)))
         object["cipherMiniResponse"] = .null
         return JSONResponse.make(.object(object))
+    }
+
+    /// `GET /api/ciphers/{id}/attachment/{attachmentId}/renew`: the upload target of an attachment whose file
+    /// has not arrived yet (a client resuming an upload asks for it again: on servers with blob storage the
+    /// link expires). `404` once the file is there, or when the attachment is gone.
+    func renew(_ request: Request, _ context: VaultRequestContext) async throws -> Response {
+        let (record, attachment) = try await find(context)
+        guard record.access.edit else { throw APIError(.badRequest, "You do not have permissions to edit this.") }
+        guard attachment.uploadID == nil else { throw APIError.notFound }
+        return try uploadTarget(request, attachmentID: attachment.id, cipher: record)
     }
 
     /// `lastKnownRevisionDate` of a request body, if sent (spec §3.2).
