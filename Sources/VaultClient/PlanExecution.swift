@@ -314,6 +314,7 @@ extension VaultEngine {
         let items = tx.ciphers(of: userID)
         let (change, settled) = (settling.change, settling.settled)
         let newID = settled.id ?? change.itemID
+        if settling.swapping, try waitsBesideCopy(change, newID: newID, key: key, tx) { return }
         let newerLocal = settling.swapping ? try items.find(id: change.itemID).flatMap { try? $0.wire() } : nil
         if settling.swapping {
             try items.remove(id: change.itemID)
@@ -336,6 +337,18 @@ extension VaultEngine {
         // save has its own record and local copy, which the next run resolves. Never overwritten here.
         if settling.swapping, try tx.queue(of: userID).hasRecord(forItem: newID) { return }
         if let row = settling.row { try items.store(row) } else { try items.store(settled) }
+    }
+
+    /// Inside a settling transaction that would swap ids: whether the user saved the temporary item again
+    /// meanwhile while the server's copy has a record of its own here (pulled and saved too: bug 19's
+    /// sibling). Neither save moves onto the other's id (one record per item): both stay as they are, and
+    /// the next run meets the temporary item's create answered with a copy that has its own record
+    /// (`planAfterAdoption`): its version is backed up, the copy's record resolves as usual.
+    static func waitsBesideCopy(_ change: PendingChange, newID: String, key: SymmetricCryptoKey, _ tx: StoreTransaction) throws -> Bool {
+        let queue = tx.queue(of: change.userID)
+        guard newID != change.itemID, try queue.hasRecord(forItem: newID),
+              let stored = try queue.change(id: change.id, key: key) else { return false }
+        return stored.metadata.updatedDate != change.metadata.updatedDate
     }
 
     /// Inside a settling transaction: the record as stored, if the user saved the item again since the
@@ -548,6 +561,7 @@ extension VaultEngine {
         let (change, swapping) = (run.change, run.swapping)
         let current = try requireSession()
         try await write { [userID = current.userID, key = current.keys.userKey] tx in
+            if swapping, try Self.waitsBesideCopy(change, newID: newID, key: key, tx) { return }
             let folders = tx.folders(of: userID)
             let newerLocal = swapping ? try folders.find(id: change.itemID).flatMap { try? $0.wire() } : nil
             if swapping {

@@ -124,6 +124,10 @@ extension VaultEngine {
             if copies.count > 1, let keeper = copies.map(\.id).min() {
                 for copy in copies where copy.id != keeper && Self.isUntouched(copy.wire) {
                     do {
+                        // Checked again at the server first: the copy is written back as the snapshot showed it, under
+                        // that revision. Someone who renamed or edited it since makes that "out of date", and it
+                        // stays; a device writing after this sees the revision moved and re-reads.
+                        guard try await stillUntouched(copy.wire) else { continue }
                         try await authorized { api, token in try await api.hardDeleteCipher(id: copy.id, token: token) }
                     } catch let error as ServerCallError where error.isGone {
                     } catch {
@@ -149,6 +153,19 @@ extension VaultEngine {
             var backup = backup
             if let keeper = keptFor[backup.backupID] { backup.backupID = keeper }
             return backup
+        }
+    }
+
+    /// Writes a twin back unchanged with `lastKnownRevisionDate` = the revision the snapshot showed: `false`
+    /// when the server answers "out of date" (someone wrote to it since the snapshot: it is not a twin to merge).
+    func stillUntouched(_ wire: CipherWire) async throws -> Bool {
+        guard let id = wire.id else { return false }
+        do {
+            _ = try await authorized { api, token in try await api.updateCipher(wire, id: id, lastKnownRevisionDate: wire.revisionDate, token: token) }
+            return true
+        } catch let error as ServerCallError where error.isOutOfDate {
+            logger.info("twin backup changed since the snapshot; kept", metadata: ["backup": "\(id)"])
+            return false
         }
     }
 }

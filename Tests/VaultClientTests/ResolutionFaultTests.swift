@@ -272,6 +272,48 @@ struct ResolutionFaultTests {
         await devices.finish()
     }
 
+    @Test("bug 19's sibling: the pulled copy and the temporary item both saved during the adoption's push: both saves kept, and the queue settles on its own")
+    func adoptedCopyAndTemporarySavedDuringPush() async throws {
+        let devices = try await TwoDevices.start()
+        let (a, proxy) = try await throughProxy(devices, losingFirstAnswerTo: "/api/ciphers")
+        let temporary = try await a.engine.addItem(loginItem("Saved thrice", password: "first")).value
+        _ = try await a.engine.pull()
+        let serverCopy = try #require(try await a.engine.views().first { $0.name == "Saved thrice" && $0.id != temporary.id })
+        var edited = temporary
+        edited.login?.password = "edit-of-temporary"
+        #expect(try await a.engine.updateItem(edited).outcome.isOffline)
+        // While the adoption pushes the temporary item's version onto the server's copy, the user saves the
+        // copy and the temporary item: the swap would move the temporary item's record onto an id that has one.
+        let (serverID, temporaryID) = (try #require(serverCopy.id), try #require(temporary.id))
+        let once = Once()
+        await proxy.setForwardHook { [engine = a.engine] method, path in
+            guard method == "PUT", path == "/api/ciphers/\(serverID)", once.first() else { return }
+            for (id, password) in [(serverID, "copy-saved-during-push"), (temporaryID, "temporary-saved-during-push")] {
+                guard var again = try? await engine.item(id: id) else { continue }
+                again.login?.password = password
+                _ = try? await engine.updateItem(again)
+            }
+        }
+        try await a.engine.retryPending()
+        let pushed = try await a.engine.sync()
+        await proxy.setForwardHook(nil)
+        #expect(once.fired)
+        // Before the fix, the swap's write was refused here (two records on one id): "needs attention"
+        // until the user retried it.
+        #expect(pushed.needsAttention == 0, "\(pushed)")
+        for _ in 0..<3 where try await a.engine.pendingCount() > 0 {
+            let report = try await a.engine.sync()
+            #expect(report.needsAttention == 0, "\(report)")
+        }
+        #expect(try await a.engine.pendingCount() == 0)
+        try await devices.b.engine.pull()
+        let views = try await devices.b.engine.views()
+        expectSurvive(["first", "edit-of-temporary", "copy-saved-during-push", "temporary-saved-during-push"], in: views)
+        #expect(views.filter { $0.name == "Saved thrice" }.count == 1, "one live item: \(views.map(\.name))")
+        await proxy.stop()
+        await devices.finish()
+    }
+
     @Test("a backup whose create answer was lost, pulled and edited here offline: finishing the backup keeps the edit")
     func lostBackupAnswerThenBackupEditedHere() async throws {
         let devices = try await TwoDevices.start()
@@ -540,6 +582,60 @@ struct ResolutionFaultTests {
         await restarted.engine.shutdown()
         await b.engine.shutdown()
         await w.engine.shutdown()
+        await devices.finish()
+    }
+
+    /// The twin check deletes an untouched twin it saw in its snapshot. A rename landing between that
+    /// snapshot and the delete made the twin someone's item again: it must stay (before the fix it was
+    /// deleted, and the new name with it).
+    @Test("a twin backup renamed on another device between the twin check's snapshot and its delete is kept")
+    func twinRenamedDuringCheck() async throws {
+        let devices = try await TwoDevices.start()
+        let item = try await devices.a.engine.addItem(loginItem("Twinned", password: "first")).value
+        let id = try #require(item.id)
+        try await devices.b.engine.pull()
+        let a = try await offline(devices)
+        var mine = try await a.engine.item(id: id)
+        mine.login?.password = "a-offline"
+        _ = try await a.engine.updateItem(mine)
+        await a.engine.shutdown()
+        var theirs = try await devices.b.engine.item(id: id)
+        theirs.login?.password = "b-online-newer"
+        _ = try await devices.b.engine.updateItem(theirs)
+        // A backs its version up; every snapshot after the resolution's fails, so its twin check waits.
+        let (first, proxy) = try await throughProxy(devices)
+        await proxy.add(.init(method: "GET", pathPrefix: "/api/sync", action: .delay(milliseconds: 0)))
+        await proxy.add(.init(method: "GET", pathPrefix: "/api/sync", action: .fail(status: 503), times: 1_000))
+        _ = try? await first.engine.sync()
+        await first.engine.shutdown()
+        await proxy.stop()
+        // B copies the backup exactly (a twin, as a server without idempotency keys would have made).
+        try await devices.b.engine.pull()
+        let backup = try #require(try await devices.b.engine.views().first { $0.name.hasPrefix("Twinned - offline conflict") })
+        var twin = backup
+        twin.id = nil
+        let copy = try await devices.b.engine.addItem(twin).value
+        let doomed = max(try #require(backup.id), try #require(copy.id))
+        // A's check reads its snapshot; before A hears it, B renames the twin that check would delete.
+        let (checking, watcher) = try await throughProxy(devices)
+        let snapshots = Counter()
+        let once = Once()
+        await watcher.setForwardHook { [engine = devices.b.engine] method, path in
+            guard method == "GET", path == "/api/sync" else { return }
+            await snapshots.increment()
+            // A's sync with nothing queued: the pull's snapshot, then the twin check's.
+            guard await snapshots.value == 2, once.first(), var renamed = try? await engine.item(id: doomed) else { return }
+            renamed.name = "Renamed twin"
+            _ = try? await engine.updateItem(renamed)
+        }
+        _ = try await checking.engine.sync()
+        #expect(once.fired)
+        try await devices.b.engine.pull()
+        let views = try await devices.b.engine.views()
+        #expect(views.contains { $0.name == "Renamed twin" }, "\(views.map(\.name))")
+        expectSurvive(["first", "a-offline", "b-online-newer"], in: views)
+        await checking.engine.shutdown()
+        await watcher.stop()
         await devices.finish()
     }
 
