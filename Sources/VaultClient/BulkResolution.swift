@@ -77,12 +77,16 @@ extension VaultEngine {
 
     static let plainPush: [ResolutionStep] = [.push(.local), .replayState, .settle(.rebaseOnResult)]
 
+    /// The cached items of `changes`, by id (one read).
+    func localCiphers(of changes: [PendingChange]) async throws -> [String: CipherWire] {
+        let (userID, ids) = (try requireSession().userID, changes.map(\.itemID))
+        let rows = try await read { tx in try tx.ciphers(of: userID).find(ids: ids) }
+        return Dictionary(rows.compactMap { row in (try? row.wire()).map { (row.id, $0) } }, uniquingKeysWith: { first, _ in first })
+    }
+
     /// Splits item changes into plain pushes (for one bulk request) and everything else.
     func splitBatchable(_ changes: [PendingChange], context: ResolutionContext) async throws -> ([BatchEntry], [PendingChange]) {
-        let userID = try requireSession().userID
-        let ids = changes.map(\.itemID)
-        let locals = try await read { tx in try tx.ciphers(of: userID).find(ids: ids) }
-        let localByID = Dictionary(locals.compactMap { row in (try? row.wire()).map { (row.id, $0) } }, uniquingKeysWith: { first, _ in first })
+        let localByID = try await localCiphers(of: changes)
         var batch: [BatchEntry] = []
         var rest: [PendingChange] = []
         for change in changes {
@@ -112,7 +116,7 @@ extension VaultEngine {
         do {
             results = try await authorized { api, token in try await api.bulkUpdateCiphers(entries, token: token) }
         } catch let error as ServerCallError {
-            if case .http(let status, _) = error, status == 404 || status == 405 {
+            if error.isMissingRoute {
                 bulkUpdateSupported = false
                 logger.info("the server has no bulk update; pushing one item at a time")
             }
@@ -161,10 +165,8 @@ extension VaultEngine {
     func pushCreates(_ chunk: [PendingChange], context: ResolutionContext) async throws -> (Int, SyncReport, [PendingChange]) {
         var report = SyncReport()
         let session = try requireSession()
-        let (userID, key) = (session.userID, session.keys.userKey)
-        let ids = chunk.map(\.itemID)
-        let locals = try await read { tx in try tx.ciphers(of: userID).find(ids: ids) }
-        let localByID = Dictionary(locals.compactMap { row in (try? row.wire()).map { (row.id, $0) } }, uniquingKeysWith: { first, _ in first })
+        let key = session.keys.userKey
+        let localByID = try await localCiphers(of: chunk)
         var (batch, rest): ([(change: PendingChange, local: CipherWire)], [PendingChange]) = ([], [])
         for change in chunk {
             guard let local = localByID[change.itemID], local.organizationId == nil,
@@ -190,7 +192,7 @@ extension VaultEngine {
         do {
             results = try await authorized { api, token in try await api.bulkCreateCiphers(entries, token: token) }
         } catch let error as ServerCallError {
-            if case .http(let status, _) = error, status == 404 || status == 405 {
+            if error.isMissingRoute {
                 bulkCreateSupported = false
                 logger.info("the server has no bulk create; creating one item at a time")
             }

@@ -154,47 +154,40 @@ extension VaultEngine {
         let size = configuration.bulkPushSize
         let chunks = stride(from: 0, to: changes.count, by: size).map { Array(changes[$0..<min($0 + size, changes.count)]) }
         var left: [PendingChange] = []
-        try await withThrowingTaskGroup(of: (Int, SyncReport, [PendingChange]).self) { group in
-            var next = 0
-            while next < chunks.count && next < 2 {
-                let chunk = chunks[next]
-                group.addTask { try await work(chunk) }
-                next += 1
-            }
-            while let (settled, partial, rest) = try await group.next() {
-                pass.report.merge(partial)
-                left += rest
-                pass.done += settled
-                publishStatus(progress: (pass.done, pass.total))
-                if next < chunks.count {
-                    let chunk = chunks[next]
-                    group.addTask { try await work(chunk) }
-                    next += 1
-                }
-            }
+        try await windowed(chunks, width: 2, work) { (settled, partial, rest) in
+            pass.report.merge(partial)
+            left += rest
+            pass.done += settled
+            publishStatus(progress: (pass.done, pass.total))
         }
         return left
     }
 
     /// The ordinary path, `resolutionConcurrency` changes at once.
     func oneByOne(_ items: [PendingChange], pass: inout ResolutionPass, context: ResolutionContext) async throws {
-        let width = max(1, configuration.resolutionConcurrency)
-        try await withThrowingTaskGroup(of: SyncReport.self) { group in
+        try await windowed(items, width: max(1, configuration.resolutionConcurrency), { try await self.resolveOne($0, context: context) }) { partial in
+            pass.report.merge(partial)
+            pass.done += 1
+            publishStatus(progress: (pass.done, pass.total))
+        }
+    }
+
+    /// Runs `work` over `elements`, at most `width` at once, handing each result to `take` as it comes.
+    func windowed<Element: Sendable, Result: Sendable>(_ elements: [Element], width: Int,
+                                                         _ work: @escaping @Sendable (Element) async throws -> Result,
+                                                         take: (Result) -> Void) async throws {
+        try await withThrowingTaskGroup(of: Result.self) { group in
             var next = 0
-            while next < items.count && next < width {
-                let change = items[next]
-                group.addTask { try await self.resolveOne(change, context: context) }
+            func start() {
+                guard next < elements.count else { return }
+                let element = elements[next]
+                group.addTask { try await work(element) }
                 next += 1
             }
-            while let partial = try await group.next() {
-                pass.report.merge(partial)
-                pass.done += 1
-                publishStatus(progress: (pass.done, pass.total))
-                if next < items.count {
-                    let change = items[next]
-                    group.addTask { try await self.resolveOne(change, context: context) }
-                    next += 1
-                }
+            for _ in 0..<width { start() }
+            while let result = try await group.next() {
+                take(result)
+                start()
             }
         }
     }
