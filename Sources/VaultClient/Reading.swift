@@ -41,25 +41,12 @@ extension VaultEngine {
         return await Self.inSlices(rows) { Self.listed($0, keys: keys, pending: pending[$0.id]) }
     }
 
-    /// Every item's name, decrypted without the rest of the item: what finding an item by name needs
-    /// (`vaultsync get NAME`). Two decryptions per item (its key, its name) and a parse of only the
-    /// fields they need, where ``items()`` parses and decrypts every field of every item.
+    /// Every item's name, without the rest of the item: what finding an item by name needs (`vaultsync get
+    /// NAME`). From the sealed name index for rows unchanged since it was written (``NameIndex``); a name
+    /// decrypted alone (its key, its name, and a parse of only those fields) for the others, where
+    /// ``items()`` parses and decrypts every field of every item.
     public func itemNames() async throws -> [VaultItemName] {
-        let current = try requireSession()
-        let userID = current.userID
-        let rows = try await read { tx in try tx.ciphers(of: userID).all() }
-        let keys = current.keys
-        return await Self.inSlices(rows) { row in
-            let name: Result<String, ModelError>
-            do {
-                name = .success(try CipherWire.decryptedName(jsonBytes: row.json.utf8, keys: keys))
-            } catch let error as ModelError {
-                name = .failure(error)
-            } catch {
-                name = .failure(.invalidValue(path: "cipher", reason: String(describing: error)))
-            }
-            return VaultItemName(id: row.id, name: name)
-        }
+        try await indexedItemNames()
     }
 
     /// Whether the vault has an item with exactly this id (nothing decrypted).

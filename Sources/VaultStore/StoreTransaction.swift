@@ -43,6 +43,25 @@ public struct StoreTransaction {
 
     /// The conflict backups this device made or learned of for the user.
     public func backups(of userID: String) -> BackupLedger { BackupLedger(db: db, userID: userID) }
+
+    /// The user's sealed name index.
+    public func nameIndex(of userID: String) -> NameIndexTable { NameIndexTable(db: db, userID: userID) }
+}
+
+/// The sealed name index of a user (one row; its format is the engine's).
+public struct NameIndexTable {
+    let db: Database
+    let userID: String
+
+    /// The sealed index, or `nil` when none was written.
+    public func sealed() throws -> String? {
+        try String.fetchOne(db, sql: "SELECT sealed FROM nameIndex WHERE userID = ?", arguments: [userID])
+    }
+
+    /// Replaces the sealed index.
+    public func store(_ sealed: String) throws {
+        try db.execute(sql: "INSERT OR REPLACE INTO nameIndex (userID, sealed) VALUES (?, ?)", arguments: [userID, sealed])
+    }
 }
 
 // MARK: Device-wide tables

@@ -243,6 +243,15 @@ public final class VaultStore: Sendable {
                 t.add(column: "sealedDifference", .text)
             }
         }
+        migrator.registerMigration("v11: the sealed name index") { db in
+            // Every item's id and decrypted name, with a SHA-256 of the row it was read from, as one EncString
+            // under the user key (docs/ARCHITECTURE.md, "The name index"): finding an item by name opens it
+            // once instead of decrypting every name. A cache that checks itself; nothing else writes it.
+            try db.create(table: "nameIndex") { t in
+                t.primaryKey("userID", .text).references("account", onDelete: .cascade)
+                t.column("sealed", .text).notNull()
+            }
+        }
         return migrator
     }
 }
