@@ -14,12 +14,20 @@ struct NameIndex: Sendable {
     struct Entry: Sendable {
         var digest: [UInt8]
         var name: String
+        /// The other fields a search looks in: username, notes, URIs.
+        var searched: [String]
+
+        /// `vaultsync list --search TEXT`'s rule: the name, username, notes or a URI contains the text
+        /// (case-insensitively, as the locale compares).
+        func matches(_ text: String) -> Bool {
+            name.localizedCaseInsensitiveContains(text) || searched.contains { $0.localizedCaseInsensitiveContains(text) }
+        }
     }
 
     var entries: [String: Entry] = [:]
 
     /// The format's first bytes (a later format gets other ones; an index it cannot read is rebuilt).
-    static let magic = Array("vaultsync-names-1".utf8)
+    static let magic = Array("vaultsync-names-2".utf8)
 
     init() {}
 
@@ -34,14 +42,17 @@ struct NameIndex: Sendable {
         try EncString.encrypt(encoded(), key: key).serialized
     }
 
-    /// `magic`, then per entry: id, digest and name, each with its length (4 bytes, little-endian).
+    /// `magic`, then per entry: id, digest, name, the number of searched fields and each of them, every
+    /// field with its length (4 bytes, little-endian).
     func encoded() -> [UInt8] {
         var out = Self.magic
-        out.reserveCapacity(entries.count * 128)
+        out.reserveCapacity(entries.count * 160)
         for (id, entry) in entries {
             Self.append(Array(id.utf8), to: &out)
             Self.append(entry.digest, to: &out)
             Self.append(Array(entry.name.utf8), to: &out)
+            withUnsafeBytes(of: UInt32(entry.searched.count).littleEndian) { out.append(contentsOf: $0) }
+            for field in entry.searched { Self.append(Array(field.utf8), to: &out) }
         }
         return out
     }
@@ -54,29 +65,39 @@ struct NameIndex: Sendable {
     static func parse(_ bytes: [UInt8]) -> [String: Entry]? {
         guard bytes.starts(with: magic) else { return nil }
         var position = magic.count
-        func field() -> ArraySlice<UInt8>? {
+        func number() -> Int? {
             guard bytes.count - position >= 4 else { return nil }
-            let length = bytes[position..<position + 4].reversed().reduce(0) { $0 << 8 | Int($1) }
-            position += 4
-            guard bytes.count - position >= length else { return nil }
+            defer { position += 4 }
+            return bytes[position..<position + 4].reversed().reduce(0) { $0 << 8 | Int($1) }
+        }
+        func field() -> ArraySlice<UInt8>? {
+            guard let length = number(), bytes.count - position >= length else { return nil }
             defer { position += length }
             return bytes[position..<position + length]
         }
+        func text() -> String? { field().flatMap { String(validating: $0, as: UTF8.self) } }
         var entries: [String: Entry] = [:]
         while position < bytes.count {
-            guard let id = field(), let digest = field(), digest.count == 32, let name = field(),
-                  let idText = String(validating: id, as: UTF8.self), let nameText = String(validating: name, as: UTF8.self) else { return nil }
-            entries[idText] = Entry(digest: Array(digest), name: nameText)
+            guard let id = text(), let digest = field(), digest.count == 32, let name = text(), let count = number(),
+                  count <= bytes.count - position else { return nil }
+            var searched: [String] = []
+            for _ in 0..<count {
+                guard let value = text() else { return nil }
+                searched.append(value)
+            }
+            entries[id] = Entry(digest: Array(digest), name: name, searched: searched)
         }
         return entries
     }
 }
 
 extension VaultEngine {
-    /// Every item's name (``itemNames()``) through the name index: names of rows unchanged since the index
-    /// was written come from it; the others are decrypted (two decryptions each) and the index is written
-    /// back when anything differed. Writing it is best effort: a failure costs the next command a rebuild.
-    func indexedItemNames() async throws -> [VaultItemName] {
+    /// The name index brought up to date with the rows: names of rows unchanged since it was written come
+    /// from it; the others are decrypted (each changed row once, fully, for the searched fields too) and the
+    /// index is written back when anything differed. Writing it is best effort: a failure costs the next
+    /// command a rebuild. Returns it with every row's name, or why that could not be decrypted (such a row
+    /// stays out of the index and is decrypted again next time).
+    func refreshedNameIndex() async throws -> (index: NameIndex, names: [VaultItemName]) {
         let current = try requireSession()
         let (userID, keys) = (current.userID, current.keys)
         let (rows, sealed) = try await read { tx in (try tx.ciphers(of: userID).all(), try tx.nameIndex(of: userID).sealed()) }
@@ -86,8 +107,11 @@ extension VaultEngine {
             if let entry = index.entries[row.id], entry.digest == digest {
                 return (VaultItemName(id: row.id, name: .success(entry.name)), entry, false)
             }
-            let name = Self.decryptedName(row, keys: keys)
-            return (VaultItemName(id: row.id, name: name), (try? name.get()).map { NameIndex.Entry(digest: digest, name: $0) }, true)
+            guard let view = try? row.wire().decrypted(with: keys) else {
+                return (VaultItemName(id: row.id, name: Self.decryptedName(row, keys: keys)), nil, true)
+            }
+            let searched = [view.login?.username, view.notes].compactMap { $0 } + (view.login?.uris.compactMap(\.uri) ?? [])
+            return (VaultItemName(id: row.id, name: .success(view.name)), NameIndex.Entry(digest: digest, name: view.name, searched: searched), true)
         }
         var rebuilt = NameIndex()
         for (name, entry, _) in looked { if let entry { rebuilt.entries[name.id] = entry } }
@@ -99,7 +123,24 @@ extension VaultEngine {
                 logger.info("the name index was not written", metadata: ["error": "\(error)"])
             }
         }
-        return looked.map(\.0)
+        return (rebuilt, looked.map(\.0))
+    }
+
+    /// The items whose name, username, notes or a URI contains `text` (``NameIndex/Entry/matches(_:)``),
+    /// decrypted, found through the name index: only the matches (and rows that cannot be read, reported
+    /// as such) are decrypted.
+    public func items(matching text: String) async throws -> [VaultItem] {
+        let current = try requireSession()
+        let (index, names) = try await refreshedNameIndex()
+        let ids = names.filter { name in index.entries[name.id].map { $0.matches(text) } ?? true }.map(\.id)
+        let userID = current.userID
+        let (rows, pendingRows) = try await read { tx in
+            (try tx.ciphers(of: userID).find(ids: ids), try ids.compactMap { try tx.queue(of: userID).record(kind: .cipher, itemID: $0) })
+        }
+        let pending = Dictionary(pendingRows.compactMap { row in (try? row.open(key: current.keys.userKey)).map { (row.itemID, $0) } },
+                                 uniquingKeysWith: { first, _ in first })
+        let keys = current.keys
+        return await Self.inSlices(rows) { Self.listed($0, keys: keys, pending: pending[$0.id]) }
     }
 
     /// A row's name, decrypted alone, or why it could not be.

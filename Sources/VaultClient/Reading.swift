@@ -46,7 +46,7 @@ extension VaultEngine {
     /// decrypted alone (its key, its name, and a parse of only those fields) for the others, where
     /// ``items()`` parses and decrypts every field of every item.
     public func itemNames() async throws -> [VaultItemName] {
-        try await indexedItemNames()
+        try await refreshedNameIndex().names
     }
 
     /// Whether the vault has an item with exactly this id (nothing decrypted).

@@ -83,6 +83,32 @@ struct NameIndexTests {
         await devices.finish()
     }
 
+    @Test("a search through the index finds exactly what a search of every decrypted item finds: name, username, notes, URIs, any case")
+    func search() async throws {
+        let devices = try await TwoDevices.start()
+        let a = devices.a.engine
+        for index in 0..<20 {
+            var item = loginItem("Account \(index)", username: index % 3 == 0 ? "Carol.\(index)" : "dave")
+            if index % 4 == 0 { item.notes = "kept in the Blue binder" }
+            _ = try await a.addItem(item)
+        }
+        let secret = try #require(try await a.views().first { $0.name == "Account 7" })
+        var changed = secret
+        changed.login?.username = "renamed-user"
+        _ = try await a.updateItem(changed)
+        func reference(_ text: String) async throws -> Set<String> {
+            let needles: (CipherView) -> [String?] = { [$0.name, $0.login?.username, $0.notes] + ($0.login?.uris.map(\.uri) ?? []) }
+            return Set(try await a.views().filter { view in needles(view).contains { $0?.localizedCaseInsensitiveContains(text) ?? false } }.compactMap(\.id))
+        }
+        for text in ["account 1", "CAROL", "blue BINDER", "account-12.example", "renamed-user", "dave", "nothing like it"] {
+            let found = try await a.items(matching: text)
+            #expect(Set(found.map(\.id)) == (try await reference(text)), "\(text)")
+            #expect(found.allSatisfy { (try? $0.result.get()) != nil })
+        }
+        #expect(try await a.items(matching: "Account 7").count == 1)
+        await devices.finish()
+    }
+
     @Test("no name reaches the profile in plaintext through the index")
     func sealed() async throws {
         let devices = try await TwoDevices.start()

@@ -37,7 +37,9 @@ struct ListCommand: VaultCommand {
         let folderNames = try await context.folderNames()
         var damaged = 0
         var rows: [(item: VaultItem, view: CipherView)] = []
-        for item in try await context.loadItems() {
+        // A search decrypts only the items it finds, through the sealed name index (docs/ARCHITECTURE.md).
+        let items = if let search { try await context.engine.items(matching: search) } else { try await context.loadItems() }
+        for item in items {
             guard case .success(let view) = item.result else {
                 damaged += 1
                 continue
