@@ -3,38 +3,58 @@ import VaultCrypto
 import VaultModels
 import VaultStore
 
-/// The sealed name index (docs/ARCHITECTURE.md, "The name index"; issue 25, P7-get): every item's id and
-/// decrypted name, each with the SHA-256 of the stored row it was read from, sealed with the user key as
-/// one EncString. Finding an item by name opens it with one decryption and reads the rows to compare
-/// digests; only a row whose digest differs (changed by a sync, a save, the resolver, or by anyone writing
-/// to the file) has its name decrypted again. So the index checks itself against the rows every time, no
-/// path that stores items has to maintain it, and a stale, damaged or foreign index costs a rebuild, never
-/// a wrong answer. Nothing in it reaches the disk unencrypted.
+/// The sealed name index (docs/ARCHITECTURE.md, "The name index"; issue 25, P7): every item's id, decrypted
+/// name and searched fields (username, notes, URIs), each with the SHA-256 of the stored row it was read
+/// from, sealed with the user key as one EncString. Finding an item by name opens it with one decryption
+/// and compares digests of the rows; only a row whose digest differs (changed by a sync, a save, the
+/// resolver, or by anyone writing to the file) is decrypted again. So the index checks itself against the
+/// rows every time, no path that stores items has to maintain it, and a stale, damaged or foreign index
+/// costs a rebuild, never a wrong answer. Nothing in it reaches the disk unencrypted.
 struct NameIndex: Sendable {
     struct Entry: Sendable {
-        var digest: [UInt8]
+        var digest: ContentDigest
         var name: String
-        /// The other fields a search looks in: username, notes, URIs.
-        var searched: [String]
+        /// The searched fields, encoded as in the index (read only when a search needs them).
+        var searched: ArraySlice<UInt8>
+
+        init(digest: ContentDigest, name: String, searched: ArraySlice<UInt8>) {
+            self.digest = digest
+            self.name = name
+            self.searched = searched
+        }
+
+        init(digest: ContentDigest, view: CipherView) {
+            var encoded: [UInt8] = []
+            let fields = [view.login?.username, view.notes].compactMap { $0 } + (view.login?.uris.compactMap(\.uri) ?? [])
+            NameIndex.appendNumber(fields.count, to: &encoded)
+            for field in fields { NameIndex.append(Array(field.utf8), to: &encoded) }
+            self.init(digest: digest, name: view.name, searched: encoded[...])
+        }
 
         /// `vaultsync list --search TEXT`'s rule: the name, username, notes or a URI contains the text
-        /// (case-insensitively, as the locale compares).
+        /// (case-insensitively: ``CaseInsensitive/contains(_:_:)``).
         func matches(_ text: String) -> Bool {
-            name.localizedCaseInsensitiveContains(text) || searched.contains { $0.localizedCaseInsensitiveContains(text) }
+            if CaseInsensitive.contains(name, text) { return true }
+            var reader = NameIndex.Reader(bytes: searched)
+            guard let count = reader.number() else { return false }
+            for _ in 0..<count {
+                guard let field = reader.text() else { return false }
+                if CaseInsensitive.contains(field, text) { return true }
+            }
+            return false
         }
     }
 
     var entries: [String: Entry] = [:]
 
     /// The format's first bytes (a later format gets other ones; an index it cannot read is rebuilt).
-    static let magic = Array("vaultsync-names-2".utf8)
+    static let magic = Array("vaultsync-names-3".utf8)
 
     init() {}
 
     /// Opens a sealed index; `nil` when it does not open with `key` or is not in this format.
     init?(sealed: String, key: SymmetricCryptoKey) {
-        guard let bytes = try? EncString(sealed).decrypt(key: key) else { return nil }
-        guard let parsed = Self.parse(Array(bytes)) else { return nil }
+        guard let bytes = try? EncString(sealed).decrypt(key: key), let parsed = Self.parse(Array(bytes)) else { return nil }
         entries = parsed
     }
 
@@ -42,80 +62,119 @@ struct NameIndex: Sendable {
         try EncString.encrypt(encoded(), key: key).serialized
     }
 
-    /// `magic`, then per entry: id, digest, name, the number of searched fields and each of them, every
-    /// field with its length (4 bytes, little-endian).
+    /// `magic`, then per entry: id, digest (32 bytes), name and the searched fields (their count, then
+    /// each); every text and the count with its length or value in 4 bytes, little-endian.
     func encoded() -> [UInt8] {
         var out = Self.magic
         out.reserveCapacity(entries.count * 160)
         for (id, entry) in entries {
             Self.append(Array(id.utf8), to: &out)
-            Self.append(entry.digest, to: &out)
+            out.append(contentsOf: entry.digest.bytes)
             Self.append(Array(entry.name.utf8), to: &out)
-            withUnsafeBytes(of: UInt32(entry.searched.count).littleEndian) { out.append(contentsOf: $0) }
-            for field in entry.searched { Self.append(Array(field.utf8), to: &out) }
+            out.append(contentsOf: entry.searched)
         }
         return out
     }
 
+    static func appendNumber(_ number: Int, to out: inout [UInt8]) {
+        withUnsafeBytes(of: UInt32(number).littleEndian) { out.append(contentsOf: $0) }
+    }
+
     static func append(_ bytes: [UInt8], to out: inout [UInt8]) {
-        withUnsafeBytes(of: UInt32(bytes.count).littleEndian) { out.append(contentsOf: $0) }
+        appendNumber(bytes.count, to: &out)
         out.append(contentsOf: bytes)
+    }
+
+    /// Reads the encoding's fields in order; `nil` at anything malformed.
+    struct Reader {
+        let bytes: ArraySlice<UInt8>
+        var position: Int
+
+        init(bytes: ArraySlice<UInt8>) {
+            self.bytes = bytes
+            position = bytes.startIndex
+        }
+
+        var atEnd: Bool { position >= bytes.endIndex }
+
+        mutating func take(_ count: Int) -> ArraySlice<UInt8>? {
+            guard count >= 0, bytes.endIndex - position >= count else { return nil }
+            defer { position += count }
+            return bytes[position..<position + count]
+        }
+
+        mutating func number() -> Int? {
+            take(4).map { $0.reversed().reduce(0) { $0 << 8 | Int($1) } }
+        }
+
+        mutating func text() -> String? {
+            number().flatMap { take($0) }.flatMap { String(validating: $0, as: UTF8.self) }
+        }
+
+        /// Steps over the searched fields, returning their encoding.
+        mutating func searched() -> ArraySlice<UInt8>? {
+            let start = position
+            guard let count = number(), count <= bytes.endIndex - position else { return nil }
+            for _ in 0..<count {
+                guard let length = number(), take(length) != nil else { return nil }
+            }
+            return bytes[start..<position]
+        }
     }
 
     static func parse(_ bytes: [UInt8]) -> [String: Entry]? {
         guard bytes.starts(with: magic) else { return nil }
-        var position = magic.count
-        func number() -> Int? {
-            guard bytes.count - position >= 4 else { return nil }
-            defer { position += 4 }
-            return bytes[position..<position + 4].reversed().reduce(0) { $0 << 8 | Int($1) }
-        }
-        func field() -> ArraySlice<UInt8>? {
-            guard let length = number(), bytes.count - position >= length else { return nil }
-            defer { position += length }
-            return bytes[position..<position + length]
-        }
-        func text() -> String? { field().flatMap { String(validating: $0, as: UTF8.self) } }
+        var reader = Reader(bytes: bytes[magic.count...])
         var entries: [String: Entry] = [:]
-        while position < bytes.count {
-            guard let id = text(), let digest = field(), digest.count == 32, let name = text(), let count = number(),
-                  count <= bytes.count - position else { return nil }
-            var searched: [String] = []
-            for _ in 0..<count {
-                guard let value = text() else { return nil }
-                searched.append(value)
-            }
-            entries[id] = Entry(digest: Array(digest), name: name, searched: searched)
+        while !reader.atEnd {
+            guard let id = reader.text(), let digest = reader.take(32).flatMap({ ContentDigest(bytes: $0) }), let name = reader.text(),
+                  let searched = reader.searched() else { return nil }
+            entries[id] = Entry(digest: digest, name: name, searched: searched)
         }
         return entries
     }
 }
 
 extension VaultEngine {
-    /// The name index brought up to date with the rows: names of rows unchanged since it was written come
-    /// from it; the others are decrypted (each changed row once, fully, for the searched fields too) and the
-    /// index is written back when anything differed. Writing it is best effort: a failure costs the next
-    /// command a rebuild. Returns it with every row's name, or why that could not be decrypted (such a row
-    /// stays out of the index and is decrypted again next time).
+    /// The name index brought up to date with the rows: each row's JSON is hashed where SQLite holds it; the
+    /// names of rows unchanged since the index was written come from it, the other rows are read and
+    /// decrypted (once, fully, for the searched fields too), and the index is written back when anything
+    /// differed. Writing it is best effort: a failure costs the next command a rebuild. Returns it with every
+    /// row's name, or why that could not be decrypted (such a row stays out of the index and is decrypted
+    /// again next time), in the rows' order.
     func refreshedNameIndex() async throws -> (index: NameIndex, names: [VaultItemName]) {
         let current = try requireSession()
         let (userID, keys) = (current.userID, current.keys)
-        let (rows, sealed) = try await read { tx in (try tx.ciphers(of: userID).all(), try tx.nameIndex(of: userID).sealed()) }
+        let (digests, sealed) = try await read { tx in (try tx.ciphers(of: userID).jsonDigests(), try tx.nameIndex(of: userID).sealed()) }
         let index = sealed.flatMap { NameIndex(sealed: $0, key: keys.userKey) } ?? NameIndex()
-        let looked = await Self.inSlices(rows) { row -> (VaultItemName, NameIndex.Entry?, fresh: Bool) in
-            let digest = ContentDigest.sha256(row.json)
-            if let entry = index.entries[row.id], entry.digest == digest {
-                return (VaultItemName(id: row.id, name: .success(entry.name)), entry, false)
-            }
-            guard let view = try? row.wire().decrypted(with: keys) else {
-                return (VaultItemName(id: row.id, name: Self.decryptedName(row, keys: keys)), nil, true)
-            }
-            let searched = [view.login?.username, view.notes].compactMap { $0 } + (view.login?.uris.compactMap(\.uri) ?? [])
-            return (VaultItemName(id: row.id, name: .success(view.name)), NameIndex.Entry(digest: digest, name: view.name, searched: searched), true)
-        }
         var rebuilt = NameIndex()
-        for (name, entry, _) in looked { if let entry { rebuilt.entries[name.id] = entry } }
-        if looked.contains(where: \.fresh) || rebuilt.entries.count != index.entries.count {
+        rebuilt.entries.reserveCapacity(digests.count)
+        var names: [VaultItemName?] = []
+        names.reserveCapacity(digests.count)
+        var stale: [String: (position: Int, digest: ContentDigest)] = [:]
+        for (position, (id, digest)) in digests.enumerated() {
+            if let entry = index.entries[id], entry.digest == digest {
+                rebuilt.entries[id] = entry
+                names.append(VaultItemName(id: id, name: .success(entry.name)))
+            } else {
+                stale[id] = (position, digest)
+                names.append(nil)
+            }
+        }
+        if !stale.isEmpty {
+            let ids = Array(stale.keys)
+            let rows = try await read { tx in try tx.ciphers(of: userID).find(ids: ids) }
+            let opened = await Self.inSlices(rows) { row -> (VaultItemName, CipherView?) in
+                guard let view = try? row.wire().decrypted(with: keys) else { return (VaultItemName(id: row.id, name: Self.decryptedName(row, keys: keys)), nil) }
+                return (VaultItemName(id: row.id, name: .success(view.name)), view)
+            }
+            for (name, view) in opened {
+                guard let (position, digest) = stale[name.id] else { continue }
+                names[position] = name
+                if let view { rebuilt.entries[name.id] = NameIndex.Entry(digest: digest, view: view) }
+            }
+        }
+        if !stale.isEmpty || rebuilt.entries.count != index.entries.count {
             do {
                 let sealed = try rebuilt.sealed(key: keys.userKey)
                 try await write { tx in try tx.nameIndex(of: userID).store(sealed) }
@@ -123,7 +182,7 @@ extension VaultEngine {
                 logger.info("the name index was not written", metadata: ["error": "\(error)"])
             }
         }
-        return (rebuilt, looked.map(\.0))
+        return (rebuilt, names.compactMap { $0 })
     }
 
     /// The items whose name, username, notes or a URI contains `text` (``NameIndex/Entry/matches(_:)``),

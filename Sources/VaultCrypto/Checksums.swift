@@ -13,14 +13,27 @@ public enum URIChecksum {
     }
 }
 
-/// SHA-256 of bytes in place, for fingerprints of stored records (the sealed name index).
-public enum ContentDigest {
-    public static func sha256(_ bytes: UnsafeRawBufferPointer) -> [UInt8] {
-        Array(SHA256.hash(data: bytes))
+/// A SHA-256 held as four words: a value that costs no allocation, for fingerprints of many stored records
+/// (the sealed name index compares one per item).
+public struct ContentDigest: Hashable, Sendable {
+    public var words: SIMD4<UInt64>
+
+    /// SHA-256 of bytes in place.
+    public init(of bytes: UnsafeRawBufferPointer) {
+        words = SHA256.hash(data: bytes).withUnsafeBytes { $0.loadUnaligned(as: SIMD4<UInt64>.self) }
     }
 
     /// SHA-256 of a string's UTF-8 bytes (without a copy when the string is stored contiguously).
-    public static func sha256(_ text: String) -> [UInt8] {
-        text.utf8.withContiguousStorageIfAvailable { sha256(UnsafeRawBufferPointer($0)) } ?? Array(SHA256.hash(data: Array(text.utf8)))
+    public init(of text: String) {
+        self = text.utf8.withContiguousStorageIfAvailable { ContentDigest(of: UnsafeRawBufferPointer($0)) }
+            ?? Array(text.utf8).withUnsafeBytes { ContentDigest(of: $0) }
     }
+
+    /// The digest as stored: 32 bytes.
+    public init?(bytes: some Collection<UInt8>) {
+        guard bytes.count == 32 else { return nil }
+        words = Array(bytes).withUnsafeBytes { $0.loadUnaligned(as: SIMD4<UInt64>.self) }
+    }
+
+    public var bytes: [UInt8] { withUnsafeBytes(of: words) { Array($0) } }
 }

@@ -23,6 +23,19 @@ public struct CipherCache {
 
     /// The cached items among these ids (any number: read in slices, as SQLite limits the values
     /// bound to one statement).
+    /// Every row's id with the SHA-256 of its stored JSON, read through a cursor: no row's JSON is copied
+    /// out of SQLite (what the name index compares with).
+    public func jsonDigests() throws -> [(id: String, digest: ContentDigest)] {
+        let cursor = try Row.fetchCursor(db, sql: "SELECT id, json FROM cipher WHERE userID = ?", arguments: [userID])
+        var digests: [(id: String, digest: ContentDigest)] = []
+        while let row = try cursor.next() {
+            let id: String = row[0]
+            guard let digest = try row.withUnsafeData(atIndex: 1, { data in data.map { $0.withUnsafeBytes { ContentDigest(of: $0) } } }) else { continue }
+            digests.append((id, digest))
+        }
+        return digests
+    }
+
     public func find(ids: [String]) throws -> [CipherRow] {
         try stride(from: 0, to: ids.count, by: 5000).flatMap { start in
             let slice = Array(ids[start..<min(start + 5000, ids.count)])

@@ -148,7 +148,7 @@ enum Presentation {
     /// An item by id, id prefix (≥ 6 characters) or exact name (case-insensitive).
     static func find(_ reference: String, in items: [(id: String, name: String, view: CipherView?)], what: String = "item") throws -> String {
         if let exact = items.first(where: { $0.id == reference.lowercased() }) { return exact.id }
-        let named = items.filter { $0.name.caseInsensitiveCompare(reference) == .orderedSame }
+        let named = items.filter { CaseInsensitive.equal($0.name, reference) }
         if named.count == 1 { return named[0].id }
         if named.count > 1 {
             throw CLIError.ambiguous(what: what, reference: reference, candidates: named.map { "\($0.id)  \($0.name)" })
