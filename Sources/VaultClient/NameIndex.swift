@@ -147,20 +147,22 @@ extension VaultEngine {
         let (userID, keys) = (current.userID, current.keys)
         let (digests, sealed) = try await read { tx in (try tx.ciphers(of: userID).jsonDigests(), try tx.nameIndex(of: userID).sealed()) }
         let index = sealed.flatMap { NameIndex(sealed: $0, key: keys.userKey) } ?? NameIndex()
-        var rebuilt = NameIndex()
-        rebuilt.entries.reserveCapacity(digests.count)
         var names: [VaultItemName?] = []
         names.reserveCapacity(digests.count)
         var stale: [String: (position: Int, digest: ContentDigest)] = [:]
         for (position, (id, digest)) in digests.enumerated() {
             if let entry = index.entries[id], entry.digest == digest {
-                rebuilt.entries[id] = entry
                 names.append(VaultItemName(id: id, name: .success(entry.name)))
             } else {
                 stale[id] = (position, digest)
                 names.append(nil)
             }
         }
+        // Every row as indexed, and nothing else indexed: the index stands as it is.
+        if stale.isEmpty, digests.count == index.entries.count { return (index, names.compactMap { $0 }) }
+        var rebuilt = NameIndex()
+        rebuilt.entries.reserveCapacity(digests.count)
+        for (id, _) in digests where stale[id] == nil { rebuilt.entries[id] = index.entries[id] }
         if !stale.isEmpty {
             let ids = Array(stale.keys)
             let rows = try await read { tx in try tx.ciphers(of: userID).find(ids: ids) }

@@ -152,7 +152,7 @@ extension CLIContext {
     /// An item or folder with a queued change, by id or name.
     func pendingItemID(_ reference: String) async throws -> String {
         let changes = try await engine.pendingChanges()
-        let candidates = changes.map { (id: $0.itemID, name: $0.itemName ?? "", view: CipherView?.none) }
+        let candidates = changes.map { (id: $0.itemID, name: $0.itemName ?? "") }
         return try Presentation.find(reference, in: candidates, what: "pending change")
     }
 }
@@ -256,7 +256,7 @@ struct ConflictsCommand: AsyncParsableCommand {
 extension CLIContext {
     func backupID(_ reference: String) async throws -> String {
         let backups = try await engine.conflictBackups()
-        let candidates = backups.map { (id: $0.backupID, name: $0.name ?? "", view: CipherView?.none) }
+        let candidates = backups.map { (id: $0.backupID, name: $0.name ?? "") }
         return try Presentation.find(reference, in: candidates, what: "conflict backup")
     }
 }

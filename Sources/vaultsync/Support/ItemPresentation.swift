@@ -146,7 +146,7 @@ enum Presentation {
     // MARK: Finding items and folders
 
     /// An item by id, id prefix (≥ 6 characters) or exact name (case-insensitive).
-    static func find(_ reference: String, in items: [(id: String, name: String, view: CipherView?)], what: String = "item") throws -> String {
+    static func find(_ reference: String, in items: [(id: String, name: String)], what: String = "item") throws -> String {
         if let exact = items.first(where: { $0.id == reference.lowercased() }) { return exact.id }
         let named = items.filter { CaseInsensitive.equal($0.name, reference) }
         if named.count == 1 { return named[0].id }
@@ -176,9 +176,7 @@ extension CLIContext {
     func itemID(_ reference: String) async throws -> String {
         // An exact id wins before any name in `Presentation.find`, so it needs no name decrypted.
         if try await engine.hasItem(id: reference.lowercased()) { return reference.lowercased() }
-        let candidates = try await engine.itemNames().map { item in
-            (id: item.id, name: (try? item.name.get()) ?? "", view: CipherView?.none)
-        }
+        let candidates = try await engine.itemNames().map { item in (id: item.id, name: (try? item.name.get()) ?? "") }
         return try Presentation.find(reference, in: candidates)
     }
 
@@ -190,7 +188,7 @@ extension CLIContext {
     func folderID(_ reference: String) async throws -> String? {
         if reference.lowercased() == "none" || reference.isEmpty { return nil }
         let folders = try await engine.folders()
-        let candidates = folders.compactMap { folder in folder.id.map { (id: $0, name: folder.name, view: CipherView?.none) } }
+        let candidates = folders.compactMap { folder in folder.id.map { (id: $0, name: folder.name) } }
         return try Presentation.find(reference, in: candidates, what: "folder")
     }
 }
