@@ -50,9 +50,16 @@ struct Simulation {
                         randomSeed: (seed &* 0x9E37_79B9_7F4A_7C15) ^ UInt64(index + 1)))
                 }
                 phases.add("world", ContinuousClock.now - started)
-                let outcome = try await play(devices: devices, time: time, email: template.email)
-                for device in devices { await device.remove() }
-                return outcome
+                let observer = ServerObserver(server: server, template: template)
+                do {
+                    let outcome = try await play(devices: devices, time: time, email: template.email, observer: observer)
+                    for device in devices { await device.remove() }
+                    await observer.remove()
+                    return outcome
+                } catch {
+                    await observer.remove()
+                    throw error
+                }
             } catch {
                 for device in devices { await device.remove() }
                 throw error
@@ -60,7 +67,7 @@ struct Simulation {
         }
     }
 
-    func play(devices: [SimDevice], time: SimulatedTime, email: String) async throws -> SeedOutcome {
+    func play(devices: [SimDevice], time: SimulatedTime, email: String, observer: ServerObserver) async throws -> SeedOutcome {
         let started = ContinuousClock.now
         var generator = SeededRandom(seed: seed)
         var expiries = SeededRandom(seed: seed ^ Self.expirySeedMask)
@@ -117,8 +124,20 @@ struct Simulation {
                 state = snapshots[device.index].summary
             }
             trace.add("step \(step) (+\(seconds) s): device \(device.index) \(event) [\(state)]" + Self.network([device]))
-            // A locked device's files did not change since its last snapshot: the union is current.
-            let present = snapshots.reduce(into: Set<String>()) { $0.formUnion($1.passwords) }
+            // A locked device's files did not change since its last snapshot: the union is current. A password
+            // no device holds may be held by the server alone (a device's push landed and the device then kept
+            // another save of that item, which meets it at its next sync): durable, not lost. The server is
+            // read only then, through an observer of its own.
+            var present = snapshots.reduce(into: Set<String>()) { $0.formUnion($1.passwords) }
+            if !ledger.lost(present: present).isEmpty {
+                let held = try await observer.passwords()
+                let onServerOnly = ledger.lost(present: present).count - ledger.lost(present: present.union(held)).count
+                if onServerOnly > 0 {
+                    phases.count("passwords held by the server only after a step", onServerOnly)
+                    trace.add("after step \(step): \(onServerOnly) password(s) held by the server only")
+                }
+                present.formUnion(held)
+            }
             findings += ledger.lost(present: present).map { "lost after step \(step): \($0)" }
             phases.add("snapshots after steps", ContinuousClock.now - snapshotting)
             if !findings.isEmpty { return fail(findings) }
@@ -255,7 +274,8 @@ struct WorldTemplate: Sendable {
         let (profiles, sessions) = try await InProcessServer.run(time: SimulatedTime(), dataDirectory: serverDirectory) { server in
             var profiles: [String] = []
             var sessions: [String] = []
-            for index in 0..<Simulation.deviceCount {
+            // One profile per device, and one for the observer (``Simulation/ServerObserver``).
+            for index in 0...Simulation.deviceCount {
                 let device = try await SimDevice.inProcess(index: index, server: server, skewSeconds: 0, randomSeed: UInt64(index + 1),
                                                            email: email, registering: index == 0)
                 sessions.append(try await device.engine.sealSession(with: sessionKey, expiresAt: expiry))
@@ -266,6 +286,37 @@ struct WorldTemplate: Sendable {
             return (profiles, sessions)
         }
         return WorldTemplate(serverDirectory: serverDirectory, profiles: profiles, sealedSessions: sessions, sessionKey: sessionKey, email: email)
+    }
+}
+
+/// Reads what the server holds, decrypted, for the invariants after a step: a fourth logged-in profile of
+/// the template (a session of its own: its token refreshes touch no device's), made when first needed,
+/// without faults. It only reads (`/api/sync`), so the devices meet the same server either way.
+final class ServerObserver: @unchecked Sendable {
+    let server: InProcessServer
+    let template: WorldTemplate
+    private var device: SimDevice?
+
+    init(server: InProcessServer, template: WorldTemplate) {
+        self.server = server
+        self.template = template
+    }
+
+    /// Every password the server's items hold (current ones and histories).
+    func passwords() async throws -> Set<String> {
+        if device == nil {
+            let index = Simulation.deviceCount
+            device = try await SimDevice.inProcess(index: index, server: server, copying: template.profiles[index],
+                                                   sealedSession: template.sealedSessions[index], sessionKey: template.sessionKey,
+                                                   skewSeconds: 0, randomSeed: 0x0B5E_47E4)
+        }
+        guard let device else { return [] }
+        _ = try await device.engine.pull()
+        return try await DeviceSnapshot.take(device).passwords
+    }
+
+    func remove() async {
+        await device?.remove()
     }
 }
 
