@@ -21,8 +21,6 @@ public struct CipherCache {
         try mine.fetchAll(db)
     }
 
-    /// The cached items among these ids (any number: read in slices, as SQLite limits the values
-    /// bound to one statement).
     /// Every row's id with the SHA-256 of its stored JSON, read through a cursor: no row's JSON is copied
     /// out of SQLite (what the name index compares with).
     public func jsonDigests() throws -> [(id: String, digest: ContentDigest)] {
@@ -36,6 +34,8 @@ public struct CipherCache {
         return digests
     }
 
+    /// The cached items among these ids (any number: read in slices, as SQLite limits the values
+    /// bound to one statement).
     public func find(ids: [String]) throws -> [CipherRow] {
         try stride(from: 0, to: ids.count, by: 5000).flatMap { start in
             let slice = Array(ids[start..<min(start + 5000, ids.count)])
