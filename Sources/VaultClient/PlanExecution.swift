@@ -75,6 +75,21 @@ extension VaultEngine {
         throw ServerCallError.http(status: 400, message: "The item kept changing on the server; try again later.")
     }
 
+    /// The record as stored now, with the local version, read together: the pass read its queue at its
+    /// start, and the user may have saved the item since (a save during an earlier item's push). Planning
+    /// from that save with the record as it was would later take the save for one made during this
+    /// resolution, and keep a record whose content was pushed already (seed 91926: its merge was backed up
+    /// a second time). `nil`: the record was settled or discarded meanwhile.
+    func current<Wire: Sendable>(_ change: PendingChange,
+                                 local: @escaping @Sendable (StoreTransaction, String, String) throws -> Wire?) async throws -> (PendingChange, Wire?)? {
+        let session = try requireSession()
+        let (userID, key) = (session.userID, session.keys.userKey)
+        return try await read { tx in
+            guard let stored = try tx.queue(of: userID).change(id: change.id, key: key) else { return nil }
+            return (stored, try local(tx, userID, stored.itemID))
+        }
+    }
+
     /// A version on the server's clock (seed 001 AP-R2: "newer" compares on the server's clock).
     func onServerClock(_ date: WireDate) -> WireDate {
         clockOffsetBox.current?.serverTime(forDeviceTime: date) ?? date
@@ -85,10 +100,10 @@ extension VaultEngine {
     /// Resolves one queued item change. A backup left half-done by an earlier attempt is finished first
     /// (posted again with its key), so every plan starts from what is on the server.
     func resolveCipher(_ change: PendingChange, context: ResolutionContext, report: inout SyncReport) async throws {
-        let userID = try requireSession().userID
-        let itemID = change.itemID
-        let local = try await read { tx in try tx.ciphers(of: userID).find(id: itemID) }.flatMap { try? $0.wire() }
-        var run = PlanRun<CipherWire>(change: change, local: local, server: context.serverCiphers[itemID])
+        guard let (change, local) = try await current(change, local: { tx, userID, id in
+            try tx.ciphers(of: userID).find(id: id).flatMap { try? $0.wire() }
+        }) else { return }
+        var run = PlanRun<CipherWire>(change: change, local: local, server: context.serverCiphers[change.itemID])
         if let flight = change.metadata.progress.inFlight {
             try await postBackup(flight, change: &run.change, report: &report, context: context)
         }
@@ -457,10 +472,10 @@ extension VaultEngine {
     /// Resolves one queued folder change with the same planner and driver: folders have one field, their
     /// name (created, renamed, deleted; the folder policy when both sides renamed).
     func resolveFolder(_ change: PendingChange, context: ResolutionContext, report: inout SyncReport) async throws {
-        let userID = try requireSession().userID
-        let itemID = change.itemID
-        let local = try await read { tx in try tx.folders(of: userID).find(id: itemID) }.flatMap { try? $0.wire() }
-        var run = PlanRun<FolderWire>(change: change, local: local, server: context.serverFolders[itemID])
+        guard let (change, local) = try await current(change, local: { tx, userID, id in
+            try tx.folders(of: userID).find(id: id).flatMap { try? $0.wire() }
+        }) else { return }
+        var run = PlanRun<FolderWire>(change: change, local: local, server: context.serverFolders[change.itemID])
         try await drive(&run, report: &report, plan: { self.planFolder(&$0) },
                         perform: { step, run, report in try await self.perform(step, &run, &report, context: context) },
                         reread: { _ in nil })

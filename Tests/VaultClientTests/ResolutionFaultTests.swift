@@ -314,6 +314,44 @@ struct ResolutionFaultTests {
         await devices.finish()
     }
 
+    /// Simulation seed 91926: a pass reads its queue first; a save made after that and before the item's
+    /// turn was planned from (the local copy is read at the turn) but settled against the record as read
+    /// at the start, so it counted as "saved during the resolution" and its record stayed with its old
+    /// base. The next sync met the merged version again and backed the same save up a second time.
+    @Test("a save made after the pass read its queue, before the item's turn: planned and settled with the record as stored (seed 91926)")
+    func saveBeforeItsTurn() async throws {
+        let devices = try await TwoDevices.start()
+        let item = try await devices.a.engine.addItem(loginItem("Turn", password: "first")).value
+        let id = try #require(item.id)
+        try await devices.b.engine.pull()
+        let a = try await offline(devices)
+        var mine = try await a.engine.item(id: id)
+        mine.login?.password = "a-offline"
+        _ = try await a.engine.updateItem(mine)
+        _ = try await a.engine.addItem(loginItem("Made later", password: "later"))
+        await a.engine.shutdown()
+        var theirs = try await devices.b.engine.item(id: id)
+        theirs.login?.password = "b-online"
+        _ = try await devices.b.engine.updateItem(theirs)
+        // The create goes first (the update is not a plain push), one change at a time; while the create is on
+        // the wire, the user saves the item.
+        let (viaProxy, proxy) = try await throughProxy(devices) { $0.resolutionConcurrency = 1 }
+        let once = await saveOnFirstForward(through: proxy, on: viaProxy.engine, id: id, password: "saved-before-its-turn") {
+            $0 == "POST" && $1 == "/api/ciphers"
+        }
+        let first = try await viaProxy.engine.sync()
+        await proxy.setForwardHook(nil)
+        #expect(once.fired)
+        #expect(first.backups.count == 1 && first.needsAttention == 0, "\(first)")
+        #expect(try await viaProxy.engine.pendingCount() == 0, "the save was part of the push: nothing left to resolve")
+        let second = try await viaProxy.engine.sync()
+        #expect(second.backups.isEmpty, "no second backup of the same save: \(second)")
+        try await devices.b.engine.pull()
+        expectSurvive(["first", "a-offline", "b-online", "saved-before-its-turn"], in: try await devices.b.engine.views())
+        await proxy.stop()
+        await devices.finish()
+    }
+
     @Test("a backup whose create answer was lost, pulled and edited here offline: finishing the backup keeps the edit")
     func lostBackupAnswerThenBackupEditedHere() async throws {
         let devices = try await TwoDevices.start()
