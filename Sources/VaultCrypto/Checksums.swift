@@ -23,12 +23,6 @@ public struct ContentDigest: Hashable, Sendable {
         words = SHA256.hash(data: bytes).withUnsafeBytes { $0.loadUnaligned(as: SIMD4<UInt64>.self) }
     }
 
-    /// SHA-256 of a string's UTF-8 bytes (without a copy when the string is stored contiguously).
-    public init(of text: String) {
-        self = text.utf8.withContiguousStorageIfAvailable { ContentDigest(of: UnsafeRawBufferPointer($0)) }
-            ?? Array(text.utf8).withUnsafeBytes { ContentDigest(of: $0) }
-    }
-
     /// The digest as stored: 32 bytes.
     public init?(bytes: some Collection<UInt8>) {
         guard bytes.count == 32 else { return nil }

@@ -42,6 +42,22 @@ struct ResolutionFaultTests {
         return device
     }
 
+    /// A creates an item ("first") and B pulls it; A, offline, changes its password ("a-offline"); then B
+    /// changes it online ("b-online", newer). Returns the item's id and A's offline device, still open.
+    func aEditsOfflineThenBOnline(_ devices: TwoDevices, name: String) async throws -> (id: String, a: Device) {
+        let item = try await devices.a.engine.addItem(loginItem(name, password: "first")).value
+        let id = try #require(item.id)
+        try await devices.b.engine.pull()
+        let a = try await offline(devices)
+        var mine = try await a.engine.item(id: id)
+        mine.login?.password = "a-offline"
+        _ = try await a.engine.updateItem(mine)
+        var theirs = try await devices.b.engine.item(id: id)
+        theirs.login?.password = "b-online"
+        _ = try await devices.b.engine.updateItem(theirs)
+        return (id, a)
+    }
+
     /// A creates an item; B changes its password online; then A, offline, changes it too (newer).
     func bEditsThenAEditsOffline(_ devices: TwoDevices, name: String, bPassword: String, aPassword: String) async throws -> CipherView {
         let item = try await devices.a.engine.addItem(loginItem(name)).value
@@ -321,18 +337,9 @@ struct ResolutionFaultTests {
     @Test("a save made after the pass read its queue, before the item's turn: planned and settled with the record as stored (seed 91926)")
     func saveBeforeItsTurn() async throws {
         let devices = try await TwoDevices.start()
-        let item = try await devices.a.engine.addItem(loginItem("Turn", password: "first")).value
-        let id = try #require(item.id)
-        try await devices.b.engine.pull()
-        let a = try await offline(devices)
-        var mine = try await a.engine.item(id: id)
-        mine.login?.password = "a-offline"
-        _ = try await a.engine.updateItem(mine)
+        let (id, a) = try await aEditsOfflineThenBOnline(devices, name: "Turn")
         _ = try await a.engine.addItem(loginItem("Made later", password: "later"))
         await a.engine.shutdown()
-        var theirs = try await devices.b.engine.item(id: id)
-        theirs.login?.password = "b-online"
-        _ = try await devices.b.engine.updateItem(theirs)
         // The create goes first (the update is not a plain push), one change at a time; while the create is on
         // the wire, the user saves the item.
         let (viaProxy, proxy) = try await throughProxy(devices) { $0.resolutionConcurrency = 1 }
@@ -629,17 +636,8 @@ struct ResolutionFaultTests {
     @Test("a twin backup renamed on another device between the twin check's snapshot and its delete is kept")
     func twinRenamedDuringCheck() async throws {
         let devices = try await TwoDevices.start()
-        let item = try await devices.a.engine.addItem(loginItem("Twinned", password: "first")).value
-        let id = try #require(item.id)
-        try await devices.b.engine.pull()
-        let a = try await offline(devices)
-        var mine = try await a.engine.item(id: id)
-        mine.login?.password = "a-offline"
-        _ = try await a.engine.updateItem(mine)
+        let (_, a) = try await aEditsOfflineThenBOnline(devices, name: "Twinned")
         await a.engine.shutdown()
-        var theirs = try await devices.b.engine.item(id: id)
-        theirs.login?.password = "b-online-newer"
-        _ = try await devices.b.engine.updateItem(theirs)
         // A backs its version up; every snapshot after the resolution's fails, so its twin check waits.
         let (first, proxy) = try await throughProxy(devices)
         await proxy.add(.init(method: "GET", pathPrefix: "/api/sync", action: .delay(milliseconds: 0)))
@@ -671,7 +669,7 @@ struct ResolutionFaultTests {
         try await devices.b.engine.pull()
         let views = try await devices.b.engine.views()
         #expect(views.contains { $0.name == "Renamed twin" }, "\(views.map(\.name))")
-        expectSurvive(["first", "a-offline", "b-online-newer"], in: views)
+        expectSurvive(["first", "a-offline", "b-online"], in: views)
         await checking.engine.shutdown()
         await watcher.stop()
         await devices.finish()
