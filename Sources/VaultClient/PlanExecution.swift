@@ -14,10 +14,13 @@ struct PlanRun<Wire: Sendable>: Sendable {
     var server: Wire?
     /// The item's id on the server: its own, or the one a create was answered with.
     var serverID: String
-    /// The idempotency key of a create: the device-made id, or a re-creation's own key.
-    var createKey: String
+    /// The idempotency keys a create tries, in order: the device-made id (a create), then the
+    /// re-creation's keys (`VaultEngine.recreationKeys`). A key answered `410` (what it made was
+    /// deleted for good since) gives way to the next.
+    var createKeys: [String]
+    var createKey: String { createKeys[0] }
     /// The create re-makes an item the server lost (never overwrites a copy it finds unseen).
-    var recreated: Bool
+    var recreated: Bool { createKeys[0] != change.itemID }
     /// What the steps made so far: the version settling stores (`nil`: the server's version as it is).
     var result: Wire?
     /// `result` carries the local version (posted, pushed, or found pushed already).
@@ -29,13 +32,20 @@ struct PlanRun<Wire: Sendable>: Sendable {
     /// What `.tell(.merged)` says.
     var notice: String?
 
-    init(change: PendingChange, local: Wire?, server: Wire?) {
+    /// `content`: the local version's content as bytes (what a re-creation's first key is made from).
+    init(change: PendingChange, local: Wire?, server: Wire?, content: [UInt8]?) {
         self.change = change
         self.local = local
         self.server = server
         serverID = change.itemID
-        recreated = change.metadata.kind != .create
-        createKey = recreated ? VaultEngine.recreationKey(change) : change.itemID
+        createKeys = (change.metadata.kind == .create ? [change.itemID] : []) + VaultEngine.recreationKeys(change, content: content)
+    }
+
+    /// The next create key after a `410`; `false`: none is left.
+    mutating func nextCreateKey() -> Bool {
+        guard createKeys.count > 1 else { return false }
+        createKeys.removeFirst()
+        return true
     }
 }
 
@@ -103,7 +113,8 @@ extension VaultEngine {
         guard let (change, local) = try await current(change, local: { tx, userID, id in
             try tx.ciphers(of: userID).find(id: id).flatMap { try? $0.wire() }
         }) else { return }
-        var run = PlanRun<CipherWire>(change: change, local: local, server: context.serverCiphers[change.itemID])
+        var run = PlanRun<CipherWire>(change: change, local: local, server: context.serverCiphers[change.itemID],
+                                      content: local.map(Self.contentBytes))
         if let flight = change.metadata.progress.inFlight {
             try await postBackup(flight, change: &run.change, report: &report, context: context)
         }
@@ -203,11 +214,13 @@ extension VaultEngine {
         let answer: CipherWire
         do {
             answer = try await createIdempotently(local, idempotencyKey: key, context: context)
-        } catch let error as ServerCallError where error.isCreatedSinceDeleted && !run.recreated {
-            let name = decryptedName(local) ?? run.change.itemID
-            report.messages.append("\"\(name)\" was deleted for good on another device after it was created here: your version was kept.")
-            run.recreated = true
-            run.createKey = Self.recreationKey(run.change)
+        } catch let error as ServerCallError where error.isCreatedSinceDeleted {
+            let wasCreate = !run.recreated
+            guard run.nextCreateKey() else { throw error }
+            if wasCreate {
+                let name = decryptedName(local) ?? run.change.itemID
+                report.messages.append("\"\(name)\" was deleted for good on another device after it was created here: your version was kept.")
+            }
             return try planCipher(&run)
         }
         guard let answerID = answer.id else { throw ServerCallError.invalidResponse("created item has no id") }
@@ -398,14 +411,16 @@ extension VaultEngine {
     /// Whether two versions carry the same encrypted content, byte for byte (every EncString is
     /// IV-unique, so equal ciphertexts mean the same save, never two edits that happen to agree).
     static func sameContent(_ lhs: CipherWire, _ rhs: CipherWire) -> Bool {
-        let left = lhs.jsonObject()
-        let right = rhs.jsonObject()
-        for key in ["name", "notes", "key", "login", "card", "identity", "secureNote", "sshKey", "fields", "passwordHistory"] {
-            let a = left[key].flatMap { $0.isNull ? nil : $0 }
-            let b = right[key].flatMap { $0.isNull ? nil : $0 }
-            if a?.serialized() != b?.serialized() { return false }
+        contentBytes(lhs) == contentBytes(rhs)
+    }
+
+    /// An item's content (every field but its state: trash, archive, folder, favorite) as bytes, each
+    /// encrypted field as sent.
+    @Sendable static func contentBytes(_ wire: CipherWire) -> [UInt8] {
+        let object = wire.jsonObject()
+        return ["name", "notes", "key", "login", "card", "identity", "secureNote", "sshKey", "fields", "passwordHistory"].flatMap { key in
+            (object[key].flatMap { $0.isNull ? nil : $0.serialized() } ?? []) + [0]
         }
-        return true
     }
 
     /// Whether a server item is as it was created (no one has written to it since).
@@ -475,7 +490,7 @@ extension VaultEngine {
         guard let (change, local) = try await current(change, local: { tx, userID, id in
             try tx.folders(of: userID).find(id: id).flatMap { try? $0.wire() }
         }) else { return }
-        var run = PlanRun<FolderWire>(change: change, local: local, server: context.serverFolders[change.itemID])
+        var run = PlanRun<FolderWire>(change: change, local: local, server: context.serverFolders[change.itemID], content: local.map { Array($0.name.serialized.utf8) })
         try await drive(&run, report: &report, plan: { self.planFolder(&$0) },
                         perform: { step, run, report in try await self.perform(step, &run, &report, context: context) },
                         reread: { _ in nil })
@@ -555,9 +570,8 @@ extension VaultEngine {
             if run.change.metadata.kind == .create { try await noteCreateSent(&run.change) }
             do {
                 answer = try await authorized { api, token in try await api.createFolder(name: local.name, idempotencyKey: key, token: token) }
-            } catch let error as ServerCallError where error.isCreatedSinceDeleted && !run.recreated {
-                run.recreated = true
-                run.createKey = Self.recreationKey(run.change)
+            } catch let error as ServerCallError where error.isCreatedSinceDeleted {
+                guard run.nextCreateKey() else { throw error }
                 return planFolder(&run)
             }
         }

@@ -258,12 +258,20 @@ extension VaultEngine {
         return updated.metadata.state
     }
 
-    /// The idempotency key of a create this device decides on while resolving `change`: the re-creation
-    /// of an item or folder the server no longer has. Derived from the queue record's id (a random UUID
-    /// kept with the record) and the id of what it re-creates, both durable before the first attempt, so
-    /// every attempt carries the same key; a later re-creation of the item it makes has another id.
-    static func recreationKey(_ change: PendingChange) -> String {
-        "recreate-\(change.id)-\(change.itemID)"
+    /// The idempotency keys of a create this device decides on while resolving `change`: the
+    /// re-creation of an item or folder the server no longer has (docs/PROTOCOL.md, "Idempotent creates").
+    /// - First, a key made from the id of what it re-creates and the content it re-creates (every field
+    ///   encrypted as stored, IV-unique): two devices that re-create the same version at the same moment
+    ///   (each changed only its state, or neither saw the other's re-creation) make one item between them.
+    /// - Then, if that content was re-created and deleted for good again since (`410`), a key of this
+    ///   record alone: the queue record's id (a random UUID kept with it) and the item's id.
+    /// Both are durable before the first attempt, so every attempt carries the same keys; a later
+    /// re-creation of the item it makes has another id.
+    static func recreationKeys(_ change: PendingChange, content: [UInt8]?) -> [String] {
+        let own = "recreate-\(change.id)-\(change.itemID)"
+        guard let content else { return [own] }
+        let digest = content.withUnsafeBytes { ContentDigest(of: $0) }
+        return ["recreate-\(change.itemID)-\(digest.hex(prefix: 16))", own]
     }
 
     func dropRecord(_ change: PendingChange) async throws {

@@ -30,4 +30,10 @@ public struct ContentDigest: Hashable, Sendable {
     }
 
     public var bytes: [UInt8] { withUnsafeBytes(of: words) { Array($0) } }
+
+    /// The digest's first `count` bytes as lowercase hexadecimal (a name made from content).
+    public func hex(prefix count: Int = 32) -> String {
+        let digits = Array("0123456789abcdef".utf8)
+        return String(decoding: bytes.prefix(count).flatMap { [digits[Int($0 >> 4)], digits[Int($0 & 15)]] }, as: UTF8.self)
+    }
 }

@@ -1021,6 +1021,80 @@ struct ResolutionFaultTests {
         await devices.finish()
     }
 
+    /// The Open case of docs/RELIABILITY.md (fault scenario, seed 152393): a third device deleted an
+    /// item for good; A and B had each changed only its state offline, so both hold the same content,
+    /// and they re-create it at the same moment: B's whole sync runs after the server answered A's
+    /// snapshot and before A reads it, so neither sees the other's re-creation. The re-creation key is
+    /// made from the content re-created: one item. Its state is A's, the device that settled last
+    /// (the create answered with a copy holding A's content carries A's version, as a push would).
+    /// Before: two identical items.
+    @Test("two devices re-create the same content of an item deleted for good at the same moment: one item")
+    func twoDevicesRecreateAtOnce() async throws {
+        let devices = try await TwoDevices.start()
+        let id = try #require(try await devices.a.engine.addItem(loginItem("Recreated at once", password: "same")).value.id)
+        try await devices.b.engine.pull()
+        let c = try await devices.scenario.device()
+        try await c.engine.pull()
+        for (device, favorite) in [(devices.a, true), (devices.b, false)] {
+            let offline = try device.reopen(url: deadServerURL())
+            try await offline.engine.unlock(email: devices.scenario.email, password: devices.scenario.password)
+            let outcome = favorite ? try await offline.engine.setFavorite(id: id, true) : try await offline.engine.setArchived(id: id, true)
+            #expect(outcome == .savedOffline(pendingCount: 1))
+            await offline.engine.shutdown()
+        }
+        _ = try await c.engine.permanentlyDeleteItem(id: id)
+
+        let (a, proxy) = try await throughProxy(devices)
+        let (b, once) = try await bSyncsDuringASnapshot(devices, proxy: proxy) { _ in }
+        _ = try await a.engine.sync()
+        await proxy.setForwardHook(nil)
+        #expect(once.fired, "B re-created the item while A's snapshot was on the wire")
+        _ = try await b.engine.sync()
+        #expect(try await a.engine.pendingCount() == 0)
+        #expect(try await b.engine.pendingCount() == 0)
+        try await c.engine.pull()
+        let views = try await c.engine.views()
+        #expect(views.map(\.name) == ["Recreated at once"], "one item: \(views.map(\.name))")
+        #expect(views.first?.login?.password == "same")
+        #expect(views.first?.favorite == true && views.first?.archivedDate == nil, "A's state")
+        #expect(try await a.engine.views().map(\.id) == views.map(\.id))
+        await b.engine.shutdown()
+        await c.engine.shutdown()
+        await proxy.stop()
+        await devices.finish()
+    }
+
+    /// The content key's `410`: A re-created the item, and C deleted that re-creation for good too; B,
+    /// holding the same content, re-creates it under a key of its own record (a re-creation keeps this
+    /// device's version, as it does against any delete for good), instead of retrying a refused key.
+    @Test("a re-creation of content re-created and deleted again elsewhere: made under the record's own key")
+    func recreationDeletedAgain() async throws {
+        let devices = try await TwoDevices.start()
+        let id = try #require(try await devices.a.engine.addItem(loginItem("Deleted twice", password: "same")).value.id)
+        try await devices.b.engine.pull()
+        let c = try await devices.scenario.device()
+        try await c.engine.pull()
+        for device in [devices.a, devices.b] {
+            let offline = try device.reopen(url: deadServerURL())
+            try await offline.engine.unlock(email: devices.scenario.email, password: devices.scenario.password)
+            #expect(try await offline.engine.setFavorite(id: id, true) == .savedOffline(pendingCount: 1))
+            await offline.engine.shutdown()
+        }
+        _ = try await c.engine.permanentlyDeleteItem(id: id)
+        _ = try await devices.a.engine.sync()
+        try await c.engine.pull()
+        let recreated = try #require(try await c.engine.views().first?.id)
+        _ = try await c.engine.permanentlyDeleteItem(id: recreated)
+        let report = try await devices.b.engine.sync()
+        #expect(report.needsAttention == 0 && report.stillPending == 0)
+        try await c.engine.pull()
+        let views = try await c.engine.views()
+        #expect(views.map(\.name) == ["Deleted twice"])
+        #expect(views.first.map { $0.id != id && $0.id != recreated } == true, "a third item")
+        await c.engine.shutdown()
+        await devices.finish()
+    }
+
     @Test("a mixed batch: a refused item needs attention, the others resolve, the full sync still applies other changes")
     func mixedBatch() async throws {
         let devices = try await TwoDevices.start()
