@@ -18,15 +18,15 @@ enum CommandLineBenchmark {
     static func run(options: BenchOptions) async throws -> [BenchResult] {
         let rounds = options.quick ? 10 : 40
         let vaultSize = 10_000
-        let folder = URL(fileURLWithPath: (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe"))
-                         ?? CommandLine.arguments[0]).deletingLastPathComponent().path
-        // VAULTSYNC_P7_CLI: another vaultsync executable (an older build, to compare under the same load).
-        let cli = ProcessInfo.processInfo.environment["VAULTSYNC_P7_CLI"] ?? folder + "/vaultsync", floor = folder + "/VaultBenchFloor"
-        for executable in [cli, floor] where !FileManager.default.isExecutableFile(atPath: executable) {
-            let reason = "\(executable.split(separator: "/").last!) is not built next to VaultBench (swift build -c release --product vaultsync; the same for VaultBenchFloor)"
-            print("P7 skipped: \(reason)")
+        let cli: String, floor: String
+        do {
+            // VAULTSYNC_P7_CLI: another vaultsync executable (an older build, to compare under the same load).
+            cli = try ProcessInfo.processInfo.environment["VAULTSYNC_P7_CLI"] ?? executable("vaultsync")
+            floor = try executable("VaultBenchFloor")
+        } catch {
+            print("P7 skipped: \(error)")
             return ["P7-get", "P7-list", "P7-add", "P7-add-off"].map {
-                BenchResult(id: $0, what: "skipped: \(reason)", value: 0, unit: "ms", goal: "-", met: nil)
+                BenchResult(id: $0, what: "skipped: \(error)", value: 0, unit: "ms", goal: "-", met: nil)
             }
         }
 
@@ -34,18 +34,7 @@ enum CommandLineBenchmark {
         let profile = temporaryDirectory("vaultsync-bench-p7")
         let keep = ProcessInfo.processInfo.environment["VAULTSYNC_P7_KEEP"] != nil
         defer { if !keep { try? FileManager.default.removeItem(atPath: profile) } }
-        // What a shell passes on: its environment, with the profile and nothing of ours that changes the CLI.
-        var environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("VAULTSYNC_") }
-        environment["VAULTSYNC_HOME"] = profile
-        environment["NO_COLOR"] = "1"
-        var setup = environment
-        setup["VAULTSYNC_PASSWORD"] = account.password
-        _ = try await command(cli, ["config", "server", url], environment: setup)
-        let login = try await command(cli, ["login", account.email, "--accept-kdf", "pbkdf2:\(BenchAccount.kdf.iterations)"], environment: setup)
-        guard let line = login.split(separator: "\n").first(where: { $0.hasPrefix("export VAULTSYNC_SESSION=") }) else {
-            throw Unavailable(description: "login printed no session: \(login)")
-        }
-        environment["VAULTSYNC_SESSION"] = String(line.dropFirst("export VAULTSYNC_SESSION=\"".count).dropLast())
+        let environment = try await loggedInEnvironment(cli, profile: profile, url: url, account: account)
         if keep {
             print("P7: profile kept: VAULTSYNC_HOME=\(profile) VAULTSYNC_SESSION=\(environment["VAULTSYNC_SESSION"]!) (server \(url) stops at the end)")
         }
@@ -118,6 +107,33 @@ enum CommandLineBenchmark {
             BenchResult(id: "P7-add-off", what: what("add login, server unreachable, p50", addDown), value: addDown.wall(0.5), unit: "ms",
                         goal: "≤ 100 ms", met: addDown.wall(0.5) <= 100),
         ]
+    }
+
+    /// A release executable built next to this one.
+    static func executable(_ name: String) throws -> String {
+        let folder = URL(fileURLWithPath: (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe"))
+                         ?? CommandLine.arguments[0]).deletingLastPathComponent().path
+        guard FileManager.default.isExecutableFile(atPath: folder + "/" + name) else {
+            throw Unavailable(description: "\(name) is not built next to VaultBench (swift build -c release --product \(name))")
+        }
+        return folder + "/" + name
+    }
+
+    /// The environment a shell passes on after `vaultsync config server URL` and `vaultsync login` in
+    /// `profile`: its own, with the profile and the session, and nothing of ours that changes the CLI.
+    static func loggedInEnvironment(_ cli: String, profile: String, url: String, account: BenchAccount) async throws -> [String: String] {
+        var environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("VAULTSYNC_") }
+        environment["VAULTSYNC_HOME"] = profile
+        environment["NO_COLOR"] = "1"
+        var setup = environment
+        setup["VAULTSYNC_PASSWORD"] = account.password
+        _ = try await command(cli, ["config", "server", url], environment: setup)
+        let login = try await command(cli, ["login", account.email, "--accept-kdf", "pbkdf2:\(BenchAccount.kdf.iterations)"], environment: setup)
+        guard let line = login.split(separator: "\n").first(where: { $0.hasPrefix("export VAULTSYNC_SESSION=") }) else {
+            throw Unavailable(description: "login printed no session: \(login)")
+        }
+        environment["VAULTSYNC_SESSION"] = String(line.dropFirst("export VAULTSYNC_SESSION=\"".count).dropLast())
+        return environment
     }
 
     /// One command's runs: wall and CPU times in seconds.

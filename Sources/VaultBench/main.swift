@@ -36,6 +36,7 @@ do {
     if options.wants("A1") { results += try await AttachmentBenchmark.run(options: options) }
     if options.wants("A2") { results += try await ClientAttachmentBenchmark.run(options: options) }
     if options.wants("P7") { results += try await CommandLineBenchmark.run(options: options) }
+    if options.wants("P8") { results += try await ImportBenchmark.run(options: options) }
 } catch {
     FileHandle.standardError.write(Data("benchmark failed: \(error)\n".utf8))
     exit(1)

@@ -220,7 +220,7 @@ public struct DraftTable {
 
     /// Points the item's drafts at its new id (a create got its server id).
     public func moveDrafts(ofItem itemID: String, to newID: String) throws {
-        _ = try mine.filter(DraftRow.Columns.itemID == itemID).updateAll(db, DraftRow.Columns.itemID.set(to: newID))
+        try db.cachedStatement(sql: "UPDATE draft SET itemID = ? WHERE userID = ? AND itemID = ?").execute(arguments: [newID, userID, itemID])
     }
 }
 

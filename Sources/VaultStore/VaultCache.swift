@@ -13,7 +13,7 @@ public struct CipherCache {
 
     /// The item with this id, or `nil`.
     public func find(id: String) throws -> CipherRow? {
-        try CipherRow.fetchOne(db, key: [CipherRow.Columns.userID.name: userID, CipherRow.Columns.id.name: id])
+        try CipherRow.fetchOne(try db.cachedStatement(sql: "SELECT * FROM cipher WHERE userID = ? AND id = ?"), arguments: [userID, id])
     }
 
     /// Every cached item of the user.
@@ -61,7 +61,7 @@ public struct CipherCache {
 
     /// Removes the item from the cache (nothing if it is not there).
     public func remove(id: String) throws {
-        _ = try CipherRow.deleteOne(db, key: [CipherRow.Columns.userID.name: userID, CipherRow.Columns.id.name: id])
+        try db.cachedStatement(sql: "DELETE FROM cipher WHERE userID = ? AND id = ?").execute(arguments: [userID, id])
     }
 
     /// Moves the items of folder `folderID` to `newFolderID` (`nil`: no folder), revision dates kept,
@@ -204,7 +204,10 @@ public struct ChangeQueue {
 
     /// The record with this record id, or `nil` (settled, or discarded, meanwhile).
     public func record(id: String) throws -> PendingChangeRow? {
-        try mine.filter(PendingChangeRow.Columns.id == id).fetchOne(db)
+        // Cached statements on the settling path (once or twice per item of a bulk settle): the query
+        // interface would build the same SQL again each time.
+        try PendingChangeRow.fetchOne(try db.cachedStatement(sql: "SELECT * FROM pendingChange WHERE id = ? AND userID = ?"),
+                                      arguments: [id, userID])
     }
 
     /// The record with this record id, opened with `key`, or `nil`.
@@ -214,7 +217,8 @@ public struct ChangeQueue {
 
     /// Whether any record (of either kind) is queued for this item id.
     public func hasRecord(forItem itemID: String) throws -> Bool {
-        try mine.filter(PendingChangeRow.Columns.itemID == itemID).fetchCount(db) > 0
+        try Bool.fetchOne(try db.cachedStatement(sql: "SELECT EXISTS (SELECT 1 FROM pendingChange WHERE userID = ? AND itemID = ?)"),
+                          arguments: [userID, itemID]) ?? false
     }
 
     /// The queued items.
