@@ -171,11 +171,16 @@ enum CommandLineBenchmark {
                                           stdin: devNull, stdout: out.write, stderr: err.write)
                 close(out.write)
                 close(err.write)
-                // Standard error on another thread: a child blocked on a full pipe would never end.
+                // Standard error on another thread (of its own, as for `offPool`): a child blocked on a
+                // full pipe would never end.
                 let group = DispatchGroup()
                 let errFD = err.read
                 let box = DataBox()
-                DispatchQueue.global().async(group: group) { box.data = Spawn.readAll(errFD) }
+                group.enter()
+                Thread.detachNewThread {
+                    box.data = Spawn.readAll(errFD)
+                    group.leave()
+                }
                 let output = Spawn.readAll(out.read)
                 // wait4: the child's CPU time too (user + system), which moves much less with the
                 // machine's load than the wall time does.

@@ -180,9 +180,12 @@ func writeChildOutput<Output: Encodable>(_ value: Output) throws {
     print(String(decoding: try JSONEncoder().encode(value), as: UTF8.self))
 }
 
-/// Runs blocking work on a Dispatch thread, never on one of Swift's few cooperative threads.
+/// Runs blocking work (reading a child's pipe, waiting for it) on a thread of its own, never on one of
+/// Swift's few cooperative threads nor on Dispatch's pool: the in-process server's database queues run
+/// on that pool, which has one thread per core, and each blocked read there held one of them until
+/// Dispatch noticed and added a thread (0.5–0.9 s into P3's login, the whole wait on the server).
 func offPool<T: Sendable>(_ body: @escaping @Sendable () -> T) async -> T {
     await withCheckedContinuation { continuation in
-        DispatchQueue.global().async { continuation.resume(returning: body()) }
+        Thread.detachNewThread { continuation.resume(returning: body()) }
     }
 }
