@@ -12,6 +12,14 @@ public struct VaultItem: Sendable {
     public var pending: PendingChange?
 }
 
+/// One item as a list shows it (``VaultEngine/itemSummaries()``): its summary, or why it could not be
+/// decrypted, and its queued change.
+public struct VaultItemSummary: Sendable {
+    public var id: String
+    public var result: Result<ItemSummary, ModelError>
+    public var pending: PendingChange?
+}
+
 /// One item's id and decrypted name, or why the name could not be decrypted (``VaultEngine/itemNames()``).
 public struct VaultItemName: Sendable {
     public var id: String
@@ -30,6 +38,12 @@ extension VaultEngine {
     /// Every item, decrypted one by one: a damaged item is reported and never hides the others.
     /// Large vaults are decrypted on every core (in order-preserving slices).
     public func items() async throws -> [VaultItem] {
+        let (rows, pending, keys) = try await rowsWithChanges()
+        return await Self.inSlices(rows) { Self.listed($0, keys: keys, pending: pending[$0.id]) }
+    }
+
+    /// Every cached item's row, the queued changes of items by item id (opened), and the keys.
+    func rowsWithChanges() async throws -> ([CipherRow], [String: PendingChange], VaultKeys) {
         let current = try requireSession()
         let userID = current.userID
         let (rows, pendingRows) = try await read { tx in
@@ -37,8 +51,24 @@ extension VaultEngine {
         }
         let pending = Dictionary(pendingRows.compactMap { row in (try? row.open(key: current.keys.userKey)).map { (row.itemID, $0) } },
                                  uniquingKeysWith: { first, _ in first })
-        let keys = current.keys
-        return await Self.inSlices(rows) { Self.listed($0, keys: keys, pending: pending[$0.id]) }
+        return (rows, pending, current.keys)
+    }
+
+    /// Every item as a list shows it (``ItemSummary``: name, username and state), on every core, without
+    /// decrypting the other fields: a list of a large vault need not open every secret in it.
+    public func itemSummaries() async throws -> [VaultItemSummary] {
+        let (rows, pending, keys) = try await rowsWithChanges()
+        return await Self.inSlices(rows) { row in
+            let result: Result<ItemSummary, ModelError>
+            do {
+                result = .success(try CipherWire.summary(jsonBytes: row.json.utf8, keys: keys))
+            } catch let error as ModelError {
+                result = .failure(error)
+            } catch {
+                result = .failure(.invalidValue(path: "cipher", reason: String(describing: error)))
+            }
+            return VaultItemSummary(id: row.id, result: result, pending: pending[row.id])
+        }
     }
 
     /// Every item's name, without the rest of the item: what finding an item by name needs (`vaultsync get

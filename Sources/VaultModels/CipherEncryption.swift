@@ -197,6 +197,62 @@ extension CipherWire {
     }
 }
 
+/// What a list shows of an item: its state, in the clear on the wire, and its name and username, the
+/// two fields decrypted. The other fields stay encrypted until the item itself is opened.
+public struct ItemSummary: Sendable, Equatable {
+    public var id: String?
+    public var type: CipherType
+    public var name: String
+    public var username: String?
+    public var folderId: String?
+    public var organizationId: String?
+    public var favorite: Bool
+    public var isDeleted: Bool
+    public var isArchived: Bool
+
+    public init(id: String?, type: CipherType, name: String, username: String?, folderId: String?, organizationId: String?,
+                favorite: Bool, isDeleted: Bool, isArchived: Bool) {
+        self.id = id
+        self.type = type
+        self.name = name
+        self.username = username
+        self.folderId = folderId
+        self.organizationId = organizationId
+        self.favorite = favorite
+        self.isDeleted = isDeleted
+        self.isArchived = isArchived
+    }
+}
+
+extension CipherView {
+    /// What a list shows of this item.
+    public var summary: ItemSummary {
+        ItemSummary(id: id, type: type, name: name, username: login?.username, folderId: folderId, organizationId: organizationId,
+                    favorite: favorite, isDeleted: isDeleted, isArchived: isArchived)
+    }
+}
+
+extension CipherWire {
+    /// The summary of the item stored as `jsonBytes` (``ItemSummary``): the text is parsed once, and
+    /// only its key, name and username are decrypted, where ``decrypted(with:)`` builds and decrypts
+    /// every field (a list of a large vault spent most of its time there).
+    public static func summary<Bytes: Collection>(jsonBytes: Bytes, keys: VaultKeys) throws -> ItemSummary where Bytes.Element == UInt8 {
+        var reader = JSONReader(try JSONParser.parseObject(jsonBytes), path: "cipher")
+        let id = try reader.id("id")
+        let organizationId = try reader.id("organizationId")
+        let key = try keys.fieldKey(itemKey: try reader.encString("key"), organizationId: organizationId, itemID: id)
+        let name = try decryptField(try reader.requiredEncString("name"), key: key, itemID: id, field: "name")
+        var username: String?
+        if let login = reader.value("login")?.objectValue {
+            var fields = JSONReader(login, path: "cipher.login")
+            username = try fields.encString("username").map { try decryptField($0, key: key, itemID: id, field: "login.username") }
+        }
+        return ItemSummary(id: id, type: CipherType(rawValue: try reader.requiredInt("type")), name: name, username: username,
+                           folderId: try reader.id("folderId"), organizationId: organizationId, favorite: try reader.bool("favorite") ?? false,
+                           isDeleted: try reader.date("deletedDate") != nil, isArchived: try reader.date("archivedDate") != nil)
+    }
+}
+
 extension FolderWire {
     /// Decrypts the folder name with the user key.
     public func decrypted(with keys: VaultKeys) throws -> FolderView {

@@ -136,4 +136,36 @@ struct ItemCommandTests {
         #expect(otherList.count == 8 && itemID(otherList, named: "GitHub") == github["id"]?.stringValue)
         await scenario.finish([device, other])
     }
+
+    /// `list` without --json decrypts only what it prints (names and usernames, `VaultEngine.itemSummaries`):
+    /// the same items as `list --json`, under every filter, with what each line shows.
+    @Test("list as text: the same items as --json under every filter, with username, folder and marks")
+    func textList() async throws {
+        let scenario = try await CLIScenario.start()
+        let device = try await scenario.device(register: true)
+        try await device.expect(["folder", "add", "Work"])
+        try await device.expect(["add", "login", "--name", "GitHub", "--username", "alice", "--folder", "Work"])
+        try await device.expect(["add", "note", "--name", "Wi-Fi", "--notes", "guest"])
+        try await device.expect(["add", "card", "--name", "Visa", "--cardholder", "Alice A"])
+        try await device.expect(["add", "login", "--name", "Trashed", "--username", "bob"])
+        try await device.expect(["favorite", "Wi-Fi"])
+        try await device.expect(["archive", "Visa"])
+        try await device.expect(["delete", "Trashed"])
+
+        func lines(_ arguments: [String]) async throws -> [[String]] {
+            try await device.expect(["list"] + arguments).stdout.split(separator: "\n").map { $0.split(separator: "\t", omittingEmptySubsequences: false).map(String.init) }
+        }
+        for (arguments, names) in [([], ["GitHub", "Wi-Fi"]), (["--archived"], ["Visa"]), (["--trash"], ["Trashed"]),
+                                   (["--type", "note"], ["Wi-Fi"]), (["--folder", "Work"], ["GitHub"]), (["--type", "card"], [])] {
+            let text = try await lines(arguments)
+            #expect(text.map { $0.count > 1 ? $0[1] : "" } == names, "list \(arguments)")
+            let json = try await device.json(["list"] + arguments)
+            #expect(text.map { $0[0] } == (json.arrayValue ?? []).compactMap { $0["id"]?.stringValue }, "list \(arguments): the ids of --json")
+        }
+        let shown = try await lines([])
+        #expect(shown.first == [shown[0][0], "GitHub", "login", "alice", "Work", ""])
+        #expect(shown.last.map { Array($0.dropFirst()) } == ["Wi-Fi", "note", "", "", "★"])
+        #expect(try await lines(["--trash"]).first?[3] == "bob")
+        await scenario.finish([device])
+    }
 }

@@ -88,6 +88,27 @@ struct CipherRoundTripTests {
         #expect(back.login?.uris.map(\.uri) == ["https://good.example"])
     }
 
+    @Test("a list's summary read from the stored text equals the summary of the item decrypted whole, for every type")
+    func summaryMatchesDecrypted() throws {
+        var random = RandomViews(rng: SplitMix64(seed: 2026_11_26), keys: keys)
+        for index in 0..<400 {
+            let type = CipherType.supported[index % CipherType.supported.count]
+            let wire = try random.cipher(type: type).encrypted(with: keys)
+            let whole = try wire.decrypted(with: keys)
+            #expect(try CipherWire.summary(jsonBytes: wire.jsonBytes(), keys: keys) == whole.summary, "item \(index), \(type)")
+        }
+    }
+
+    @Test("a summary is refused when its name or username cannot be decrypted, as the whole item is")
+    func summaryOfDamagedItem() throws {
+        var random = RandomViews(rng: SplitMix64(seed: 7), keys: keys)
+        var wire = try random.cipher(type: .login).with { $0.login?.username = "someone" }.encrypted(with: keys)
+        let other = VaultKeys(userKey: SymmetricCryptoKey.generate())
+        wire.login?.username = try EncString.encrypt("someone", key: other.userKey)
+        #expect(throws: ModelError.self) { try CipherWire.summary(jsonBytes: wire.jsonBytes(), keys: keys) }
+        #expect(throws: ModelError.self) { try wire.decrypted(with: keys) }
+    }
+
     @Test("copying an item with one change keeps every other field")
     func copyWithOneChange() throws {
         var random = RandomViews(rng: SplitMix64(seed: 42), keys: keys)

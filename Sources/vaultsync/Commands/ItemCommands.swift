@@ -3,6 +3,7 @@ import Foundation
 import VaultClient
 import VaultCrypto
 import VaultModels
+import VaultSyncCore
 
 struct ListCommand: VaultCommand {
     static let configuration = CommandConfiguration(
@@ -36,25 +37,37 @@ struct ListCommand: VaultCommand {
         let folderFilter: String?? = try await folder.asyncMap { try await context.folderID($0) }
         let folderNames = try await context.folderNames()
         var damaged = 0
-        var rows: [(item: VaultItem, view: CipherView)] = []
-        // A search decrypts only the items it finds, through the sealed name index (docs/ARCHITECTURE.md).
-        let items = if let search { try await context.engine.items(matching: search) } else { try await context.loadItems() }
-        for item in items {
-            guard case .success(let view) = item.result else {
-                damaged += 1
-                continue
+        // What each listed item shows, and for --json or a search the whole item (its other fields).
+        var rows: [(id: String, pending: PendingChange?, shown: ItemSummary, view: CipherView?)] = []
+        if output.json || search != nil {
+            // A search decrypts only the items it finds, through the sealed name index (docs/ARCHITECTURE.md).
+            let items = if let search { try await context.engine.items(matching: search) } else { try await context.loadItems() }
+            for item in items {
+                guard case .success(let view) = item.result else {
+                    damaged += 1
+                    continue
+                }
+                if let search, !Self.matches(view, search) { continue }
+                rows.append((item.id, item.pending, view.summary, view))
             }
-            if view.isDeleted != trash { continue }
-            if !trash, view.isArchived != archived { continue }
-            if let wantedType, view.type != wantedType { continue }
-            if let folderFilter, view.folderId != folderFilter { continue }
-            if let search, !Self.matches(view, search) { continue }
-            rows.append((item, view))
+        } else {
+            // The text list shows names, usernames and state: nothing else of any item is decrypted.
+            for item in try await context.engine.itemSummaries() {
+                guard case .success(let summary) = item.result else {
+                    damaged += 1
+                    continue
+                }
+                rows.append((item.id, item.pending, summary, nil))
+            }
         }
-        rows.sort { $0.view.name.localizedCaseInsensitiveCompare($1.view.name) == .orderedAscending }
+        rows.removeAll { row in
+            row.shown.isDeleted != trash || (!trash && row.shown.isArchived != archived)
+                || wantedType.map { row.shown.type != $0 } ?? false || folderFilter.map { row.shown.folderId != $0 } ?? false
+        }
+        rows.sort { $0.shown.name.localizedCaseInsensitiveCompare($1.shown.name) == .orderedAscending }
         if damaged > 0 { Console.note("\(damaged) item\(damaged == 1 ? "" : "s") could not be decrypted and are not listed") }
         if output.json {
-            Presentation.printJSON(.array(rows.map { Presentation.itemJSON($0.view, folderNames: folderNames, pending: $0.item.pending) }))
+            Presentation.printJSON(.array(rows.compactMap { row in row.view.map { Presentation.itemJSON($0, folderNames: folderNames, pending: row.pending) } }))
             return
         }
         if rows.isEmpty {
@@ -63,13 +76,12 @@ struct ListCommand: VaultCommand {
         }
         for row in rows {
             var marks = ""
-            if row.view.favorite { marks += "★" }
-            if let pending = row.item.pending {
+            if row.shown.favorite { marks += "★" }
+            if let pending = row.pending {
                 marks += pending.metadata.state == .needsAttention ? Console.styled("!", .red) : Console.styled("↑", .cyan)
             }
-            let folderName = row.view.folderId.flatMap { folderNames[$0] } ?? ""
-            let user = row.view.login?.username ?? ""
-            print([row.item.id, Console.styled(row.view.name, .bold), row.view.type.name, user, folderName, marks]
+            let folderName = row.shown.folderId.flatMap { folderNames[$0] } ?? ""
+            print([row.id, Console.styled(row.shown.name, .bold), row.shown.type.name, row.shown.username ?? "", folderName, marks]
                 .joined(separator: "\t"))
         }
     }
