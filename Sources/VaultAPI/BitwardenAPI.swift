@@ -291,7 +291,29 @@ public final class BitwardenAPI: Sendable {
     // MARK: Vault
 
     public func sync(token: String) async throws -> SyncResponse {
-        let object = try object(try await send(.GET, "/api/sync?excludeDomains=true", token: token))
+        var ciphers: [JSONObject] = []
+        var snapshot = try await sync(token: token) { _, object in ciphers.append(object) }
+        snapshot.ciphers = ciphers
+        return snapshot
+    }
+
+    /// `/api/sync`, each item handed to `eachCipher` (with its position) as the response is parsed, not
+    /// kept: the returned snapshot's `ciphers` is empty. A vault's items are then never all held as parsed
+    /// objects at once (docs/BENCHMARKS.md, P3-rss). The response is checked whole as before: an entry
+    /// that is not an object, or a text that is not JSON, throws (after `eachCipher` saw the entries before it).
+    public func sync(token: String, eachCipher: (Int, JSONObject) throws -> Void) async throws -> SyncResponse {
+        let reply = try await send(.GET, "/api/sync?excludeDomains=true", token: token)
+        let object: JSONObject
+        do {
+            object = try JSONParser.parseObject(reply.body, streaming: ["ciphers"]) { _, index, element in
+                guard let cipher = element.objectValue else { throw ServerCallError.invalidResponse("sync.ciphers[\(index)] is not an object") }
+                try eachCipher(index, cipher)
+            }
+        } catch let error as ServerCallError {
+            throw error
+        } catch {
+            throw ServerCallError.invalidResponse("expected a JSON object (\(error))")
+        }
         func objects(_ key: String) throws -> [JSONObject] {
             guard let value = object[key], !value.isNull else { return [] }
             guard let array = value.arrayValue else { throw ServerCallError.invalidResponse("sync.\(key) is not an array") }

@@ -12,6 +12,8 @@ enum FullSyncBenchmark {
         var decryptSeconds: Double
         var items: Int
         var peakRSSMiB: Double
+        /// The high-water mark after the sync, before the list.
+        var syncPeakRSSMiB: Double
     }
 
     struct ReferenceInput: Codable {
@@ -38,6 +40,7 @@ enum FullSyncBenchmark {
         let ours = try await runChild("p3", input: AccountProfile(url: url, email: account.email, password: account.password,
                                                                profile: profile + "/vault.sqlite"), as: ChildOutput.self)
         precondition(ours.items == count, "the child listed \(ours.items) of \(count) items")
+        print(String(format: "P3: peak RSS %.0f MiB after the sync, %.0f MiB after the list", ours.syncPeakRSSMiB, ours.peakRSSMiB))
         var reference: ReferenceOutput?
         var skipped: String?
         do {
@@ -79,13 +82,15 @@ enum FullSyncBenchmark {
         let input = try readChildInput(AccountProfile.self)
         let engine = try VaultEngine(databasePath: input.profile, configuration: EngineConfiguration(serverURL: input.url))
         let syncSeconds = try await measureAsync { try await engine.login(email: input.email, password: input.password, acceptingKdf: BenchAccount.kdf) }
+        let syncPeak = peakRSSMiB()
         var listed = 0
         let decryptSeconds = try await measureAsync {
             // What `vaultsync list` decrypts: each item's name and username (the rest when an item is opened).
             listed = try await engine.itemSummaries().filter { (try? $0.result.get()) != nil }.count
         }
         await engine.shutdown()
-        try writeChildOutput(ChildOutput(syncSeconds: syncSeconds, decryptSeconds: decryptSeconds, items: listed, peakRSSMiB: peakRSSMiB()))
+        try writeChildOutput(ChildOutput(syncSeconds: syncSeconds, decryptSeconds: decryptSeconds, items: listed, peakRSSMiB: peakRSSMiB(),
+                                         syncPeakRSSMiB: syncPeak))
     }
 
     struct ReferenceUnavailable: Error {

@@ -16,30 +16,29 @@ extension VaultEngine {
     @discardableResult
     public func pull() async throws -> [String] {
         let current = try requireSession()
-        var snapshot = try await fetchSnapshot()
         let userID = current.userID
-        let now = clock.now().microsecondsSinceEpoch
-        let organizations = (snapshot.profile["organizations"]?.arrayValue ?? []).compactMap(\.objectValue)
-        // Parse what can be parsed; a damaged item from the server is skipped and reported, never stored.
-        // Each parsed object is dropped as soon as its row exists: a large vault is never held twice.
-        var objects = snapshot.ciphers
-        snapshot.ciphers = []
-        var cipherRows: [CipherRow] = []
-        cipherRows.reserveCapacity(objects.count)
-        objects.reverse()
-        var unreadableCiphers = 0
-        while let object = objects.popLast() {
-            do {
-                let wire = try CipherWire(json: object, path: "cipher")
-                if wire.id != nil { cipherRows.append(CipherRow(userID: userID, wire: wire)) } else { unreadableCiphers += 1 }
-            } catch {
-                unreadableCiphers += 1
-                // A few examples are enough; the count goes into the returned messages.
-                if unreadableCiphers <= 5 {
-                    logger.warning("server item skipped", metadata: ["id": "\(object["id"]?.stringValue ?? "?")", "reason": "\(error)"])
+        // Each item becomes its row as the response is parsed (the parsed object is dropped at once: a large
+        // vault is never held as one tree). A damaged item from the server is skipped and reported, never stored.
+        let logger = logger
+        let (snapshot, finalCiphers, unreadableCiphers) = try await fetchSnapshot { api, token in
+            var rows: [CipherRow] = []
+            var unreadable = 0
+            let snapshot = try await api.sync(token: token) { _, object in
+                do {
+                    let wire = try CipherWire(json: object, path: "cipher")
+                    if wire.id != nil { rows.append(CipherRow(userID: userID, wire: wire)) } else { unreadable += 1 }
+                } catch {
+                    unreadable += 1
+                    // A few examples are enough; the count goes into the returned messages.
+                    if unreadable <= 5 {
+                        logger.warning("server item skipped", metadata: ["id": "\(object["id"]?.stringValue ?? "?")", "reason": "\(error)"])
+                    }
                 }
             }
+            return (snapshot, rows, unreadable)
         }
+        let now = clock.now().microsecondsSinceEpoch
+        let organizations = (snapshot.profile["organizations"]?.arrayValue ?? []).compactMap(\.objectValue)
         var folders: [FolderWire] = []
         var unreadableFolders = 0
         for object in snapshot.folders {
@@ -47,8 +46,6 @@ extension VaultEngine {
         }
         let collections = snapshot.collections
         let privateKey = snapshot.profile["privateKey"]?.stringValue
-        let finalCiphers = cipherRows
-        cipherRows = []
         let finalFolders = folders
         let keys = current.keys
         let (ciphersComplete, foldersComplete) = (unreadableCiphers == 0, unreadableFolders == 0)
@@ -166,10 +163,15 @@ extension VaultEngine {
 
     /// One `/api/sync`, noting whether the server answered.
     func fetchSnapshot() async throws -> SyncResponse {
+        try await fetchSnapshot { api, token in try await api.sync(token: token) }
+    }
+
+    /// `/api/sync` made by `call` (which may take the items as they are parsed), noting whether the server answered.
+    func fetchSnapshot<T: Sendable>(_ call: @Sendable (BitwardenAPI, String) async throws -> T) async throws -> T {
         do {
-            let snapshot = try await authorized { api, token in try await api.sync(token: token) }
+            let answer = try await authorized(call)
             await recordContact(success: true)
-            return snapshot
+            return answer
         } catch let error as ServerCallError {
             await recordContact(success: false, certificateProblem: error.certificateProblem)
             throw Self.onlineOnly(error)

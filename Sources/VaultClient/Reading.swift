@@ -1,4 +1,5 @@
 import Foundation
+import NIOConcurrencyHelpers
 import VaultCrypto
 import VaultModels
 import VaultStore
@@ -54,21 +55,48 @@ extension VaultEngine {
         return (rows, pending, current.keys)
     }
 
-    /// Every item as a list shows it (``ItemSummary``: name, username and state), on every core, without
-    /// decrypting the other fields: a list of a large vault need not open every secret in it.
+    /// Every item as a list shows it (``ItemSummary``: name, username and state), without decrypting the
+    /// other fields: a list of a large vault need not open every secret in it. The rows are read a page at a
+    /// time in one read transaction, each page summarised on every core: memory holds a page of rows and
+    /// the summaries, not the vault's rows.
     public func itemSummaries() async throws -> [VaultItemSummary] {
-        let (rows, pending, keys) = try await rowsWithChanges()
-        return await Self.inSlices(rows) { row in
-            let result: Result<ItemSummary, ModelError>
-            do {
-                result = .success(try CipherWire.summary(jsonBytes: row.json.utf8, keys: keys))
-            } catch let error as ModelError {
-                result = .failure(error)
-            } catch {
-                result = .failure(.invalidValue(path: "cipher", reason: String(describing: error)))
+        let current = try requireSession()
+        let (userID, keys) = (current.userID, current.keys)
+        return try await read { tx in
+            let pending = Dictionary(try tx.queue(of: userID).all(kind: .cipher).compactMap { row in
+                (try? row.open(key: keys.userKey)).map { (row.itemID, $0) }
+            }, uniquingKeysWith: { first, _ in first })
+            var summaries: [VaultItemSummary] = []
+            try tx.ciphers(of: userID).forEachPage(of: 4_000) { rows in
+                summaries += Self.concurrentMap(rows) { row in
+                    let result: Result<ItemSummary, ModelError>
+                    do {
+                        result = .success(try CipherWire.summary(jsonBytes: row.json.utf8, keys: keys))
+                    } catch let error as ModelError {
+                        result = .failure(error)
+                    } catch {
+                        result = .failure(.invalidValue(path: "cipher", reason: String(describing: error)))
+                    }
+                    return VaultItemSummary(id: row.id, result: result, pending: pending[row.id])
+                }
             }
-            return VaultItemSummary(id: row.id, result: result, pending: pending[row.id])
+            return summaries
         }
+    }
+
+    /// `transform` of every element, in order, on every core, for synchronous callers (inside a read
+    /// transaction); small inputs stay on the calling thread.
+    nonisolated static func concurrentMap<Element: Sendable, Output: Sendable>(_ elements: [Element],
+                                                                               _ transform: @Sendable (Element) -> Output) -> [Output] {
+        let slices = min(ProcessInfo.processInfo.activeProcessorCount, elements.count / 500)
+        guard slices > 1 else { return elements.map(transform) }
+        let size = (elements.count + slices - 1) / slices
+        let parts = NIOLockedValueBox([[Output]](repeating: [], count: slices))
+        DispatchQueue.concurrentPerform(iterations: slices) { slice in
+            let part = elements[min(slice * size, elements.count)..<min((slice + 1) * size, elements.count)].map(transform)
+            parts.withLockedValue { $0[slice] = part }
+        }
+        return parts.withLockedValue { $0.flatMap { $0 } }
     }
 
     /// Every item's name, without the rest of the item: what finding an item by name needs (`vaultsync get

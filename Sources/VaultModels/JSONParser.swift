@@ -36,6 +36,33 @@ public struct JSONParser {
         return object
     }
 
+    /// Parses a JSON text that must be an object, like ``parseObject(_:)``, except that each element of an
+    /// array under one of `streamedKeys` (top level; a key matches as ``JSONObject`` matches keys, its
+    /// first letter in either case) goes to `element` as soon as it is parsed and is not kept: the object
+    /// returned holds an empty array there. A large response whose elements are turned into something
+    /// else at once (a vault's items) is then never held as one tree. The whole text is still checked: an
+    /// error anywhere throws, whatever `element` was handed before.
+    public static func parseObject<Bytes: Collection>(_ bytes: Bytes, streaming streamedKeys: Set<String>,
+                                                      element: (_ key: String, _ index: Int, _ value: JSONValue) throws -> Void) throws -> JSONObject
+    where Bytes.Element == UInt8 {
+        try withoutActuallyEscaping(element) { sink in
+            func run(_ buffer: UnsafeBufferPointer<UInt8>) throws -> JSONObject {
+                var parser = JSONParser(buffer: buffer)
+                parser.streamed = (Set(streamedKeys.map(JSONObject.camelCase)), sink)
+                parser.skipWhitespace()
+                guard parser.position < buffer.count, buffer[parser.position] == UInt8(ascii: "{") else {
+                    throw parser.error("expected a JSON object")
+                }
+                let object = try parser.parseObject(depth: 1)
+                parser.skipWhitespace()
+                guard parser.position == buffer.count else { throw parser.error("unexpected data after the JSON value") }
+                return object
+            }
+            if let result = try bytes.withContiguousStorageIfAvailable({ try run($0) }) { return result }
+            return try Array(bytes).withUnsafeBufferPointer { try run($0) }
+        }
+    }
+
     static func parse(buffer: UnsafeBufferPointer<UInt8>) throws -> JSONValue {
         var parser = JSONParser(buffer: buffer)
         parser.skipWhitespace()
@@ -47,6 +74,8 @@ public struct JSONParser {
 
     private let buffer: UnsafeBufferPointer<UInt8>
     private var position = 0
+    /// The top-level keys (camelCase) whose array elements go to the sink instead of the tree.
+    private var streamed: (keys: Set<String>, sink: (String, Int, JSONValue) throws -> Void)?
 
     private init(buffer: UnsafeBufferPointer<UInt8>) { self.buffer = buffer }
 
@@ -125,7 +154,14 @@ public struct JSONParser {
             guard position < buffer.count, buffer[position] == UInt8(ascii: ":") else { throw error("expected ':'") }
             position += 1
             skipWhitespace()
-            let value = try parseValue(depth: depth)
+            let value: JSONValue
+            if depth == 1, let streamed, position < buffer.count, buffer[position] == UInt8(ascii: "["),
+               streamed.keys.contains(JSONObject.camelCase(key)) {
+                try parseArray(depth: depth + 1) { index, element in try streamed.sink(key, index, element) }
+                value = .array([])
+            } else {
+                value = try parseValue(depth: depth)
+            }
             entries.append(JSONObject.Entry(key: key, value: value))
             skipWhitespace()
             guard position < buffer.count else { throw error("unexpected end of input in an object") }
@@ -142,16 +178,24 @@ public struct JSONParser {
     }
 
     private mutating func parseArray(depth: Int) throws -> [JSONValue] {
-        position += 1  // [
         var values: [JSONValue] = []
+        try parseArray(depth: depth) { _, value in values.append(value) }
+        return values
+    }
+
+    /// Parses an array, handing each element to `take` in order.
+    private mutating func parseArray(depth: Int, _ take: (Int, JSONValue) throws -> Void) throws {
+        position += 1  // [
         skipWhitespace()
         if position < buffer.count, buffer[position] == UInt8(ascii: "]") {
             position += 1
-            return values
+            return
         }
+        var index = 0
         while true {
             skipWhitespace()
-            values.append(try parseValue(depth: depth))
+            try take(index, try parseValue(depth: depth))
+            index += 1
             skipWhitespace()
             guard position < buffer.count else { throw error("unexpected end of input in an array") }
             if buffer[position] == UInt8(ascii: ",") {
@@ -160,7 +204,7 @@ public struct JSONParser {
             }
             if buffer[position] == UInt8(ascii: "]") {
                 position += 1
-                return values
+                return
             }
             throw error("expected ',' or ']'")
         }

@@ -21,6 +21,22 @@ public struct CipherCache {
         try mine.fetchAll(db)
     }
 
+    /// Every cached item of the user, handed to `body` a page of `size` rows at a time: the rows of a large
+    /// vault are never all in memory at once.
+    public func forEachPage(of size: Int, _ body: ([CipherRow]) throws -> Void) throws {
+        let cursor = try mine.fetchCursor(db)
+        var page: [CipherRow] = []
+        page.reserveCapacity(size)
+        while let row = try cursor.next() {
+            page.append(row)
+            if page.count == size {
+                try body(page)
+                page.removeAll(keepingCapacity: true)
+            }
+        }
+        if !page.isEmpty { try body(page) }
+    }
+
     /// Every row's id with the SHA-256 of its stored JSON, read through a cursor: no row's JSON is copied
     /// out of SQLite (what the name index compares with).
     public func jsonDigests() throws -> [(id: String, digest: ContentDigest)] {

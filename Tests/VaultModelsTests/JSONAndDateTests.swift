@@ -96,6 +96,34 @@ struct JSONParserTests {
         #expect(throws: ModelError.self) { try JSONParser.parse("{" + keys.joined(separator: ",") + ",\"k5\":1}") }
     }
 
+    @Test("a streamed array's elements reach the sink in order and are not kept; the rest parses as before")
+    func streamedArray() throws {
+        var random = SplitMix64(seed: 2026_11_26)
+        for round in 0..<200 {
+            let elements = (0..<Int(random.next() % 6)).map { index -> String in
+                ["{\"id\":\(index),\"n\":{\"ciphers\":[1]}}", "[\(index),\"]\"]", "\"s\\\"\(index)\"", "\(index)", "null"][Int(random.next() % 5)]
+            }
+            let key = round % 2 == 0 ? "ciphers" : "Ciphers"
+            let text = "{\"profile\":{\"ciphers\":[7]},\"\(key)\": [ \(elements.joined(separator: " , ")) ] ,\"folders\":[{\"a\":[]}]}"
+            var seen: [(String, Int, JSONValue)] = []
+            let object = try JSONParser.parseObject(Array(text.utf8), streaming: ["ciphers"]) { key, index, value in seen.append((key, index, value)) }
+            let whole = try JSONParser.parseObject(Array(text.utf8))
+            #expect(seen.map(\.1) == Array(0..<elements.count))
+            #expect(seen.map(\.2) == whole[key]?.arrayValue)
+            #expect(seen.allSatisfy { $0.0 == key })
+            #expect(object[key] == .array([]), "nothing kept under the streamed key")
+            #expect(object["profile"] == whole["profile"] && object["folders"] == whole["folders"], "nested keys of that name are not streamed")
+        }
+        // Not an array there: parsed as any value. Errors after streamed elements still throw.
+        #expect(try JSONParser.parseObject(Array(#"{"ciphers":{"a":1}}"#.utf8), streaming: ["ciphers"]) { _, _, _ in Issue.record("no array") }["ciphers"]?.objectValue != nil)
+        var handed = 0
+        #expect(throws: ModelError.self) {
+            try JSONParser.parseObject(Array(#"{"ciphers":[1,2,3],"x":tru}"#.utf8), streaming: ["ciphers"]) { _, _, _ in handed += 1 }
+        }
+        #expect(handed == 3)
+        #expect(throws: ModelError.self) { try JSONParser.parseObject(Array(#"[{"ciphers":[1]}]"#.utf8), streaming: ["ciphers"]) { _, _, _ in } }
+    }
+
     @Test("lookup is first-letter case-insensitive and setting replaces either spelling")
     func caseInsensitive() {
         var object: JSONObject = ["Key": .string("a"), "other": .null]
