@@ -50,6 +50,43 @@ public struct SyncResponse: Sendable {
     public var collections: [JSONObject]
 }
 
+/// An `/api/sync` answer as it arrived. Parsing it hands each item to the caller as it is parsed, so a
+/// vault's items need never be held as parsed objects all at once (docs/BENCHMARKS.md, P3-rss).
+public struct SyncText: Sendable {
+    public let bytes: [UInt8]
+
+    public init(bytes: [UInt8]) {
+        self.bytes = bytes
+    }
+
+    /// The snapshot with an empty `ciphers`: each item goes to `eachCipher` (with its position) instead.
+    /// The text is checked whole as before: an entry that is not an object, or a text that is not JSON,
+    /// throws (after `eachCipher` saw the entries before it).
+    public func parse(eachCipher: (Int, JSONObject) throws -> Void) throws -> SyncResponse {
+        let object: JSONObject
+        do {
+            object = try JSONParser.parseObject(bytes, streaming: ["ciphers"]) { _, index, element in
+                guard let cipher = element.objectValue else { throw ServerCallError.invalidResponse("sync.ciphers[\(index)] is not an object") }
+                try eachCipher(index, cipher)
+            }
+        } catch let error as ModelError {
+            throw ServerCallError.invalidResponse("expected a JSON object (\(error))")
+        }
+        func objects(_ key: String) throws -> [JSONObject] {
+            guard let value = object[key], !value.isNull else { return [] }
+            guard let array = value.arrayValue else { throw ServerCallError.invalidResponse("sync.\(key) is not an array") }
+            // An entry that is not an object makes the snapshot unusable (its absence would read as a deletion).
+            return try array.enumerated().map { index, element in
+                guard let object = element.objectValue else { throw ServerCallError.invalidResponse("sync.\(key)[\(index)] is not an object") }
+                return object
+            }
+        }
+        guard let profile = object["profile"]?.objectValue else { throw ServerCallError.invalidResponse("sync without profile") }
+        return SyncResponse(profile: profile, folders: try objects("folders"), ciphers: try objects("ciphers"),
+                            collections: try objects("collections"))
+    }
+}
+
 /// A Bitwarden-compatible API client over AsyncHTTPClient (spec §2): camelCase out, first-letter
 /// case-insensitive in, server error messages turned into ``ServerCallError``.
 public final class BitwardenAPI: Sendable {
@@ -292,40 +329,14 @@ public final class BitwardenAPI: Sendable {
 
     public func sync(token: String) async throws -> SyncResponse {
         var ciphers: [JSONObject] = []
-        var snapshot = try await sync(token: token) { _, object in ciphers.append(object) }
+        var snapshot = try await syncText(token: token).parse { _, object in ciphers.append(object) }
         snapshot.ciphers = ciphers
         return snapshot
     }
 
-    /// `/api/sync`, each item handed to `eachCipher` (with its position) as the response is parsed, not
-    /// kept: the returned snapshot's `ciphers` is empty. A vault's items are then never all held as parsed
-    /// objects at once (docs/BENCHMARKS.md, P3-rss). The response is checked whole as before: an entry
-    /// that is not an object, or a text that is not JSON, throws (after `eachCipher` saw the entries before it).
-    public func sync(token: String, eachCipher: (Int, JSONObject) throws -> Void) async throws -> SyncResponse {
-        let reply = try await send(.GET, "/api/sync?excludeDomains=true", token: token)
-        let object: JSONObject
-        do {
-            object = try JSONParser.parseObject(reply.body, streaming: ["ciphers"]) { _, index, element in
-                guard let cipher = element.objectValue else { throw ServerCallError.invalidResponse("sync.ciphers[\(index)] is not an object") }
-                try eachCipher(index, cipher)
-            }
-        } catch let error as ServerCallError {
-            throw error
-        } catch {
-            throw ServerCallError.invalidResponse("expected a JSON object (\(error))")
-        }
-        func objects(_ key: String) throws -> [JSONObject] {
-            guard let value = object[key], !value.isNull else { return [] }
-            guard let array = value.arrayValue else { throw ServerCallError.invalidResponse("sync.\(key) is not an array") }
-            // An entry that is not an object makes the snapshot unusable (its absence would read as a deletion).
-            return try array.enumerated().map { index, element in
-                guard let object = element.objectValue else { throw ServerCallError.invalidResponse("sync.\(key)[\(index)] is not an object") }
-                return object
-            }
-        }
-        guard let profile = object["profile"]?.objectValue else { throw ServerCallError.invalidResponse("sync without profile") }
-        return SyncResponse(profile: profile, folders: try objects("folders"), ciphers: try objects("ciphers"),
-                            collections: try objects("collections"))
+    /// `/api/sync` as the server sent it, not yet parsed (``SyncText/parse(eachCipher:)``).
+    public func syncText(token: String) async throws -> SyncText {
+        SyncText(bytes: try await send(.GET, "/api/sync?excludeDomains=true", token: token).body)
     }
 
     /// Milliseconds since the epoch (spec §2.5).

@@ -17,69 +17,64 @@ extension VaultEngine {
     public func pull() async throws -> [String] {
         let current = try requireSession()
         let userID = current.userID
-        // Each item becomes its row as the response is parsed (the parsed object is dropped at once: a large
-        // vault is never held as one tree). A damaged item from the server is skipped and reported, never stored.
-        let logger = logger
-        let (snapshot, finalCiphers, unreadableCiphers) = try await fetchSnapshot { api, token in
-            var rows: [CipherRow] = []
-            var unreadable = 0
-            let snapshot = try await api.sync(token: token) { _, object in
+        let text = try await fetchSnapshot { api, token in try await api.syncText(token: token) }
+        let now = clock.now().microsecondsSinceEpoch
+        let (keys, logger) = (current.keys, logger)
+        // One write transaction: the answer is parsed in it, each item compared with its cached row and
+        // stored as it is parsed (the parsed object dropped at once), so a large vault is held as the
+        // answer's text only, never as a tree or as rows; an error anywhere in the text stores nothing.
+        let (snapshot, kept, knownOrganizations, unreadable) = try await write { tx -> (SyncResponse, [RefusedVersion: [String]], Set<String>, Int) in
+            let pending = try tx.queue(of: userID).items()
+            // Ciphers (unchanged rows skipped; one upsert statement per changed row). A damaged item from the
+            // server is skipped and reported, never stored.
+            let ciphers = tx.ciphers(of: userID)
+            var serverIDs = Set<String>()
+            var kept: [RefusedVersion: [String]] = [:]
+            var unreadableCiphers = 0
+            let snapshot = try text.parse { _, object in
+                let row: CipherRow
                 do {
                     let wire = try CipherWire(json: object, path: "cipher")
-                    if wire.id != nil { rows.append(CipherRow(userID: userID, wire: wire)) } else { unreadable += 1 }
+                    guard wire.id != nil else { throw ModelError.invalidValue(path: "cipher.id", reason: "missing") }
+                    row = CipherRow(userID: userID, wire: wire)
                 } catch {
-                    unreadable += 1
+                    unreadableCiphers += 1
                     // A few examples are enough; the count goes into the returned messages.
-                    if unreadable <= 5 {
+                    if unreadableCiphers <= 5 {
                         logger.warning("server item skipped", metadata: ["id": "\(object["id"]?.stringValue ?? "?")", "reason": "\(error)"])
                     }
+                    return
                 }
-            }
-            return (snapshot, rows, unreadable)
-        }
-        let now = clock.now().microsecondsSinceEpoch
-        let organizations = (snapshot.profile["organizations"]?.arrayValue ?? []).compactMap(\.objectValue)
-        var folders: [FolderWire] = []
-        var unreadableFolders = 0
-        for object in snapshot.folders {
-            if let wire = try? FolderWire(json: object, path: "folder"), wire.id != nil { folders.append(wire) } else { unreadableFolders += 1 }
-        }
-        let collections = snapshot.collections
-        let privateKey = snapshot.profile["privateKey"]?.stringValue
-        let finalFolders = folders
-        let keys = current.keys
-        let (ciphersComplete, foldersComplete) = (unreadableCiphers == 0, unreadableFolders == 0)
-        let (kept, knownOrganizations) = try await write { tx -> ([RefusedVersion: [String]], Set<String>) in
-            let pending = try tx.queue(of: userID).items()
-            // Ciphers (unchanged rows skipped; one upsert statement per changed row).
-            let ciphers = tx.ciphers(of: userID)
-            let serverIDs = Set(finalCiphers.map(\.id))
-            let localRows = Dictionary(try ciphers.all().map { ($0.id, $0) }, uniquingKeysWith: { first, _ in first })
-            var kept: [RefusedVersion: [String]] = [:]
-            for row in finalCiphers where !pending.contains(QueuedItem(kind: .cipher, itemID: row.id)) {
-                if let local = localRows[row.id] {
-                    if local.json == row.json { continue }
+                serverIDs.insert(row.id)
+                guard !pending.contains(QueuedItem(kind: .cipher, itemID: row.id)) else { return }
+                if let local = try ciphers.find(id: row.id) {
+                    if local.json == row.json { return }
                     if let serverWire = try? row.wire(), let localWire = try? local.wire(),
                        let refusal = Self.refusal(server: serverWire, local: localWire, keys: keys) {
                         kept[refusal, default: []].append(row.id)
-                        continue
+                        return
                     }
                 }
                 try ciphers.store(row)
             }
-            if ciphersComplete {
-                for id in localRows.keys where !serverIDs.contains(id) && !pending.contains(QueuedItem(kind: .cipher, itemID: id)) {
+            if unreadableCiphers == 0 {
+                for id in try ciphers.ids() where !serverIDs.contains(id) && !pending.contains(QueuedItem(kind: .cipher, itemID: id)) {
                     try ciphers.remove(id: id)
                 }
             }
             // Folders.
+            var serverFolders: [FolderWire] = []
+            var unreadableFolders = 0
+            for object in snapshot.folders {
+                if let wire = try? FolderWire(json: object, path: "folder"), wire.id != nil { serverFolders.append(wire) } else { unreadableFolders += 1 }
+            }
             let folders = tx.folders(of: userID)
-            let serverFolderIDs = Set(finalFolders.compactMap(\.id))
-            for wire in finalFolders where !pending.contains(QueuedItem(kind: .folder, itemID: wire.id!)) {
+            let serverFolderIDs = Set(serverFolders.compactMap(\.id))
+            for wire in serverFolders where !pending.contains(QueuedItem(kind: .folder, itemID: wire.id!)) {
                 try folders.store(wire)
             }
             for id in try folders.ids()
-            where foldersComplete && !serverFolderIDs.contains(id) && !pending.contains(QueuedItem(kind: .folder, itemID: id)) {
+            where unreadableFolders == 0 && !serverFolderIDs.contains(id) && !pending.contains(QueuedItem(kind: .folder, itemID: id)) {
                 try folders.remove(id: id)
             }
             // Organizations and collections: replaced wholesale (read-only offline). The memberships
@@ -89,12 +84,14 @@ extension VaultEngine {
                     object["id"]?.stringValue.map { ($0.lowercased(), String(decoding: object.serialized(), as: UTF8.self)) }
                 }
             }
+            let organizations = (snapshot.profile["organizations"]?.arrayValue ?? []).compactMap(\.objectValue)
             let known = try tx.organizations(of: userID).replaceMemberships(entries(organizations))
-            try tx.organizations(of: userID).replaceCollections(entries(collections))
-            if let privateKey { try tx.accounts.setEncryptedPrivateKey(privateKey, userID: userID) }
+            try tx.organizations(of: userID).replaceCollections(entries(snapshot.collections))
+            if let privateKey = snapshot.profile["privateKey"]?.stringValue { try tx.accounts.setEncryptedPrivateKey(privateKey, userID: userID) }
             try tx.syncState(of: userID).update { $0.lastSyncDate = now }
-            return (kept, known)
+            return (snapshot, kept, known, unreadableCiphers + unreadableFolders)
         }
+        let organizations = (snapshot.profile["organizations"]?.arrayValue ?? []).compactMap(\.objectValue)
         // Organization keys may have changed (new membership, confirmation).
         if let account = try await read({ tx in try tx.accounts.find(userID: userID) }) {
             let orgKeys = try await organizationKeys(userID: userID, account: account, userKey: current.keys.userKey)
@@ -108,8 +105,8 @@ extension VaultEngine {
                            metadata: ["reason": "\(reason.rawValue)", "count": "\(ids.count)", "examples": "\(ids.prefix(5))"])
             messages.append(reason.message(count: ids.count))
         }
-        if unreadableCiphers + unreadableFolders > 0 {
-            messages.append("\(unreadableCiphers + unreadableFolders) item(s) or folder(s) from the server could not be read and were skipped; nothing was removed from this device.")
+        if unreadable > 0 {
+            messages.append("\(unreadable) item(s) or folder(s) from the server could not be read and were skipped; nothing was removed from this device.")
         }
         return messages
     }

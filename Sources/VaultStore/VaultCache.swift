@@ -21,6 +21,11 @@ public struct CipherCache {
         try mine.fetchAll(db)
     }
 
+    /// The ids of the user's cached items.
+    public func ids() throws -> [String] {
+        try String.fetchAll(db.cachedStatement(sql: "SELECT id FROM cipher WHERE userID = ?"), arguments: [userID])
+    }
+
     /// Every cached item of the user, handed to `body` a page of `size` rows at a time: the rows of a large
     /// vault are never all in memory at once.
     public func forEachPage(of size: Int, _ body: ([CipherRow]) throws -> Void) throws {
