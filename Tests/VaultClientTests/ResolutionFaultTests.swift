@@ -990,23 +990,35 @@ struct ResolutionFaultTests {
         await devices.finish()
     }
 
-    @Test("two devices edited an item offline that a third deleted for good: both recreate it, neither overwrites the other")
-    func twoDevicesRecreate() async throws {
-        let devices = try await TwoDevices.start()
-        let id = try #require(try await devices.a.engine.addItem(loginItem("Recreated twice", password: "original")).value.id)
+    /// A adds an item named `name` (password "same" unless given) that B and a third device C pull; then A
+    /// (device 0) and B (device 1) each change it offline with `change`, in that order; then C deletes it
+    /// for good. Returns the item's id and C, still open.
+    func deletedForGoodAfterOfflineChanges(_ devices: TwoDevices, name: String, password: String = "same",
+                                           change: (_ device: Int, _ id: String, VaultEngine) async throws -> SaveOutcome) async throws -> (id: String, c: Device) {
+        let id = try #require(try await devices.a.engine.addItem(loginItem(name, password: password)).value.id)
         try await devices.b.engine.pull()
         let c = try await devices.scenario.device()
         try await c.engine.pull()
-        for (device, password) in [(devices.a, "from A"), (devices.b, "from B, later")] {
+        for (index, device) in [devices.a, devices.b].enumerated() {
             let offline = try device.reopen(url: deadServerURL())
             try await offline.engine.unlock(email: devices.scenario.email, password: devices.scenario.password)
-            var view = try await offline.engine.item(id: id)
-            view.login?.password = password
-            #expect(try await offline.engine.updateItem(view).outcome == .savedOffline(pendingCount: 1))
+            #expect(try await change(index, id, offline.engine) == .savedOffline(pendingCount: 1))
             await offline.engine.shutdown()
-            try await Task.sleep(for: .milliseconds(20))
         }
         _ = try await c.engine.permanentlyDeleteItem(id: id)
+        return (id, c)
+    }
+
+    @Test("two devices edited an item offline that a third deleted for good: both recreate it, neither overwrites the other")
+    func twoDevicesRecreate() async throws {
+        let devices = try await TwoDevices.start()
+        let (_, c) = try await deletedForGoodAfterOfflineChanges(devices, name: "Recreated twice", password: "original") { device, id, engine in
+            var view = try await engine.item(id: id)
+            view.login?.password = device == 0 ? "from A" : "from B, later"
+            let outcome = try await engine.updateItem(view).outcome
+            try await Task.sleep(for: .milliseconds(20))
+            return outcome
+        }
         _ = try await devices.a.engine.sync()
         _ = try await devices.b.engine.sync()
         _ = try await devices.a.engine.sync()
@@ -1031,18 +1043,9 @@ struct ResolutionFaultTests {
     @Test("two devices re-create the same content of an item deleted for good at the same moment: one item")
     func twoDevicesRecreateAtOnce() async throws {
         let devices = try await TwoDevices.start()
-        let id = try #require(try await devices.a.engine.addItem(loginItem("Recreated at once", password: "same")).value.id)
-        try await devices.b.engine.pull()
-        let c = try await devices.scenario.device()
-        try await c.engine.pull()
-        for (device, favorite) in [(devices.a, true), (devices.b, false)] {
-            let offline = try device.reopen(url: deadServerURL())
-            try await offline.engine.unlock(email: devices.scenario.email, password: devices.scenario.password)
-            let outcome = favorite ? try await offline.engine.setFavorite(id: id, true) : try await offline.engine.setArchived(id: id, true)
-            #expect(outcome == .savedOffline(pendingCount: 1))
-            await offline.engine.shutdown()
+        let (_, c) = try await deletedForGoodAfterOfflineChanges(devices, name: "Recreated at once") { device, id, engine in
+            device == 0 ? try await engine.setFavorite(id: id, true) : try await engine.setArchived(id: id, true)
         }
-        _ = try await c.engine.permanentlyDeleteItem(id: id)
 
         let (a, proxy) = try await throughProxy(devices)
         let (b, once) = try await bSyncsDuringASnapshot(devices, proxy: proxy) { _ in }
@@ -1070,17 +1073,9 @@ struct ResolutionFaultTests {
     @Test("a re-creation of content re-created and deleted again elsewhere: made under the record's own key")
     func recreationDeletedAgain() async throws {
         let devices = try await TwoDevices.start()
-        let id = try #require(try await devices.a.engine.addItem(loginItem("Deleted twice", password: "same")).value.id)
-        try await devices.b.engine.pull()
-        let c = try await devices.scenario.device()
-        try await c.engine.pull()
-        for device in [devices.a, devices.b] {
-            let offline = try device.reopen(url: deadServerURL())
-            try await offline.engine.unlock(email: devices.scenario.email, password: devices.scenario.password)
-            #expect(try await offline.engine.setFavorite(id: id, true) == .savedOffline(pendingCount: 1))
-            await offline.engine.shutdown()
+        let (id, c) = try await deletedForGoodAfterOfflineChanges(devices, name: "Deleted twice") { _, id, engine in
+            try await engine.setFavorite(id: id, true)
         }
-        _ = try await c.engine.permanentlyDeleteItem(id: id)
         _ = try await devices.a.engine.sync()
         try await c.engine.pull()
         let recreated = try #require(try await c.engine.views().first?.id)
