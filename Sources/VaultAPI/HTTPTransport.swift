@@ -183,8 +183,24 @@ public struct AsyncHTTPClientTransport: HTTPTransport {
             outgoing.body = .stream(file.pieces().map { ByteBuffer(bytes: $0) }, length: .known(Int64(file.length)))
         }
         let response = try await client.execute(outgoing, timeout: request.timeout, logger: logger)
-        let body = try await response.body.collect(upTo: 256 * 1024 * 1024)
-        return TransportResponse(status: Int(response.status.code), headers: response.headers, body: Array(body.readableBytesView))
+        return TransportResponse(status: Int(response.status.code), headers: response.headers,
+                                 body: try await Self.collect(response.body, expected: response.headers.first(name: "Content-Length").flatMap { Int($0) }))
+    }
+
+    /// The body's bytes, appended as they arrive into one array sized by `Content-Length` when given:
+    /// a large answer (a vault's `/api/sync`) is held once, not once in NIO's buffer while it grows and
+    /// again as the array made from it. More than 256 MiB is refused.
+    static func collect(_ body: HTTPClientResponse.Body, expected: Int?) async throws -> [UInt8] {
+        let limit = 256 * 1024 * 1024
+        var bytes: [UInt8] = []
+        if let expected, expected > 0 { bytes.reserveCapacity(min(expected, limit)) }
+        for try await piece in body {
+            guard bytes.count + piece.readableBytes <= limit else {
+                throw ServerCallError.invalidResponse("the answer is larger than \(limit / 1024 / 1024) MiB")
+            }
+            bytes.append(contentsOf: piece.readableBytesView)
+        }
+        return bytes
     }
 
     public func download(_ request: TransportRequest, to path: String, progress: (@Sendable (Int) -> Void)?,
