@@ -97,6 +97,17 @@ func printTable(_ results: [BenchResult]) {
     }
 }
 
+/// This process's CPU time so far (user + system, every thread), in seconds.
+func processCPUSeconds() -> Double {
+    var usage = rusage()
+    #if canImport(Glibc)
+    getrusage(RUSAGE_SELF.rawValue, &usage)
+    #else
+    getrusage(RUSAGE_SELF, &usage)
+    #endif
+    return Double(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) + Double(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6
+}
+
 /// The `fraction` percentile (0…1) of `samples` (nearest rank).
 func percentile(_ samples: [Double], _ fraction: Double) -> Double {
     guard !samples.isEmpty else { return .nan }
