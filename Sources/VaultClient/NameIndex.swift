@@ -5,11 +5,13 @@ import VaultStore
 
 /// The sealed name index (docs/ARCHITECTURE.md, "The name index"; issue 25, P7): every item's id, decrypted
 /// name and searched fields (username, notes, URIs), each with the SHA-256 of the stored row it was read
-/// from, sealed with the user key as one EncString. Finding an item by name opens it with one decryption
-/// and compares digests of the rows; only a row whose digest differs (changed by a sync, a save, the
-/// resolver, or by anyone writing to the file) is decrypted again. So the index checks itself against the
-/// rows every time, no path that stores items has to maintain it, and a stale, damaged or foreign index
-/// costs a rebuild, never a wrong answer. Nothing in it reaches the disk unencrypted.
+/// from, sealed with the user key as one EncString, with the version of the rows it was built at. Finding
+/// an item by name opens it with one decryption. When the rows' version (moved by store triggers on every
+/// insert, update and delete, whoever writes) is the one the index holds, nothing changed: the index is
+/// the answer. Otherwise the rows are hashed and only a row whose digest differs (changed by a sync, a
+/// save, the resolver, or by anyone writing to the file) is decrypted again. So no path that stores items
+/// has to maintain it, and a stale, damaged or foreign index costs a rebuild, never a wrong answer.
+/// Nothing in it reaches the disk unencrypted.
 struct NameIndex: Sendable {
     struct Entry: Sendable {
         var digest: ContentDigest
@@ -46,28 +48,36 @@ struct NameIndex: Sendable {
     }
 
     var entries: [String: Entry] = [:]
+    /// The indexed ids, in the rows' order.
+    var order: [String] = []
+    /// The version of the cached items (``CipherCache/version()``) the index was built at, when it holds
+    /// every row; -1 when some row could not be indexed (then every lookup checks the rows).
+    var version: Int64 = -1
 
     /// The format's first bytes (a later format gets other ones; an index it cannot read is rebuilt).
-    static let magic = Array("vaultsync-names-3".utf8)
+    static let magic = Array("vaultsync-names-4".utf8)
 
     init() {}
 
     /// Opens a sealed index; `nil` when it does not open with `key` or is not in this format.
     init?(sealed: String, key: SymmetricCryptoKey) {
         guard let bytes = try? EncString(sealed).decrypt(key: key), let parsed = Self.parse(Array(bytes)) else { return nil }
-        entries = parsed
+        (entries, order, version) = parsed
     }
 
     func sealed(key: SymmetricCryptoKey) throws -> String {
         try EncString.encrypt(encoded(), key: key).serialized
     }
 
-    /// `magic`, then per entry: id, digest (32 bytes), name and the searched fields (their count, then
-    /// each); every text and the count with its length or value in 4 bytes, little-endian.
+    /// `magic`, the version (8 bytes), then per entry in the rows' order: id, digest (32 bytes), name and
+    /// the searched fields (their count, then each); every text and the count with its length or value in
+    /// 4 bytes, little-endian.
     func encoded() -> [UInt8] {
         var out = Self.magic
         out.reserveCapacity(entries.count * 160)
-        for (id, entry) in entries {
+        withUnsafeBytes(of: version.littleEndian) { out.append(contentsOf: $0) }
+        for id in order {
+            guard let entry = entries[id] else { continue }
             Self.append(Array(id.utf8), to: &out)
             out.append(contentsOf: entry.digest.bytes)
             Self.append(Array(entry.name.utf8), to: &out)
@@ -122,16 +132,20 @@ struct NameIndex: Sendable {
         }
     }
 
-    static func parse(_ bytes: [UInt8]) -> [String: Entry]? {
+    static func parse(_ bytes: [UInt8]) -> (entries: [String: Entry], order: [String], version: Int64)? {
         guard bytes.starts(with: magic) else { return nil }
         var reader = Reader(bytes: bytes[magic.count...])
+        guard let versionBytes = reader.take(8) else { return nil }
+        let version = Int64(littleEndian: versionBytes.withUnsafeBytes { $0.loadUnaligned(as: Int64.self) })
         var entries: [String: Entry] = [:]
+        var order: [String] = []
         while !reader.atEnd {
             guard let id = reader.text(), let digest = reader.take(32).flatMap({ ContentDigest(bytes: $0) }), let name = reader.text(),
-                  let searched = reader.searched() else { return nil }
+                  let searched = reader.searched(), entries[id] == nil else { return nil }
             entries[id] = Entry(digest: digest, name: name, searched: searched)
+            order.append(id)
         }
-        return entries
+        return (entries, order, version)
     }
 }
 
@@ -145,8 +159,13 @@ extension VaultEngine {
     func refreshedNameIndex() async throws -> (index: NameIndex, names: [VaultItemName]) {
         let current = try requireSession()
         let (userID, keys) = (current.userID, current.keys)
-        let (digests, sealed) = try await read { tx in (try tx.ciphers(of: userID).jsonDigests(), try tx.nameIndex(of: userID).sealed()) }
+        let (version, sealed) = try await read { tx in (try tx.ciphers(of: userID).version(), try tx.nameIndex(of: userID).sealed()) }
         let index = sealed.flatMap { NameIndex(sealed: $0, key: keys.userKey) } ?? NameIndex()
+        // Built at this version of the rows and holding all of them: nothing changed since, nothing to hash.
+        if version > 0, index.version == version {
+            return (index, index.order.compactMap { id in index.entries[id].map { VaultItemName(id: id, name: .success($0.name)) } })
+        }
+        let (digests, currentVersion) = try await read { tx in (try tx.ciphers(of: userID).jsonDigests(), try tx.ciphers(of: userID).version()) }
         var names: [VaultItemName?] = []
         names.reserveCapacity(digests.count)
         var stale: [String: (position: Int, digest: ContentDigest)] = [:]
@@ -158,8 +177,6 @@ extension VaultEngine {
                 names.append(nil)
             }
         }
-        // Every row as indexed, and nothing else indexed: the index stands as it is.
-        if stale.isEmpty, digests.count == index.entries.count { return (index, names.compactMap { $0 }) }
         var rebuilt = NameIndex()
         rebuilt.entries.reserveCapacity(digests.count)
         for (id, _) in digests where stale[id] == nil { rebuilt.entries[id] = index.entries[id] }
@@ -176,7 +193,9 @@ extension VaultEngine {
                 if let view { rebuilt.entries[name.id] = NameIndex.Entry(digest: digest, view: view) }
             }
         }
-        if !stale.isEmpty || rebuilt.entries.count != index.entries.count {
+        rebuilt.order = digests.map(\.id).filter { rebuilt.entries[$0] != nil }
+        rebuilt.version = rebuilt.order.count == digests.count ? currentVersion : -1
+        if !stale.isEmpty || rebuilt.entries.count != index.entries.count || rebuilt.version != index.version || rebuilt.order != index.order {
             do {
                 let sealed = try rebuilt.sealed(key: keys.userKey)
                 try await write { tx in try tx.nameIndex(of: userID).store(sealed) }

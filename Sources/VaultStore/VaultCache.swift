@@ -21,6 +21,12 @@ public struct CipherCache {
         try mine.fetchAll(db)
     }
 
+    /// The version of the user's cached items: it moves whenever any of them is inserted, changed or
+    /// removed, by any path (store migration v12's triggers). 0 before the first.
+    public func version() throws -> Int64 {
+        try Int64.fetchOne(db.cachedStatement(sql: "SELECT n FROM cipherVersion WHERE userID = ?"), arguments: [userID]) ?? 0
+    }
+
     /// The ids of the user's cached items.
     public func ids() throws -> [String] {
         try String.fetchAll(db.cachedStatement(sql: "SELECT id FROM cipher WHERE userID = ?"), arguments: [userID])

@@ -252,6 +252,30 @@ public final class VaultStore: Sendable {
                 t.column("sealed", .text).notNull()
             }
         }
+        migrator.registerMigration("v12: a version of each account's cached items, kept by triggers") { db in
+            // Moves on every insert, update and delete of a cached item, on every path (syncs, saves, the
+            // resolver, anyone writing to the file with SQL): the sealed name index notes the version it
+            // was built at, and a lookup that finds it unchanged need not hash every row to trust the index.
+            // A delete only moves an existing version: an account's removal cascades to its items and to
+            // its version, and must not bring the version back.
+            try db.execute(sql: """
+                CREATE TABLE cipherVersion (
+                    userID TEXT PRIMARY KEY NOT NULL REFERENCES account(userID) ON DELETE CASCADE,
+                    n INTEGER NOT NULL
+                ) WITHOUT ROWID;
+                INSERT INTO cipherVersion (userID, n) SELECT DISTINCT userID, 1 FROM cipher;
+                CREATE TRIGGER cipher_versioned_insert AFTER INSERT ON cipher BEGIN
+                    INSERT INTO cipherVersion (userID, n) VALUES (NEW.userID, 1) ON CONFLICT (userID) DO UPDATE SET n = n + 1;
+                END;
+                CREATE TRIGGER cipher_versioned_update AFTER UPDATE ON cipher BEGIN
+                    INSERT INTO cipherVersion (userID, n) VALUES (NEW.userID, 1) ON CONFLICT (userID) DO UPDATE SET n = n + 1;
+                    UPDATE cipherVersion SET n = n + 1 WHERE userID = OLD.userID AND OLD.userID IS NOT NEW.userID;
+                END;
+                CREATE TRIGGER cipher_versioned_delete AFTER DELETE ON cipher BEGIN
+                    UPDATE cipherVersion SET n = n + 1 WHERE userID = OLD.userID;
+                END;
+                """)
+        }
         return migrator
     }
 }

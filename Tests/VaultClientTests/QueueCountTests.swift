@@ -102,4 +102,37 @@ struct QueueCountTests {
         #expect(plans[2].contains("USING PRIMARY KEY"), "\(plans[2])")
         #expect(!plans.joined().contains("SCAN"), "\(plans)")
     }
+
+    /// Store migration v12: the version the sealed name index trusts instead of hashing every row.
+    @Test("the cached items' version moves on every insert, update and delete, per user, and goes with the account")
+    func itemVersionFollowsRows() async throws {
+        let directory = temporaryDirectory("vaultsync-version")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let store = try VaultStore(path: directory + "/vault.sqlite")
+        let versions: @Sendable (Database) throws -> [Int64] = { db in
+            try ["a", "b"].map { try StoreTransaction(db).ciphers(of: $0).version() }
+        }
+        @Sendable func row(_ id: String, user: String, json: String) throws -> CipherRow {
+            try CipherRow(row: ["userID": user, "id": id, "organizationID": nil, "revisionDate": 1, "json": json])
+        }
+        try await store.writeDatabase { db in
+            for user in ["a", "b"] { try self.account(user).insert(db) }
+        }
+        #expect(try await store.readDatabase(versions) == [0, 0])
+        var seen: [[Int64]] = [try await store.readDatabase(versions)]
+        let steps: [@Sendable (Database) throws -> Void] = [
+            { db in try StoreTransaction(db).ciphers(of: "a").store(try row("x", user: "a", json: "{}")) },
+            { db in try StoreTransaction(db).ciphers(of: "a").store(try row("x", user: "a", json: "{\"n\":1}")) },  // upsert: an update
+            { db in try db.execute(sql: "UPDATE cipher SET json = '{\"n\":2}' WHERE id = 'x'") },  // behind the store's back
+            { db in try StoreTransaction(db).ciphers(of: "b").store(try row("y", user: "b", json: "{}")) },
+            { db in try StoreTransaction(db).ciphers(of: "a").remove(id: "x") },
+        ]
+        for step in steps {
+            try await store.writeDatabase(step)
+            seen.append(try await store.readDatabase(versions))
+        }
+        #expect(seen == [[0, 0], [1, 0], [2, 0], [3, 0], [3, 1], [4, 1]])
+        try await store.writeDatabase { db in _ = try db.execute(sql: "DELETE FROM account WHERE userID = 'b'") }
+        #expect(try await store.readDatabase { db in try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM cipherVersion WHERE userID = 'b'") } == 0)
+    }
 }
