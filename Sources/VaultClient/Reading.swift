@@ -37,50 +37,42 @@ public struct PendingChangeSummary: Sendable, Equatable {
 
 extension VaultEngine {
     /// Every item, decrypted one by one: a damaged item is reported and never hides the others.
-    /// Large vaults are decrypted on every core (in order-preserving slices).
+    /// Large vaults are decrypted on every core, a page of rows at a time (``eachItem(_:)``).
     public func items() async throws -> [VaultItem] {
-        let (rows, pending, keys) = try await rowsWithChanges()
-        return await Self.inSlices(rows) { Self.listed($0, keys: keys, pending: pending[$0.id]) }
-    }
-
-    /// Every cached item's row, the queued changes of items by item id (opened), and the keys.
-    func rowsWithChanges() async throws -> ([CipherRow], [String: PendingChange], VaultKeys) {
-        let current = try requireSession()
-        let userID = current.userID
-        let (rows, pendingRows) = try await read { tx in
-            (try tx.ciphers(of: userID).all(), try tx.queue(of: userID).all(kind: .cipher))
-        }
-        let pending = Dictionary(pendingRows.compactMap { row in (try? row.open(key: current.keys.userKey)).map { (row.itemID, $0) } },
-                                 uniquingKeysWith: { first, _ in first })
-        return (rows, pending, current.keys)
+        try await eachItem { row, keys, pending in Self.listed(row, keys: keys, pending: pending) }
     }
 
     /// Every item as a list shows it (``ItemSummary``: name, username and state), without decrypting the
-    /// other fields: a list of a large vault need not open every secret in it. The rows are read a page at a
-    /// time in one read transaction, each page summarised on every core: memory holds a page of rows and
-    /// the summaries, not the vault's rows.
+    /// other fields: a list of a large vault need not open every secret in it.
     public func itemSummaries() async throws -> [VaultItemSummary] {
+        try await eachItem { row, keys, pending in
+            let result: Result<ItemSummary, ModelError>
+            do {
+                result = .success(try CipherWire.summary(jsonBytes: row.json.utf8, keys: keys))
+            } catch let error as ModelError {
+                result = .failure(error)
+            } catch {
+                result = .failure(.invalidValue(path: "cipher", reason: String(describing: error)))
+            }
+            return VaultItemSummary(id: row.id, result: result, pending: pending)
+        }
+    }
+
+    /// `transform` of every cached item with its queued change (opened), in the rows' order: the rows are
+    /// read a page at a time in one read transaction and each page transformed on every core, so memory
+    /// holds a page of rows and the results, not every row of a large vault.
+    func eachItem<Output: Sendable>(_ transform: @escaping @Sendable (CipherRow, VaultKeys, PendingChange?) -> Output) async throws -> [Output] {
         let current = try requireSession()
         let (userID, keys) = (current.userID, current.keys)
         return try await read { tx in
             let pending = Dictionary(try tx.queue(of: userID).all(kind: .cipher).compactMap { row in
                 (try? row.open(key: keys.userKey)).map { (row.itemID, $0) }
             }, uniquingKeysWith: { first, _ in first })
-            var summaries: [VaultItemSummary] = []
+            var outputs: [Output] = []
             try tx.ciphers(of: userID).forEachPage(of: 4_000) { rows in
-                summaries += Self.concurrentMap(rows) { row in
-                    let result: Result<ItemSummary, ModelError>
-                    do {
-                        result = .success(try CipherWire.summary(jsonBytes: row.json.utf8, keys: keys))
-                    } catch let error as ModelError {
-                        result = .failure(error)
-                    } catch {
-                        result = .failure(.invalidValue(path: "cipher", reason: String(describing: error)))
-                    }
-                    return VaultItemSummary(id: row.id, result: result, pending: pending[row.id])
-                }
+                outputs += Self.concurrentMap(rows) { row in transform(row, keys, pending[row.id]) }
             }
-            return summaries
+            return outputs
         }
     }
 

@@ -209,19 +209,6 @@ public struct ItemSummary: Sendable, Equatable {
     public var favorite: Bool
     public var isDeleted: Bool
     public var isArchived: Bool
-
-    public init(id: String?, type: CipherType, name: String, username: String?, folderId: String?, organizationId: String?,
-                favorite: Bool, isDeleted: Bool, isArchived: Bool) {
-        self.id = id
-        self.type = type
-        self.name = name
-        self.username = username
-        self.folderId = folderId
-        self.organizationId = organizationId
-        self.favorite = favorite
-        self.isDeleted = isDeleted
-        self.isArchived = isArchived
-    }
 }
 
 extension CipherView {
