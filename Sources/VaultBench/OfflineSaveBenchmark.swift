@@ -48,6 +48,9 @@ enum OfflineSaveBenchmark {
         var ours: [Double] = []
         var reference: [Double] = []
         let batch = 50
+        // `VAULTSYNC_PERF_CTL` (see ``PerfControl``): the profile covers the save loop only.
+        let perf = PerfControl.fromEnvironment()
+        perf?.send("enable")
         for start in stride(from: 0, to: saves, by: batch) {
             let chunk = Array(views[start..<min(start + batch, saves)])
             var edited: [CipherView] = []
@@ -66,7 +69,7 @@ enum OfflineSaveBenchmark {
             let stored = try await engine.localStore.readDatabase { db in
                 try ids.map { id in
                     (try CipherRow.fetchOne(db, key: ["userID": userID, "id": id])!.json,
-                     try String.fetchOne(db, sql: "SELECT sealed FROM pendingChange WHERE itemID = ?", arguments: [id])!)
+                     try String.fetchOne(db, sql: "SELECT sealed FROM pendingChange WHERE userID = ? AND itemID = ?", arguments: [userID, id])!)
                 }
             }
             for (view, (json, sealed)) in zip(edited, stored) {
@@ -77,6 +80,7 @@ enum OfflineSaveBenchmark {
                 })
             }
         }
+        perf?.send("disable")
         // Where the time goes (the parts of a save that the bare reference does not have).
         let store = engine.localStore
         var emptyWrites: [Double] = []

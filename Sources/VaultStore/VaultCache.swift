@@ -226,7 +226,9 @@ public struct ChangeQueue {
 
     /// The item's record, or `nil`.
     public func record(kind: PendingItemKind, itemID: String) throws -> PendingChangeRow? {
-        try mine.filter(PendingChangeRow.Columns.itemKind == kind.rawValue && PendingChangeRow.Columns.itemID == itemID).fetchOne(db)
+        // Cached statements here and below: every save reads, writes and counts the queue (P1).
+        try PendingChangeRow.fetchOne(try db.cachedStatement(sql: "SELECT * FROM pendingChange WHERE userID = ? AND itemKind = ? AND itemID = ?"),
+                                      arguments: [userID, kind.rawValue, itemID])
     }
 
     /// The record with this record id, or `nil` (settled, or discarded, meanwhile).
@@ -256,12 +258,19 @@ public struct ChangeQueue {
 
     /// The number of records (kept by migration v5's triggers: no scan).
     public func count() throws -> Int {
-        try Int.fetchOne(db, sql: "SELECT n FROM pendingChangeCount WHERE userID = ?", arguments: [userID]) ?? 0
+        try Int.fetchOne(db.cachedStatement(sql: "SELECT n FROM pendingChangeCount WHERE userID = ?"), arguments: [userID]) ?? 0
     }
 
-    /// Seals and stores a record (inserted, or replacing the one with the same record id).
+    /// Seals and stores a record (inserted, or replacing the one with the same record id). One
+    /// statement: an update fires the update triggers only, an insert the insert triggers (v5's count).
     public func store(_ change: PendingChange, key: SymmetricCryptoKey) throws {
-        try PendingChangeRow(change, key: key).save(db)
+        let row = try PendingChangeRow(change, key: key)
+        let statement = try db.cachedStatement(sql: """
+            INSERT INTO pendingChange (id, userID, itemKind, itemID, sealed) VALUES (?, ?, ?, ?, ?)
+            ON CONFLICT (id) DO UPDATE SET userID = excluded.userID, itemKind = excluded.itemKind,
+                itemID = excluded.itemID, sealed = excluded.sealed
+            """)
+        try statement.execute(arguments: [row.id, row.userID, row.itemKind, row.itemID, row.sealed])
     }
 
     /// Removes the item's record of this kind.

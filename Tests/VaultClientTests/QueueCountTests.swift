@@ -103,6 +103,35 @@ struct QueueCountTests {
         #expect(!plans.joined().contains("SCAN"), "\(plans)")
     }
 
+    /// `BackgroundCheckpoint`: the log is copied into the database file by a checkpoint of its own
+    /// while writes go on, never inside a commit.
+    @Test("the write-ahead log is checkpointed in the background once past 1,000 pages, and every write stays")
+    func backgroundCheckpoint() async throws {
+        let directory = temporaryDirectory("vaultsync-checkpoint")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let path = directory + "/vault.sqlite"
+        let store = try VaultStore(path: path)
+        try await store.writeDatabase { db in try self.account("a").insert(db) }
+        let fileSize = { (try? FileManager.default.attributesOfItem(atPath: path)[.size] as? Int) ?? 0 }
+        let before = fileSize()
+        let filler = String(repeating: "x", count: 3000)
+        var written = 0
+        // One transaction per row, as saves are; the log passes 1,000 pages after about 1,000 of them.
+        while written < 6000, store.backgroundCheckpointsDone == 0 || written < 1500 {
+            let id = "item-\(written)"
+            try store.writeNow { tx in
+                try tx.ciphers(of: "a").store(try CipherRow(row: ["userID": "a", "id": id, "organizationID": nil, "revisionDate": 1,
+                                                                   "json": "{\"f\":\"\(filler)\"}"]))
+            }
+            written += 1
+        }
+        #expect(await waitUntil { store.backgroundCheckpointsDone >= 1 }, "a background checkpoint finished")
+        // Nothing but a checkpoint copies the log into the database file (the automatic one is replaced).
+        #expect(fileSize() > before + 1_000_000, "the log was copied into the file: \(before) → \(fileSize())")
+        #expect(try await store.readDatabase { db in try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM cipher") } == written)
+        #expect(try await store.readDatabase { db in try String.fetchOne(db, sql: "PRAGMA integrity_check") } == "ok")
+    }
+
     /// Store migration v12: the version the sealed name index trusts instead of hashing every row.
     @Test("the cached items' version moves on every insert, update and delete, per user, and goes with the account")
     func itemVersionFollowsRows() async throws {
