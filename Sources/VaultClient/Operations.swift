@@ -179,7 +179,10 @@ extension VaultEngine {
         var untrusted: CertificateProblem?
         // An item with queued work goes through the queue: the resolver compares it with the server
         // (conflicts, backups) as a whole; pushing this change alone could skip that.
-        if existing == nil {
+        if existing == nil, await offlineMomentsAgo(userID: userID) {
+            untrusted = storedCertificateProblem(userID: userID)
+            logger.debug("server unreachable moments ago; saving offline", metadata: ["item": "\(itemID)"])
+        } else if existing == nil {
             do {
                 let serverVersion = try await authorized(online)
                 await recordContact(success: true)
@@ -348,7 +351,9 @@ extension VaultEngine {
         let existing = try await pendingChange(itemKind: .folder, itemID: id, userID: userID)
         var createSent = false
         var untrusted: CertificateProblem?
-        if existing == nil {
+        if existing == nil, await offlineMomentsAgo(userID: userID) {
+            untrusted = storedCertificateProblem(userID: userID)
+        } else if existing == nil {
             do {
                 let serverVersion = try await authorized(online)
                 await recordContact(success: true)
@@ -377,6 +382,14 @@ extension VaultEngine {
     }
 
     // MARK: Helpers
+
+    /// Whether a save is queued at once, without trying the server: the last contact failed less than
+    /// `offlineBurstWindow` seconds ago (and offline edits are on). A burst of saves offline waits on the
+    /// network once; nothing is sent, so no create can be on the server (`createSent` stays false).
+    func offlineMomentsAgo(userID: String) async -> Bool {
+        guard configuration.offlineEditsEnabled else { return false }
+        return await knownOffline(userID: userID, within: configuration.offlineBurstWindow)
+    }
 
     /// The previous encrypted name when a save takes it away (a rename, or a delete for good), for a
     /// create's queue record.

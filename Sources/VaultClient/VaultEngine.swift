@@ -290,11 +290,13 @@ public actor VaultEngine {
         return try? JSONDecoder().decode(CertificateProblem.self, from: Data(text.utf8))
     }
 
-    /// Whether the last contact failed recently enough to treat the server as unreachable.
-    func knownOffline(userID: String) async -> Bool {
+    /// Whether the last contact failed less than `window` seconds ago (by default
+    /// ``EngineConfiguration/knownOfflineWindow``), so that the server is treated as unreachable.
+    func knownOffline(userID: String, within window: Double? = nil) async -> Bool {
         guard let state = try? store.readNow({ tx in try tx.syncState(of: userID).current() }),
               state.lastContactFailed, let last = state.lastContactDate else { return false }
-        return Double(clock.now().microsecondsSinceEpoch - last) / 1_000_000 < configuration.knownOfflineWindow
+        let age = Double(clock.now().microsecondsSinceEpoch - last) / 1_000_000
+        return age >= 0 && age < (window ?? configuration.knownOfflineWindow)
     }
 }
 

@@ -235,6 +235,12 @@ public struct EngineConfiguration: Sendable {
     /// If the last server contact failed less than this many seconds ago, organization edits are
     /// refused at once instead of waiting for a network timeout (seed 001 U1).
     public var knownOfflineWindow: Double = 60
+    /// If the last server contact failed less than this many seconds ago, a personal item's save is
+    /// queued at once instead of trying the server again: a burst of saves while offline (a script, a
+    /// person working through items) waits on the network once, not once per save, which on a network
+    /// that drops packets is a full connect timeout each. The first save after it tries the server
+    /// again; a sync resolves what was queued meanwhile. 0: every save tries the server.
+    public var offlineBurstWindow: Double = 10
     /// Drafts older than this (seconds) whose item has no pending change are purged (seed 004 §2).
     public var draftMaximumAge: Double = 7 * 24 * 3600
     public var api = APIConfiguration()

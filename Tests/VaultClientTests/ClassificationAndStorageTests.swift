@@ -106,6 +106,53 @@ struct ClassificationAndStorageTests {
         await scenario.finish([a])
     }
 
+    @Test("a burst of personal saves offline waits on the network once; after the window, a save tries the server again")
+    func offlineBurst() async throws {
+        let scenario = try await Scenario.start()
+        let a = try await scenario.device(register: true)
+        let first = try await a.engine.addItem(loginItem("First")).value
+        let second = try await a.engine.addItem(loginItem("Second")).value
+        let fourth = try await a.engine.addItem(loginItem("Fourth")).value
+        let faults = FaultServer(.hang)
+        try await faults.start()
+        let clock = TestClock()
+        let faulty = try Device.make(url: await faults.url, profile: a.profile, clock: clock) { $0.api.requestTimeout = .seconds(2) }
+        try await faulty.engine.unlock(email: scenario.email, password: scenario.password)
+        var edit = first
+        edit.notes = "offline 1"
+        let timedOut = try await faulty.engine.updateItem(edit)
+        #expect(timedOut.outcome == .savedOffline(pendingCount: 1))
+        let afterTimeout = faults.requestCount
+        // Within the window: queued at once, the server not asked (an item without a queue record).
+        var other = second
+        other.notes = "offline 2"
+        let burst = try await faulty.engine.updateItem(other)
+        #expect(burst.outcome == .savedOffline(pendingCount: 2))
+        #expect(burst.value.notes == "offline 2")
+        #expect(faults.requestCount == afterTimeout, "queued without asking the server")
+        let added = try await faulty.engine.addItem(loginItem("Third"))
+        #expect(added.outcome == .savedOffline(pendingCount: 3))
+        #expect(faults.requestCount == afterTimeout)
+        // After the window the next save asks the server again (and waits for it, here in vain).
+        clock.advance(seconds: EngineConfiguration(serverURL: "").offlineBurstWindow + 1)
+        var later = fourth
+        later.notes = "after the window"
+        let retried = try await faulty.engine.updateItem(later)
+        #expect(retried.outcome == .savedOffline(pendingCount: 4))
+        #expect(faults.requestCount > afterTimeout, "tried the server after the window")
+        await faults.stop()
+        await faulty.engine.shutdown()
+        // Nothing was lost: the queue reaches the server once it is back.
+        let back = try a.reopen(url: await scenario.server.url)
+        try await back.engine.unlock(email: scenario.email, password: scenario.password)
+        let report = try await back.engine.sync()
+        #expect(report.resolved == 4 && report.stillPending == 0)
+        let b = try await scenario.device()
+        _ = try await b.engine.sync()
+        #expect(Set(try await b.engine.views().compactMap(\.notes)) == ["offline 1", "offline 2", "after the window"])
+        await scenario.finish([a, back, b])
+    }
+
     @Test("offline edits can be turned off: failures surface as errors")
     func offlineEditsSwitch() async throws {
         let scenario = try await Scenario.start()
