@@ -139,6 +139,9 @@ struct NameIndex: Sendable {
         let version = Int64(littleEndian: versionBytes.withUnsafeBytes { $0.loadUnaligned(as: Int64.self) })
         var entries: [String: Entry] = [:]
         var order: [String] = []
+        // At least ~80 bytes an entry (an id, a digest, a name, lengths): room without regrowing.
+        entries.reserveCapacity(bytes.count / 80)
+        order.reserveCapacity(bytes.count / 80)
         while !reader.atEnd {
             guard let id = reader.text(), let digest = reader.take(32).flatMap({ ContentDigest(bytes: $0) }), let name = reader.text(),
                   let searched = reader.searched(), entries[id] == nil else { return nil }

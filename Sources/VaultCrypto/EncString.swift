@@ -3,6 +3,11 @@ import FoundationEssentials
 #else
 import Foundation
 #endif
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
 /// The encryption types of an EncString (spec §1.6).
 public enum EncryptionType: Int, Sendable, CaseIterable {
@@ -132,7 +137,11 @@ public struct EncString: Sendable, Hashable {
         var ranges = PartRanges()
         var partCount = 0
         var partStart = bodyStart
-        for index in bodyStart...bytes.count where index == bytes.count || bytes[index] == UInt8(ascii: "|") {
+        guard let base = bytes.baseAddress else { return (dot, ranges, 1) }
+        while true {
+            // memchr: a sealed record can be megabytes long (the name index), and is split at every open.
+            let found = partStart < bytes.count ? memchr(base + partStart, Int32(UInt8(ascii: "|")), bytes.count - partStart) : nil
+            let index = found.map { base.distance(to: $0.assumingMemoryBound(to: UInt8.self)) } ?? bytes.count
             switch partCount {
             case 0: ranges.first = partStart..<index
             case 1: ranges.second = partStart..<index
@@ -141,6 +150,7 @@ public struct EncString: Sendable, Hashable {
             }
             partCount += 1
             partStart = index + 1
+            if found == nil { break }
         }
         return (dot, ranges, partCount)
     }

@@ -33,7 +33,7 @@ struct TwoStepCommand: AsyncParsableCommand {
     )
 
     struct Status: VaultCommand {
-        static let configuration = CommandConfiguration(abstract: "Which two-step providers are on.",
+        static let configuration = CommandConfiguration(commandName: "status", abstract: "Which two-step providers are on.",
                                                         discussion: "Example:\n  vaultsync two-step status --json")
         @OptionGroup var global: GlobalOptions
         @OptionGroup var output: OutputOptions
@@ -51,6 +51,7 @@ struct TwoStepCommand: AsyncParsableCommand {
 
     struct Enable: VaultCommand {
         static let configuration = CommandConfiguration(
+            commandName: "enable",
             abstract: "Turn on two-step login with an authenticator app.",
             discussion: """
             On a terminal: shows the key (and an otpauth:// URI for apps that read one), asks for a code \
@@ -100,7 +101,7 @@ struct TwoStepCommand: AsyncParsableCommand {
     }
 
     struct Disable: VaultCommand {
-        static let configuration = CommandConfiguration(abstract: "Turn off two-step login with an authenticator app.",
+        static let configuration = CommandConfiguration(commandName: "disable", abstract: "Turn off two-step login with an authenticator app.",
                                                         discussion: "Example:\n  vaultsync two-step disable")
         @OptionGroup var global: GlobalOptions
 

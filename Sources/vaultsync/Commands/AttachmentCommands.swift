@@ -26,7 +26,7 @@ struct AttachmentCommand: AsyncParsableCommand {
     )
 
     struct List: VaultCommand {
-        static let configuration = CommandConfiguration(abstract: "The item's attachments (works offline).",
+        static let configuration = CommandConfiguration(commandName: "list", abstract: "The item's attachments (works offline).",
                                                         discussion: "Example:\n  vaultsync attachment list Bank --json")
         @OptionGroup var global: GlobalOptions
         @OptionGroup var output: OutputOptions
@@ -53,6 +53,7 @@ struct AttachmentCommand: AsyncParsableCommand {
 
     struct Add: VaultCommand {
         static let configuration = CommandConfiguration(
+            commandName: "add",
             abstract: "Attach a file to an item (encrypted here first).",
             discussion: "Example:\n  vaultsync attachment add Bank ~/scans/card.pdf --name card.pdf")
         @OptionGroup var global: GlobalOptions
@@ -90,6 +91,7 @@ struct AttachmentCommand: AsyncParsableCommand {
 
     struct Get: VaultCommand {
         static let configuration = CommandConfiguration(
+            commandName: "get",
             abstract: "Download and decrypt an attachment.",
             discussion: "Examples:\n  vaultsync attachment get Bank card.pdf --output ~/card.pdf\n  vaultsync attachment get Bank card.pdf --output -")
         @OptionGroup var global: GlobalOptions
@@ -127,6 +129,7 @@ struct AttachmentCommand: AsyncParsableCommand {
 
     struct Rename: VaultCommand {
         static let configuration = CommandConfiguration(
+            commandName: "rename",
             abstract: "Give an attachment another file name (offline too).",
             discussion: "Bitwarden's API has no rename: the same encrypted file is attached again under the new name and the old one removed (it gets a new id).\nExample:\n  vaultsync attachment rename Bank scan.pdf card-2026.pdf")
         @OptionGroup var global: GlobalOptions
@@ -152,7 +155,7 @@ struct AttachmentCommand: AsyncParsableCommand {
     }
 
     struct Delete: VaultCommand {
-        static let configuration = CommandConfiguration(abstract: "Delete an attachment.",
+        static let configuration = CommandConfiguration(commandName: "delete", abstract: "Delete an attachment.",
                                                         discussion: "Example:\n  vaultsync attachment delete Bank card.pdf")
         @OptionGroup var global: GlobalOptions
         @Argument(help: "The item (id, id prefix or name).") var item: String

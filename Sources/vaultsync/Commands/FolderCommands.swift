@@ -19,7 +19,7 @@ struct FolderCommand: AsyncParsableCommand {
     )
 
     struct List: VaultCommand {
-        static let configuration = CommandConfiguration(abstract: "List folders.", discussion: "Example:\n  vaultsync folder list --json")
+        static let configuration = CommandConfiguration(commandName: "list", abstract: "List folders.", discussion: "Example:\n  vaultsync folder list --json")
         @OptionGroup var global: GlobalOptions
         @OptionGroup var output: OutputOptions
 
@@ -41,7 +41,7 @@ struct FolderCommand: AsyncParsableCommand {
     }
 
     struct Add: VaultCommand {
-        static let configuration = CommandConfiguration(abstract: "Add a folder.", discussion: "Example:\n  vaultsync folder add Work")
+        static let configuration = CommandConfiguration(commandName: "add", abstract: "Add a folder.", discussion: "Example:\n  vaultsync folder add Work")
         @OptionGroup var global: GlobalOptions
         @Argument(help: "The folder's name.") var name: String
 
@@ -56,7 +56,7 @@ struct FolderCommand: AsyncParsableCommand {
     }
 
     struct Rename: VaultCommand {
-        static let configuration = CommandConfiguration(abstract: "Rename a folder.", discussion: "Example:\n  vaultsync folder rename Work Office")
+        static let configuration = CommandConfiguration(commandName: "rename", abstract: "Rename a folder.", discussion: "Example:\n  vaultsync folder rename Work Office")
         @OptionGroup var global: GlobalOptions
         @Argument(help: "The folder (name or id).") var folder: String
         @Argument(help: "The new name.") var name: String
@@ -71,6 +71,7 @@ struct FolderCommand: AsyncParsableCommand {
 
     struct Delete: VaultCommand {
         static let configuration = CommandConfiguration(
+            commandName: "delete",
             abstract: "Delete a folder (its items stay, without a folder).", discussion: "Example:\n  vaultsync folder delete Office")
         @OptionGroup var global: GlobalOptions
         @Argument(help: "The folder (name or id).") var folder: String

@@ -19,7 +19,7 @@ struct OrganizationCommand: AsyncParsableCommand {
     )
 
     struct List: VaultCommand {
-        static let configuration = CommandConfiguration(abstract: "List organizations with their trust on this device.",
+        static let configuration = CommandConfiguration(commandName: "list", abstract: "List organizations with their trust on this device.",
                                                         discussion: "Example:\n  vaultsync org list --json")
         @OptionGroup var global: GlobalOptions
         @OptionGroup var output: OutputOptions
@@ -47,6 +47,7 @@ struct OrganizationCommand: AsyncParsableCommand {
 
     struct Trust: VaultCommand {
         static let configuration = CommandConfiguration(
+            commandName: "trust",
             abstract: "Trust an organization you joined, with the key the server hands out for it now.",
             discussion: "Example:\n  vaultsync org trust Family")
         @OptionGroup var global: GlobalOptions

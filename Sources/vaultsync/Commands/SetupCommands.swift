@@ -23,6 +23,7 @@ struct ConfigCommand: AsyncParsableCommand {
 
     struct Server: VaultCommand {
         static let configuration = CommandConfiguration(
+            commandName: "server",
             abstract: "Set the server URL (a VaultSync or other Bitwarden-compatible server).",
             discussion: """
             https:// is required, except for a server on this machine (127.0.0.1, ::1, localhost): over plain HTTP the login hash and the session's tokens cross the network readable.
@@ -157,7 +158,7 @@ struct ConfigCommand: AsyncParsableCommand {
     }
 
     struct Show: VaultCommand {
-        static let configuration = CommandConfiguration(abstract: "Show the settings.", discussion: "Example:\n  vaultsync config show")
+        static let configuration = CommandConfiguration(commandName: "show", abstract: "Show the settings.", discussion: "Example:\n  vaultsync config show")
         static var needsUnlock: Bool { false }
         @OptionGroup var global: GlobalOptions
         @OptionGroup var output: OutputOptions

@@ -78,7 +78,7 @@ struct PendingCommand: AsyncParsableCommand {
     )
 
     struct List: VaultCommand {
-        static let configuration = CommandConfiguration(abstract: "List queued changes.", discussion: "Example:\n  vaultsync pending list --json")
+        static let configuration = CommandConfiguration(commandName: "list", abstract: "List queued changes.", discussion: "Example:\n  vaultsync pending list --json")
         @OptionGroup var global: GlobalOptions
         @OptionGroup var output: OutputOptions
 
@@ -116,6 +116,7 @@ struct PendingCommand: AsyncParsableCommand {
 
     struct Retry: VaultCommand {
         static let configuration = CommandConfiguration(
+            commandName: "retry",
             abstract: "Put changes that need attention (or one item's) back in line; they go with the next sync.",
             discussion: "Examples:\n  vaultsync pending retry\n  vaultsync pending retry Bank")
         @OptionGroup var global: GlobalOptions
@@ -130,6 +131,7 @@ struct PendingCommand: AsyncParsableCommand {
 
     struct Discard: VaultCommand {
         static let configuration = CommandConfiguration(
+            commandName: "discard",
             abstract: "Give up an item's queued change (says what is lost; needs --yes).",
             discussion: "Example:\n  vaultsync pending discard Bank --yes")
         @OptionGroup var global: GlobalOptions
@@ -172,7 +174,7 @@ struct ConflictsCommand: AsyncParsableCommand {
     )
 
     struct List: VaultCommand {
-        static let configuration = CommandConfiguration(abstract: "List conflict backups, newest first.",
+        static let configuration = CommandConfiguration(commandName: "list", abstract: "List conflict backups, newest first.",
                                                         discussion: "Example:\n  vaultsync conflicts list --json")
         @OptionGroup var global: GlobalOptions
         @OptionGroup var output: OutputOptions
@@ -209,6 +211,7 @@ struct ConflictsCommand: AsyncParsableCommand {
 
     struct Show: VaultCommand {
         static let configuration = CommandConfiguration(
+            commandName: "show",
             abstract: "The two versions side by side, field by field, differences marked.",
             discussion: "Examples:\n  vaultsync conflicts show BACKUP\n  vaultsync conflicts show BACKUP --reveal")
         @OptionGroup var global: GlobalOptions
@@ -228,6 +231,7 @@ struct ConflictsCommand: AsyncParsableCommand {
 
     struct Resolve: VaultCommand {
         static let configuration = CommandConfiguration(
+            commandName: "resolve",
             abstract: "Settle a conflict: keep mine, theirs, or both (works offline).",
             discussion: """
             mine/theirs: the chosen version becomes the live item and the backup goes to the trash (both password histories are kept). both: leave the item and the backup as they are.
@@ -408,7 +412,7 @@ struct DraftsCommand: AsyncParsableCommand {
     )
 
     struct List: VaultCommand {
-        static let configuration = CommandConfiguration(abstract: "List drafts, newest first.", discussion: "Example:\n  vaultsync drafts list --json")
+        static let configuration = CommandConfiguration(commandName: "list", abstract: "List drafts, newest first.", discussion: "Example:\n  vaultsync drafts list --json")
         @OptionGroup var global: GlobalOptions
         @OptionGroup var output: OutputOptions
 
@@ -429,7 +433,7 @@ struct DraftsCommand: AsyncParsableCommand {
     }
 
     struct Recover: VaultCommand {
-        static let configuration = CommandConfiguration(abstract: "Save a draft as the item (works offline).",
+        static let configuration = CommandConfiguration(commandName: "recover", abstract: "Save a draft as the item (works offline).",
                                                         discussion: "Example:\n  vaultsync drafts recover DRAFT")
         @OptionGroup var global: GlobalOptions
         @Argument(help: "The draft id.") var draft: String
@@ -452,7 +456,7 @@ struct DraftsCommand: AsyncParsableCommand {
     }
 
     struct Discard: VaultCommand {
-        static let configuration = CommandConfiguration(abstract: "Delete a draft.", discussion: "Example:\n  vaultsync drafts discard DRAFT")
+        static let configuration = CommandConfiguration(commandName: "discard", abstract: "Delete a draft.", discussion: "Example:\n  vaultsync drafts discard DRAFT")
         @OptionGroup var global: GlobalOptions
         @Argument(help: "The draft id.") var draft: String
 
