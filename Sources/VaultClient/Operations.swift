@@ -28,7 +28,7 @@ extension VaultEngine {
             // The temporary id names this create in every attempt, renames included (the queued create keeps it).
             try await api.createCipher(local, collectionIDs: collections, idempotencyKey: local.id, token: token)
         }
-        return try decryptResult(result, keys: current.keys)
+        return try decryptResult(result, saved: view, keys: current.keys)
     }
 
     /// Saves an edited item. A changed password goes into the password history (never trimmed: every
@@ -69,7 +69,8 @@ extension VaultEngine {
                                     isOrganization: view.organizationId != nil) { api, token in
             try await api.updateCipher(local, id: id, lastKnownRevisionDate: lastKnown, token: token)
         }
-        return try decryptResult(result, keys: current.keys)
+        view.revisionDate = lastKnown
+        return try decryptResult(result, saved: view, keys: current.keys)
     }
 
     /// Moves an item to the trash.
@@ -174,12 +175,12 @@ extension VaultEngine {
             if let problem = storedCertificateProblem(userID: userID) { throw VaultError.untrustedCertificate(problem) }
             throw VaultError.organizationItemOffline
         }
-        let existing = try await pendingChange(itemKind: .cipher, itemID: itemID, userID: userID)
+        let (existing, offlineMomentsAgo) = try saveFacts(kind: .cipher, itemID: itemID, userID: userID)
         var createSent = false
         var untrusted: CertificateProblem?
         // An item with queued work goes through the queue: the resolver compares it with the server
         // (conflicts, backups) as a whole; pushing this change alone could skip that.
-        if existing == nil, await offlineMomentsAgo(userID: userID) {
+        if existing == nil, offlineMomentsAgo {
             untrusted = storedCertificateProblem(userID: userID)
             logger.debug("server unreachable moments ago; saving offline", metadata: ["item": "\(itemID)"])
         } else if existing == nil {
@@ -348,10 +349,10 @@ extension VaultEngine {
                     online: @escaping @Sendable (BitwardenAPI, String) async throws -> FolderWire?) async throws -> SaveResult<FolderWire?> {
         let current = try requireSession()
         let userID = current.userID
-        let existing = try await pendingChange(itemKind: .folder, itemID: id, userID: userID)
+        let (existing, offlineMomentsAgo) = try saveFacts(kind: .folder, itemID: id, userID: userID)
         var createSent = false
         var untrusted: CertificateProblem?
-        if existing == nil, await offlineMomentsAgo(userID: userID) {
+        if existing == nil, offlineMomentsAgo {
             untrusted = storedCertificateProblem(userID: userID)
         } else if existing == nil {
             do {
@@ -383,12 +384,21 @@ extension VaultEngine {
 
     // MARK: Helpers
 
-    /// Whether a save is queued at once, without trying the server: the last contact failed less than
-    /// `offlineBurstWindow` seconds ago (and offline edits are on). A burst of saves offline waits on the
-    /// network once; nothing is sent, so no create can be on the server (`createSent` stays false).
-    func offlineMomentsAgo(userID: String) async -> Bool {
-        guard configuration.offlineEditsEnabled else { return false }
-        return await knownOffline(userID: userID, within: configuration.offlineBurstWindow)
+    /// What a save needs to know first, read in one transaction: the item's queue record (opened), and
+    /// whether the save is queued at once without trying the server, because the last contact failed
+    /// less than `offlineBurstWindow` seconds ago (and offline edits are on). A burst of saves offline
+    /// waits on the network once; nothing is sent, so no create can be on the server.
+    func saveFacts(kind: PendingItemKind, itemID: String, userID: String) throws -> (existing: PendingChange?, offlineMomentsAgo: Bool) {
+        let key = try requireSession().keys.userKey
+        let (row, contact) = try readNow { tx in (try tx.queue(of: userID).record(kind: kind, itemID: itemID), try tx.syncState(of: userID).current()) }
+        let existing: PendingChange?
+        do {
+            existing = try row?.open(key: key)
+        } catch {
+            throw VaultError.storage(String(describing: error))
+        }
+        let momentsAgo = configuration.offlineEditsEnabled && contact.map { failedRecently($0, within: configuration.offlineBurstWindow) } == true
+        return (existing, momentsAgo)
     }
 
     /// The previous encrypted name when a save takes it away (a rename, or a delete for good), for a
@@ -465,9 +475,13 @@ extension VaultEngine {
         return wire
     }
 
-    func decryptResult(_ result: SaveResult<CipherWire?>, keys: VaultKeys) throws -> SaveResult<CipherView> {
+    /// The saved item as the caller gets it back: the server's answer decrypted, or, when the save was
+    /// kept here, `saved`, the view its stored version was just encrypted from (the round trip is the
+    /// identity, `CipherRoundTripTests`), instead of decrypting every field again.
+    func decryptResult(_ result: SaveResult<CipherWire?>, saved: CipherView, keys: VaultKeys) throws -> SaveResult<CipherView> {
         guard let wire = result.value else { throw VaultError.storage("the saved item is missing") }
-        return SaveResult(value: try modelCall { try wire.decrypted(with: keys) }, outcome: result.outcome)
+        if case .synced = result.outcome { return SaveResult(value: try modelCall { try wire.decrypted(with: keys) }, outcome: result.outcome) }
+        return SaveResult(value: saved, outcome: result.outcome)
     }
 
     func modelCall<T>(_ body: () throws -> T) throws -> T {

@@ -290,13 +290,18 @@ public actor VaultEngine {
         return try? JSONDecoder().decode(CertificateProblem.self, from: Data(text.utf8))
     }
 
-    /// Whether the last contact failed less than `window` seconds ago (by default
-    /// ``EngineConfiguration/knownOfflineWindow``), so that the server is treated as unreachable.
-    func knownOffline(userID: String, within window: Double? = nil) async -> Bool {
-        guard let state = try? store.readNow({ tx in try tx.syncState(of: userID).current() }),
-              state.lastContactFailed, let last = state.lastContactDate else { return false }
+    /// Whether the last contact failed less than ``EngineConfiguration/knownOfflineWindow`` seconds ago,
+    /// so that the server is treated as unreachable.
+    func knownOffline(userID: String) async -> Bool {
+        guard let state = try? store.readNow({ tx in try tx.syncState(of: userID).current() }) else { return false }
+        return failedRecently(state, within: configuration.knownOfflineWindow)
+    }
+
+    /// Whether the recorded last contact failed less than `window` seconds ago (a clock set back: no).
+    func failedRecently(_ state: SyncStateRow, within window: Double) -> Bool {
+        guard state.lastContactFailed, let last = state.lastContactDate else { return false }
         let age = Double(clock.now().microsecondsSinceEpoch - last) / 1_000_000
-        return age >= 0 && age < (window ?? configuration.knownOfflineWindow)
+        return age >= 0 && age < window
     }
 }
 
