@@ -20,8 +20,7 @@ struct ResolutionContext: Sendable {
     /// The conflict backups in the snapshot, searched before a backup is made.
     var backups: SnapshotBackups
 
-    init(snapshot: SyncResponse, queued: [PendingChange]) async {
-        let queuedIDs = Set(queued.lazy.filter { $0.itemKind == .cipher }.map(\.itemID))
+    init(snapshot: SyncResponse, queuedItemIDs queuedIDs: Set<String>) async {
         let wanted = snapshot.ciphers.filter { object in object["id"]?.stringValue.map { queuedIDs.contains($0.lowercased()) } ?? false }
         serverCiphers = [:]
         for wire in await concurrentCompactMap(wanted, { try? CipherWire(json: $0, path: "cipher") }) {

@@ -61,55 +61,103 @@ extension VaultEngine {
         var report = SyncReport()
         if configuration.resolutionEnabled, try await pendingCount() > 0 {
             let started = ContinuousClock.now
-            // The queue is read and opened on this device while the server prepares its snapshot. The time
+            // The queue's outline is read on this device while the server prepares its snapshot. The time
             // that decides what is due is read first, so that no clock read races the request's.
             let now = clock.now()
-            async let queue = readQueue(dueAt: now)
+            async let outline = queueOutline(dueAt: now)
             let snapshot = try await fetchSnapshot()
             logger.debug("resolution snapshot", metadata: ["items": "\(snapshot.ciphers.count)", "took": "\(ContinuousClock.now - started)"])
-            report = try await resolve(queue: try await queue, against: snapshot)
+            report = try await resolve(try await outline, against: snapshot, dueAt: now)
         }
         report.stillPending = try await pendingCount() - report.needsAttention
         return report
     }
 
-    /// The queue records due now (opened), and how many wait for the user (needs attention).
-    struct DueQueue: Sendable {
-        var changes: [PendingChange]
-        var needsAttention: Int
+    /// Queue records due now (opened), and how many of those read wait for the user or for a later
+    /// attempt.
+    struct DueChanges: Sendable {
+        var changes: [PendingChange] = []
+        var needsAttention = 0
+        var notDue = 0
     }
 
-    func readQueue(dueAt now: WireDate) async throws -> DueQueue {
+    /// The queue at the start of a pass: its folder changes (few, opened at once), the ids of its queued
+    /// items (for the snapshot's context), and the position up to which its item changes are read, a page
+    /// at a time (`EngineConfiguration.resolutionPageSize`): a queue of 100,000 creates is never opened whole.
+    struct QueueOutline: Sendable {
+        var folders: DueChanges
+        var itemIDs: Set<String>
+        var itemCount: Int
+        var lastPosition: Int64
+    }
+
+    func queueOutline(dueAt now: WireDate) async throws -> QueueOutline {
         let current = try requireSession()
-        let rows = try await read { [userID = current.userID] tx in try tx.queue(of: userID).all() }
-        var due = DueQueue(changes: [], needsAttention: 0)
-        let userKey = current.keys.userKey
+        let (folderRows, queued, lastPosition) = try await read { [userID = current.userID] tx in
+            let queue = tx.queue(of: userID)
+            return (try queue.all(kind: .folder), try queue.items(), try queue.lastPosition())
+        }
+        let itemIDs = Set(queued.lazy.filter { $0.kind == .cipher }.map(\.itemID))
+        return QueueOutline(folders: await due(folderRows, at: now), itemIDs: itemIDs, itemCount: itemIDs.count, lastPosition: lastPosition)
+    }
+
+    /// Opens `rows` (on every core) and keeps the ones due at `now`.
+    func due(_ rows: [PendingChangeRow], at now: WireDate) async -> DueChanges {
+        let userKey = session?.keys.userKey
+        var due = DueChanges()
+        guard let userKey else { return due }
         for change in await concurrentCompactMap(rows, { try? $0.open(key: userKey) }) {
-            if change.metadata.state == .needsAttention { due.needsAttention += 1; continue }
-            if let next = change.metadata.nextAttemptDate, next > now { continue }
-            due.changes.append(change)
+            if change.metadata.state == .needsAttention {
+                due.needsAttention += 1
+            } else if let next = change.metadata.nextAttemptDate, next > now {
+                due.notDue += 1
+            } else {
+                due.changes.append(change)
+            }
         }
         return due
     }
 
-    /// One pass over the queue: folders first (their new ids are referenced by items), then items:
-    /// creates never sent and plain pushes in bulk where the server offers it, the rest one by one,
-    /// several at once. Every record is settled, retried later, or marked as needing attention; one
-    /// failure never stops the others (seed 001 §7.1).
-    func resolve(queue: DueQueue, against snapshot: SyncResponse) async throws -> SyncReport {
+    /// One pass over the queue: folders first (their new ids are referenced by items), then items a page
+    /// at a time in the order they were queued: in each page, creates never sent and plain pushes in bulk
+    /// where the server offers it, the rest one by one, several at once. Every record is settled, retried
+    /// later, or marked as needing attention; one failure never stops the others (seed 001 §7.1).
+    func resolve(_ outline: QueueOutline, against snapshot: SyncResponse, dueAt now: WireDate) async throws -> SyncReport {
         var phases = PhaseTimer()
-        var pass = ResolutionPass(total: queue.changes.count)
-        pass.report.needsAttention = queue.needsAttention
-        phases.mark("queue read (overlapped)")
-        let context = await ResolutionContext(snapshot: snapshot, queued: queue.changes)
+        var pass = ResolutionPass(total: outline.folders.changes.count + outline.itemCount)
+        pass.report.needsAttention = outline.folders.needsAttention
+        let context = await ResolutionContext(snapshot: snapshot, queuedItemIDs: outline.itemIDs)
         phases.mark("snapshot read")
-        let byAge = queue.changes.sorted { $0.metadata.createdDate < $1.metadata.createdDate }
-        for change in byAge where change.itemKind == .folder {
+        for change in outline.folders.changes.sorted(by: { $0.metadata.createdDate < $1.metadata.createdDate }) {
             publishStatus(progress: (pass.done, pass.total))
             pass.report.merge(try await resolveOne(change, context: context))
             pass.done += 1
         }
-        var items = byAge.filter { $0.itemKind == .cipher }
+        let (userID, pageSize) = (try requireSession().userID, max(1, configuration.resolutionPageSize))
+        var position: Int64 = 0
+        while true {
+            let page = try await read { [position] tx in
+                try tx.queue(of: userID).page(kind: .cipher, after: position, through: outline.lastPosition, limit: pageSize)
+            }
+            guard let last = page.last else { break }
+            position = last.position
+            let due = await due(page.map(\.row), at: now)
+            pass.report.needsAttention += due.needsAttention
+            pass.done += due.needsAttention + due.notDue
+            try await resolveItems(due.changes.sorted { $0.metadata.createdDate < $1.metadata.createdDate }, context: context, pass: &pass)
+        }
+        phases.mark("items")
+        pass.report.backups = await mergeTwinBackups(pass.report.backups)
+        phases.mark("twin backups")
+        logger.debug("resolution phases", metadata: ["changes": "\(pass.total)", "took": "\(phases.summary)"])
+        publishStatus(progress: nil, backups: pass.report.backups.map(\.backupID), messages: pass.report.messages)
+        return pass.report
+    }
+
+    /// One page of item changes: creates never sent and plain pushes in bulk where the server offers it,
+    /// the rest one by one.
+    func resolveItems(_ changes: [PendingChange], context: ResolutionContext, pass: inout ResolutionPass) async throws {
+        var items = changes
         if configuration.bulkPushSize > 0, bulkCreateSupported != false {
             let (creates, rest) = items.partitioned { $0.metadata.kind == .create && $0.metadata.createSent != true && $0.metadata.progress.inFlight == nil }
             if creates.count >= 2 {
@@ -117,7 +165,6 @@ extension VaultEngine {
                     guard await self.bulkCreateSupported != false else { return (0, SyncReport(), chunk) }
                     return try await self.pushCreates(chunk, context: context)
                 })
-                phases.mark("bulk creates")
             }
         }
         if configuration.bulkPushSize > 0, bulkUpdateSupported != false {
@@ -129,15 +176,8 @@ extension VaultEngine {
                 let (partial, fallback) = try await self.pushBatch(batch)
                 return (batch.count - fallback.count, partial, rest + fallback)
             })
-            phases.mark("bulk pushes")
         }
         try await oneByOne(items, pass: &pass, context: context)
-        phases.mark("one by one")
-        pass.report.backups = await mergeTwinBackups(pass.report.backups)
-        phases.mark("twin backups")
-        logger.debug("resolution phases", metadata: ["changes": "\(pass.total)", "took": "\(phases.summary)"])
-        publishStatus(progress: nil, backups: pass.report.backups.map(\.backupID), messages: pass.report.messages)
-        return pass.report
     }
 
     /// How far one pass over the queue got.

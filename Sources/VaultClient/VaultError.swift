@@ -259,6 +259,9 @@ public struct EngineConfiguration: Sendable {
     public var attachmentCacheBytes = 256 * 1_048_576
     /// Queued changes resolved at once (bounded concurrency).
     public var resolutionConcurrency = 4
+    /// Queued item changes read and resolved per page: a pass never holds more of the queue than this
+    /// (a queue of 100,000 offline creates is resolved in pages, not opened whole).
+    public var resolutionPageSize = 5_000
     /// Plain pushes per bulk request, where the server offers the VaultSync bulk extension (0: never).
     public var bulkPushSize = 500
     /// Allows `http://` to a server that is not on this machine's loopback interface. Off by default:

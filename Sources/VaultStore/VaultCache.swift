@@ -231,6 +231,27 @@ public struct ChangeQueue {
                                       arguments: [userID, kind.rawValue, itemID])
     }
 
+    /// A position no record queued so far is after (0 when none): a resolution pass reads the records up
+    /// to it, so that a save made during the pass waits for the next pass and its fresh snapshot.
+    public func lastPosition() throws -> Int64 {
+        // Every account's newest: an upper bound read from the table's last row, not a scan.
+        try Int64.fetchOne(db.cachedStatement(sql: "SELECT MAX(rowid) FROM pendingChange")) ?? 0
+    }
+
+    /// Up to `limit` records of one kind after position `after` and at most at `through`, in the order
+    /// they were first queued (a record keeps its position when it is rewritten), with their positions:
+    /// the queue read a page at a time (a range of the table's own order: `+` keeps SQLite off the
+    /// user index, which would sort every record of the user for each page).
+    public func page(kind: PendingItemKind, after: Int64, through: Int64, limit: Int) throws -> [(position: Int64, row: PendingChangeRow)] {
+        let statement = try db.cachedStatement(sql: """
+            SELECT rowid, * FROM pendingChange WHERE +userID = ? AND +itemKind = ? AND rowid > ? AND rowid <= ?
+            ORDER BY rowid LIMIT ?
+            """)
+        return try Row.fetchAll(statement, arguments: [userID, kind.rawValue, after, through, limit]).map { row in
+            (row[0], try PendingChangeRow(row: row))
+        }
+    }
+
     /// The record with this record id, or `nil` (settled, or discarded, meanwhile).
     public func record(id: String) throws -> PendingChangeRow? {
         // Cached statements on the settling path (once or twice per item of a bulk settle): the query

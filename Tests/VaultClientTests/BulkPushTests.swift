@@ -49,6 +49,27 @@ struct BulkPushTests {
         await devices.finish()
     }
 
+    @Test("a queue read a page at a time: every page's pushes go in one bulk request, each change once")
+    func pagedQueue() async throws {
+        let devices = try await TwoDevices.start()
+        let (a, proxy, expected) = try await offlineEdits(devices, count: 10)
+        await a.engine.shutdown()
+        let paged = try Device.make(url: await proxy.url, profile: a.profile) { $0.resolutionPageSize = 4 }
+        try await paged.engine.unlock(email: devices.scenario.email, password: devices.scenario.password)
+        await proxy.add(.init(method: "PUT", pathPrefix: "/api/ciphers/", action: .fail(status: 400), times: 1000))
+        _ = await proxy.tally(pathPrefix: "/api/vaultsync/ciphers/bulk-update")
+        let report = try await paged.engine.sync()
+        #expect(report.resolved == 10 && report.needsAttention == 0 && report.backups.isEmpty)
+        // Pages of 4, 4 and 2 changes: one request each.
+        #expect(await proxy.tally(pathPrefix: "/api/vaultsync/ciphers/bulk-update")["requests"] == 3)
+        #expect(await proxy.firedCount == 0)
+        #expect(try await paged.engine.pendingCount() == 0)
+        #expect(try await serverPasswords(devices) == expected)
+        #expect(try await paged.engine.sync().resolved == 0)
+        await paged.engine.shutdown()
+        await devices.finish()
+    }
+
     @Test("a bulk answer lost on the way back: the rerun recognises its own pushes (no backup, no loss)")
     func lostBulkAnswer() async throws {
         let devices = try await TwoDevices.start()

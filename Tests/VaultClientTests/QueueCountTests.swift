@@ -103,6 +103,53 @@ struct QueueCountTests {
         #expect(!plans.joined().contains("SCAN"), "\(plans)")
     }
 
+    /// A resolution pass reads the queue a page at a time (`ChangeQueue.page`), up to the last position at
+    /// its start.
+    @Test("the queue's pages: in the order first queued, one user and kind, up to a bound, a rewritten record in its place")
+    func queuePages() async throws {
+        let directory = temporaryDirectory("vaultsync-pages")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let store = try VaultStore(path: directory + "/vault.sqlite")
+        let key = try SymmetricCryptoKey(bytes: Array(repeating: 7, count: 64))
+        try await store.writeDatabase { db in
+            for user in ["a", "b"] { try self.account(user).insert(db) }
+        }
+        // r0…r9 for "a" with one of "b" between each; r3 is a folder change.
+        for index in 0..<10 {
+            var change = try record("r\(index)", user: "a", item: "i\(index)", key: key).open(key: key)
+            if index == 3 { change.itemKind = .folder }
+            let other = try record("b\(index)", user: "b", item: "j\(index)", key: key).open(key: key)
+            try store.writeNow { tx in
+                try tx.queue(of: "a").store(change, key: key)
+                try tx.queue(of: "b").store(other, key: key)
+            }
+        }
+        let bound = try store.readNow { tx in try tx.queue(of: "a").lastPosition() }
+        // Rewritten (its sealed part changes): the record keeps its place. Queued after the bound: not read.
+        var rewritten = try record("r1", user: "a", item: "i1", key: key).open(key: key)
+        rewritten.metadata.attempts = 2
+        let late = try record("r10", user: "a", item: "i10", key: key).open(key: key)
+        try store.writeNow { tx in
+            try tx.queue(of: "a").store(rewritten, key: key)
+            try tx.queue(of: "a").store(late, key: key)
+        }
+        var pages: [[String]] = []
+        var position: Int64 = 0
+        while true {
+            let page = try store.readNow { tx in try tx.queue(of: "a").page(kind: .cipher, after: position, through: bound, limit: 4) }
+            guard let last = page.last else { break }
+            #expect(zip(page, page.dropFirst()).allSatisfy { $0.position < $1.position })
+            pages.append(page.map(\.row.id))
+            position = last.position
+        }
+        #expect(pages == [["r0", "r1", "r2", "r4"], ["r5", "r6", "r7", "r8"], ["r9"]])
+        let plan = try await store.readDatabase { db in
+            try Row.fetchAll(db, sql: "EXPLAIN QUERY PLAN SELECT rowid, * FROM pendingChange WHERE +userID = 'a' AND +itemKind = 'cipher' AND rowid > 0 AND rowid <= 9 ORDER BY rowid LIMIT 4")
+                .map { $0["detail"] as String }.joined(separator: "; ")
+        }
+        #expect(plan.contains("USING INTEGER PRIMARY KEY"), "a range of the table's order, not a sort of the user's records: \(plan)")
+    }
+
     /// `BackgroundCheckpoint`: the log is copied into the database file by a checkpoint of its own
     /// while writes go on, never inside a commit.
     @Test("the write-ahead log is checkpointed in the background once past 1,000 pages, and every write stays")

@@ -419,6 +419,8 @@ final class SimDevice: @unchecked Sendable {
         let engine = try makeEngine(path: path, url: InProcessServer.url, clock: clock, random: SeededRandomSource(seed: randomSeed),
                                     transport: transport, logLevel: .error) { configuration in
             configuration.resolutionConcurrency = 1
+            // A device's queue holds a few changes here: pages of three make most passes read several pages.
+            configuration.resolutionPageSize = 3
             // VAULTSYNC_SIM_CONFLICTS=backup runs the seeds with the original rule, to compare the backups made.
             if ProcessInfo.processInfo.environment["VAULTSYNC_SIM_CONFLICTS"] == "backup" { configuration.conflictPolicy = .newerWinsWithBackup }
         }
