@@ -73,12 +73,14 @@ extension VaultEngine {
         guard let current = session else { return }
         let cutoff = clock.now().adding(microseconds: -Int64(configuration.draftMaximumAge * 1_000_000))
         let userID = current.userID
-        let (rows, queued) = try await read { tx in (try tx.drafts(of: userID).all(), try tx.queue(of: userID).items()) }
-        let pending = Set(queued.map(\.itemID))
-        let stale = rows.filter { row in
-            guard let draft = try? open(row, keys: current.keys) else { return false }
-            return draft.updatedDate < cutoff && !(draft.itemID.map(pending.contains) ?? false)
-        }.map(\.id)
+        let rows = try await read { tx in try tx.drafts(of: userID).all() }
+        // Old drafts, then those whose item has no queued change (a few lookups: every unlock runs this,
+        // and the queue may hold 100,000 changes).
+        let old = rows.compactMap { row in (try? open(row, keys: current.keys)).flatMap { $0.updatedDate < cutoff ? (row.id, $0.itemID) : nil } }
+        guard !old.isEmpty else { return }
+        let stale = try await read { tx in
+            try old.filter { _, itemID in try !(itemID.map { try tx.queue(of: userID).hasRecord(forItem: $0) } ?? false) }.map(\.0)
+        }
         guard !stale.isEmpty else { return }
         try await write { tx in try tx.drafts(of: userID).remove(ids: stale) }
     }

@@ -93,11 +93,10 @@ extension VaultEngine {
 
     func queueOutline(dueAt now: WireDate) async throws -> QueueOutline {
         let current = try requireSession()
-        let (folderRows, queued, lastPosition) = try await read { [userID = current.userID] tx in
+        let (folderRows, itemIDs, lastPosition) = try await read { [userID = current.userID] tx in
             let queue = tx.queue(of: userID)
-            return (try queue.all(kind: .folder), try queue.items(), try queue.lastPosition())
+            return (try queue.all(kind: .folder), try queue.itemIDs(kind: .cipher), try queue.lastPosition())
         }
-        let itemIDs = Set(queued.lazy.filter { $0.kind == .cipher }.map(\.itemID))
         return QueueOutline(folders: await due(folderRows, at: now), itemIDs: itemIDs, itemCount: itemIDs.count, lastPosition: lastPosition)
     }
 

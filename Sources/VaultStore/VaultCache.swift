@@ -271,10 +271,23 @@ public struct ChangeQueue {
                           arguments: [userID, itemID]) ?? false
     }
 
-    /// The queued items.
+    /// The queued items (read through a cursor: a queue of 100,000 changes is not held as rows first).
     public func items() throws -> Set<QueuedItem> {
-        let rows = try Row.fetchAll(db, mine.select(PendingChangeRow.Columns.itemKind, PendingChangeRow.Columns.itemID))
-        return Set(rows.map { QueuedItem(kind: PendingItemKind(rawValue: $0[0]) ?? .cipher, itemID: $0[1]) })
+        var items = Set<QueuedItem>()
+        let rows = try Row.fetchCursor(db.cachedStatement(sql: "SELECT itemKind, itemID FROM pendingChange WHERE userID = ?"), arguments: [userID])
+        while let row = try rows.next() {
+            items.insert(QueuedItem(kind: PendingItemKind(rawValue: row[0]) ?? .cipher, itemID: row[1]))
+        }
+        return items
+    }
+
+    /// The ids of the items with a queued change of this kind.
+    public func itemIDs(kind: PendingItemKind) throws -> Set<String> {
+        var ids = Set<String>()
+        let cursor = try String.fetchCursor(db.cachedStatement(sql: "SELECT itemID FROM pendingChange WHERE userID = ? AND itemKind = ?"),
+                                            arguments: [userID, kind.rawValue])
+        while let id = try cursor.next() { ids.insert(id) }
+        return ids
     }
 
     /// The number of records (kept by migration v5's triggers: no scan).
