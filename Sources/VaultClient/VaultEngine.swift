@@ -57,12 +57,14 @@ struct UnlockedSession: Sendable {
 public actor VaultEngine {
     public let configuration: EngineConfiguration
     let store: VaultStore
-    let httpClient: HTTPClient
     let clock: any DeviceClock
     let random: any RandomSource
     let logger: Logger
     nonisolated let clockOffsetBox = ClockOffsetBox()
-    var api: BitwardenAPI
+    /// The client for the configured server, made on first use (``api``).
+    var madeAPI: (api: BitwardenAPI, refusal: VaultError?)?
+    /// How the API is made: the HTTP client (or transport) given, or the one for the CA file and proxy.
+    let makeAPI: @Sendable () -> (api: BitwardenAPI, refusal: VaultError?)
     var session: UnlockedSession?
     /// The token refresh in flight, shared by every call refused with 401 meanwhile: the server
     /// rotates refresh tokens, so a second refresh with the same token would be refused and end the session.
@@ -87,7 +89,19 @@ public actor VaultEngine {
     nonisolated let serverRefusal: String?
     /// Why no connection may be made with the configured CA file or proxy (``VaultError/caFileUnusable(path:reason:)``,
     /// ``VaultError/proxyUnusable(_:)``), `nil` when they are usable. Checked with ``serverRefusal``.
-    nonisolated let connectionRefusal: VaultError?
+    var connectionRefusal: VaultError? { madeOrNewAPI().refusal }
+
+    /// The Bitwarden API client. Made on the first call that needs the server: reading the CA file (a
+    /// system bundle in `SSL_CERT_FILE` holds well over a hundred certificates to parse) and setting up
+    /// the HTTP client is work a command that only reads the vault never needs.
+    var api: BitwardenAPI { madeOrNewAPI().api }
+
+    func madeOrNewAPI() -> (api: BitwardenAPI, refusal: VaultError?) {
+        if let madeAPI { return madeAPI }
+        let made = makeAPI()
+        madeAPI = made
+        return made
+    }
 
     /// Opens the profile database at `databasePath`. Requests go over `httpClient` (by default the
     /// process's shared client for these connection settings), or through `transport` when one is given
@@ -100,23 +114,6 @@ public actor VaultEngine {
         self.clock = clock
         self.random = random
         self.logger = logger
-        var connection = ConnectionSettings()
-        var connectionRefusal: VaultError?
-        if let path = configuration.caFile {
-            do {
-                connection.authorities = try CertificateAuthorityFile.load(path: path)
-            } catch let error as CertificateAuthorityFileError {
-                connectionRefusal = .caFileUnusable(path: error.path, reason: error.reason)
-            }
-        }
-        do {
-            connection.proxy = try configuration.proxy.proxy(for: configuration.serverURL)
-        } catch let error as ProxySettingError {
-            connectionRefusal = connectionRefusal ?? .proxyUnusable(error.description)
-        }
-        self.connectionRefusal = connectionRefusal
-        let client = httpClient ?? HTTPClients.client(for: connection)
-        self.httpClient = client
         var refusal: String?
         switch ServerAddress.check(configuration.serverURL, allowPlainHTTP: configuration.insecureAllowPlainHTTP) {
         case .refused(let reason) where !configuration.serverURL.isEmpty:
@@ -129,9 +126,31 @@ public actor VaultEngine {
         }
         serverRefusal = refusal
         let box = clockOffsetBox
-        api = BitwardenAPI(baseURL: configuration.serverURL, transport: transport ?? AsyncHTTPClientTransport(client: client),
-                           configuration: configuration.api,
-                           now: { clock.now() }, onClockSample: { box.record($0) }, logger: logger, connection: connection)
+        makeAPI = {
+            var connection = ConnectionSettings()
+            var connectionRefusal: VaultError?
+            if let path = configuration.caFile {
+                do {
+                    connection.authorities = try CertificateAuthorityFile.load(path: path)
+                } catch let error as CertificateAuthorityFileError {
+                    connectionRefusal = .caFileUnusable(path: error.path, reason: error.reason)
+                } catch {
+                    connectionRefusal = .caFileUnusable(path: path, reason: "\(error)")
+                }
+            }
+            do {
+                connection.proxy = try configuration.proxy.proxy(for: configuration.serverURL)
+            } catch let error as ProxySettingError {
+                connectionRefusal = connectionRefusal ?? .proxyUnusable(error.description)
+            } catch {
+                connectionRefusal = connectionRefusal ?? .proxyUnusable("\(error)")
+            }
+            let client = httpClient ?? HTTPClients.client(for: connection)
+            let api = BitwardenAPI(baseURL: configuration.serverURL, transport: transport ?? AsyncHTTPClientTransport(client: client),
+                                   configuration: configuration.api,
+                                   now: { clock.now() }, onClockSample: { box.record($0) }, logger: logger, connection: connection)
+            return (api, connectionRefusal)
+        }
     }
 
     /// Ends the session's in-memory state. (The HTTP client is shared by the process and lives as long.)
