@@ -391,12 +391,7 @@ extension VaultEngine {
     func saveFacts(kind: PendingItemKind, itemID: String, userID: String) throws -> (existing: PendingChange?, offlineMomentsAgo: Bool) {
         let key = try requireSession().keys.userKey
         let (row, contact) = try readNow { tx in (try tx.queue(of: userID).record(kind: kind, itemID: itemID), try tx.syncState(of: userID).current()) }
-        let existing: PendingChange?
-        do {
-            existing = try row?.open(key: key)
-        } catch {
-            throw VaultError.storage(String(describing: error))
-        }
+        let existing = try row.map { try Self.opened($0, key: key) }
         let momentsAgo = configuration.offlineEditsEnabled && contact.map { failedRecently($0, within: configuration.offlineBurstWindow) } == true
         return (existing, momentsAgo)
     }
@@ -438,6 +433,11 @@ extension VaultEngine {
     func pendingChange(itemKind: PendingItemKind, itemID: String, userID: String) async throws -> PendingChange? {
         let key = try requireSession().keys.userKey
         guard let row = try readNow({ tx in try tx.queue(of: userID).record(kind: itemKind, itemID: itemID) }) else { return nil }
+        return try Self.opened(row, key: key)
+    }
+
+    /// A queue record opened, or a storage error saying it cannot be.
+    static func opened(_ row: PendingChangeRow, key: SymmetricCryptoKey) throws -> PendingChange {
         do {
             return try row.open(key: key)
         } catch {
