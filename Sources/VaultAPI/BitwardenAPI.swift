@@ -16,6 +16,9 @@ public struct APIConfiguration: Sendable {
     public var clientVersion = "2025.10.0"
     /// 25 = Linux CLI.
     public var deviceType = 25
+    /// The largest `/api/sync` answer taken into a spooled file (``BitwardenAPI/syncText(token:spoolDirectory:)``);
+    /// an answer held in memory stops at 256 MiB.
+    public var maximumSpooledAnswerSize = 1024 * 1024 * 1024
 
     public init() {}
 }
@@ -50,24 +53,48 @@ public struct SyncResponse: Sendable {
     public var collections: [JSONObject]
 }
 
-/// An `/api/sync` answer as it arrived. Parsing it hands each item to the caller as it is parsed, so a
-/// vault's items need never be held as parsed objects all at once (docs/BENCHMARKS.md, P3-rss).
+/// An `/api/sync` answer as it arrived: in memory, or in a spooled file mapped read-only. Parsing it hands
+/// each item to the caller as it is parsed, so a vault's items need never be held as parsed objects all
+/// at once (docs/BENCHMARKS.md, P3-rss); from a file, the pages parsed are handed back as the parse moves
+/// on, so the answer's text is not held whole either (P5).
 public struct SyncText: Sendable {
-    public let bytes: [UInt8]
+    enum Storage: Sendable {
+        case bytes([UInt8])
+        case file(MappedFile)
+    }
+
+    let storage: Storage
 
     public init(bytes: [UInt8]) {
-        self.bytes = bytes
+        storage = .bytes(bytes)
+    }
+
+    init(file: MappedFile) {
+        storage = .file(file)
+    }
+
+    /// Whether the answer is read from a spooled file (else it is held in memory).
+    public var isSpooled: Bool {
+        if case .file = storage { return true }
+        return false
     }
 
     /// The snapshot with an empty `ciphers`: each item goes to `eachCipher` (with its position) instead.
     /// The text is checked whole as before: an entry that is not an object, or a text that is not JSON,
     /// throws (after `eachCipher` saw the entries before it).
     public func parse(eachCipher: (Int, JSONObject) throws -> Void) throws -> SyncResponse {
-        let object: JSONObject
-        do {
-            object = try JSONParser.parseObject(bytes, streaming: ["ciphers"]) { _, index, element in
+        func parseObject(_ buffer: UnsafeBufferPointer<UInt8>, release: ((Int) -> Void)?) throws -> JSONObject {
+            try JSONParser.parseObject(buffer: buffer, streaming: ["ciphers"]) { _, index, element, end in
                 guard let cipher = element.objectValue else { throw ServerCallError.invalidResponse("sync.ciphers[\(index)] is not an object") }
                 try eachCipher(index, cipher)
+                release?(end)
+            }
+        }
+        let object: JSONObject
+        do {
+            switch storage {
+            case .bytes(let bytes): object = try bytes.withUnsafeBufferPointer { try parseObject($0, release: nil) }
+            case .file(let file): object = try file.withBuffer { try parseObject($0, release: file.release(before:)) }
             }
         } catch let error as ModelError {
             throw ServerCallError.invalidResponse("expected a JSON object (\(error))")
@@ -136,7 +163,8 @@ public final class BitwardenAPI: Sendable {
     }
 
     func send(_ method: HTTPMethod, _ path: String, token: String? = nil, json: JSONValue? = nil, form: [(String, String)]? = nil,
-              bytes: [UInt8]? = nil, file: FileBody? = nil, downloadTo: String? = nil, downloadProgress: (@Sendable (Int) -> Void)? = nil,
+              bytes: [UInt8]? = nil, file: FileBody? = nil, downloadTo: String? = nil, downloadInto: Int32? = nil,
+              downloadProgress: (@Sendable (Int) -> Void)? = nil, maximumBodySize: Int? = nil,
               contentType: String? = nil, idempotencyKey: String? = nil, timeout: TimeAmount? = nil,
               extraHeaders: [(String, String)] = [], acceptingErrors: Bool = false) async throws -> Reply {
         var headers = HTTPHeaders()
@@ -161,12 +189,15 @@ public final class BitwardenAPI: Sendable {
         }
         // An absolute URL (an attachment's download or upload link) may name another host.
         let url = path.hasPrefix("https://") || path.hasPrefix("http://") ? path : baseURL + path
-        let request = TransportRequest(method: method, url: url, headers: headers, body: body, bodyFile: file,
+        var request = TransportRequest(method: method, url: url, headers: headers, body: body, bodyFile: file,
                                        timeout: timeout ?? configuration.requestTimeout)
+        request.maximumBodySize = maximumBodySize
         let sentAt = now()
         let response: TransportResponse
         do {
-            if let downloadTo {
+            if let downloadInto {
+                response = try await transport.download(request, into: downloadInto, progress: downloadProgress, logger: logger)
+            } else if let downloadTo {
                 response = try await transport.download(request, to: downloadTo, progress: downloadProgress, logger: logger)
             } else {
                 response = try await transport.execute(request, logger: logger)
@@ -334,9 +365,17 @@ public final class BitwardenAPI: Sendable {
         return snapshot
     }
 
-    /// `/api/sync` as the server sent it, not yet parsed (``SyncText/parse(eachCipher:)``).
-    public func syncText(token: String) async throws -> SyncText {
-        SyncText(bytes: try await send(.GET, "/api/sync?excludeDomains=true", token: token).body)
+    /// `/api/sync` as the server sent it, not yet parsed (``SyncText/parse(eachCipher:)``). With
+    /// `spoolDirectory`, the answer is written to a file with no name there as it arrives and read back
+    /// mapped (up to ``APIConfiguration/maximumSpooledAnswerSize``); without it, or when no file can be
+    /// made there, it is held in memory.
+    public func syncText(token: String, spoolDirectory: String? = nil) async throws -> SyncText {
+        let path = "/api/sync?excludeDomains=true"
+        guard let spoolDirectory, let spool = try? SpoolFile(directory: spoolDirectory) else {
+            return SyncText(bytes: try await send(.GET, path, token: token).body)
+        }
+        _ = try await send(.GET, path, token: token, downloadInto: spool.descriptor, maximumBodySize: configuration.maximumSpooledAnswerSize)
+        return SyncText(file: try MappedFile(descriptor: spool.descriptor))
     }
 
     /// Milliseconds since the epoch (spec §2.5).

@@ -15,6 +15,9 @@ public struct TransportRequest: Sendable {
     public var bodyFile: FileBody?
     /// The deadline of the whole exchange (the API configuration's request timeout).
     public var timeout: TimeAmount
+    /// The longest answer body taken into a file (``HTTPTransport/download(_:into:progress:logger:)``);
+    /// `nil`: no limit beyond what the caller checks itself (an attachment's announced size).
+    public var maximumBodySize: Int?
 
     public init(method: HTTPMethod, url: String, headers: HTTPHeaders, body: [UInt8]?, bodyFile: FileBody? = nil, timeout: TimeAmount) {
         self.method = method
@@ -23,6 +26,12 @@ public struct TransportRequest: Sendable {
         self.body = body
         self.bodyFile = bodyFile
         self.timeout = timeout
+    }
+
+    /// Refuses an answer body of `size` bytes when that is over ``maximumBodySize``.
+    func checkBodySize(_ size: Int) throws {
+        guard let maximumBodySize, size > maximumBodySize else { return }
+        throw ServerCallError.invalidResponse("the answer is larger than \(maximumBodySize) bytes")
     }
 }
 
@@ -145,24 +154,48 @@ public protocol HTTPTransport: Sendable {
     /// Sends `request` and returns the complete answer, or throws why none arrived.
     func execute(_ request: TransportRequest, logger: Logger) async throws -> TransportResponse
 
-    /// Sends `request`; a successful answer's body goes to the file at `path` as it arrives (`progress`
-    /// is told the bytes written so far), an unsuccessful one is returned whole.
-    func download(_ request: TransportRequest, to path: String, progress: (@Sendable (Int) -> Void)?,
+    /// Sends `request`; a successful answer's body is written to `descriptor` (an open file) as it
+    /// arrives (`progress` is told the bytes written so far), an unsuccessful one is returned whole. A body
+    /// longer than `request.maximumBodySize` is refused.
+    func download(_ request: TransportRequest, into descriptor: Int32, progress: (@Sendable (Int) -> Void)?,
                   logger: Logger) async throws -> TransportResponse
 }
 
 extension HTTPTransport {
     /// For transports that hold answers whole (the simulation's, in process).
-    public func download(_ request: TransportRequest, to path: String, progress: (@Sendable (Int) -> Void)?,
+    public func download(_ request: TransportRequest, into descriptor: Int32, progress: (@Sendable (Int) -> Void)?,
                          logger: Logger) async throws -> TransportResponse {
         var response = try await execute(request, logger: logger)
         guard (200..<300).contains(response.status) else { return response }
-        guard FileManager.default.createFile(atPath: path, contents: Data(response.body), attributes: [.posixPermissions: 0o600]) else {
-            throw FileBodyError.unwritable(path)
-        }
+        try request.checkBodySize(response.body.count)
+        try writeAll(response.body[...], to: descriptor)
         progress?(response.body.count)
         response.body = []
         return response
+    }
+
+    /// ``download(_:into:progress:logger:)`` into the file at `path` (made, or emptied, with mode 0600).
+    public func download(_ request: TransportRequest, to path: String, progress: (@Sendable (Int) -> Void)?,
+                         logger: Logger) async throws -> TransportResponse {
+        let descriptor = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+        guard descriptor >= 0 else { throw FileBodyError.unwritable(path) }
+        defer { close(descriptor) }
+        return try await download(request, into: descriptor, progress: progress, logger: logger)
+    }
+}
+
+/// Writes all of `bytes` to `descriptor`.
+func writeAll(_ bytes: ArraySlice<UInt8>, to descriptor: Int32) throws {
+    try bytes.withUnsafeBytes { try writeAll($0, to: descriptor) }
+}
+
+func writeAll(_ bytes: UnsafeRawBufferPointer, to descriptor: Int32) throws {
+    var offset = 0
+    while offset < bytes.count {
+        let count = write(descriptor, bytes.baseAddress! + offset, bytes.count - offset)
+        if count < 0, errno == EINTR { continue }
+        guard count > 0 else { throw FileBodyError.unwritable("descriptor \(descriptor)") }
+        offset += count
     }
 }
 
@@ -203,7 +236,7 @@ public struct AsyncHTTPClientTransport: HTTPTransport {
         return bytes
     }
 
-    public func download(_ request: TransportRequest, to path: String, progress: (@Sendable (Int) -> Void)?,
+    public func download(_ request: TransportRequest, into descriptor: Int32, progress: (@Sendable (Int) -> Void)?,
                          logger: Logger) async throws -> TransportResponse {
         var outgoing = HTTPClientRequest(url: request.url)
         outgoing.method = request.method
@@ -214,19 +247,10 @@ public struct AsyncHTTPClientTransport: HTTPTransport {
             let body = try await response.body.collect(upTo: 1024 * 1024)
             return TransportResponse(status: status, headers: response.headers, body: Array(body.readableBytesView))
         }
-        let descriptor = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
-        guard descriptor >= 0 else { throw FileBodyError.unwritable(path) }
-        defer { close(descriptor) }
         var written = 0
         for try await piece in response.body {
-            try piece.withUnsafeReadableBytes { bytes in
-                var offset = 0
-                while offset < bytes.count {
-                    let count = write(descriptor, bytes.baseAddress! + offset, bytes.count - offset)
-                    guard count > 0 else { throw FileBodyError.unwritable(path) }
-                    offset += count
-                }
-            }
+            try request.checkBodySize(written + piece.readableBytes)
+            try piece.withUnsafeReadableBytes { try writeAll($0, to: descriptor) }
             written += piece.readableBytes
             progress?(written)
         }

@@ -7,12 +7,19 @@ import VaultCrypto
 /// next to the profile database (0700, files 0600). An attachment's bytes never change under its id,
 /// so a cached file is always current. The folder is kept under `limit` bytes by evicting the least
 /// recently used files (a read touches its file's modification date).
+/// The folder the profile database at `path` is in (`.` for a bare file name): where the files that go
+/// with it are kept.
+func profileFolder(of path: String) -> String {
+    let folder = (path as NSString).deletingLastPathComponent
+    return folder.isEmpty ? "." : folder
+}
+
 struct AttachmentCache: Sendable {
     let folder: String
     let limit: Int
 
     init(profileDatabase: String, userID: String, limit: Int) {
-        folder = (profileDatabase as NSString).deletingLastPathComponent + "/attachment-cache/" + userID
+        folder = profileFolder(of: profileDatabase) + "/attachment-cache/" + userID
         self.limit = limit
     }
 
@@ -106,7 +113,7 @@ struct AttachmentStaging: Sendable {
     let folder: String
 
     init(profileDatabase: String, userID: String) {
-        folder = (profileDatabase as NSString).deletingLastPathComponent + "/attachment-staging/" + userID
+        folder = profileFolder(of: profileDatabase) + "/attachment-staging/" + userID
     }
 
     func path(_ id: String) -> String? {

@@ -17,7 +17,10 @@ extension VaultEngine {
     public func pull() async throws -> [String] {
         let current = try requireSession()
         let userID = current.userID
-        let text = try await fetchSnapshot { api, token in try await api.syncText(token: token) }
+        // The answer goes to a file with no name beside the vault as it arrives, and is read back mapped a
+        // few MiB at a time: a vault of 100,000 items costs a window of its text, not the whole of it.
+        let spool = profileFolder(of: store.path)
+        let text = try await fetchSnapshot { api, token in try await api.syncText(token: token, spoolDirectory: spool) }
         let now = clock.now().microsecondsSinceEpoch
         let (keys, logger) = (current.keys, logger)
         // One write transaction: the answer is parsed in it, each item compared with its cached row and

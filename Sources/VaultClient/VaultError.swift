@@ -260,8 +260,10 @@ public struct EngineConfiguration: Sendable {
     /// Queued changes resolved at once (bounded concurrency).
     public var resolutionConcurrency = 4
     /// Queued item changes read and resolved per page: a pass never holds more of the queue than this
-    /// (a queue of 100,000 offline creates is resolved in pages, not opened whole).
-    public var resolutionPageSize = 5_000
+    /// (a queue of 100,000 offline creates is resolved in pages, not opened whole). A page's opened
+    /// records and bulk requests are most of a pass's memory: 2,000 (four bulk requests) kept the peak of
+    /// 100,000 creates at 105 MiB where 5,000 took 125 MiB, for a second more (docs/BENCHMARKS.md, P5).
+    public var resolutionPageSize = 2_000
     /// Plain pushes per bulk request, where the server offers the VaultSync bulk extension (0: never).
     public var bulkPushSize = 500
     /// Allows `http://` to a server that is not on this machine's loopback interface. Off by default:

@@ -45,21 +45,29 @@ public struct JSONParser {
     public static func parseObject<Bytes: Collection>(_ bytes: Bytes, streaming streamedKeys: Set<String>,
                                                       element: (_ key: String, _ index: Int, _ value: JSONValue) throws -> Void) throws -> JSONObject
     where Bytes.Element == UInt8 {
+        func run(_ buffer: UnsafeBufferPointer<UInt8>) throws -> JSONObject {
+            try parseObject(buffer: buffer, streaming: streamedKeys) { key, index, value, _ in try element(key, index, value) }
+        }
+        if let result = try bytes.withContiguousStorageIfAvailable({ try run($0) }) { return result }
+        return try Array(bytes).withUnsafeBufferPointer { try run($0) }
+    }
+
+    /// ``parseObject(_:streaming:element:)`` over memory the caller holds (a mapped file), telling
+    /// `element` also where each streamed element ends (`end`: the offset just past it). Nothing before
+    /// `end` is read again, so the caller may let the memory before it go (`madvise`) as the parse moves on.
+    public static func parseObject(buffer: UnsafeBufferPointer<UInt8>, streaming streamedKeys: Set<String>,
+                                   element: (_ key: String, _ index: Int, _ value: JSONValue, _ end: Int) throws -> Void) throws -> JSONObject {
         try withoutActuallyEscaping(element) { sink in
-            func run(_ buffer: UnsafeBufferPointer<UInt8>) throws -> JSONObject {
-                var parser = JSONParser(buffer: buffer)
-                parser.streamed = (Set(streamedKeys.map(JSONObject.camelCase)), sink)
-                parser.skipWhitespace()
-                guard parser.position < buffer.count, buffer[parser.position] == UInt8(ascii: "{") else {
-                    throw parser.error("expected a JSON object")
-                }
-                let object = try parser.parseObject(depth: 1)
-                parser.skipWhitespace()
-                guard parser.position == buffer.count else { throw parser.error("unexpected data after the JSON value") }
-                return object
+            var parser = JSONParser(buffer: buffer)
+            parser.streamed = (Set(streamedKeys.map(JSONObject.camelCase)), sink)
+            parser.skipWhitespace()
+            guard parser.position < buffer.count, buffer[parser.position] == UInt8(ascii: "{") else {
+                throw parser.error("expected a JSON object")
             }
-            if let result = try bytes.withContiguousStorageIfAvailable({ try run($0) }) { return result }
-            return try Array(bytes).withUnsafeBufferPointer { try run($0) }
+            let object = try parser.parseObject(depth: 1)
+            parser.skipWhitespace()
+            guard parser.position == buffer.count else { throw parser.error("unexpected data after the JSON value") }
+            return object
         }
     }
 
@@ -75,7 +83,7 @@ public struct JSONParser {
     private let buffer: UnsafeBufferPointer<UInt8>
     private var position = 0
     /// The top-level keys (camelCase) whose array elements go to the sink instead of the tree.
-    private var streamed: (keys: Set<String>, sink: (String, Int, JSONValue) throws -> Void)?
+    private var streamed: (keys: Set<String>, sink: (String, Int, JSONValue, Int) throws -> Void)?
 
     private init(buffer: UnsafeBufferPointer<UInt8>) { self.buffer = buffer }
 
@@ -157,7 +165,7 @@ public struct JSONParser {
             let value: JSONValue
             if depth == 1, let streamed, position < buffer.count, buffer[position] == UInt8(ascii: "["),
                streamed.keys.contains(JSONObject.camelCase(key)) {
-                try parseArray(depth: depth + 1) { index, element in try streamed.sink(key, index, element) }
+                try parseArray(depth: depth + 1) { index, element, end in try streamed.sink(key, index, element, end) }
                 value = .array([])
             } else {
                 value = try parseValue(depth: depth)
@@ -179,12 +187,12 @@ public struct JSONParser {
 
     private mutating func parseArray(depth: Int) throws -> [JSONValue] {
         var values: [JSONValue] = []
-        try parseArray(depth: depth) { _, value in values.append(value) }
+        try parseArray(depth: depth) { _, value, _ in values.append(value) }
         return values
     }
 
-    /// Parses an array, handing each element to `take` in order.
-    private mutating func parseArray(depth: Int, _ take: (Int, JSONValue) throws -> Void) throws {
+    /// Parses an array, handing each element to `take` in order, with the offset just past it.
+    private mutating func parseArray(depth: Int, _ take: (Int, JSONValue, Int) throws -> Void) throws {
         position += 1  // [
         skipWhitespace()
         if position < buffer.count, buffer[position] == UInt8(ascii: "]") {
@@ -194,7 +202,8 @@ public struct JSONParser {
         var index = 0
         while true {
             skipWhitespace()
-            try take(index, try parseValue(depth: depth))
+            let value = try parseValue(depth: depth)
+            try take(index, value, position)
             index += 1
             skipWhitespace()
             guard position < buffer.count else { throw error("unexpected end of input in an array") }

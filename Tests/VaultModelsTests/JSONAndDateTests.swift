@@ -113,6 +113,19 @@ struct JSONParserTests {
             #expect(seen.allSatisfy { $0.0 == key })
             #expect(object[key] == .array([]), "nothing kept under the streamed key")
             #expect(object["profile"] == whole["profile"] && object["folders"] == whole["folders"], "nested keys of that name are not streamed")
+            // Over caller-held memory, each element also comes with the offset just past it.
+            let bytes = Array(text.utf8)
+            var ends: [Int] = []
+            _ = try bytes.withUnsafeBufferPointer { buffer in
+                try JSONParser.parseObject(buffer: buffer, streaming: ["ciphers"]) { _, _, _, end in ends.append(end) }
+            }
+            var start = try #require(text.range(of: "\"\(key)\": [ ")).upperBound.utf16Offset(in: text)
+            var expected: [Int] = []
+            for element in elements {
+                expected.append(start + element.utf8.count)
+                start += element.utf8.count + 3  // " , "
+            }
+            #expect(ends == expected)
         }
         // Not an array there: parsed as any value. Errors after streamed elements still throw.
         #expect(try JSONParser.parseObject(Array(#"{"ciphers":{"a":1}}"#.utf8), streaming: ["ciphers"]) { _, _, _ in Issue.record("no array") }["ciphers"]?.objectValue != nil)

@@ -75,6 +75,10 @@ struct ResponseFuzzTests {
         }),
         ("refresh", [ResponseCorpus.token], { api in _ = try await api.refresh(refreshToken: "r") }),
         ("sync", [ResponseCorpus.sync], { api in _ = try await api.sync(token: "t") }),
+        // The pull's path: the answer spooled to a file with no name and parsed from its mapping.
+        ("sync spooled", [ResponseCorpus.sync], { api in
+            _ = try await api.syncText(token: "t", spoolDirectory: NSTemporaryDirectory()).parse { _, _ in }
+        }),
         ("cipher", Corpus.cipherObjects.map { JSONValue.object($0).jsonText }, { api in _ = try await api.getCipher(id: Corpus.items[0].id!, token: "t") }),
         ("folder", Corpus.folderObjects.map { JSONValue.object($0).jsonText }, { api in
             _ = try await api.createFolder(name: try EncString.encrypt("f", key: Corpus.userKey), token: "t")
@@ -82,7 +86,7 @@ struct ResponseFuzzTests {
         ("revision date", ["1700000000123"], { api in _ = try await api.revisionDate(token: "t") }),
     ]
 
-    @Test("mutated answers of every endpoint", arguments: 0..<7)
+    @Test("mutated answers of every endpoint", arguments: 0..<8)
     func endpoint(index: Int) async throws {
         let (name, corpus, call) = Self.calls[index]
         let server = HostileServer()

@@ -1,0 +1,93 @@
+import Foundation
+import Testing
+import VaultAPI
+import VaultModels
+import VaultTestSupport
+
+/// `/api/sync` written to a file with no name as it arrives and parsed from its mapping
+/// (docs/ARCHITECTURE.md, "Large vaults"). A served answer of known bytes: what is tested is the
+/// transport and the parse, so the server only has to send them.
+@Suite("Spooled sync answers")
+struct SpooledAnswerTests {
+    /// A sync answer of `count` items, each with a long field: about 700 bytes an item.
+    static func answer(items count: Int) -> [UInt8] {
+        let filler = String(repeating: "x", count: 600)
+        let items = (0..<count).map { #"{"id":"item-\#($0)","type":1,"name":"2.\#(filler)","revisionDate":"2026-11-26T10:00:00Z"}"# }
+        let text = #"{"object":"sync","profile":{"id":"u","email":"a@example.com"},"folders":[{"id":"f","name":"n"}],"ciphers":["#
+            + items.joined(separator: ",") + #"],"collections":[]}"#
+        return Array(text.utf8)
+    }
+
+    static func folderContents(_ path: String) -> [String] {
+        (try? FileManager.default.contentsOfDirectory(atPath: path)) ?? []
+    }
+
+    @Test("an answer of many MiB spooled and parsed from the file matches the same answer held in memory, and leaves no file")
+    func spooledMatchesMemory() async throws {
+        let body = Self.answer(items: 20_000)
+        #expect(body.count > 12 * 1024 * 1024, "larger than a few release steps")
+        let server = HostileServer { _, path in
+            path.hasPrefix("/api/sync") ? .init(body: body) : .init(status: 404, body: [])
+        }
+        try await server.start()
+        let api = BitwardenAPI(baseURL: await server.url, httpClient: HTTPClientHolder.shared)
+        let folder = temporaryDirectory("vaultsync-spool")
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+
+        let spooled = try await api.syncText(token: "t", spoolDirectory: folder)
+        #expect(spooled.isSpooled)
+        #expect(Self.folderContents(folder).isEmpty, "the spooled file has no name from the start")
+        var fromFile: [JSONObject] = []
+        let snapshot = try spooled.parse { index, item in
+            #expect(index == fromFile.count)
+            fromFile.append(item)
+        }
+        let held = try await api.syncText(token: "t")
+        #expect(!held.isSpooled)
+        var inMemory: [JSONObject] = []
+        let heldSnapshot = try held.parse { _, item in inMemory.append(item) }
+        #expect(fromFile.count == 20_000)
+        #expect(fromFile == inMemory)
+        #expect(snapshot.profile == heldSnapshot.profile && snapshot.folders == heldSnapshot.folders)
+        #expect(fromFile.last?["id"]?.stringValue == "item-19999")
+        #expect(Self.folderContents(folder).isEmpty)
+        await server.stop()
+    }
+
+    @Test("an answer over the spool's limit, a refusal and a damaged text each throw and leave no file; no usable folder falls back to memory")
+    func limitsAndFailures() async throws {
+        let body = Self.answer(items: 10)
+        let server = HostileServer { _, _ in .init(body: body) }
+        try await server.start()
+        var configuration = APIConfiguration()
+        configuration.maximumSpooledAnswerSize = body.count - 1
+        let api = BitwardenAPI(baseURL: await server.url, httpClient: HTTPClientHolder.shared, configuration: configuration)
+        let folder = temporaryDirectory("vaultsync-spool")
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+
+        let tooLarge = await #expect(throws: ServerCallError.self) { try await api.syncText(token: "t", spoolDirectory: folder) }
+        #expect(tooLarge?.description.contains("larger than \(body.count - 1) bytes") == true)
+        #expect(Self.folderContents(folder).isEmpty)
+
+        server.respond { _, _ in .json(#"{"message":"Invalid token"}"#, status: 401) }
+        let refused = await #expect(throws: ServerCallError.self) { try await api.syncText(token: "t", spoolDirectory: folder) }
+        #expect(refused?.failure == .status(401))
+
+        server.respond { _, _ in .init(body: Array(body.dropLast())) }
+        let damaged = try await api.syncText(token: "t", spoolDirectory: folder)
+        var seen = 0
+        #expect(throws: ServerCallError.self) { try damaged.parse { _, _ in seen += 1 } }
+        #expect(seen == 10, "the items before the damage were handed over; the caller's transaction drops them")
+        server.respond { _, _ in .init(body: []) }
+        await #expect(throws: ServerCallError.self) { try await api.syncText(token: "t", spoolDirectory: folder).parse { _, _ in } }
+        #expect(Self.folderContents(folder).isEmpty)
+
+        server.respond { _, _ in .init(body: body) }
+        let fallback = try await api.syncText(token: "t", spoolDirectory: folder + "/missing")
+        #expect(!fallback.isSpooled)
+        var items = 0
+        _ = try fallback.parse { _, _ in items += 1 }
+        #expect(items == 10)
+        await server.stop()
+    }
+}
