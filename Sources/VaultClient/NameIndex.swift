@@ -5,8 +5,9 @@ import VaultStore
 
 /// The sealed name index (docs/ARCHITECTURE.md, "The name index"; issue 25, P7): every item's id, decrypted
 /// name and searched fields (username, notes, URIs), each with the SHA-256 of the stored row it was read
-/// from, sealed with the user key as one EncString, with the version of the rows it was built at. Finding
-/// an item by name opens it with one decryption. When the rows' version (moved by store triggers on every
+/// from, sealed with the user key in two parts (the ids and names; the digests and searched fields), with
+/// the version of the rows it was built at. Finding an item by name opens the names part alone and walks
+/// it without building a table. When the rows' version (moved by store triggers on every
 /// insert, update and delete, whoever writes) is the one the index holds, nothing changed: the index is
 /// the answer. Otherwise the rows are hashed and only a row whose digest differs (changed by a sync, a
 /// save, the resolver, or by anyone writing to the file) is decrypted again. So no path that stores items
@@ -54,36 +55,62 @@ struct NameIndex: Sendable {
     /// every row; -1 when some row could not be indexed (then every lookup checks the rows).
     var version: Int64 = -1
 
-    /// The format's first bytes (a later format gets other ones; an index it cannot read is rebuilt).
-    static let magic = Array("vaultsync-names-4".utf8)
+    /// The parts' first bytes (a later format gets other ones; an index it cannot read is rebuilt).
+    static let namesMagic = Array("vaultsync-names-5".utf8)
+    static let detailsMagic = Array("vaultsync-details-5".utf8)
+
+    /// The index as stored: two EncStrings under the user key. `names` holds what finding an item by name
+    /// needs (the ids and names), `details` the rest (each row's digest and searched fields), so that
+    /// `vaultsync get NAME` opens about a third of the index and builds no table (``scan(sealedNames:key:rowsVersion:_:)``).
+    struct Sealed: Sendable, Equatable {
+        var names: String
+        var details: String
+    }
 
     init() {}
 
-    /// Opens a sealed index; `nil` when it does not open with `key` or is not in this format.
-    init?(sealed: String, key: SymmetricCryptoKey) {
-        guard let bytes = try? EncString(sealed).decrypt(key: key), let parsed = Self.parse(Array(bytes)) else { return nil }
+    /// Opens a sealed index; `nil` when a part does not open with `key`, is not in this format, or the
+    /// two parts do not belong together.
+    init?(sealed: Sealed, key: SymmetricCryptoKey) {
+        guard let names = try? EncString(sealed.names).decrypt(key: key), let details = try? EncString(sealed.details).decrypt(key: key),
+              let parsed = Self.parse(names: Array(names), details: Array(details)) else { return nil }
         (entries, order, version) = parsed
     }
 
-    func sealed(key: SymmetricCryptoKey) throws -> String {
-        try EncString.encrypt(encoded(), key: key).serialized
+    func sealed(key: SymmetricCryptoKey) throws -> Sealed {
+        let (names, details) = encoded()
+        return Sealed(names: try EncString.encrypt(names, key: key).serialized, details: try EncString.encrypt(details, key: key).serialized)
     }
 
-    /// `magic`, the version (8 bytes), then per entry in the rows' order: id, digest (32 bytes), name and
-    /// the searched fields (their count, then each); every text and the count with its length or value in
-    /// 4 bytes, little-endian.
-    func encoded() -> [UInt8] {
-        var out = Self.magic
-        out.reserveCapacity(entries.count * 160)
-        withUnsafeBytes(of: version.littleEndian) { out.append(contentsOf: $0) }
+    /// The two parts. Names: `namesMagic`, the version (8 bytes), then per entry in the rows' order its id
+    /// (``appendID(_:to:)``) and name. Details: `detailsMagic`, the version, then per entry in the same
+    /// order its digest (32 bytes) and searched fields (their count, then each). Every text and count
+    /// with its length or value in 4 bytes, little-endian.
+    func encoded() -> (names: [UInt8], details: [UInt8]) {
+        var names = Self.namesMagic, details = Self.detailsMagic
+        names.reserveCapacity(entries.count * 56)
+        details.reserveCapacity(entries.count * 100)
+        withUnsafeBytes(of: version.littleEndian) { names.append(contentsOf: $0); details.append(contentsOf: $0) }
         for id in order {
             guard let entry = entries[id] else { continue }
-            Self.append(Array(id.utf8), to: &out)
-            out.append(contentsOf: entry.digest.bytes)
-            Self.append(Array(entry.name.utf8), to: &out)
-            out.append(contentsOf: entry.searched)
+            Self.appendID(id, to: &names)
+            Self.append(Array(entry.name.utf8), to: &names)
+            details.append(contentsOf: entry.digest.bytes)
+            details.append(contentsOf: entry.searched)
         }
-        return out
+        return (names, details)
+    }
+
+    /// An id as 1 + 16 bytes when it is a UUID in its lowercase text form (every id a server hands out),
+    /// else 0 and its text: the names part is what `get` decrypts, and ids are a third of it as text.
+    static func appendID(_ id: String, to out: inout [UInt8]) {
+        if let uuid = UUIDText.bytes(id) {
+            out.append(1)
+            out.append(contentsOf: uuid)
+        } else {
+            out.append(0)
+            append(Array(id.utf8), to: &out)
+        }
     }
 
     static func appendNumber(_ number: Int, to out: inout [UInt8]) {
@@ -121,6 +148,25 @@ struct NameIndex: Sendable {
             number().flatMap { take($0) }.flatMap { String(validating: $0, as: UTF8.self) }
         }
 
+        /// An id written by ``NameIndex/appendID(_:to:)``, as its bytes and whether they are a UUID's 16.
+        mutating func idBytes() -> (bytes: ArraySlice<UInt8>, uuid: Bool)? {
+            guard let tag = take(1)?.first else { return nil }
+            switch tag {
+            case 1: return take(16).map { ($0, true) }
+            case 0: return number().flatMap { take($0) }.map { ($0, false) }
+            default: return nil
+            }
+        }
+
+        mutating func id() -> String? {
+            idBytes().flatMap { bytes, uuid in uuid ? UUIDText.text(bytes) : String(validating: bytes, as: UTF8.self) }
+        }
+
+        mutating func version(after magic: [UInt8]) -> Int64? {
+            guard take(magic.count).map({ $0.elementsEqual(magic) }) == true, let bytes = take(8) else { return nil }
+            return Int64(littleEndian: bytes.withUnsafeBytes { $0.loadUnaligned(as: Int64.self) })
+        }
+
         /// Steps over the searched fields, returning their encoding.
         mutating func searched() -> ArraySlice<UInt8>? {
             let start = position
@@ -132,23 +178,92 @@ struct NameIndex: Sendable {
         }
     }
 
-    static func parse(_ bytes: [UInt8]) -> (entries: [String: Entry], order: [String], version: Int64)? {
-        guard bytes.starts(with: magic) else { return nil }
-        var reader = Reader(bytes: bytes[magic.count...])
-        guard let versionBytes = reader.take(8) else { return nil }
-        let version = Int64(littleEndian: versionBytes.withUnsafeBytes { $0.loadUnaligned(as: Int64.self) })
+    static func parse(names: [UInt8], details: [UInt8]) -> (entries: [String: Entry], order: [String], version: Int64)? {
+        var (namesReader, detailsReader) = (Reader(bytes: names[...]), Reader(bytes: details[...]))
+        guard let version = namesReader.version(after: namesMagic), detailsReader.version(after: detailsMagic) == version else { return nil }
         var entries: [String: Entry] = [:]
         var order: [String] = []
-        // At least ~80 bytes an entry (an id, a digest, a name, lengths): room without regrowing.
-        entries.reserveCapacity(bytes.count / 80)
-        order.reserveCapacity(bytes.count / 80)
-        while !reader.atEnd {
-            guard let id = reader.text(), let digest = reader.take(32).flatMap({ ContentDigest(bytes: $0) }), let name = reader.text(),
-                  let searched = reader.searched(), entries[id] == nil else { return nil }
+        // At least ~50 bytes an entry in the names (an id, a name, a length): room without regrowing.
+        entries.reserveCapacity(names.count / 50)
+        order.reserveCapacity(names.count / 50)
+        while !namesReader.atEnd {
+            guard let id = namesReader.id(), let name = namesReader.text(), let digest = detailsReader.take(32).flatMap({ ContentDigest(bytes: $0) }),
+                  let searched = detailsReader.searched(), entries[id] == nil else { return nil }
             entries[id] = Entry(digest: digest, name: name, searched: searched)
             order.append(id)
         }
+        guard detailsReader.atEnd else { return nil }
         return (entries, order, version)
+    }
+
+    /// The entries of a sealed names part whose name `matches` (given the name's UTF-8 bytes), read as
+    /// the part is walked: no table is built and no other id or name becomes a string. `nil` when the part
+    /// does not open with `key`, is damaged, or was not built at `rowsVersion` (then only a refresh tells).
+    static func scan(sealedNames: String, key: SymmetricCryptoKey, rowsVersion: Int64,
+                     _ matches: (ArraySlice<UInt8>) -> Bool) -> [VaultItemName]? {
+        guard let bytes = try? EncString(sealedNames).decrypt(key: key) else { return nil }
+        let names = Array(bytes)
+        var reader = Reader(bytes: names[...])
+        guard let version = reader.version(after: namesMagic), version == rowsVersion else { return nil }
+        var found: [VaultItemName] = []
+        while !reader.atEnd {
+            guard let (idBytes, uuid) = reader.idBytes(), let nameBytes = reader.number().flatMap({ reader.take($0) }) else { return nil }
+            guard matches(nameBytes) else { continue }
+            guard let id = uuid ? UUIDText.text(idBytes) : String(validating: idBytes, as: UTF8.self),
+                  let name = String(validating: nameBytes, as: UTF8.self) else { return nil }
+            found.append(VaultItemName(id: id, name: .success(name)))
+        }
+        return found
+    }
+}
+
+/// A UUID's lowercase text form (`8-4-4-4-12` hexadecimal digits) and its 16 bytes, both ways, exactly:
+/// text that is not in that form is not a UUID here (so the round trip always gives back the same text).
+enum UUIDText {
+    static let digits = Array("0123456789abcdef".utf8)
+
+    static func bytes(_ text: String) -> [UInt8]? {
+        let utf8 = text.utf8
+        guard utf8.count == 36 else { return nil }
+        var out: [UInt8] = []
+        out.reserveCapacity(16)
+        var high: UInt8?
+        for (offset, byte) in utf8.enumerated() {
+            if offset == 8 || offset == 13 || offset == 18 || offset == 23 {
+                guard byte == UInt8(ascii: "-") else { return nil }
+                continue
+            }
+            let value: UInt8
+            switch byte {
+            case UInt8(ascii: "0")...UInt8(ascii: "9"): value = byte - UInt8(ascii: "0")
+            case UInt8(ascii: "a")...UInt8(ascii: "f"): value = byte - UInt8(ascii: "a") + 10
+            default: return nil
+            }
+            if let first = high {
+                out.append(first << 4 | value)
+                high = nil
+            } else {
+                high = value
+            }
+        }
+        return out
+    }
+
+    static func text(_ bytes: ArraySlice<UInt8>) -> String? {
+        guard bytes.count == 16 else { return nil }
+        return String(unsafeUninitializedCapacity: 36) { buffer in
+            var position = 0
+            for (offset, byte) in bytes.enumerated() {
+                if offset == 4 || offset == 6 || offset == 8 || offset == 10 {
+                    buffer[position] = UInt8(ascii: "-")
+                    position += 1
+                }
+                buffer[position] = digits[Int(byte >> 4)]
+                buffer[position + 1] = digits[Int(byte & 0x0F)]
+                position += 2
+            }
+            return position
+        }
     }
 }
 
@@ -163,7 +278,7 @@ extension VaultEngine {
         let current = try requireSession()
         let (userID, keys) = (current.userID, current.keys)
         let (version, sealed) = try await read { tx in (try tx.ciphers(of: userID).version(), try tx.nameIndex(of: userID).sealed()) }
-        let index = sealed.flatMap { NameIndex(sealed: $0, key: keys.userKey) } ?? NameIndex()
+        let index = sealed.flatMap { NameIndex(sealed: NameIndex.Sealed(names: $0.names, details: $0.details), key: keys.userKey) } ?? NameIndex()
         // Built at this version of the rows and holding all of them: nothing changed since, nothing to hash.
         if version > 0, index.version == version {
             return (index, index.order.compactMap { id in index.entries[id].map { VaultItemName(id: id, name: .success($0.name)) } })
@@ -201,12 +316,36 @@ extension VaultEngine {
         if !stale.isEmpty || rebuilt.entries.count != index.entries.count || rebuilt.version != index.version || rebuilt.order != index.order {
             do {
                 let sealed = try rebuilt.sealed(key: keys.userKey)
-                try await write { tx in try tx.nameIndex(of: userID).store(sealed) }
+                try await write { tx in try tx.nameIndex(of: userID).store(names: sealed.names, details: sealed.details) }
             } catch {
                 logger.info("the name index was not written", metadata: ["error": "\(error)"])
             }
         }
         return (rebuilt, names.compactMap { $0 })
+    }
+
+    /// The items named `name` (case-insensitively, ``CaseInsensitive/equal(_:_:)``): how `vaultsync get NAME`
+    /// finds an item. When the sealed index was built at the rows' current version, only its names part is
+    /// opened and walked, and only the matches become strings; otherwise the index is refreshed first
+    /// (``itemNames()``'s path), and a row whose name cannot be decrypted is not among the matches.
+    public func items(named name: String) async throws -> [VaultItemName] {
+        let current = try requireSession()
+        let (userID, key) = (current.userID, current.keys.userKey)
+        let (version, sealedNames) = try await read { tx in (try tx.ciphers(of: userID).version(), try tx.nameIndex(of: userID).sealedNames()) }
+        let equality = CaseInsensitive.Equality(name)
+        if version > 0, let sealedNames,
+           let found = NameIndex.scan(sealedNames: sealedNames, key: key, rowsVersion: version, { equality.matches(utf8: $0) }) {
+            return found
+        }
+        return try await refreshedNameIndex().names.filter { item in (try? item.name.get()).map { CaseInsensitive.equal($0, name) } ?? false }
+    }
+
+    /// The ids of the cached items that start with `prefix` (lowercase), with their names.
+    public func items(idPrefix prefix: String) async throws -> [VaultItemName] {
+        let current = try requireSession()
+        let userID = current.userID
+        let rows = try await read { tx in try tx.ciphers(of: userID).find(idPrefix: prefix) }
+        return rows.map { VaultItemName(id: $0.id, name: Self.decryptedName($0, keys: current.keys)) }
     }
 
     /// The items whose name, username, notes or a URI contains `text` (``NameIndex/Entry/matches(_:)``),

@@ -42,3 +42,29 @@ public enum CaseInsensitive {
         return false
     }
 }
+
+extension CaseInsensitive {
+    /// ``CaseInsensitive/equal(_:_:)`` against one text, for many candidates given as UTF-8 bytes (a lookup
+    /// walking thousands of names): the text is prepared once, and an ASCII candidate against an ASCII text
+    /// is compared without becoming a string.
+    public struct Equality: Sendable {
+        let text: String
+        /// The text's bytes, ASCII-folded, when it is ASCII.
+        let folded: [UInt8]?
+
+        public init(_ text: String) {
+            self.text = text
+            folded = text.utf8.allSatisfy { $0 < 0x80 } ? text.utf8.map(CaseInsensitive.fold) : nil
+        }
+
+        public func matches(utf8 candidate: ArraySlice<UInt8>) -> Bool {
+            let ascii: Bool? = candidate.withUnsafeBufferPointer { bytes in
+                guard let folded, !bytes.contains(where: { $0 >= 0x80 }) else { return nil }
+                guard bytes.count == folded.count else { return false }
+                for index in 0..<bytes.count where CaseInsensitive.fold(bytes[index]) != folded[index] { return false }
+                return true
+            }
+            return ascii ?? CaseInsensitive.equal(String(decoding: candidate, as: UTF8.self), text)
+        }
+    }
+}

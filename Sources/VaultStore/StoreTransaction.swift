@@ -48,19 +48,27 @@ public struct StoreTransaction {
     public func nameIndex(of userID: String) -> NameIndexTable { NameIndexTable(db: db, userID: userID) }
 }
 
-/// The sealed name index of a user (one row; its format is the engine's).
+/// The sealed name index of a user (one row of two sealed parts; their format is the engine's).
 public struct NameIndexTable {
     let db: Database
     let userID: String
 
-    /// The sealed index, or `nil` when none was written.
-    public func sealed() throws -> String? {
-        try String.fetchOne(db, sql: "SELECT sealed FROM nameIndex WHERE userID = ?", arguments: [userID])
+    /// Both parts of the sealed index, or `nil` when none was written (or only by a version before the
+    /// names had a part of their own).
+    public func sealed() throws -> (names: String, details: String)? {
+        let row = try Row.fetchOne(db.cachedStatement(sql: "SELECT names, sealed FROM nameIndex WHERE userID = ?"), arguments: [userID])
+        guard let row, let names: String = row[0], let details: String = row[1] else { return nil }
+        return (names, details)
+    }
+
+    /// The names part alone (what finding an item by name reads).
+    public func sealedNames() throws -> String? {
+        try String.fetchOne(db.cachedStatement(sql: "SELECT names FROM nameIndex WHERE userID = ?"), arguments: [userID])
     }
 
     /// Replaces the sealed index.
-    public func store(_ sealed: String) throws {
-        try db.execute(sql: "INSERT OR REPLACE INTO nameIndex (userID, sealed) VALUES (?, ?)", arguments: [userID, sealed])
+    public func store(names: String, details: String) throws {
+        try db.execute(sql: "INSERT OR REPLACE INTO nameIndex (userID, sealed, names) VALUES (?, ?, ?)", arguments: [userID, details, names])
     }
 }
 

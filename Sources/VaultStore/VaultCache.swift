@@ -70,6 +70,11 @@ public struct CipherCache {
         }
     }
 
+    /// The cached items whose id starts with `prefix` (compared exactly, byte for byte).
+    public func find(idPrefix prefix: String) throws -> [CipherRow] {
+        try CipherRow.fetchAll(db, sql: "SELECT * FROM cipher WHERE userID = ? AND substr(id, 1, length(?)) = ?", arguments: [userID, prefix, prefix])
+    }
+
     /// Stores the item (inserted or replaced).
     public func store(_ wire: CipherWire) throws {
         try store(CipherRow(userID: userID, wire: wire))

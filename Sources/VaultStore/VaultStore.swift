@@ -290,6 +290,13 @@ public final class VaultStore: Sendable {
                 END;
                 """)
         }
+        migrator.registerMigration("v13: the name index's names in a part of their own") { db in
+            // The ids and names sealed apart from the digests and searched fields: finding an item by name
+            // (`vaultsync get NAME`) opens only them. An index without them is rebuilt at its next use.
+            try db.alter(table: "nameIndex") { t in
+                t.add(column: "names", .text)
+            }
+        }
         return migrator
     }
 }

@@ -1,7 +1,7 @@
 import Foundation
 import GRDB
 import Testing
-import VaultClient
+@testable import VaultClient
 import VaultCrypto
 import VaultModels
 import VaultTestSupport
@@ -20,7 +20,7 @@ struct NameIndexTests {
     }
 
     func sealedIndex(_ engine: VaultEngine) async throws -> String? {
-        try await engine.localStore.readDatabase { db in try String.fetchOne(db, sql: "SELECT sealed FROM nameIndex") }
+        try await engine.localStore.readDatabase { db in try String.fetchOne(db, sql: "SELECT names || ' ' || sealed FROM nameIndex") }
     }
 
     @Test("names match a full decrypt through edits, offline saves, pulls and deletes; unchanged rows leave the index as written")
@@ -76,10 +76,14 @@ struct NameIndexTests {
         // A damaged index is rebuilt, and so is one that is not sealed with this account's key.
         try await a.localStore.writeDatabase { db in try db.execute(sql: "UPDATE nameIndex SET sealed = '2.AAAA|BBBB|CCCC'") }
         #expect(try await indexed(a) == swapped)
-        let foreign = try EncString.encrypt(Array("vaultsync-names-1".utf8), key: SymmetricCryptoKey(bytes: SystemRandomSource().bytes(count: 64)))
-        try await a.localStore.writeDatabase { db in try db.execute(sql: "UPDATE nameIndex SET sealed = ?", arguments: [foreign.serialized]) }
+        try await a.localStore.writeDatabase { db in try db.execute(sql: "UPDATE nameIndex SET names = '2.AAAA|BBBB|CCCC'") }
+        #expect(try await a.items(named: "First").map(\.id) == [second])
         #expect(try await indexed(a) == swapped)
-        #expect(try await sealedIndex(a) != foreign.serialized, "rebuilt under the account's key")
+        let foreign = try EncString.encrypt(Array("vaultsync-names-5".utf8), key: SymmetricCryptoKey(bytes: SystemRandomSource().bytes(count: 64)))
+        try await a.localStore.writeDatabase { db in try db.execute(sql: "UPDATE nameIndex SET sealed = ?, names = ?", arguments: [foreign.serialized, foreign.serialized]) }
+        #expect(try await a.items(named: "Second").map(\.id) == [first])
+        #expect(try await indexed(a) == swapped)
+        #expect(try await sealedIndex(a) != foreign.serialized + " " + foreign.serialized, "rebuilt under the account's key")
         await devices.finish()
     }
 
@@ -109,6 +113,48 @@ struct NameIndexTests {
         await devices.finish()
     }
 
+    @Test("finding by name through the names part alone gives what every decrypted name gives: any case, non-ASCII, duplicates, after changes")
+    func byName() async throws {
+        let devices = try await TwoDevices.start()
+        let a = devices.a.engine
+        for name in ["Bank", "bank", "Mail", "Café Crème", "ÉCOLE", "école", "Straße", "Item 1", "Item 10"] { _ = try await a.addItem(loginItem(name)) }
+        func reference(_ name: String) async throws -> Set<String> {
+            Set(try await a.views().filter { $0.name.caseInsensitiveCompare(name) == .orderedSame }.compactMap(\.id))
+        }
+        let wanted = ["BANK", "mail", "café crème", "CAFÉ CRÈME", "École", "straße", "STRASSE", "Item 1", "item 10", "Item", "nothing", ""]
+        _ = try await a.itemNames()  // the index is current: every lookup below walks the names part alone
+        let written = try #require(try await sealedIndex(a))
+        for name in wanted {
+            #expect(Set(try await a.items(named: name).map(\.id)) == (try await reference(name)), "\(name)")
+        }
+        #expect(try await sealedIndex(a) == written, "a lookup through the names part writes nothing")
+        // Only the names part is read: with the other part damaged, the lookup still answers and nothing is rebuilt.
+        try await a.localStore.writeDatabase { db in try db.execute(sql: "UPDATE nameIndex SET sealed = 'damaged'") }
+        #expect(Set(try await a.items(named: "bank").map(\.id)) == (try await reference("bank")))
+        #expect(try await a.localStore.readDatabase { db in try String.fetchOne(db, sql: "SELECT sealed FROM nameIndex") } == "damaged")
+        _ = try await a.itemNames()
+        let rebuilt = try #require(try await sealedIndex(a))
+        #expect(!rebuilt.hasSuffix(" damaged"), "the full path rebuilds the damaged part")
+        #expect(try await a.items(named: "bank").count == 2)
+        // Rows changed after the index was written (here behind the engine's back): the lookup does not
+        // trust the names part, refreshes the index, and finds the new name.
+        let mail = try #require(try await a.views().first { $0.name == "Mail" })
+        var renamed = mail
+        renamed.name = "Post"
+        _ = try await a.updateItem(renamed)
+        #expect(try await a.items(named: "mail").isEmpty)
+        #expect(try await a.items(named: "POST").map(\.id) == [mail.id!])
+        #expect(try await sealedIndex(a) != written)
+        for name in wanted + ["post"] {
+            #expect(Set(try await a.items(named: name).map(\.id)) == (try await reference(name)), "\(name)")
+        }
+        // An id prefix: compared exactly.
+        let id = try #require(mail.id)
+        #expect(try await a.items(idPrefix: String(id.prefix(8))).map(\.id) == [id])
+        #expect(try await a.items(idPrefix: "zzzzzzzz").isEmpty)
+        await devices.finish()
+    }
+
     @Test("no name reaches the profile in plaintext through the index")
     func sealed() async throws {
         let devices = try await TwoDevices.start()
@@ -124,5 +170,25 @@ struct NameIndexTests {
             #expect(!found, "\(path) holds the name in plaintext")
         }
         await devices.finish()
+    }
+}
+
+@Suite("UUID text in the name index")
+struct UUIDTextTests {
+    @Test("a lowercase UUID's text and its 16 bytes round-trip exactly; any other text is not taken for one")
+    func roundTrip() throws {
+        for _ in 0..<200 {
+            let text = UUID().uuidString.lowercased()
+            let bytes = try #require(UUIDText.bytes(text))
+            #expect(bytes.count == 16)
+            #expect(UUIDText.text(bytes[...]) == text)
+            #expect(bytes.elementsEqual(withUnsafeBytes(of: UUID(uuidString: text)!.uuid) { Array($0) }))
+        }
+        let sample = "0a6bc14a-a675-4758-ae22-9edd882879a8"
+        for other in [sample.uppercased(), String(sample.dropLast()), sample + "0", sample.replacingOccurrences(of: "-", with: "_"),
+                      "0a6bc14aa675-4758-ae22-9edd882879a8-", "0a6bc14a-a675-4758-ae22-9edd882879ag", "", "item-1"] {
+            #expect(UUIDText.bytes(other) == nil, "\(other)")
+        }
+        #expect(UUIDText.text([1, 2, 3][...]) == nil)
     }
 }

@@ -15,6 +15,8 @@ struct CaseInsensitiveTests {
             #expect(CaseInsensitive.contains(hay, needle) == hay.localizedCaseInsensitiveContains(needle), "\(hay) ∋ \(needle)")
             let other = word(hay.count)
             #expect(CaseInsensitive.equal(hay, other) == (hay.caseInsensitiveCompare(other) == .orderedSame), "\(hay) = \(other)")
+            let candidate = Bool.random(using: &generator) ? other : word(Int.random(in: 0...12, using: &generator))
+            #expect(CaseInsensitive.Equality(hay).matches(utf8: Array(candidate.utf8)[...]) == CaseInsensitive.equal(hay, candidate), "\(hay) = \(candidate)")
         }
     }
 
@@ -22,6 +24,9 @@ struct CaseInsensitiveTests {
     func beyondASCII() {
         for (lhs, rhs) in [("Straße", "STRASSE"), ("Ärzte", "ärzte"), ("café", "CAFÉ"), ("Δ", "δ"), ("ǅ", "ǆ")] {
             #expect(CaseInsensitive.equal(lhs, rhs) == (lhs.caseInsensitiveCompare(rhs) == .orderedSame), "\(lhs) = \(rhs)")
+            // Either side beyond ASCII, given as bytes: the same answer.
+            #expect(CaseInsensitive.Equality(lhs).matches(utf8: Array(rhs.utf8)[...]) == CaseInsensitive.equal(lhs, rhs), "\(lhs) = \(rhs)")
+            #expect(CaseInsensitive.Equality(rhs).matches(utf8: Array(lhs.utf8)[...]) == CaseInsensitive.equal(rhs, lhs), "\(rhs) = \(lhs)")
             #expect(CaseInsensitive.contains("x " + lhs + " y", rhs) == ("x " + lhs + " y").localizedCaseInsensitiveContains(rhs))
         }
         #expect(CaseInsensitive.contains("Bank of Ärzte", "ärz"))

@@ -170,14 +170,23 @@ extension CLIContext {
         try await engine.items()
     }
 
-    /// Resolves ITEM (id, id prefix or name) to an id. Only the names are decrypted (two decryptions
-    /// per item instead of every field: in a 10,000-item vault `get` took 2.5× the CPU before,
+    /// Resolves ITEM (id, id prefix or name) to an id, by `Presentation.find`'s rules: an exact id, else
+    /// exactly one item of that name (case-insensitively), else (6 characters or more) exactly one id
+    /// starting with it. Names are found through the name index's names part (`VaultEngine.items(named:)`,
     /// docs/BENCHMARKS.md P7); an item whose name cannot be decrypted is found by its id only.
     func itemID(_ reference: String) async throws -> String {
-        // An exact id wins before any name in `Presentation.find`, so it needs no name decrypted.
-        if try await engine.hasItem(id: reference.lowercased()) { return reference.lowercased() }
-        let candidates = try await engine.itemNames().map { item in (id: item.id, name: (try? item.name.get()) ?? "") }
-        return try Presentation.find(reference, in: candidates)
+        let id = reference.lowercased()
+        if try await engine.hasItem(id: id) { return id }
+        func candidates(_ items: [VaultItemName]) -> [String] { items.map { "\($0.id)  \((try? $0.name.get()) ?? "")" } }
+        let named = try await engine.items(named: reference)
+        if named.count == 1 { return named[0].id }
+        if named.count > 1 { throw CLIError.ambiguous(what: "item", reference: reference, candidates: candidates(named)) }
+        if reference.count >= 6 {
+            let prefixed = try await engine.items(idPrefix: id)
+            if prefixed.count == 1 { return prefixed[0].id }
+            if prefixed.count > 1 { throw CLIError.ambiguous(what: "item", reference: reference, candidates: candidates(prefixed)) }
+        }
+        throw CLIError.notFound(what: "item", reference: reference)
     }
 
     func folderNames() async throws -> [String: String] {
