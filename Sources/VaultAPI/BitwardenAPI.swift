@@ -202,6 +202,8 @@ public final class BitwardenAPI: Sendable {
             } else {
                 response = try await transport.execute(request, logger: logger)
             }
+        } catch let error as FileBodyError {
+            throw error  // this device's file, not the network: never taken for "offline"
         } catch {
             throw await failure(of: error)
         }

@@ -194,7 +194,7 @@ func writeAll(_ bytes: UnsafeRawBufferPointer, to descriptor: Int32) throws {
     while offset < bytes.count {
         let count = write(descriptor, bytes.baseAddress! + offset, bytes.count - offset)
         if count < 0, errno == EINTR { continue }
-        guard count > 0 else { throw FileBodyError.unwritable("descriptor \(descriptor)") }
+        guard count > 0 else { throw FileBodyError.unwritable("the answer's file (\(String(cString: strerror(errno))))") }
         offset += count
     }
 }

@@ -217,16 +217,21 @@ public actor VaultEngine {
 
     // MARK: Server calls with one token refresh
 
-    /// Calls the server with the session's access token, refreshing it once on 401.
+    /// Calls the server with the session's access token, refreshing it once on 401. A file of this device
+    /// that a call reads or writes (an attachment, a spooled answer) failing is a storage error, never "offline".
     func authorized<T: Sendable>(_ call: @Sendable (BitwardenAPI, String) async throws -> T) async throws -> T {
         try requireUsableServer()
         let current = try requireSession()
         guard let tokens = current.tokens else { throw VaultError.notLoggedIn }
         do {
-            return try await call(api, tokens.accessToken)
-        } catch let error as ServerCallError where error.failure == .status(401) {
-            let renewed = try await renewedTokens(after: tokens)
-            return try await call(api, renewed.accessToken)
+            do {
+                return try await call(api, tokens.accessToken)
+            } catch let error as ServerCallError where error.failure == .status(401) {
+                let renewed = try await renewedTokens(after: tokens)
+                return try await call(api, renewed.accessToken)
+            }
+        } catch let error as FileBodyError {
+            throw VaultError.storage(error.description)
         }
     }
 

@@ -54,7 +54,7 @@ struct SpooledAnswerTests {
         await server.stop()
     }
 
-    @Test("an answer over the spool's limit, a refusal and a damaged text each throw and leave no file; no usable folder falls back to memory")
+    @Test("an answer over the spool's limit, a refusal, a damaged text and a full disk each throw and leave no file; no usable folder falls back to memory")
     func limitsAndFailures() async throws {
         let body = Self.answer(items: 10)
         let server = HostileServer { _, _ in .init(body: body) }
@@ -81,6 +81,13 @@ struct SpooledAnswerTests {
         server.respond { _, _ in .init(body: []) }
         await #expect(throws: ServerCallError.self) { try await api.syncText(token: "t", spoolDirectory: folder).parse { _, _ in } }
         #expect(Self.folderContents(folder).isEmpty)
+
+        #if os(Linux)
+        // A full disk is this device's failure, never taken for the server being unreachable.
+        server.respond { _, _ in .init(body: body) }
+        let full = await #expect(throws: FileBodyError.self) { try await api.downloadAttachment(url: "/file", to: "/dev/full", expectedSize: body.count) }
+        #expect(full?.description.contains("No space left on device") == true)
+        #endif
 
         server.respond { _, _ in .init(body: body) }
         let fallback = try await api.syncText(token: "t", spoolDirectory: folder + "/missing")
