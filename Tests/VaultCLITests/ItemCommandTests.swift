@@ -139,6 +139,33 @@ struct ItemCommandTests {
 
     /// `list` without --json decrypts only what it prints (names and usernames, `VaultEngine.itemSummaries`):
     /// the same items as `list --json`, under every filter, with what each line shows.
+    @Test("ITEM by name (any case, beyond ASCII), id or id prefix; two of one name are ambiguous, listed; no match is not found")
+    func findingItems() async throws {
+        let scenario = try await CLIScenario.start()
+        let device = try await scenario.device(register: true)
+        try await device.expect(["add", "login", "--name", "Café Crème", "--password", "-"], stdin: "pw-cafe\n")
+        try await device.expect(["add", "login", "--name", "Twin", "--password", "-"], stdin: "pw-1\n")
+        try await device.expect(["add", "login", "--name", "twin", "--password", "-"], stdin: "pw-2\n")
+        let listed = try await device.json(["list"])
+        let ids = (0..<listed.count).compactMap { listed[$0]?["id"]?.stringValue }
+        let twins = (0..<listed.count).filter { listed[$0]?["name"]?.stringValue?.lowercased() == "twin" }.compactMap { listed[$0]?["id"]?.stringValue }
+        #expect(ids.count == 3 && twins.count == 2)
+        // By name, twice (the second through the index written by the first), any case, beyond ASCII.
+        for _ in 0..<2 {
+            #expect(try await device.expect(["get", "CAFÉ CRÈME", "--field", "password"]).stdout == "pw-cafe\n")
+        }
+        let ambiguous = try await device.expect(["get", "TWIN", "--field", "password"], status: 5)
+        #expect(twins.allSatisfy { ambiguous.stderr.contains($0) }, "\(ambiguous)")
+        // By id, by a unique prefix of 8, and the prefix in capitals.
+        let first = try #require(twins.first)
+        let expected = try await device.expect(["get", first, "--field", "password"]).stdout
+        #expect(try await device.expect(["get", String(first.prefix(8)), "--field", "password"]).stdout == expected)
+        #expect(try await device.expect(["get", String(first.prefix(8)).uppercased(), "--field", "password"]).stdout == expected)
+        let missing = try await device.expect(["get", "No such item", "--field", "password"], status: 4)
+        #expect(missing.stderr.contains("No item matches \"No such item\""), "\(missing)")
+        await scenario.finish([device])
+    }
+
     @Test("list as text: the same items as --json under every filter, with username, folder and marks")
     func textList() async throws {
         let scenario = try await CLIScenario.start()

@@ -155,7 +155,7 @@ extension CLIContext {
     func pendingItemID(_ reference: String) async throws -> String {
         let changes = try await engine.pendingChanges()
         let candidates = changes.map { (id: $0.itemID, name: $0.itemName ?? "") }
-        return try Presentation.find(reference, in: candidates, what: "pending change")
+        return try await Presentation.find(reference, in: candidates, what: "pending change")
     }
 }
 
@@ -261,7 +261,7 @@ extension CLIContext {
     func backupID(_ reference: String) async throws -> String {
         let backups = try await engine.conflictBackups()
         let candidates = backups.map { (id: $0.backupID, name: $0.name ?? "") }
-        return try Presentation.find(reference, in: candidates, what: "conflict backup")
+        return try await Presentation.find(reference, in: candidates, what: "conflict backup")
     }
 }
 

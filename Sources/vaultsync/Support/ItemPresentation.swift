@@ -145,22 +145,35 @@ enum Presentation {
 
     // MARK: Finding items and folders
 
-    /// An item by id, id prefix (≥ 6 characters) or exact name (case-insensitive).
-    static func find(_ reference: String, in items: [(id: String, name: String)], what: String = "item") throws -> String {
-        if let exact = items.first(where: { $0.id == reference.lowercased() }) { return exact.id }
-        let named = items.filter { CaseInsensitive.equal($0.name, reference) }
-        if named.count == 1 { return named[0].id }
-        if named.count > 1 {
-            throw CLIError.ambiguous(what: what, reference: reference, candidates: named.map { "\($0.id)  \($0.name)" })
-        }
-        if reference.count >= 6 {
-            let prefixed = items.filter { $0.id.hasPrefix(reference.lowercased()) }
-            if prefixed.count == 1 { return prefixed[0].id }
-            if prefixed.count > 1 {
-                throw CLIError.ambiguous(what: what, reference: reference, candidates: prefixed.map { "\($0.id)  \($0.name)" })
+    /// Where an ITEM (or FOLDER, pending change, backup) argument is looked up: each source is asked only
+    /// when ``find(_:in:what:)`` reaches it, so a large vault's names are not all read to match an id.
+    struct Candidates {
+        var hasID: (String) async throws -> Bool
+        var named: (String) async throws -> [(id: String, name: String)]
+        var withIDPrefix: (String) async throws -> [(id: String, name: String)]
+    }
+
+    /// The one rule for such arguments: an exact id, else exactly one of that name (case-insensitively),
+    /// else (6 characters or more) exactly one id starting with it; several are an ambiguity listing them.
+    static func find(_ reference: String, in candidates: Candidates, what: String) async throws -> String {
+        let id = reference.lowercased()
+        if try await candidates.hasID(id) { return id }
+        func chosen(_ found: [(id: String, name: String)]) throws -> String? {
+            guard found.count <= 1 else {
+                throw CLIError.ambiguous(what: what, reference: reference, candidates: found.map { "\($0.id)  \($0.name)" })
             }
+            return found.first?.id
         }
+        if let found = try chosen(try await candidates.named(reference)) { return found }
+        if reference.count >= 6, let found = try chosen(try await candidates.withIDPrefix(id)) { return found }
         throw CLIError.notFound(what: what, reference: reference)
+    }
+
+    /// ``find(_:in:what:)`` over a list in hand.
+    static func find(_ reference: String, in items: [(id: String, name: String)], what: String) async throws -> String {
+        try await find(reference, in: Candidates(hasID: { id in items.contains { $0.id == id } },
+                                                 named: { name in items.filter { CaseInsensitive.equal($0.name, name) } },
+                                                 withIDPrefix: { prefix in items.filter { $0.id.hasPrefix(prefix) } }), what: what)
     }
 }
 
@@ -170,23 +183,16 @@ extension CLIContext {
         try await engine.items()
     }
 
-    /// Resolves ITEM (id, id prefix or name) to an id, by `Presentation.find`'s rules: an exact id, else
-    /// exactly one item of that name (case-insensitively), else (6 characters or more) exactly one id
-    /// starting with it. Names are found through the name index's names part (`VaultEngine.items(named:)`,
-    /// docs/BENCHMARKS.md P7); an item whose name cannot be decrypted is found by its id only.
+    /// Resolves ITEM (id, id prefix or name) to an id by `Presentation.find`'s rule. Names are matched
+    /// through the name index's names part (`VaultEngine.items(named:)`, docs/BENCHMARKS.md P7); an item
+    /// whose name cannot be decrypted is found by its id only.
     func itemID(_ reference: String) async throws -> String {
-        let id = reference.lowercased()
-        if try await engine.hasItem(id: id) { return id }
-        func candidates(_ items: [VaultItemName]) -> [String] { items.map { "\($0.id)  \((try? $0.name.get()) ?? "")" } }
-        let named = try await engine.items(named: reference)
-        if named.count == 1 { return named[0].id }
-        if named.count > 1 { throw CLIError.ambiguous(what: "item", reference: reference, candidates: candidates(named)) }
-        if reference.count >= 6 {
-            let prefixed = try await engine.items(idPrefix: id)
-            if prefixed.count == 1 { return prefixed[0].id }
-            if prefixed.count > 1 { throw CLIError.ambiguous(what: "item", reference: reference, candidates: candidates(prefixed)) }
-        }
-        throw CLIError.notFound(what: "item", reference: reference)
+        func listed(_ items: [VaultItemName]) -> [(id: String, name: String)] { items.map { ($0.id, (try? $0.name.get()) ?? "") } }
+        let engine = engine
+        return try await Presentation.find(reference, in: Presentation.Candidates(
+            hasID: { try await engine.hasItem(id: $0) },
+            named: { listed(try await engine.items(named: $0)) },
+            withIDPrefix: { listed(try await engine.items(idPrefix: $0)) }), what: "item")
     }
 
     func folderNames() async throws -> [String: String] {
@@ -198,6 +204,6 @@ extension CLIContext {
         if reference.lowercased() == "none" || reference.isEmpty { return nil }
         let folders = try await engine.folders()
         let candidates = folders.compactMap { folder in folder.id.map { (id: $0, name: folder.name) } }
-        return try Presentation.find(reference, in: candidates, what: "folder")
+        return try await Presentation.find(reference, in: candidates, what: "folder")
     }
 }
