@@ -168,7 +168,7 @@ extension HTTPTransport {
         var response = try await execute(request, logger: logger)
         guard (200..<300).contains(response.status) else { return response }
         try request.checkBodySize(response.body.count)
-        try writeAll(response.body[...], to: descriptor)
+        try response.body.withUnsafeBytes { try writeAll($0, to: descriptor) }
         progress?(response.body.count)
         response.body = []
         return response
@@ -185,16 +185,12 @@ extension HTTPTransport {
 }
 
 /// Writes all of `bytes` to `descriptor`.
-func writeAll(_ bytes: ArraySlice<UInt8>, to descriptor: Int32) throws {
-    try bytes.withUnsafeBytes { try writeAll($0, to: descriptor) }
-}
-
 func writeAll(_ bytes: UnsafeRawBufferPointer, to descriptor: Int32) throws {
     var offset = 0
     while offset < bytes.count {
         let count = write(descriptor, bytes.baseAddress! + offset, bytes.count - offset)
         if count < 0, errno == EINTR { continue }
-        guard count > 0 else { throw FileBodyError.unwritable("the answer's file (\(String(cString: strerror(errno))))") }
+        guard count > 0 else { throw FileBodyError.unwritable("the downloaded file (\(String(cString: strerror(errno))))") }
         offset += count
     }
 }

@@ -8,18 +8,12 @@ final class SpoolFile: @unchecked Sendable {
     let descriptor: Int32
 
     init(directory: String) throws {
-        var attempt = 0
-        while true {
-            let path = directory + "/.vaultsync-answer-" + String(UInt64.random(in: 0...UInt64.max), radix: 36)
-            let descriptor = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
-            if descriptor >= 0 {
-                unlink(path)
-                self.descriptor = descriptor
-                return
-            }
-            attempt += 1
-            guard errno == EEXIST, attempt < 8 else { throw FileBodyError.unwritable(directory) }
-        }
+        var template = Array((directory + "/.vaultsync-answer-XXXXXX").utf8CString)
+        let descriptor = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }  // a new file, 0600
+        guard descriptor >= 0 else { throw FileBodyError.unwritable(directory) }
+        unlink(template)
+        _ = fcntl(descriptor, F_SETFD, FD_CLOEXEC)
+        self.descriptor = descriptor
     }
 
     deinit { close(descriptor) }

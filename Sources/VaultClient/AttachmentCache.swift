@@ -1,12 +1,6 @@
 import Foundation
 import VaultCrypto
 
-/// Downloaded attachments kept on this device for reading offline (docs/PROTOCOL.md, "Attachments
-/// (client)"): each file exactly as the server sent it, a binary EncString under the attachment's
-/// own key (ciphertext only: never plaintext on disk), one file per attachment id in a folder per user
-/// next to the profile database (0700, files 0600). An attachment's bytes never change under its id,
-/// so a cached file is always current. The folder is kept under `limit` bytes by evicting the least
-/// recently used files (a read touches its file's modification date).
 /// The folder the profile database at `path` is in (`.` for a bare file name): where the files that go
 /// with it are kept.
 func profileFolder(of path: String) -> String {
@@ -14,6 +8,12 @@ func profileFolder(of path: String) -> String {
     return folder.isEmpty ? "." : folder
 }
 
+/// Downloaded attachments kept on this device for reading offline (docs/PROTOCOL.md, "Attachments
+/// (client)"): each file exactly as the server sent it, a binary EncString under the attachment's
+/// own key (ciphertext only: never plaintext on disk), one file per attachment id in a folder per user
+/// next to the profile database (0700, files 0600). An attachment's bytes never change under its id,
+/// so a cached file is always current. The folder is kept under `limit` bytes by evicting the least
+/// recently used files (a read touches its file's modification date).
 struct AttachmentCache: Sendable {
     let folder: String
     let limit: Int

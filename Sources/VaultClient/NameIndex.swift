@@ -59,27 +59,22 @@ struct NameIndex: Sendable {
     static let namesMagic = Array("vaultsync-names-5".utf8)
     static let detailsMagic = Array("vaultsync-details-5".utf8)
 
-    /// The index as stored: two EncStrings under the user key. `names` holds what finding an item by name
-    /// needs (the ids and names), `details` the rest (each row's digest and searched fields), so that
-    /// `vaultsync get NAME` opens about a third of the index and builds no table (``scan(sealedNames:key:rowsVersion:_:)``).
-    struct Sealed: Sendable, Equatable {
-        var names: String
-        var details: String
-    }
-
     init() {}
 
-    /// Opens a sealed index; `nil` when a part does not open with `key`, is not in this format, or the
-    /// two parts do not belong together.
-    init?(sealed: Sealed, key: SymmetricCryptoKey) {
+    /// Opens a sealed index (two EncStrings under the user key, as ``sealed(key:)`` makes them); `nil` when a
+    /// part does not open with `key`, is not in this format, or the two parts do not belong together.
+    init?(sealed: (names: String, details: String), key: SymmetricCryptoKey) {
         guard let names = try? EncString(sealed.names).decrypt(key: key), let details = try? EncString(sealed.details).decrypt(key: key),
               let parsed = Self.parse(names: Array(names), details: Array(details)) else { return nil }
         (entries, order, version) = parsed
     }
 
-    func sealed(key: SymmetricCryptoKey) throws -> Sealed {
+    /// The index sealed in two parts: `names` holds what finding an item by name needs (the ids and names),
+    /// `details` the rest, so that `vaultsync get NAME` opens about a third of the index and builds no table
+    /// (``scan(sealedNames:key:rowsVersion:_:)``).
+    func sealed(key: SymmetricCryptoKey) throws -> (names: String, details: String) {
         let (names, details) = encoded()
-        return Sealed(names: try EncString.encrypt(names, key: key).serialized, details: try EncString.encrypt(details, key: key).serialized)
+        return (try EncString.encrypt(names, key: key).serialized, try EncString.encrypt(details, key: key).serialized)
     }
 
     /// The two parts. Names: `namesMagic`, the version (8 bytes), then per entry in the rows' order its id
@@ -223,32 +218,12 @@ enum UUIDText {
     static let digits = Array("0123456789abcdef".utf8)
 
     static func bytes(_ text: String) -> [UInt8]? {
-        let utf8 = text.utf8
-        guard utf8.count == 36 else { return nil }
-        var out: [UInt8] = []
-        out.reserveCapacity(16)
-        var high: UInt8?
-        for (offset, byte) in utf8.enumerated() {
-            if offset == 8 || offset == 13 || offset == 18 || offset == 23 {
-                guard byte == UInt8(ascii: "-") else { return nil }
-                continue
-            }
-            let value: UInt8
-            switch byte {
-            case UInt8(ascii: "0")...UInt8(ascii: "9"): value = byte - UInt8(ascii: "0")
-            case UInt8(ascii: "a")...UInt8(ascii: "f"): value = byte - UInt8(ascii: "a") + 10
-            default: return nil
-            }
-            if let first = high {
-                out.append(first << 4 | value)
-                high = nil
-            } else {
-                high = value
-            }
-        }
-        return out
+        guard let uuid = UUID(uuidString: text), uuid.uuidString.lowercased() == text else { return nil }
+        return withUnsafeBytes(of: uuid.uuid) { Array($0) }
     }
 
+    /// The text of 16 bytes, written digit by digit (`UUID.uuidString.lowercased()` costs a few times as
+    /// much, and a search parses every id of the index).
     static func text(_ bytes: ArraySlice<UInt8>) -> String? {
         guard bytes.count == 16 else { return nil }
         return String(unsafeUninitializedCapacity: 36) { buffer in
@@ -278,7 +253,7 @@ extension VaultEngine {
         let current = try requireSession()
         let (userID, keys) = (current.userID, current.keys)
         let (version, sealed) = try await read { tx in (try tx.ciphers(of: userID).version(), try tx.nameIndex(of: userID).sealed()) }
-        let index = sealed.flatMap { NameIndex(sealed: NameIndex.Sealed(names: $0.names, details: $0.details), key: keys.userKey) } ?? NameIndex()
+        let index = sealed.flatMap { NameIndex(sealed: $0, key: keys.userKey) } ?? NameIndex()
         // Built at this version of the rows and holding all of them: nothing changed since, nothing to hash.
         if version > 0, index.version == version {
             return (index, index.order.compactMap { id in index.entries[id].map { VaultItemName(id: id, name: .success($0.name)) } })

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import VaultAPI
+import VaultClient
 import VaultModels
 import VaultTestSupport
 
@@ -52,6 +53,28 @@ struct SpooledAnswerTests {
         #expect(fromFile.last?["id"]?.stringValue == "item-19999")
         #expect(Self.folderContents(folder).isEmpty)
         await server.stop()
+    }
+
+    @Test("the engine's full sync takes the spooled path (the spool's limit applies to it) and leaves the profile folder as it was")
+    func engineSpools() async throws {
+        let scenario = try await Scenario.start()
+        let device = try await scenario.device(register: true)
+        _ = try await device.engine.addItem(loginItem("Spooled"))
+        await device.engine.shutdown()
+        let before = Set(Self.folderContents(device.profile))
+        let limited = try device.reopen(url: await scenario.server.url) { $0.api.maximumSpooledAnswerSize = 64 }
+        try await limited.engine.unlock(email: scenario.email, password: scenario.password)
+        let refused = await #expect(throws: VaultError.self) { try await limited.engine.pull() }
+        #expect(refused.map { "\($0)" }?.contains("larger than 64 bytes") == true, "\(String(describing: refused))")
+        #expect(try await limited.engine.view(named: "Spooled") != nil, "a refused answer costs nothing stored")
+        await limited.engine.shutdown()
+        let reopened = try device.reopen(url: await scenario.server.url)
+        try await reopened.engine.unlock(email: scenario.email, password: scenario.password)
+        try await reopened.engine.pull()
+        #expect(try await reopened.engine.view(named: "Spooled") != nil)
+        #expect(!Self.folderContents(device.profile).contains { $0.hasPrefix(".vaultsync-answer") })
+        #expect(Set(Self.folderContents(device.profile)).isSubset(of: before.union(["vault.sqlite-wal", "vault.sqlite-shm"])))
+        await scenario.finish([reopened])
     }
 
     @Test("an answer over the spool's limit, a refusal, a damaged text and a full disk each throw and leave no file; no usable folder falls back to memory")
