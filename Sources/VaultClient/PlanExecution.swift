@@ -375,7 +375,7 @@ extension VaultEngine {
     static func waitsBesideCopy(_ change: PendingChange, newID: String, key: SymmetricCryptoKey, _ tx: StoreTransaction) throws -> Bool {
         let queue = tx.queue(of: change.userID)
         guard newID != change.itemID, try queue.hasRecord(forItem: newID),
-              let stored = try queue.change(id: change.id, key: key) else { return false }
+              let stored = try queue.changedSince(change, key: key) else { return false }
         return stored.metadata.updatedDate != change.metadata.updatedDate
     }
 
@@ -384,7 +384,7 @@ extension VaultEngine {
     /// under `newID` by the saved-meanwhile rule (`PendingChangeMetadata.keep(afterSettling:baseline:)`).
     static func keepSavedMeanwhile(_ change: PendingChange, newID: String, settled: () -> SettledVersion, baseline: SettleBaseline,
                                    key: SymmetricCryptoKey, _ tx: StoreTransaction) throws -> PendingChange? {
-        guard var stored = try tx.queue(of: change.userID).change(id: change.id, key: key),
+        guard var stored = try tx.queue(of: change.userID).changedSince(change, key: key),
               stored.metadata.updatedDate != change.metadata.updatedDate else { return nil }
         stored.itemID = newID
         stored.metadata.keep(afterSettling: settled(), baseline: baseline)

@@ -218,7 +218,7 @@ public struct PendingChangeRow: Codable, Sendable, Equatable, FetchableRecord, P
             throw StoreError.sealedRecordUnreadable(table: "pendingChange", id: id)
         }
         return PendingChange(id: id, userID: userID, itemID: itemID, itemKind: PendingItemKind(rawValue: itemKind) ?? .cipher,
-                             metadata: metadata)
+                             metadata: metadata, storedForm: sealed)
     }
 }
 

@@ -270,6 +270,14 @@ public struct ChangeQueue {
         try record(id: id)?.open(key: key)
     }
 
+    /// The record of `change` as stored now, opened with `key`, if anything stored it since `change` was
+    /// read (its stored form differs: see ``PendingChange/storedForm``); `nil` if it is gone, or unchanged
+    /// since that read (not opened again: the settling path of a bulk resolution asks this of every item).
+    public func changedSince(_ change: PendingChange, key: SymmetricCryptoKey) throws -> PendingChange? {
+        guard let row = try record(id: change.id), row.sealed != change.storedForm else { return nil }
+        return try row.open(key: key)
+    }
+
     /// Whether any record (of either kind) is queued for this item id.
     public func hasRecord(forItem itemID: String) throws -> Bool {
         try Bool.fetchOne(try db.cachedStatement(sql: "SELECT EXISTS (SELECT 1 FROM pendingChange WHERE userID = ? AND itemID = ?)"),

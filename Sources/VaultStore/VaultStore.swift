@@ -26,6 +26,11 @@ public final class VaultStore: Sendable {
             // prove it); only an OS crash or power loss can take the last commits before the next
             // checkpoint. FULL would fsync every save and cost milliseconds each.
             try db.execute(sql: "PRAGMA synchronous = NORMAL")
+            // SQLite's temporary files in memory: statement journals (a statement that fires a trigger
+            // inside a longer transaction keeps one) and sorts. On disk they went to the system's
+            // temporary folder, outside the profile, one write per page: 259 MB for P2's settling of
+            // 10,000 changes (docs/BENCHMARKS.md, session 19).
+            try db.execute(sql: "PRAGMA temp_store = MEMORY")
             // Each commit reports the log's size; this replaces SQLite's automatic checkpoint, which
             // ran inside the commit that crossed 1,000 pages (``BackgroundCheckpoint``).
             // Unretained: the store owns it, and only the store's own calls commit on these connections.

@@ -129,13 +129,24 @@ public struct PendingChange: Sendable, Equatable {
     public var itemID: String
     public var itemKind: PendingItemKind
     public var metadata: PendingChangeMetadata
+    /// The stored form this change was read from (set by the store; `nil` for a change made in memory).
+    /// Every store seals a record anew, with a fresh IV, so a record whose stored form is still this one
+    /// has not been written since the read, and a transaction need not open it again to know that.
+    /// Not part of the change's value (`==` leaves it out).
+    public var storedForm: String?
 
-    public init(id: String, userID: String, itemID: String, itemKind: PendingItemKind, metadata: PendingChangeMetadata) {
+    public init(id: String, userID: String, itemID: String, itemKind: PendingItemKind, metadata: PendingChangeMetadata,
+                storedForm: String? = nil) {
         self.id = id
         self.userID = userID
         self.itemID = itemID
         self.itemKind = itemKind
         self.metadata = metadata
+        self.storedForm = storedForm
+    }
+
+    public static func == (lhs: PendingChange, rhs: PendingChange) -> Bool {
+        lhs.id == rhs.id && lhs.userID == rhs.userID && lhs.itemID == rhs.itemID && lhs.itemKind == rhs.itemKind && lhs.metadata == rhs.metadata
     }
 }
 

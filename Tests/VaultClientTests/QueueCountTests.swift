@@ -150,6 +150,52 @@ struct QueueCountTests {
         #expect(plan.contains("USING INTEGER PRIMARY KEY"), "a range of the table's order, not a sort of the user's records: \(plan)")
     }
 
+    /// `ChangeQueue.changedSince`: a settling transaction learns whether a record was written since the
+    /// resolution read it without opening it again when nothing was (every store seals anew, fresh IV).
+    @Test("a record unchanged since it was read is known so without opening it; any store, even of the same metadata, counts as a change")
+    func changedSinceRead() async throws {
+        let directory = temporaryDirectory("vaultsync-changed-since")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let store = try VaultStore(path: directory + "/vault.sqlite")
+        let key = try SymmetricCryptoKey(bytes: Array(repeating: 7, count: 64))
+        try await store.writeDatabase { db in try self.account("a").insert(db) }
+        let made = try record("r1", user: "a", item: "i1", key: key).open(key: key)
+        #expect(made.storedForm != nil)
+        try store.writeNow { tx in try tx.queue(of: "a").store(made, key: key) }
+        let read = try #require(try store.readNow { tx in try tx.queue(of: "a").change(id: "r1", key: key) })
+        #expect(read == made, "the stored form is not part of the value")
+        // Unchanged: nil, and not opened (a wrong key would fail to open it).
+        let otherKey = try SymmetricCryptoKey(bytes: Array(repeating: 9, count: 64))
+        #expect(try store.readNow { tx in try tx.queue(of: "a").changedSince(read, key: otherKey) } == nil)
+        // A change made in memory has no stored form: the record is opened.
+        var inMemory = read
+        inMemory.storedForm = nil
+        #expect(try store.readNow { tx in try tx.queue(of: "a").changedSince(inMemory, key: key) } == read)
+        // Stored again with the same metadata: a new sealed form, so "changed", and opened.
+        try store.writeNow { tx in try tx.queue(of: "a").store(read, key: key) }
+        let again = try #require(try store.readNow { tx in try tx.queue(of: "a").changedSince(read, key: key) })
+        #expect(again == read && again.storedForm != read.storedForm)
+        // Saved with a newer date: returned as stored.
+        var saved = again
+        saved.metadata.updatedDate = WireDate(microsecondsSinceEpoch: 4)
+        try store.writeNow { tx in try tx.queue(of: "a").store(saved, key: key) }
+        #expect(try store.readNow { tx in try tx.queue(of: "a").changedSince(read, key: key) }?.metadata.updatedDate == saved.metadata.updatedDate)
+        // Gone: nil.
+        try store.writeNow { tx in try tx.queue(of: "a").remove(recordID: "r1") }
+        #expect(try store.readNow { tx in try tx.queue(of: "a").changedSince(read, key: key) } == nil)
+    }
+
+    /// SQLite's temporary files (statement journals, sorts that outgrow the cache) would go to the
+    /// system's temporary folder, outside the profile: the store keeps them in memory.
+    @Test("the store keeps SQLite's temporary files in memory, on every connection")
+    func temporaryFilesInMemory() async throws {
+        let directory = temporaryDirectory("vaultsync-temp-store")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let store = try VaultStore(path: directory + "/vault.sqlite")
+        #expect(try await store.readDatabase { db in try Int.fetchOne(db, sql: "PRAGMA temp_store") } == 2)
+        #expect(try await store.writeDatabase { db in try Int.fetchOne(db, sql: "PRAGMA temp_store") } == 2)
+    }
+
     /// `BackgroundCheckpoint`: the log is copied into the database file by a checkpoint of its own
     /// while writes go on, never inside a commit.
     @Test("the write-ahead log is checkpointed in the background once past 1,000 pages, and every write stays")
