@@ -76,11 +76,13 @@ extension VaultEngine {
 
     static let plainPush: [ResolutionStep] = [.push(.local), .replayState, .settle(.rebaseOnResult)]
 
-    /// The cached items of `changes`, by id (one read).
+    /// The cached items of `changes`, by id (one read; parsed on the reading thread, not the engine's).
     func localCiphers(of changes: [PendingChange]) async throws -> [String: CipherWire] {
         let (userID, ids) = (try requireSession().userID, changes.map(\.itemID))
-        let rows = try await read { tx in try tx.ciphers(of: userID).find(ids: ids) }
-        return Dictionary(rows.compactMap { row in (try? row.wire()).map { (row.id, $0) } }, uniquingKeysWith: { first, _ in first })
+        return try await read { tx in
+            Dictionary(try tx.ciphers(of: userID).find(ids: ids).compactMap { row in (try? row.wire()).map { (row.id, $0) } },
+                       uniquingKeysWith: { first, _ in first })
+        }
     }
 
     /// Splits item changes into plain pushes (for one bulk request) and everything else.

@@ -61,8 +61,9 @@ extension VaultEngine {
         var report = SyncReport()
         if configuration.resolutionEnabled, try await pendingCount() > 0 {
             let started = ContinuousClock.now
-            // The queue's outline is read on this device while the server prepares its snapshot. The time
-            // that decides what is due is read first, so that no clock read races the request's.
+            // The queue's outline and its first page are read and opened on this device while the server
+            // prepares its snapshot. The time that decides what is due is read first, so that no clock read
+            // races the request's.
             let now = clock.now()
             async let outline = queueOutline(dueAt: now)
             let snapshot = try await fetchSnapshot()
@@ -82,22 +83,45 @@ extension VaultEngine {
     }
 
     /// The queue at the start of a pass: its folder changes (few, opened at once), the ids of its queued
-    /// items (for the snapshot's context), and the position up to which its item changes are read, a page
-    /// at a time (`EngineConfiguration.resolutionPageSize`): a queue of 100,000 creates is never opened whole.
+    /// items (for the snapshot's context), the position up to which its item changes are read, a page
+    /// at a time (`EngineConfiguration.resolutionPageSize`): a queue of 100,000 creates is never opened
+    /// whole; and its first page, opened.
     struct QueueOutline: Sendable {
         var folders: DueChanges
         var itemIDs: Set<String>
         var itemCount: Int
         var lastPosition: Int64
+        var firstPage: OpenedPage
+    }
+
+    /// A page of item changes, opened; `end`: the position of its last record (`nil`: the page is empty,
+    /// the queue read to its end).
+    struct OpenedPage: Sendable {
+        var due: DueChanges
+        var end: Int64?
     }
 
     func queueOutline(dueAt now: WireDate) async throws -> QueueOutline {
         let current = try requireSession()
-        let (folderRows, itemIDs, lastPosition) = try await read { [userID = current.userID] tx in
+        let pageSize = max(1, configuration.resolutionPageSize)
+        let (folderRows, itemIDs, lastPosition, firstRows) = try await read { [userID = current.userID] tx in
             let queue = tx.queue(of: userID)
-            return (try queue.all(kind: .folder), try queue.itemIDs(kind: .cipher), try queue.lastPosition())
+            let lastPosition = try queue.lastPosition()
+            return (try queue.all(kind: .folder), try queue.itemIDs(kind: .cipher), lastPosition,
+                    try queue.page(kind: .cipher, after: 0, through: lastPosition, limit: pageSize))
         }
-        return QueueOutline(folders: await due(folderRows, at: now), itemIDs: itemIDs, itemCount: itemIDs.count, lastPosition: lastPosition)
+        return QueueOutline(folders: await due(folderRows, at: now), itemIDs: itemIDs, itemCount: itemIDs.count, lastPosition: lastPosition,
+                            firstPage: await open(page: firstRows, at: now))
+    }
+
+    /// The item changes after `position` (at most up to `through`), one page.
+    func pageRows(after position: Int64, through: Int64) async throws -> [(position: Int64, row: PendingChangeRow)] {
+        let (userID, pageSize) = (try requireSession().userID, max(1, configuration.resolutionPageSize))
+        return try await read { tx in try tx.queue(of: userID).page(kind: .cipher, after: position, through: through, limit: pageSize) }
+    }
+
+    func open(page rows: [(position: Int64, row: PendingChangeRow)], at now: WireDate) async -> OpenedPage {
+        OpenedPage(due: await due(rows.map(\.row), at: now), end: rows.last?.position)
     }
 
     /// Opens `rows` (on every core) and keeps the ones due at `now`.
@@ -121,6 +145,9 @@ extension VaultEngine {
     /// at a time in the order they were queued: in each page, creates never sent and plain pushes in bulk
     /// where the server offers it, the rest one by one, several at once. Every record is settled, retried
     /// later, or marked as needing attention; one failure never stops the others (seed 001 §7.1).
+    /// Each page is read before the page ahead of it is resolved, at that fixed point (a simulated run
+    /// replays exactly), and opened while the page ahead waits for the server. A save made after the read
+    /// meets the saved-meanwhile rule when its change settles, as a save made during any push does.
     func resolve(_ outline: QueueOutline, against snapshot: SyncResponse, dueAt now: WireDate) async throws -> SyncReport {
         var phases = PhaseTimer()
         var pass = ResolutionPass(total: outline.folders.changes.count + outline.itemCount)
@@ -132,18 +159,20 @@ extension VaultEngine {
             pass.report.merge(try await resolveOne(change, context: context))
             pass.done += 1
         }
-        let (userID, pageSize) = (try requireSession().userID, max(1, configuration.resolutionPageSize))
-        var position: Int64 = 0
-        while true {
-            let page = try await read { [position] tx in
-                try tx.queue(of: userID).page(kind: .cipher, after: position, through: outline.lastPosition, limit: pageSize)
-            }
-            guard let last = page.last else { break }
-            position = last.position
-            let due = await due(page.map(\.row), at: now)
+        var page = outline.firstPage
+        while let end = page.end {
+            let rows = try await pageRows(after: end, through: outline.lastPosition)
+            let next = Task { await self.open(page: rows, at: now) }
+            let due = page.due
             pass.report.needsAttention += due.needsAttention
             pass.done += due.needsAttention + due.notDue
-            try await resolveItems(due.changes.sorted { $0.metadata.createdDate < $1.metadata.createdDate }, context: context, pass: &pass)
+            do {
+                try await resolveItems(due.changes.sorted { $0.metadata.createdDate < $1.metadata.createdDate }, context: context, pass: &pass)
+            } catch {
+                next.cancel()
+                throw error
+            }
+            page = await next.value
         }
         phases.mark("items")
         pass.report.backups = await mergeTwinBackups(pass.report.backups)
