@@ -202,6 +202,16 @@ public struct PendingChangeRow: Codable, Sendable, Equatable, FetchableRecord, P
     public var itemID: String
     public var sealed: String
 
+    /// Read by column name (the synthesized `Decodable` path decoded every row through a decoder: a
+    /// resolution reads 10,000 records and more, a page at a time).
+    public init(row: Row) throws {
+        id = try row.decode(forColumn: "id")
+        userID = try row.decode(forColumn: "userID")
+        itemKind = try row.decode(forColumn: "itemKind")
+        itemID = try row.decode(forColumn: "itemID")
+        sealed = try row.decode(forColumn: "sealed")
+    }
+
     public init(_ change: PendingChange, key: SymmetricCryptoKey) throws {
         id = change.id
         userID = change.userID
