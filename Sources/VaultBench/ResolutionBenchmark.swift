@@ -21,6 +21,7 @@ enum ResolutionBenchmark {
         var configuration = EngineConfiguration(serverURL: url)
         configuration.resolutionConcurrency = 8
         if let size = ProcessInfo.processInfo.environment["VAULTSYNC_BULK_SIZE"].flatMap(Int.init) { configuration.bulkPushSize = size }
+        if let size = ProcessInfo.processInfo.environment["VAULTSYNC_PAGE_SIZE"].flatMap(Int.init) { configuration.resolutionPageSize = size }
         // VAULTSYNC_LOG=debug shows the resolution's phase timings.
         var engineLogger = Logger(label: "vaultsync.engine")
         engineLogger.logLevel = ProcessInfo.processInfo.environment["VAULTSYNC_LOG"].flatMap(Logger.Level.init(rawValue:)) ?? .info

@@ -259,11 +259,12 @@ public struct EngineConfiguration: Sendable {
     public var attachmentCacheBytes = 256 * 1_048_576
     /// Queued changes resolved at once (bounded concurrency).
     public var resolutionConcurrency = 4
-    /// Queued item changes read and resolved per page: a pass never holds more of the queue than this
-    /// (a queue of 100,000 offline creates is resolved in pages, not opened whole). A page's opened
-    /// records and bulk requests are most of a pass's memory: 2,000 (four bulk requests) kept the peak of
-    /// 100,000 creates at 105 MiB where 5,000 took 125 MiB, for a second more (docs/BENCHMARKS.md, P5).
-    public var resolutionPageSize = 2_000
+    /// Queued item changes read and resolved per page: a pass never holds more of the queue than two
+    /// pages, the one it resolves and the next, opened meanwhile (a queue of 100,000 offline creates is
+    /// resolved in pages, not opened whole). The opened records and bulk requests are most of a pass's
+    /// memory: pages of 1,000, two at a time, kept the peak of 100,000 creates where pages of 2,000 one at
+    /// a time had it, at no cost in time (docs/BENCHMARKS.md, P5 and P2, session 19).
+    public var resolutionPageSize = 1_000
     /// Plain pushes per bulk request, where the server offers the VaultSync bulk extension (0: never).
     public var bulkPushSize = 500
     /// Allows `http://` to a server that is not on this machine's loopback interface. Off by default:

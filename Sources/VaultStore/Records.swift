@@ -220,6 +220,12 @@ public struct PendingChangeRow: Codable, Sendable, Equatable, FetchableRecord, P
         sealed = try Sealed.seal(json: change.metadata, key: key)
     }
 
+    /// The SHA-256 of `sealed` (``PendingChange/storedDigest``).
+    public var storedDigest: ContentDigest {
+        var text = sealed
+        return text.withUTF8 { ContentDigest(of: UnsafeRawBufferPointer($0)) }
+    }
+
     public func open(key: SymmetricCryptoKey) throws -> PendingChange {
         let metadata: PendingChangeMetadata
         do {
@@ -228,7 +234,7 @@ public struct PendingChangeRow: Codable, Sendable, Equatable, FetchableRecord, P
             throw StoreError.sealedRecordUnreadable(table: "pendingChange", id: id)
         }
         return PendingChange(id: id, userID: userID, itemID: itemID, itemKind: PendingItemKind(rawValue: itemKind) ?? .cipher,
-                             metadata: metadata, storedForm: sealed)
+                             metadata: metadata, storedDigest: storedDigest)
     }
 }
 

@@ -271,10 +271,11 @@ public struct ChangeQueue {
     }
 
     /// The record of `change` as stored now, opened with `key`, if anything stored it since `change` was
-    /// read (its stored form differs: see ``PendingChange/storedForm``); `nil` if it is gone, or unchanged
-    /// since that read (not opened again: the settling path of a bulk resolution asks this of every item).
+    /// read (its stored form differs: see ``PendingChange/storedDigest``); `nil` if it is gone, or
+    /// unchanged since that read (not opened again: the settling path of a bulk resolution asks this of
+    /// every item).
     public func changedSince(_ change: PendingChange, key: SymmetricCryptoKey) throws -> PendingChange? {
-        guard let row = try record(id: change.id), row.sealed != change.storedForm else { return nil }
+        guard let row = try record(id: change.id), row.storedDigest != change.storedDigest else { return nil }
         return try row.open(key: key)
     }
 

@@ -1,3 +1,4 @@
+import VaultCrypto
 import VaultModels
 
 /// What kind of local item a queued change is about.
@@ -129,20 +130,21 @@ public struct PendingChange: Sendable, Equatable {
     public var itemID: String
     public var itemKind: PendingItemKind
     public var metadata: PendingChangeMetadata
-    /// The stored form this change was read from (set by the store; `nil` for a change made in memory).
-    /// Every store seals a record anew, with a fresh IV, so a record whose stored form is still this one
-    /// has not been written since the read, and a transaction need not open it again to know that.
+    /// The SHA-256 of the stored form this change was read from (set by the store; `nil` for a change
+    /// made in memory). Every store seals a record anew, with a fresh IV, so a record whose stored form
+    /// still has this digest has not been written since the read, and a transaction need not open it
+    /// again to know that. A digest, not the text: a resolution holds two pages of changes at once.
     /// Not part of the change's value (`==` leaves it out).
-    public var storedForm: String?
+    public var storedDigest: ContentDigest?
 
     public init(id: String, userID: String, itemID: String, itemKind: PendingItemKind, metadata: PendingChangeMetadata,
-                storedForm: String? = nil) {
+                storedDigest: ContentDigest? = nil) {
         self.id = id
         self.userID = userID
         self.itemID = itemID
         self.itemKind = itemKind
         self.metadata = metadata
-        self.storedForm = storedForm
+        self.storedDigest = storedDigest
     }
 
     public static func == (lhs: PendingChange, rhs: PendingChange) -> Bool {

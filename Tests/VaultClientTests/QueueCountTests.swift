@@ -160,21 +160,21 @@ struct QueueCountTests {
         let key = try SymmetricCryptoKey(bytes: Array(repeating: 7, count: 64))
         try await store.writeDatabase { db in try self.account("a").insert(db) }
         let made = try record("r1", user: "a", item: "i1", key: key).open(key: key)
-        #expect(made.storedForm != nil)
+        #expect(made.storedDigest != nil)
         try store.writeNow { tx in try tx.queue(of: "a").store(made, key: key) }
         let read = try #require(try store.readNow { tx in try tx.queue(of: "a").change(id: "r1", key: key) })
-        #expect(read == made, "the stored form is not part of the value")
+        #expect(read == made, "the stored digest is not part of the value")
         // Unchanged: nil, and not opened (a wrong key would fail to open it).
         let otherKey = try SymmetricCryptoKey(bytes: Array(repeating: 9, count: 64))
         #expect(try store.readNow { tx in try tx.queue(of: "a").changedSince(read, key: otherKey) } == nil)
         // A change made in memory has no stored form: the record is opened.
         var inMemory = read
-        inMemory.storedForm = nil
+        inMemory.storedDigest = nil
         #expect(try store.readNow { tx in try tx.queue(of: "a").changedSince(inMemory, key: key) } == read)
         // Stored again with the same metadata: a new sealed form, so "changed", and opened.
         try store.writeNow { tx in try tx.queue(of: "a").store(read, key: key) }
         let again = try #require(try store.readNow { tx in try tx.queue(of: "a").changedSince(read, key: key) })
-        #expect(again == read && again.storedForm != read.storedForm)
+        #expect(again == read && again.storedDigest != read.storedDigest)
         // Saved with a newer date: returned as stored.
         var saved = again
         saved.metadata.updatedDate = WireDate(microsecondsSinceEpoch: 4)
