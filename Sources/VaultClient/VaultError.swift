@@ -262,8 +262,9 @@ public struct EngineConfiguration: Sendable {
     /// Queued item changes read and resolved per page: a pass never holds more of the queue than two
     /// pages, the one it resolves and the next, opened meanwhile (a queue of 100,000 offline creates is
     /// resolved in pages, not opened whole). The opened records and bulk requests are most of a pass's
-    /// memory: pages of 1,000, two at a time, kept the peak of 100,000 creates where pages of 2,000 one at
-    /// a time had it, at no cost in time (docs/BENCHMARKS.md, P5 and P2, session 19).
+    /// memory: pages of 1,000, two at a time, keep the peak of 100,000 creates where pages of 2,000 one at
+    /// a time had it, and resolve faster than those did; pages of 2,000 two at a time would be ~6% faster
+    /// still and take P5 over its goal (docs/BENCHMARKS.md, session 19).
     public var resolutionPageSize = 1_000
     /// Plain pushes per bulk request, where the server offers the VaultSync bulk extension (0: never).
     public var bulkPushSize = 500
