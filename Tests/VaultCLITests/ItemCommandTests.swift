@@ -137,8 +137,7 @@ struct ItemCommandTests {
         await scenario.finish([device, other])
     }
 
-    /// `list` without --json decrypts only what it prints (names and usernames, `VaultEngine.itemSummaries`):
-    /// the same items as `list --json`, under every filter, with what each line shows.
+    /// ITEM arguments go through one rule (`Presentation.find`), names through the name index's names part.
     @Test("ITEM by name (any case, beyond ASCII), id or id prefix; two of one name are ambiguous, listed; no match is not found")
     func findingItems() async throws {
         let scenario = try await CLIScenario.start()
@@ -166,6 +165,8 @@ struct ItemCommandTests {
         await scenario.finish([device])
     }
 
+    /// `list` without --json decrypts only what it prints (names and usernames, `VaultEngine.itemSummaries`):
+    /// the same items as `list --json`, under every filter, with what each line shows.
     @Test("list as text: the same items as --json under every filter, with username, folder and marks")
     func textList() async throws {
         let scenario = try await CLIScenario.start()

@@ -70,6 +70,40 @@ struct BulkPushTests {
         await devices.finish()
     }
 
+    /// The next page is read, and opened, before the page ahead of it is resolved (`VaultEngine.resolve`):
+    /// a save made while that page's own request is on the wire meets a change read well before it. Its
+    /// settle finds the record written since (`ChangeQueue.changedSince`, without it the record would be
+    /// taken as unchanged and dropped, and the save overwritten) and keeps it by the saved-meanwhile rule.
+    @Test("an item of a page read ahead, saved while its page is on the wire: the save is kept and pushed next, nothing lost")
+    func saveAfterPageReadAhead() async throws {
+        let devices = try await TwoDevices.start()
+        let (a, proxy, initial) = try await offlineEdits(devices, count: 8)
+        await a.engine.shutdown()
+        let paged = try Device.make(url: await proxy.url, profile: a.profile) { $0.resolutionPageSize = 4 }
+        try await paged.engine.unlock(email: devices.scenario.email, password: devices.scenario.password)
+        // Pages of items 0–3 and 4–7: the first page's request goes through, the second's waits on the wire.
+        await proxy.add(.init(method: "POST", pathPrefix: "/api/vaultsync/ciphers/bulk-update", action: .delay(milliseconds: 1)))
+        await proxy.add(.init(method: "POST", pathPrefix: "/api/vaultsync/ciphers/bulk-update", action: .holdUntilReleased))
+        let engine = paged.engine
+        let syncing = Task { try await engine.sync() }
+        #expect(await waitUntil { await proxy.firedCount == 2 }, "the second page is on the wire")
+        var saved = try #require(try await engine.view(named: "Item 5"))
+        saved.login?.password = "saved while its page was on the wire"
+        _ = try await engine.updateItem(saved)
+        await proxy.releaseHeld()
+        let first = try await syncing.value
+        #expect(first.needsAttention == 0 && first.backups.isEmpty)
+        #expect(try await engine.pendingCount() == 1, "the save waits for the next pass")
+        #expect(try await engine.view(named: "Item 5")?.login?.password == "saved while its page was on the wire")
+        #expect(try await engine.sync().resolved == 1)
+        #expect(try await engine.pendingCount() == 0)
+        var expected = initial
+        expected["Item 5"] = "saved while its page was on the wire"
+        #expect(try await serverPasswords(devices) == expected)
+        await paged.engine.shutdown()
+        await devices.finish()
+    }
+
     @Test("a bulk answer lost on the way back: the rerun recognises its own pushes (no backup, no loss)")
     func lostBulkAnswer() async throws {
         let devices = try await TwoDevices.start()
