@@ -46,27 +46,28 @@ extension VaultRepository {
         try await visibleCiphers(userID: userID, onlyIDs: onlyID.map { [$0] }, session)
     }
 
-    /// The user's own ciphers with their state (binds: the user for the state, the owner, then
-    /// `idCount` ids; `nil`: all of them), in creation order.
+    /// Ciphers with this user's state of them, in creation order: `condition` over `c` (binds: the user for
+    /// the state, then those of `condition`), optionally only `idCount` ids (bound last).
+    static func ciphersWithStateQuery(where condition: String, idCount: Int?) -> String {
+        """
+        SELECT \(CipherRecord.selectColumns), s.folder_id, s.favorite, s.archived_date FROM ciphers c
+        LEFT JOIN cipher_user_state s ON s.cipher_id = c.id AND s.user_id = ?
+        WHERE \(condition)\(idCount.map { " AND c.id IN (\(placeholders($0)))" } ?? "") ORDER BY c.created_at, c.id
+        """
+    }
+
+    /// The user's own ciphers (binds: the user twice, then the ids). Given ids, each is looked up by its
+    /// key: without statistics SQLite would rather walk all of the user's ciphers in creation order (index
+    /// ciphers_user_created, no sort) and test each against the list, 10,000 rows read for a bulk request
+    /// of 500. `|| ''` keeps the owner test off the index (both dialects); the few rows found are sorted.
     static func ownCiphersQuery(idCount: Int?) -> String {
-        // Given ids, each is looked up by its key. Without statistics SQLite would rather walk all of the
-        // user's ciphers in creation order (index ciphers_user_created, no sort) and test each against the
-        // list: 10,000 rows read for a bulk request of 500. `|| ''` keeps the owner test off the index
-        // (both dialects); the few rows found are sorted.
-        let (owner, idFilter) = idCount.map { ("c.user_id || ''", " AND c.id IN (\(placeholders($0)))") } ?? ("c.user_id", "")
-        return """
-            SELECT \(CipherRecord.selectColumns), s.folder_id, s.favorite, s.archived_date FROM ciphers c
-            LEFT JOIN cipher_user_state s ON s.cipher_id = c.id AND s.user_id = ?
-            WHERE \(owner) = ?\(idFilter) ORDER BY c.created_at, c.id
-            """
+        ciphersWithStateQuery(where: idCount == nil ? "c.user_id = ?" : "c.user_id || '' = ?", idCount: idCount)
     }
 
     /// The same, for a list of ids (`nil`: every visible cipher).
     static func visibleCiphers(userID: String, onlyIDs: [String]?, _ session: any SQLSession) async throws -> [CipherRecord] {
         if let onlyIDs, onlyIDs.isEmpty { return [] }
-        let idFilter = onlyIDs.map { " AND c.id IN (\(placeholders($0.count)))" } ?? ""
         let idBind: [SQLValue] = onlyIDs.map { $0.map(SQLValue.text) } ?? []
-        let stateJoin = "LEFT JOIN cipher_user_state s ON s.cipher_id = c.id AND s.user_id = ?"
         let ownRows = try await session.query(ownCiphersQuery(idCount: onlyIDs?.count), [.text(userID), .text(userID)] + idBind)
         var records: [CipherRecord] = []
         if let first = ownRows.first {
@@ -79,10 +80,9 @@ extension VaultRepository {
         if !memberships.isEmpty {
             let orgIDs = memberships.map(\.organizationID)
             let orgBinds = orgIDs.map(SQLValue.text)
-            let orgCiphers = try await session.query("""
-                SELECT \(CipherRecord.selectColumns), s.folder_id, s.favorite, s.archived_date FROM ciphers c \(stateJoin)
-                WHERE c.organization_id IN (\(placeholders(orgIDs.count)))\(idFilter) ORDER BY c.created_at, c.id
-                """, [.text(userID)] + orgBinds + idBind)
+            let orgCiphers = try await session.query(
+                ciphersWithStateQuery(where: "c.organization_id IN (\(placeholders(orgIDs.count)))", idCount: onlyIDs?.count),
+                [.text(userID)] + orgBinds + idBind)
             let links = try await session.query("""
                 SELECT cc.collection_id, cc.cipher_id FROM collection_ciphers cc JOIN collections col ON col.id = cc.collection_id
                 WHERE col.organization_id IN (\(placeholders(orgIDs.count)))
