@@ -85,6 +85,16 @@ extension VaultEngine {
         }
     }
 
+    /// Pushes the plain pushes among `changes` in one request (where the server offers it). Returns how many
+    /// were settled, and the changes that take the one-by-one path.
+    func pushUpdates(_ changes: [PendingChange], context: ResolutionContext) async throws -> (Int, SyncReport, [PendingChange]) {
+        guard bulkUpdateSupported != false else { return (0, SyncReport(), changes) }
+        let (batch, rest) = try await splitBatchable(changes, context: context)
+        guard !batch.isEmpty else { return (0, SyncReport(), rest) }
+        let (partial, fallback) = try await pushBatch(batch)
+        return (batch.count - fallback.count, partial, rest + fallback)
+    }
+
     /// Splits item changes into plain pushes (for one bulk request) and everything else.
     func splitBatchable(_ changes: [PendingChange], context: ResolutionContext) async throws -> ([BatchEntry], [PendingChange]) {
         let localByID = try await localCiphers(of: changes)
@@ -165,6 +175,7 @@ extension VaultEngine {
     /// answer is settled by the ordinary path's idempotent retry, never by a second create.
     func pushCreates(_ chunk: [PendingChange], context: ResolutionContext) async throws -> (Int, SyncReport, [PendingChange]) {
         var report = SyncReport()
+        guard bulkCreateSupported != false else { return (0, report, chunk) }
         let session = try requireSession()
         let key = session.keys.userKey
         let localByID = try await localCiphers(of: chunk)

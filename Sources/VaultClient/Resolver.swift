@@ -142,12 +142,9 @@ extension VaultEngine {
     }
 
     /// One pass over the queue: folders first (their new ids are referenced by items), then items a page
-    /// at a time in the order they were queued: in each page, creates never sent and plain pushes in bulk
-    /// where the server offers it, the rest one by one, several at once. Every record is settled, retried
-    /// later, or marked as needing attention; one failure never stops the others (seed 001 §7.1).
-    /// Each page is read before the page ahead of it is resolved, at that fixed point (a simulated run
-    /// replays exactly), and opened while the page ahead waits for the server. A save made after the read
-    /// meets the saved-meanwhile rule when its change settles, as a save made during any push does.
+    /// at a time in the order they were queued: creates never sent and plain pushes in bulk where the server
+    /// offers it, the rest one by one, several at once. Every record is settled, retried later, or marked as
+    /// needing attention; one failure never stops the others (seed 001 §7.1).
     func resolve(_ outline: QueueOutline, against snapshot: SyncResponse, dueAt now: WireDate) async throws -> SyncReport {
         var phases = PhaseTimer()
         var pass = ResolutionPass(total: outline.folders.changes.count + outline.itemCount)
@@ -159,21 +156,7 @@ extension VaultEngine {
             pass.report.merge(try await resolveOne(change, context: context))
             pass.done += 1
         }
-        var page = outline.firstPage
-        while let end = page.end {
-            let rows = try await pageRows(after: end, through: outline.lastPosition)
-            let next = Task { await self.open(page: rows, at: now) }
-            let due = page.due
-            pass.report.needsAttention += due.needsAttention
-            pass.done += due.needsAttention + due.notDue
-            do {
-                try await resolveItems(due.changes.sorted { $0.metadata.createdDate < $1.metadata.createdDate }, context: context, pass: &pass)
-            } catch {
-                next.cancel()
-                throw error
-            }
-            page = await next.value
-        }
+        try await resolveItems(outline, context: context, pass: &pass, dueAt: now)
         phases.mark("items")
         pass.report.backups = await mergeTwinBackups(pass.report.backups)
         phases.mark("twin backups")
@@ -182,30 +165,67 @@ extension VaultEngine {
         return pass.report
     }
 
-    /// One page of item changes: creates never sent and plain pushes in bulk where the server offers it,
-    /// the rest one by one.
-    func resolveItems(_ changes: [PendingChange], context: ResolutionContext, pass: inout ResolutionPass) async throws {
-        var items = changes
-        if configuration.bulkPushSize > 0, bulkCreateSupported != false {
-            let (creates, rest) = items.partitioned { $0.metadata.kind == .create && $0.metadata.createSent != true && $0.metadata.progress.inFlight == nil }
-            if creates.count >= 2 {
-                items = rest + (try await inBulk(creates, pass: &pass) { chunk in
-                    guard await self.bulkCreateSupported != false else { return (0, SyncReport(), chunk) }
-                    return try await self.pushCreates(chunk, context: context)
-                })
+    /// A bulk request's worth of creates or plain pushes.
+    struct BulkChunk: Sendable {
+        var creates: Bool
+        var changes: [PendingChange]
+    }
+
+    /// The item changes, page by page. The bulk chunks flow from one page into the next, two in flight (at
+    /// most `resolutionConcurrency`): this device prepares and settles one while the server makes the
+    /// other, and the server is not left idle at a page's end. A page's other changes go one by one once
+    /// its chunks have all started, with what earlier chunks handed back.
+    /// Each page is read when the page ahead of it starts (a fixed point: a simulated run, one chunk at a
+    /// time, replays exactly) and opened while that page's chunks wait for the server. A save made after the
+    /// read meets the saved-meanwhile rule when its change settles, as a save made during any push does.
+    func resolveItems(_ outline: QueueOutline, context: ResolutionContext, pass: inout ResolutionPass, dueAt now: WireDate) async throws {
+        var (chunks, oneByOne, page): ([BulkChunk], [PendingChange], Task<OpenedPage, Never>?) = ([], [], nil)
+        var upcoming: OpenedPage? = outline.firstPage
+        defer { page?.cancel() }
+        func nextChunk() async throws -> BulkChunk? {
+            while chunks.isEmpty {
+                try await self.oneByOne(oneByOne, pass: &pass, context: context)
+                oneByOne = []
+                if upcoming == nil { upcoming = await page?.value }
+                guard let opened = upcoming, let end = opened.end else { return nil }
+                upcoming = nil
+                let rows = try await pageRows(after: end, through: outline.lastPosition)
+                page = Task { await self.open(page: rows, at: now) }
+                pass.report.needsAttention += opened.due.needsAttention
+                pass.done += opened.due.needsAttention + opened.due.notDue
+                (chunks, oneByOne) = bulkChunks(opened.due.changes.sorted { $0.metadata.createdDate < $1.metadata.createdDate })
             }
+            return chunks.removeFirst()
         }
-        if configuration.bulkPushSize > 0, bulkUpdateSupported != false {
-            let (candidates, rest) = items.partitioned { $0.metadata.kind == .update && $0.metadata.progress.inFlight == nil }
-            items = rest + (try await inBulk(candidates, pass: &pass) { chunk in
-                guard await self.bulkUpdateSupported != false else { return (0, SyncReport(), chunk) }
-                let (batch, rest) = try await self.splitBatchable(chunk, context: context)
-                guard !batch.isEmpty else { return (0, SyncReport(), rest) }
-                let (partial, fallback) = try await self.pushBatch(batch)
-                return (batch.count - fallback.count, partial, rest + fallback)
-            })
+        try await windowed(width: min(2, max(1, configuration.resolutionConcurrency)), next: nextChunk, { chunk in
+            chunk.creates ? try await self.pushCreates(chunk.changes, context: context) : try await self.pushUpdates(chunk.changes, context: context)
+        }) { (settled, partial, rest) in
+            pass.report.merge(partial)
+            oneByOne += rest
+            pass.done += settled
+            publishStatus(progress: (pass.done, pass.total))
         }
-        try await oneByOne(items, pass: &pass, context: context)
+        try await self.oneByOne(oneByOne, pass: &pass, context: context)
+    }
+
+    /// A page's creates never sent (two or more) and plain pushes, in chunks of the bulk size where the
+    /// server offers bulk requests; the rest.
+    func bulkChunks(_ changes: [PendingChange]) -> ([BulkChunk], [PendingChange]) {
+        let size = configuration.bulkPushSize
+        guard size > 0 else { return ([], changes) }
+        func chunked(_ changes: [PendingChange], creates: Bool) -> [BulkChunk] {
+            stride(from: 0, to: changes.count, by: size).map { BulkChunk(creates: creates, changes: Array(changes[$0..<min($0 + size, changes.count)])) }
+        }
+        var (chunks, rest) = ([BulkChunk](), changes)
+        if bulkCreateSupported != false {
+            let (creates, others) = rest.partitioned { $0.metadata.kind == .create && $0.metadata.createSent != true && $0.metadata.progress.inFlight == nil }
+            if creates.count >= 2 { (chunks, rest) = (chunked(creates, creates: true), others) }
+        }
+        if bulkUpdateSupported != false {
+            let (updates, others) = rest.partitioned { $0.metadata.kind == .update && $0.metadata.progress.inFlight == nil }
+            (chunks, rest) = (chunks + chunked(updates, creates: false), others)
+        }
+        return (chunks, rest)
     }
 
     /// How far one pass over the queue got.
@@ -215,47 +235,34 @@ extension VaultEngine {
         var report = SyncReport()
     }
 
-    /// Runs `work` over `changes` in chunks of the bulk size, two chunks in flight: this device prepares
-    /// and settles one while the server makes the other. Returns what the bulk requests did not settle.
-    func inBulk(_ changes: [PendingChange], pass: inout ResolutionPass,
-                _ work: @escaping @Sendable ([PendingChange]) async throws -> (Int, SyncReport, [PendingChange])) async throws -> [PendingChange] {
-        let size = configuration.bulkPushSize
-        let chunks = stride(from: 0, to: changes.count, by: size).map { Array(changes[$0..<min($0 + size, changes.count)]) }
-        var left: [PendingChange] = []
-        try await windowed(chunks, width: 2, work) { (settled, partial, rest) in
-            pass.report.merge(partial)
-            left += rest
-            pass.done += settled
-            publishStatus(progress: (pass.done, pass.total))
-        }
-        return left
-    }
-
     /// The ordinary path, `resolutionConcurrency` changes at once.
     func oneByOne(_ items: [PendingChange], pass: inout ResolutionPass, context: ResolutionContext) async throws {
-        try await windowed(items, width: max(1, configuration.resolutionConcurrency), { try await self.resolveOne($0, context: context) }) { partial in
+        var left = items[...]
+        try await windowed(width: max(1, configuration.resolutionConcurrency), next: { left.popFirst() }, { try await self.resolveOne($0, context: context) }) { partial in
             pass.report.merge(partial)
             pass.done += 1
             publishStatus(progress: (pass.done, pass.total))
         }
     }
 
-    /// Runs `work` over `elements`, at most `width` at once, handing each result to `take` as it comes.
-    func windowed<Element: Sendable, Result: Sendable>(_ elements: [Element], width: Int,
+    /// Runs `work` over what `next` hands out (until it answers `nil`), at most `width` at once, handing each
+    /// result to `take` as it comes.
+    func windowed<Element: Sendable, Result: Sendable>(width: Int, next: () async throws -> Element?,
                                                          _ work: @escaping @Sendable (Element) async throws -> Result,
                                                          take: (Result) -> Void) async throws {
         try await withThrowingTaskGroup(of: Result.self) { group in
-            var next = 0
-            func start() {
-                guard next < elements.count else { return }
-                let element = elements[next]
+            var running = 0
+            while running < width, let element = try await next() {
                 group.addTask { try await work(element) }
-                next += 1
+                running += 1
             }
-            for _ in 0..<width { start() }
             while let result = try await group.next() {
+                running -= 1
                 take(result)
-                start()
+                while running < width, let element = try await next() {
+                    group.addTask { try await work(element) }
+                    running += 1
+                }
             }
         }
     }

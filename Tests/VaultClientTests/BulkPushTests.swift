@@ -79,7 +79,8 @@ struct BulkPushTests {
         let devices = try await TwoDevices.start()
         let (a, proxy, initial) = try await offlineEdits(devices, count: 8)
         await a.engine.shutdown()
-        let paged = try Device.make(url: await proxy.url, profile: a.profile) { $0.resolutionPageSize = 4 }
+        // One chunk at a time, so that the pages' requests go in their order.
+        let paged = try Device.make(url: await proxy.url, profile: a.profile) { $0.resolutionPageSize = 4; $0.resolutionConcurrency = 1 }
         try await paged.engine.unlock(email: devices.scenario.email, password: devices.scenario.password)
         // Pages of items 0–3 and 4–7: the first page's request goes through, the second's waits on the wire.
         await proxy.add(.init(method: "POST", pathPrefix: "/api/vaultsync/ciphers/bulk-update", action: .delay(milliseconds: 1)))
@@ -99,6 +100,42 @@ struct BulkPushTests {
         #expect(try await engine.pendingCount() == 0)
         var expected = initial
         expected["Item 5"] = "saved while its page was on the wire"
+        #expect(try await serverPasswords(devices) == expected)
+        await paged.engine.shutdown()
+        await devices.finish()
+    }
+
+    /// The bulk chunks flow from one page into the next (`VaultEngine.resolveItems`): a page's slow request
+    /// holds one of the two places, never the pages after it.
+    @Test("a page's bulk request held on the wire: the next page's requests go and settle meanwhile")
+    func chunksFlowAcrossPages() async throws {
+        let devices = try await TwoDevices.start()
+        let (a, proxy, expected) = try await offlineEdits(devices, count: 8)
+        await a.engine.shutdown()
+        // Pages of four changes, two requests of two each; the held request never times out.
+        let paged = try Device.make(url: await proxy.url, profile: a.profile) {
+            $0.resolutionPageSize = 4
+            $0.bulkPushSize = 2
+            $0.api.requestTimeout = .seconds(600)
+        }
+        try await paged.engine.unlock(email: devices.scenario.email, password: devices.scenario.password)
+        // Every change goes in bulk: a per-item PUT would be refused.
+        await proxy.add(.init(method: "PUT", pathPrefix: "/api/ciphers/", action: .fail(status: 400), times: 1000))
+        // The first page's two requests leave together: the first to arrive goes through, the second waits.
+        await proxy.add(.init(method: "POST", pathPrefix: "/api/vaultsync/ciphers/bulk-update", action: .delay(milliseconds: 1)))
+        await proxy.add(.init(method: "POST", pathPrefix: "/api/vaultsync/ciphers/bulk-update", action: .holdUntilReleased))
+        _ = await proxy.tally(pathPrefix: "/api/vaultsync/ciphers/bulk-update")
+        let engine = paged.engine
+        let syncing = Task { try await engine.sync() }
+        // Drained at the first page's end, the second page would wait for the held request.
+        #expect(await waitUntil { await proxy.tally(pathPrefix: "/api/vaultsync/ciphers/bulk-update")["requests"] == 4 },
+                "the second page's requests went while the first page's was held")
+        #expect(await waitUntil { (try? await engine.pendingCount()) == 2 }, "all but the held request's changes settled")
+        await proxy.releaseHeld()
+        let report = try await syncing.value
+        #expect(report.resolved == 8 && report.needsAttention == 0 && report.backups.isEmpty)
+        #expect(await proxy.firedCount == 2, "no per-item PUT")
+        #expect(try await engine.pendingCount() == 0)
         #expect(try await serverPasswords(devices) == expected)
         await paged.engine.shutdown()
         await devices.finish()
