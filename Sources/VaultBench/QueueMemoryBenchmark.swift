@@ -62,7 +62,7 @@ enum QueueMemoryBenchmark {
                         value: many.resolutionSeconds, unit: "s", reference: perItem * Double(large),
                         referenceWhat: String(format: "one create per item (other servers): %.2f ms each, measured on %d, × %d", perItem * 1000, small, large),
                         ratio: many.resolutionSeconds / (perItem * Double(large)),
-                        goal: String(format: "≤ %.0f s (30 s / 100k)", goalSeconds), met: many.resolutionSeconds <= goalSeconds),
+                        goal: String(format: "≤ %g s (30 s / 100k)", goalSeconds), met: many.resolutionSeconds <= goalSeconds),
         ]
     }
 
