@@ -179,13 +179,13 @@ extension VaultEngine {
     /// time, replays exactly) and opened while that page's chunks wait for the server. A save made after the
     /// read meets the saved-meanwhile rule when its change settles, as a save made during any push does.
     func resolveItems(_ outline: QueueOutline, context: ResolutionContext, pass: inout ResolutionPass, dueAt now: WireDate) async throws {
-        var (chunks, oneByOne, page): ([BulkChunk], [PendingChange], Task<OpenedPage, Never>?) = ([], [], nil)
+        var (chunks, single, page): ([BulkChunk], [PendingChange], Task<OpenedPage, Never>?) = ([], [], nil)
         var upcoming: OpenedPage? = outline.firstPage
         defer { page?.cancel() }
         func nextChunk() async throws -> BulkChunk? {
             while chunks.isEmpty {
-                try await self.oneByOne(oneByOne, pass: &pass, context: context)
-                oneByOne = []
+                try await oneByOne(single, pass: &pass, context: context)
+                single = []
                 if upcoming == nil { upcoming = await page?.value }
                 guard let opened = upcoming, let end = opened.end else { return nil }
                 upcoming = nil
@@ -193,7 +193,7 @@ extension VaultEngine {
                 page = Task { await self.open(page: rows, at: now) }
                 pass.report.needsAttention += opened.due.needsAttention
                 pass.done += opened.due.needsAttention + opened.due.notDue
-                (chunks, oneByOne) = bulkChunks(opened.due.changes.sorted { $0.metadata.createdDate < $1.metadata.createdDate })
+                (chunks, single) = bulkChunks(opened.due.changes.sorted { $0.metadata.createdDate < $1.metadata.createdDate })
             }
             return chunks.removeFirst()
         }
@@ -201,11 +201,11 @@ extension VaultEngine {
             chunk.creates ? try await self.pushCreates(chunk.changes, context: context) : try await self.pushUpdates(chunk.changes, context: context)
         }) { (settled, partial, rest) in
             pass.report.merge(partial)
-            oneByOne += rest
+            single += rest
             pass.done += settled
             publishStatus(progress: (pass.done, pass.total))
         }
-        try await self.oneByOne(oneByOne, pass: &pass, context: context)
+        try await oneByOne(single, pass: &pass, context: context)
     }
 
     /// A page's creates never sent (two or more) and plain pushes, in chunks of the bulk size where the

@@ -257,7 +257,7 @@ public struct EngineConfiguration: Sendable {
     /// Downloaded attachments kept encrypted on this device for reading offline, at most this many
     /// bytes (least recently used evicted); 0: none kept.
     public var attachmentCacheBytes = 256 * 1_048_576
-    /// Queued changes resolved at once (bounded concurrency).
+    /// Queued changes resolved at once (bounded concurrency); bulk requests in flight: two, at most this.
     public var resolutionConcurrency = 4
     /// Queued item changes read and resolved per page: a pass never holds more of the queue than two
     /// pages, the one it resolves and the next, opened meanwhile (a queue of 100,000 offline creates is
