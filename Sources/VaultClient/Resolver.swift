@@ -173,21 +173,24 @@ extension VaultEngine {
 
     /// The item changes, page by page. The bulk chunks flow from one page into the next, two in flight (at
     /// most `resolutionConcurrency`): this device prepares and settles one while the server makes the
-    /// other, and the server is not left idle at a page's end. A page's other changes go one by one once
-    /// its chunks have all started, with what earlier chunks handed back.
+    /// other, and the server is not left idle at a page's end. A page's other changes (and what its chunks
+    /// hand back) go one by one once its chunks are settled, with no chunk in flight, as before the flow.
     /// Each page is read when the page ahead of it starts (a fixed point: a simulated run, one chunk at a
     /// time, replays exactly) and opened while that page's chunks wait for the server. A save made after the
     /// read meets the saved-meanwhile rule when its change settles, as a save made during any push does.
     func resolveItems(_ outline: QueueOutline, context: ResolutionContext, pass: inout ResolutionPass, dueAt now: WireDate) async throws {
-        var (chunks, single, page): ([BulkChunk], [PendingChange], Task<OpenedPage, Never>?) = ([], [], nil)
+        var (chunks, single, page, more): ([BulkChunk], [PendingChange], Task<OpenedPage, Never>?, Bool) = ([], [], nil, true)
         var upcoming: OpenedPage? = outline.firstPage
         defer { page?.cancel() }
         func nextChunk() async throws -> BulkChunk? {
             while chunks.isEmpty {
-                try await oneByOne(single, pass: &pass, context: context)
-                single = []
+                // Changes for the one-by-one path: the window drains first.
+                guard single.isEmpty else { return nil }
                 if upcoming == nil { upcoming = await page?.value }
-                guard let opened = upcoming, let end = opened.end else { return nil }
+                guard let opened = upcoming, let end = opened.end else {
+                    more = false
+                    return nil
+                }
                 upcoming = nil
                 let rows = try await pageRows(after: end, through: outline.lastPosition)
                 page = Task { await self.open(page: rows, at: now) }
@@ -197,15 +200,18 @@ extension VaultEngine {
             }
             return chunks.removeFirst()
         }
-        try await windowed(width: min(2, max(1, configuration.resolutionConcurrency)), next: nextChunk, { chunk in
-            chunk.creates ? try await self.pushCreates(chunk.changes, context: context) : try await self.pushUpdates(chunk.changes, context: context)
-        }) { (settled, partial, rest) in
-            pass.report.merge(partial)
-            single += rest
-            pass.done += settled
-            publishStatus(progress: (pass.done, pass.total))
+        while more {
+            try await windowed(width: min(2, max(1, configuration.resolutionConcurrency)), next: nextChunk, { chunk in
+                chunk.creates ? try await self.pushCreates(chunk.changes, context: context) : try await self.pushUpdates(chunk.changes, context: context)
+            }) { (settled, partial, rest) in
+                pass.report.merge(partial)
+                single += rest
+                pass.done += settled
+                publishStatus(progress: (pass.done, pass.total))
+            }
+            try await oneByOne(single, pass: &pass, context: context)
+            single = []
         }
-        try await oneByOne(single, pass: &pass, context: context)
     }
 
     /// A page's creates never sent (two or more) and plain pushes, in chunks of the bulk size where the
