@@ -258,17 +258,14 @@ extension VaultEngine {
                                                          take: (Result) -> Void) async throws {
         try await withThrowingTaskGroup(of: Result.self) { group in
             var running = 0
-            while running < width, let element = try await next() {
-                group.addTask { try await work(element) }
-                running += 1
-            }
-            while let result = try await group.next() {
-                running -= 1
-                take(result)
+            while true {
                 while running < width, let element = try await next() {
                     group.addTask { try await work(element) }
                     running += 1
                 }
+                guard let result = try await group.next() else { return }
+                running -= 1
+                take(result)
             }
         }
     }

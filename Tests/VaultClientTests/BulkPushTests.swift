@@ -9,7 +9,8 @@ import VaultTestSupport
 @Suite("Reconnect: bulk pushes", .serialized)
 struct BulkPushTests {
     /// A edits `count` items offline; returns A unlocked behind a proxy, and the expected passwords.
-    func offlineEdits(_ devices: TwoDevices, count: Int) async throws -> (Device, FaultProxy, [String: String]) {
+    func offlineEdits(_ devices: TwoDevices, count: Int,
+                      configure: (inout EngineConfiguration) -> Void = { _ in }) async throws -> (Device, FaultProxy, [String: String]) {
         var ids: [String] = []
         for index in 0..<count {
             ids.append(try await devices.a.engine.addItem(loginItem("Item \(index)")).value.id!)
@@ -25,7 +26,7 @@ struct BulkPushTests {
         }
         let proxy = FaultProxy(upstream: await devices.scenario.server.url)
         try await proxy.start()
-        let device = try Device.make(url: await proxy.url, profile: devices.a.profile)
+        let device = try Device.make(url: await proxy.url, profile: devices.a.profile, configure: configure)
         try await device.engine.unlock(email: devices.scenario.email, password: devices.scenario.password)
         return (device, proxy, expected)
     }
@@ -52,10 +53,7 @@ struct BulkPushTests {
     @Test("a queue read a page at a time: every page's pushes go in one bulk request, each change once")
     func pagedQueue() async throws {
         let devices = try await TwoDevices.start()
-        let (a, proxy, expected) = try await offlineEdits(devices, count: 10)
-        await a.engine.shutdown()
-        let paged = try Device.make(url: await proxy.url, profile: a.profile) { $0.resolutionPageSize = 4 }
-        try await paged.engine.unlock(email: devices.scenario.email, password: devices.scenario.password)
+        let (paged, proxy, expected) = try await offlineEdits(devices, count: 10) { $0.resolutionPageSize = 4 }
         await proxy.add(.init(method: "PUT", pathPrefix: "/api/ciphers/", action: .fail(status: 400), times: 1000))
         _ = await proxy.tally(pathPrefix: "/api/vaultsync/ciphers/bulk-update")
         let report = try await paged.engine.sync()
@@ -77,11 +75,8 @@ struct BulkPushTests {
     @Test("an item of a page read ahead, saved while its page is on the wire: the save is kept and pushed next, nothing lost")
     func saveAfterPageReadAhead() async throws {
         let devices = try await TwoDevices.start()
-        let (a, proxy, initial) = try await offlineEdits(devices, count: 8)
-        await a.engine.shutdown()
         // One chunk at a time, so that the pages' requests go in their order.
-        let paged = try Device.make(url: await proxy.url, profile: a.profile) { $0.resolutionPageSize = 4; $0.resolutionConcurrency = 1 }
-        try await paged.engine.unlock(email: devices.scenario.email, password: devices.scenario.password)
+        let (paged, proxy, initial) = try await offlineEdits(devices, count: 8) { $0.resolutionPageSize = 4; $0.resolutionConcurrency = 1 }
         // Pages of items 0–3 and 4–7: the first page's request goes through, the second's waits on the wire.
         await proxy.add(.init(method: "POST", pathPrefix: "/api/vaultsync/ciphers/bulk-update", action: .delay(milliseconds: 1)))
         await proxy.add(.init(method: "POST", pathPrefix: "/api/vaultsync/ciphers/bulk-update", action: .holdUntilReleased))
@@ -110,15 +105,12 @@ struct BulkPushTests {
     @Test("a page's bulk request held on the wire: the next page's requests go and settle meanwhile")
     func chunksFlowAcrossPages() async throws {
         let devices = try await TwoDevices.start()
-        let (a, proxy, expected) = try await offlineEdits(devices, count: 8)
-        await a.engine.shutdown()
         // Pages of four changes, two requests of two each; the held request never times out.
-        let paged = try Device.make(url: await proxy.url, profile: a.profile) {
+        let (paged, proxy, expected) = try await offlineEdits(devices, count: 8) {
             $0.resolutionPageSize = 4
             $0.bulkPushSize = 2
             $0.api.requestTimeout = .seconds(600)
         }
-        try await paged.engine.unlock(email: devices.scenario.email, password: devices.scenario.password)
         // Every change goes in bulk: a per-item PUT would be refused.
         await proxy.add(.init(method: "PUT", pathPrefix: "/api/ciphers/", action: .fail(status: 400), times: 1000))
         // The first page's two requests leave together: the first to arrive goes through, the second waits.
