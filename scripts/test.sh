@@ -26,4 +26,17 @@ fi
 # Process.run about once in a few full runs. One arena (the main heap, which grows with 128 KiB of
 # padding) leaves mapped memory after the buffer. docs/RELIABILITY.md, "flakes".
 export GLIBC_TUNABLES="${GLIBC_TUNABLES:+$GLIBC_TUNABLES:}glibc.malloc.arena_max=1"
-swift test "$@"
+# At most 8 test cases run at once. Uncapped, Swift Testing starts all of them together (500 and more),
+# and on a 2-core machine their servers, logins and CLI children starved each other: requests waited
+# past the clients' 15-30 s timeouts in the run's first minutes. The cap (Swift Testing 6.3's own
+# setting) costs no wall time: the long tests still run side by side. docs/RELIABILITY.md, "the suite,
+# run after run".
+export SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH="${SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH:-8}"
+# The tests' progress lines (print) go to stdout; line-buffered, a CI log shows them when they happen,
+# not when a 4 KiB buffer fills (or never, if the run is stopped).
+# (No exec: the trap above stops PostgreSQL when the tests end.)
+if command -v stdbuf >/dev/null 2>&1; then
+  stdbuf -oL swift test "$@"
+else
+  swift test "$@"
+fi
