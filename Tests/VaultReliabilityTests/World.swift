@@ -258,6 +258,20 @@ final class Ledger: @unchecked Sendable {
         }
     }
 
+    /// Whether two names belong to one item, following renames and backups (for describing a finding).
+    func sameItem(_ first: String, _ second: String) -> Bool {
+        lock.withLock { root(of: first) == root(of: second) }
+    }
+
+    /// Lost passwords with the name of the item each was saved into (``lost(present:)``'s pairs).
+    func lostPasswords(present: Set<String>) -> [(password: String, itemName: String)] {
+        lock.withLock {
+            let deletedItems = Set(deletedForGood.map(root(of:)))
+            return passwords.filter { password, name in !present.contains(password) && !deletedItems.contains(root(of: name)) }
+                .map { (password: $0.key, itemName: $0.value) }.sorted { $0.password < $1.password }
+        }
+    }
+
     /// The first name of the item a name belongs to, following renames and backups to what they
     /// were made from (what deleting an item for good may take with it).
     private func root(of name: String) -> String {
@@ -280,12 +294,7 @@ final class Ledger: @unchecked Sendable {
 
     /// Saved passwords that are in none of `present`, except those of items the user deleted for good.
     func lost(present: Set<String>) -> [String] {
-        lock.withLock {
-            let deletedItems = Set(deletedForGood.map(root(of:)))
-            return passwords.filter { password, name in
-                !present.contains(password) && !deletedItems.contains(root(of: name))
-            }.map { "\($0.key) (in \"\($0.value)\")" }.sorted()
-        }
+        lostPasswords(present: present).map { "\($0.password) (in \"\($0.itemName)\")" }
     }
 }
 
@@ -930,6 +939,15 @@ func finalFindings(_ devices: [SimDevice], snapshots: [DeviceSnapshot], ledger: 
     findings += Invariants.convergenceFindings(snapshots)
     let present = snapshots.reduce(into: Set<String>()) { $0.formUnion($1.passwords) }
     findings += ledger.lost(present: present).map { "lost: \($0)" }
+    // What each device holds of a lost password's item (its renames and backups included), to tell a
+    // version dropped without a backup from one whose history was cut.
+    for lost in ledger.lostPasswords(present: present) {
+        for (device, snapshot) in zip(devices, snapshots) {
+            for (id, item) in snapshot.items.sorted(by: { $0.key < $1.key }) where ledger.sameItem(item.name, lost.itemName) {
+                findings.append("  of \(lost.password), device \(device.index) holds \(id): \(item) notes=\(item.notes ?? "-") history=\(item.history)")
+            }
+        }
+    }
     let notes = snapshots.reduce(into: Set<String>()) { $0.formUnion($1.items.values.compactMap(\.notes)) }
     findings += ledger.lostNotes(present: notes).map { "lost note: \($0)" }
     let names = snapshots.flatMap { $0.items.values.map(\.name) }
