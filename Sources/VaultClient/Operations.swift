@@ -42,6 +42,13 @@ extension VaultEngine {
     func update(id: String, with item: CipherView, session current: UnlockedSession) async throws -> SaveResult<CipherView> {
         let previous = try await cachedCipher(id: id, userID: current.userID)
         let previousView = try modelCall { try previous.decrypted(with: current.keys) }
+        // The revision the caller's view was read at. When the cache has moved on since (a sync stored
+        // another device's version while the item was open), that revision is what this edit started from:
+        // the server checks the push against it, and a queued edit records it, so the resolver keeps both
+        // versions instead of this one overwriting the other (docs/ARCHITECTURE.md, "A view read before a sync").
+        let startedFrom = item.revisionDate.flatMap { shown in
+            previous.revisionDate.map { ConflictMatrix.isSameRevision(shown, $0) } == false ? shown : nil
+        }
         var view = item
         // The item key and ownership are the stored ones; an edit cannot move an item between owners.
         view.itemKey = previousView.itemKey
@@ -64,9 +71,9 @@ extension VaultEngine {
         // found on the server by its byte-identical encrypted name, even after later offline edits.
         if view.name == previousView.name { encrypted.name = previous.name }
         let local = encrypted
-        let lastKnown = previous.revisionDate
+        let lastKnown = startedFrom ?? previous.revisionDate
         let result = try await save(itemID: id, operation: .edit(passwordChanged: passwordChanged), local: local, previous: previous,
-                                    isOrganization: view.organizationId != nil) { api, token in
+                                    startedFrom: startedFrom, isOrganization: view.organizationId != nil) { api, token in
             try await api.updateCipher(local, id: id, lastKnownRevisionDate: lastKnown, token: token)
         }
         view.revisionDate = lastKnown
@@ -166,8 +173,8 @@ extension VaultEngine {
 
     /// The one path every item change takes: server first; on a refusal report it; when the server
     /// cannot be reached, keep the encrypted result and its queue record, atomically.
-    func save(itemID: String, operation: OfflineOperation, local: CipherWire?, previous: CipherWire?, isOrganization: Bool,
-              online: @escaping @Sendable (BitwardenAPI, String) async throws -> CipherWire?) async throws -> SaveResult<CipherWire?> {
+    func save(itemID: String, operation: OfflineOperation, local: CipherWire?, previous: CipherWire?, startedFrom: WireDate? = nil,
+              isOrganization: Bool, online: @escaping @Sendable (BitwardenAPI, String) async throws -> CipherWire?) async throws -> SaveResult<CipherWire?> {
         let current = try requireSession()
         let userID = current.userID
         if isOrganization, await knownOffline(userID: userID) {
@@ -218,20 +225,22 @@ extension VaultEngine {
         } else if isOrganization {
             throw VaultError.organizationItemOffline
         }
-        return try await queue(itemID: itemID, operation: operation, local: local, previous: previous, existing: existing,
-                               createSent: createSent, untrusted: untrusted, session: current)
+        return try await queue(itemID: itemID, operation: operation, local: local, previous: previous, startedFrom: startedFrom,
+                               existing: existing, createSent: createSent, untrusted: untrusted, session: current)
     }
 
     /// Stores the local version and folds the operation into the item's queue record, in one transaction.
-    func queue(itemID: String, operation: OfflineOperation, local: CipherWire?, previous: CipherWire?,
+    /// `startedFrom`: the older revision the edit was made on (a view read before a sync), recorded as the
+    /// version the change started from, with no base to merge against (the cache no longer holds it).
+    func queue(itemID: String, operation: OfflineOperation, local: CipherWire?, previous: CipherWire?, startedFrom: WireDate? = nil,
                existing: PendingChange?, createSent: Bool = false, untrusted: CertificateProblem? = nil,
                session current: UnlockedSession) async throws -> SaveResult<CipherWire?> {
         let userID = current.userID
-        let count = try await enqueue(kind: .cipher, itemID: itemID, operation: operation, previousRevision: previous?.revisionDate,
+        let count = try await enqueue(kind: .cipher, itemID: itemID, operation: operation, previousRevision: startedFrom ?? previous?.revisionDate,
                                       previousState: previous.map(Self.state(of:)),
                                       leavingName: Self.nameLeaving(previous?.name, for: local?.name), createSent: createSent,
                                       itemKey: (local ?? previous)?.key?.serialized,
-                                      baseVersion: existing == nil ? previous.map { String(decoding: $0.jsonBytes(), as: UTF8.self) } : nil,
+                                      baseVersion: existing == nil && startedFrom == nil ? previous.map { String(decoding: $0.jsonBytes(), as: UTF8.self) } : nil,
                                       existing: existing, session: current) { tx in
             if let local { try tx.ciphers(of: userID).store(local) } else { try tx.ciphers(of: userID).remove(id: itemID) }
         } removeLocal: { tx in

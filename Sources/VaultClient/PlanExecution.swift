@@ -185,6 +185,9 @@ extension VaultEngine {
             try await removeLocally(run)
         case .tell(.deleteDropped):
             report.messages.append(Self.deleteDroppedMessage(name: decryptedName(run.server) ?? run.change.itemID))
+        case .tell(.stateDropped):
+            let name = decryptedName(run.local) ?? run.change.itemID
+            report.messages.append("\"\(name)\" was deleted for good on another device: the trash, archive, folder or favorite change made here went with it.")
         case .tell(.merged):
             if let notice = run.notice { report.messages.append(notice) }
             logger.info("conflict merged", metadata: ["item": "\(run.change.itemID)", "clean": "\(run.merge?.result.isClean ?? true)"])
@@ -397,15 +400,22 @@ extension VaultEngine {
     func removeLocally<Wire>(_ run: PlanRun<Wire>) async throws {
         let (change, serverID) = (run.change, run.serverID)
         let userID = change.userID
-        defer { for staged in change.metadata.attachmentAdds ?? [] { attachmentStaging(userID: userID).remove(staged.id) } }
-        try await write { tx in
+        let key = try requireSession().keys.userKey
+        let removed = try await write { tx in
+            // A save made here since this pass read the record is never dropped with it: the next pass plans it.
+            if let stored = try tx.queue(of: userID).changedSince(change, key: key), stored.metadata.updatedDate != change.metadata.updatedDate {
+                return false
+            }
             switch change.itemKind {
             case .cipher: try tx.ciphers(of: userID).remove(id: change.itemID)
             case .folder: try tx.folders(of: userID).remove(id: change.itemID)
             }
             try tx.queue(of: userID).remove(recordID: change.id)
             if serverID != change.itemID { try tx.drafts(of: userID).moveDrafts(ofItem: change.itemID, to: serverID) }
+            return true
         }
+        guard removed else { return }
+        for staged in change.metadata.attachmentAdds ?? [] { attachmentStaging(userID: userID).remove(staged.id) }
     }
 
     /// Whether two versions carry the same encrypted content, byte for byte (every EncString is

@@ -339,8 +339,9 @@ extension VaultEngine {
     /// The idempotency keys of a create this device decides on while resolving `change`: the
     /// re-creation of an item or folder the server no longer has (docs/PROTOCOL.md, "Idempotent creates").
     /// - First, a key made from the id of what it re-creates and the content it re-creates (every field
-    ///   encrypted as stored, IV-unique): two devices that re-create the same version at the same moment
-    ///   (each changed only its state, or neither saw the other's re-creation) make one item between them.
+    ///   encrypted as stored, IV-unique): every retry of a re-creation carries it, and two devices that
+    ///   re-create byte-identical content at the same moment make one item between them. (A change of an
+    ///   item's state alone no longer re-creates it: `ResolutionPlanner.itemPlan`.)
     /// - Then, if that content was re-created and deleted for good again since (`410`), a key of this
     ///   record alone: the queue record's id (a random UUID kept with it) and the item's id.
     /// Both are durable before the first attempt, so every attempt carries the same keys; a later

@@ -36,6 +36,9 @@ public enum PlanNotice: String, Sendable, Equatable, Codable {
     case deleteDropped
     /// The two versions were merged field by field.
     case merged
+    /// The item was deleted for good elsewhere and only its trash/archive/folder/favorite state changed
+    /// here: the change goes with the item instead of bringing its content back.
+    case stateDropped
 }
 
 /// One step of a plan.
@@ -337,6 +340,11 @@ public enum ResolutionPlanner {
         let push: [ResolutionStep] = [.push(.local), .replayState, .settle(.rebaseOnResult)]
         guard case .present(let revision, let holdsLocal) = facts.server else {
             switch record.kind {
+            case .update where !record.contentChanged && !record.hasAttachmentWork:
+                // Deleted for good elsewhere, and only its state changed here: re-creating it would bring back
+                // the content another device's user removed, for a favorite or a folder. Content edits are
+                // re-created below (an edit is never lost); state changes go with the item, as a trash does.
+                return facts.localPresent ? [.tell(.stateDropped), .removeLocally] : [.removeLocally]
             case .create, .update:
                 // Created here, or lost by the server: created (again) from the local version.
                 return facts.localPresent ? create : [.removeLocally]

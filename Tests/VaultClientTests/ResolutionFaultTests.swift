@@ -1034,59 +1034,68 @@ struct ResolutionFaultTests {
     }
 
     /// The Open case of docs/RELIABILITY.md (fault scenario, seed 152393): a third device deleted an
-    /// item for good; A and B had each changed only its state offline, so both hold the same content,
-    /// and they re-create it at the same moment: B's whole sync runs after the server answered A's
-    /// snapshot and before A reads it, so neither sees the other's re-creation. The re-creation key is
-    /// made from the content re-created: one item. Its state is A's, the device that settled last
-    /// (the create answered with a copy holding A's content carries A's version, as a push would).
-    /// Before: two identical items.
-    @Test("two devices re-create the same content of an item deleted for good at the same moment: one item")
-    func twoDevicesRecreateAtOnce() async throws {
+    /// item for good; A and B had each changed only its state offline. Each used to re-create the same
+    /// content, and two re-creations at the same moment made two items (session 16 gave them one key).
+    /// Since session 21 a state change goes with an item deleted for good elsewhere (docs/PROTOCOL.md,
+    /// "Deleted for good elsewhere"): neither device brings it back, each says so, and B's sync running
+    /// while A's snapshot is on the wire changes nothing.
+    @Test("two devices changed only the state of an item deleted for good, at the same moment: it stays deleted, both are told")
+    func twoDevicesStateOnlyAtOnce() async throws {
         let devices = try await TwoDevices.start()
-        let (_, c) = try await deletedForGoodAfterOfflineChanges(devices, name: "Recreated at once") { device, id, engine in
+        let (_, c) = try await deletedForGoodAfterOfflineChanges(devices, name: "Deleted with its state") { device, id, engine in
             device == 0 ? try await engine.setFavorite(id: id, true) : try await engine.setArchived(id: id, true)
         }
 
         let (a, proxy) = try await throughProxy(devices)
         let (b, once) = try await bSyncsDuringASnapshot(devices, proxy: proxy) { _ in }
-        _ = try await a.engine.sync()
+        let told = try await a.engine.sync().messages
         await proxy.setForwardHook(nil)
-        #expect(once.fired, "B re-created the item while A's snapshot was on the wire")
+        #expect(once.fired, "B synced while A's snapshot was on the wire")
+        #expect(told.contains { $0.hasPrefix("\"Deleted with its state\" was deleted for good on another device") }, "\(told)")
         _ = try await b.engine.sync()
         #expect(try await a.engine.pendingCount() == 0)
         #expect(try await b.engine.pendingCount() == 0)
         try await c.engine.pull()
-        let views = try await c.engine.views()
-        #expect(views.map(\.name) == ["Recreated at once"], "one item: \(views.map(\.name))")
-        #expect(views.first?.login?.password == "same")
-        #expect(views.first?.favorite == true && views.first?.archivedDate == nil, "A's state")
-        #expect(try await a.engine.views().map(\.id) == views.map(\.id))
+        #expect(try await c.engine.views().isEmpty)
+        #expect(try await a.engine.views().isEmpty)
+        #expect(try await b.engine.views().isEmpty)
         await b.engine.shutdown()
         await c.engine.shutdown()
         await proxy.stop()
         await devices.finish()
     }
 
-    /// The content key's `410`: A re-created the item, and C deleted that re-creation for good too; B,
-    /// holding the same content, re-creates it under a key of its own record (a re-creation keeps this
-    /// device's version, as it does against any delete for good), instead of retrying a refused key.
-    @Test("a re-creation of content re-created and deleted again elsewhere: made under the record's own key")
+    /// The content key's `410`: A re-created an item deleted for good (an offline edit), the answer was
+    /// lost, and C deleted that re-creation for good too before A's next run; A's retry carries the same
+    /// content key, which the server answers with `410`, so A re-creates it under a key of its own record
+    /// (an edit is kept against any delete for good) instead of retrying a refused key.
+    @Test("a re-creation whose answer was lost and which was deleted again elsewhere: made again under the record's own key")
     func recreationDeletedAgain() async throws {
         let devices = try await TwoDevices.start()
-        let (id, c) = try await deletedForGoodAfterOfflineChanges(devices, name: "Deleted twice") { _, id, engine in
-            try await engine.setFavorite(id: id, true)
+        let (id, c) = try await deletedForGoodAfterOfflineChanges(devices, name: "Deleted twice") { device, id, engine in
+            guard device == 0 else { return try await engine.setFavorite(id: id, true) }
+            var view = try await engine.item(id: id)
+            view.notes = "edited offline"
+            return try await engine.updateItem(view).outcome
         }
-        _ = try await devices.a.engine.sync()
+        let (a, proxy) = try await throughProxy(devices, losingFirstAnswerTo: "/api/ciphers")
+        #expect(try await a.engine.sync().stillPending == 1)
+        #expect(await proxy.firedCount == 1)
         try await c.engine.pull()
         let recreated = try #require(try await c.engine.views().first?.id)
         _ = try await c.engine.permanentlyDeleteItem(id: recreated)
-        let report = try await devices.b.engine.sync()
+        try await a.engine.retryPending()
+        let report = try await a.engine.sync()
         #expect(report.needsAttention == 0 && report.stillPending == 0)
+        _ = try await devices.b.engine.sync()
         try await c.engine.pull()
         let views = try await c.engine.views()
         #expect(views.map(\.name) == ["Deleted twice"])
+        #expect(views.first?.notes == "edited offline")
         #expect(views.first.map { $0.id != id && $0.id != recreated } == true, "a third item")
+        await a.engine.shutdown()
         await c.engine.shutdown()
+        await proxy.stop()
         await devices.finish()
     }
 

@@ -305,4 +305,73 @@ struct ResolutionTests {
         #expect(try await online.engine.views().count == 1)
         await devices.finish()
     }
+
+    @Test("deleted for good on another device: a favorite made offline here goes with it (told), an edit made offline brings it back once")
+    func deletedElsewhereWithStateOnly() async throws {
+        let scenario = try await Scenario.start()
+        let a = try await scenario.device(register: true)
+        let b = try await scenario.device()
+        let favored = try #require(try await a.engine.addItem(loginItem("Favored")).value.id)
+        let edited = try #require(try await a.engine.addItem(loginItem("Edited")).value.id)
+        _ = try await b.engine.sync()
+        let offline = try a.reopen(url: deadServerURL())
+        try await offline.engine.unlock(email: scenario.email, password: scenario.password)
+        #expect(try await offline.engine.setFavorite(id: favored, true) == .savedOffline(pendingCount: 1))
+        var edit = try await offline.engine.item(id: edited)
+        edit.notes = "kept"
+        _ = try await offline.engine.updateItem(edit)
+        await offline.engine.shutdown()
+        #expect(try await b.engine.permanentlyDeleteItem(id: favored) == .synced)
+        #expect(try await b.engine.permanentlyDeleteItem(id: edited) == .synced)
+
+        let report = try await a.engine.sync()
+        #expect(report.messages.contains("\"Favored\" was deleted for good on another device: the trash, archive, folder or favorite change made here went with it."),
+                "\(report.messages)")
+        #expect(try await a.engine.pendingCount() == 0)
+        for device in [a, b] {
+            _ = try await device.engine.sync()
+            let views = try await device.engine.views()
+            #expect(!views.contains { $0.name == "Favored" })
+            #expect(views.filter { $0.name == "Edited" }.map(\.notes) == ["kept"])
+        }
+        await scenario.finish([a, b])
+    }
+
+    /// An item open here (read, not yet saved) while a sync stores another device's two password changes:
+    /// the save used to go to the server against the cache's new revision, so it overwrote them and the
+    /// first of them was in no item or history any more. The edit started from the revision it was read
+    /// at: the server answers "out of date", and the resolver keeps both versions.
+    @Test("an item saved from a view read before a sync brought another device's edits: both versions kept, no password lost")
+    func viewReadBeforeSync() async throws {
+        let scenario = try await Scenario.start()
+        let a = try await scenario.device(register: true)
+        let b = try await scenario.device()
+        let id = try #require(try await a.engine.addItem(loginItem("Open here", password: "p0")).value.id)
+        _ = try await b.engine.sync()
+        let shown = try await a.engine.item(id: id)
+        for password in ["p1", "p2"] {
+            var edit = try await b.engine.item(id: id)
+            edit.login?.password = password
+            #expect(try await b.engine.updateItem(edit).outcome == .synced)
+        }
+        try await a.engine.pull()
+        var typed = shown
+        typed.notes = "typed while B edited"
+        _ = try await a.engine.updateItem(typed)
+        let report = try await a.engine.sync()
+        #expect(report.backups.count == 1)
+        _ = try await b.engine.sync()
+        let views = try await b.engine.views()
+        expectPasswords(["p0", "p1", "p2"], in: views)
+        #expect(views.filter { $0.name == "Open here" }.map(\.notes) == ["typed while B edited"])
+        #expect(views.contains { $0.name.hasPrefix("Open here - offline conflict") && $0.login?.password == "p2" })
+        #expect(try await a.engine.pendingCount() == 0)
+        await scenario.finish([a, b])
+    }
+
+    func expectPasswords(_ passwords: Set<String>, in views: [CipherView], sourceLocation: SourceLocation = #_sourceLocation) {
+        let present = Set(views.compactMap { $0.login?.password } + views.flatMap { $0.passwordHistory.map(\.password) })
+        #expect(present.isSuperset(of: passwords), "\(views.map { "\($0.name)=\($0.login?.password ?? "-") \($0.passwordHistory.map(\.password))" })",
+                sourceLocation: sourceLocation)
+    }
 }

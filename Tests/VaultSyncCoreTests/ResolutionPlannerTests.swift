@@ -28,6 +28,9 @@ struct ResolutionPlannerTests {
         (facts(record(.create), .gone), [ResolutionStep.create(idempotencyKey: "temp-1"), .replayState, .swapID, .settle(.rebaseOnResult)]),
         (facts(record(.create), .gone, local: false), [.removeLocally]),
         (facts(record(.update), .gone), [.create(idempotencyKey: "temp-1"), .replayState, .swapID, .settle(.rebaseOnResult)]),
+        // deleted for good elsewhere, only its state changed here: the change goes with it (no re-creation)
+        (facts(record(.update, content: false), .gone), [.tell(.stateDropped), .removeLocally]),
+        (facts(record(.update, content: false), .gone, local: false), [.removeLocally]),
         // update, server unchanged: a push; four password changes back the server's version up first
         (facts(record(.update), unchanged), [.push(.local), .replayState, .settle(.rebaseOnResult)]),
         (facts(record(.update, passwordChanges: 4), unchanged), [.backUp(.server), .push(.local), .replayState, .settle(.rebaseOnResult)]),
@@ -63,6 +66,14 @@ struct ResolutionPlannerTests {
     ] as [(ResolutionFacts, [ResolutionStep])])
     func items(facts: ResolutionFacts, expected: [ResolutionStep]) {
         #expect(ResolutionPlanner.plan(facts) == expected)
+    }
+
+    @Test("an item deleted for good elsewhere: a state change here goes with it; an attachment added here brings it back")
+    func goneWithStateOnly() {
+        var record = Self.record(.update, content: false)
+        #expect(ResolutionPlanner.plan(Self.facts(record, .gone)) == [.tell(.stateDropped), .removeLocally])
+        record.attachmentAdds = [StagedAttachment(id: "staged-1", fileName: "2.name", key: "2.key", size: 10)]
+        #expect(ResolutionPlanner.plan(Self.facts(record, .gone)) == [.create(idempotencyKey: "temp-1"), .replayState, .swapID, .syncAttachments, .settle(.rebaseOnResult)])
     }
 
     @Test("an item created here and deleted for good before any answer: find the copy the create may have left, then go")
