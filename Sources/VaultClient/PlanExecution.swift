@@ -377,9 +377,16 @@ extension VaultEngine {
     /// (`planAfterAdoption`): its version is backed up, the copy's record resolves as usual.
     static func waitsBesideCopy(_ change: PendingChange, newID: String, key: SymmetricCryptoKey, _ tx: StoreTransaction) throws -> Bool {
         let queue = tx.queue(of: change.userID)
-        guard newID != change.itemID, try queue.hasRecord(forItem: newID),
-              let stored = try queue.changedSince(change, key: key) else { return false }
-        return stored.metadata.updatedDate != change.metadata.updatedDate
+        guard newID != change.itemID, try queue.hasRecord(forItem: newID) else { return false }
+        return try savedMeanwhile(change, key: key, tx) != nil
+    }
+
+    /// The saved-meanwhile rule's one test: the record as stored, if the user saved the item again since
+    /// the resolution read it (every save moves `updatedDate`; the resolution's own writes never do).
+    static func savedMeanwhile(_ change: PendingChange, key: SymmetricCryptoKey, _ tx: StoreTransaction) throws -> PendingChange? {
+        guard let stored = try tx.queue(of: change.userID).changedSince(change, key: key),
+              stored.metadata.updatedDate != change.metadata.updatedDate else { return nil }
+        return stored
     }
 
     /// Inside a settling transaction: the record as stored, if the user saved the item again since the
@@ -387,8 +394,7 @@ extension VaultEngine {
     /// under `newID` by the saved-meanwhile rule (`PendingChangeMetadata.keep(afterSettling:baseline:)`).
     static func keepSavedMeanwhile(_ change: PendingChange, newID: String, settled: () -> SettledVersion, baseline: SettleBaseline,
                                    key: SymmetricCryptoKey, _ tx: StoreTransaction) throws -> PendingChange? {
-        guard var stored = try tx.queue(of: change.userID).changedSince(change, key: key),
-              stored.metadata.updatedDate != change.metadata.updatedDate else { return nil }
+        guard var stored = try savedMeanwhile(change, key: key, tx) else { return nil }
         stored.itemID = newID
         stored.metadata.keep(afterSettling: settled(), baseline: baseline)
         try tx.queue(of: change.userID).store(stored, key: key)
@@ -403,9 +409,7 @@ extension VaultEngine {
         let key = try requireSession().keys.userKey
         let removed = try await write { tx in
             // A save made here since this pass read the record is never dropped with it: the next pass plans it.
-            if let stored = try tx.queue(of: userID).changedSince(change, key: key), stored.metadata.updatedDate != change.metadata.updatedDate {
-                return false
-            }
+            if try Self.savedMeanwhile(change, key: key, tx) != nil { return false }
             switch change.itemKind {
             case .cipher: try tx.ciphers(of: userID).remove(id: change.itemID)
             case .folder: try tx.folders(of: userID).remove(id: change.itemID)

@@ -938,10 +938,11 @@ func finalFindings(_ devices: [SimDevice], snapshots: [DeviceSnapshot], ledger: 
     }
     findings += Invariants.convergenceFindings(snapshots)
     let present = snapshots.reduce(into: Set<String>()) { $0.formUnion($1.passwords) }
-    findings += ledger.lost(present: present).map { "lost: \($0)" }
-    // What each device holds of a lost password's item (its renames and backups included), to tell a
-    // version dropped without a backup from one whose history was cut.
-    for lost in ledger.lostPasswords(present: present) {
+    // Each lost password, then what each device holds of its item (its renames and backups included), to
+    // tell a version dropped without a backup from one whose history was cut.
+    let lostPasswords = ledger.lostPasswords(present: present)
+    findings += lostPasswords.map { "lost: \($0.password) (in \"\($0.itemName)\")" }
+    for lost in lostPasswords {
         for (device, snapshot) in zip(devices, snapshots) {
             for (id, item) in snapshot.items.sorted(by: { $0.key < $1.key }) where ledger.sameItem(item.name, lost.itemName) {
                 findings.append("  of \(lost.password), device \(device.index) holds \(id): \(item) notes=\(item.notes ?? "-") history=\(item.history)")
