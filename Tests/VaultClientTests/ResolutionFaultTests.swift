@@ -288,6 +288,53 @@ struct ResolutionFaultTests {
         await devices.finish()
     }
 
+    /// `removeLocally`'s saved-meanwhile guard. When the server's copy of a lost create has a record of its own
+    /// here, the adoption backs the temporary item's version up and then removes the temporary item and its
+    /// record. If the user saves the temporary item while that backup is on the wire, the removal would drop
+    /// the save with the record (the backup holds the version read before it). The removal now leaves the
+    /// record, and the next pass keeps the save.
+    @Test("a lost create answer, the server's copy edited here; the temporary item saved while its backup posts: the save is kept")
+    func temporarySavedWhileAdoptionBacksUp() async throws {
+        let devices = try await TwoDevices.start()
+        let (a, proxy) = try await throughProxy(devices) { $0.bulkPushSize = 0 }
+        await proxy.add(.init(method: "POST", pathPrefix: "/api/ciphers", action: .forwardThenDrop))
+        let temporary = try await a.engine.addItem(loginItem("Removed meanwhile", password: "first")).value
+        _ = try await a.engine.pull()
+        let serverCopy = try #require(try await a.engine.views().first { $0.name == "Removed meanwhile" && $0.id != temporary.id })
+        await proxy.setPartitioned(true)
+        var editedServerCopy = serverCopy
+        editedServerCopy.login?.password = "edit-of-server-copy"
+        #expect(try await a.engine.updateItem(editedServerCopy).outcome.isOffline)
+        var editedTemporary = temporary
+        editedTemporary.login?.password = "edit-of-temporary"
+        #expect(try await a.engine.updateItem(editedTemporary).outcome.isOffline)
+        await proxy.setPartitioned(false)
+
+        // The create is found in the snapshot by its wrapped item key (a GET, no POST): the sync's first POST
+        // is the temporary version's backup, made just before the removal.
+        let once = await saveOnFirstForward(through: proxy, on: a.engine, id: try #require(temporary.id), password: "saved-while-backing-up") {
+            $0 == "POST" && $1.hasPrefix("/api/ciphers")
+        }
+        try await a.engine.retryPending()
+        let first = try await a.engine.sync()
+        await proxy.setForwardHook(nil)
+        #expect(once.fired, "the temporary item was saved while its backup was on the wire")
+        #expect(first.needsAttention == 0, "\(first)")
+        for _ in 0..<3 where try await a.engine.pendingCount() > 0 {
+            let report = try await a.engine.sync()
+            #expect(report.needsAttention == 0, "\(report)")
+        }
+        #expect(try await a.engine.pendingCount() == 0)
+        try await devices.b.engine.pull()
+        let views = try await devices.b.engine.views()
+        // Without the guard, "saved-while-backing-up" went with the removed record.
+        expectSurvive(["first", "edit-of-server-copy", "edit-of-temporary", "saved-while-backing-up"], in: views)
+        #expect(views.filter { $0.name == "Removed meanwhile" }.count == 1, "one live item: \(views.map(\.name))")
+        #expect(try await a.engine.views().map(\.name).sorted() == views.map(\.name).sorted())
+        await proxy.stop()
+        await devices.finish()
+    }
+
     @Test("bug 19's sibling: the pulled copy and the temporary item both saved during the adoption's push: both saves kept, and the queue settles on its own")
     func adoptedCopyAndTemporarySavedDuringPush() async throws {
         let devices = try await TwoDevices.start()
