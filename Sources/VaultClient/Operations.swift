@@ -183,7 +183,7 @@ extension VaultEngine {
             throw VaultError.organizationItemOffline
         }
         let (existing, offlineMomentsAgo) = try saveFacts(kind: .cipher, itemID: itemID, userID: userID)
-        var createSent = false
+        var (createSent, changedOnServer) = (false, false)
         var untrusted: CertificateProblem?
         // An item with queued work goes through the queue: the resolver compares it with the server
         // (conflicts, backups) as a whole; pushing this change alone could skip that.
@@ -213,6 +213,7 @@ extension VaultEngine {
                 if error.isOutOfDate {
                     // Someone changed it meanwhile: a conflict for the resolver, not an error for the user.
                     await recordContact(success: true)
+                    changedOnServer = true
                     logger.info("server copy changed meanwhile; queued for conflict resolution", metadata: ["item": "\(itemID)"])
                 } else {
                     try await acceptOffline(error, isOrganization: isOrganization)
@@ -226,14 +227,14 @@ extension VaultEngine {
             throw VaultError.organizationItemOffline
         }
         return try await queue(itemID: itemID, operation: operation, local: local, previous: previous, startedFrom: startedFrom,
-                               existing: existing, createSent: createSent, untrusted: untrusted, session: current)
+                               existing: existing, createSent: createSent, untrusted: untrusted, changedOnServer: changedOnServer, session: current)
     }
 
     /// Stores the local version and folds the operation into the item's queue record, in one transaction.
     /// `startedFrom`: the older revision the edit was made on (a view read before a sync), recorded as the
     /// version the change started from, with no base to merge against (the cache no longer holds it).
     func queue(itemID: String, operation: OfflineOperation, local: CipherWire?, previous: CipherWire?, startedFrom: WireDate? = nil,
-               existing: PendingChange?, createSent: Bool = false, untrusted: CertificateProblem? = nil,
+               existing: PendingChange?, createSent: Bool = false, untrusted: CertificateProblem? = nil, changedOnServer: Bool = false,
                session current: UnlockedSession) async throws -> SaveResult<CipherWire?> {
         let userID = current.userID
         let count = try await enqueue(kind: .cipher, itemID: itemID, operation: operation, previousRevision: startedFrom ?? previous?.revisionDate,
@@ -248,12 +249,14 @@ extension VaultEngine {
         }
         logger.debug("queued", metadata: ["item": "\(itemID)", "pending": "\(count)"])
         publishStatus()
-        return SaveResult(value: local, outcome: Self.queuedOutcome(pendingCount: count, untrusted: untrusted))
+        return SaveResult(value: local, outcome: Self.queuedOutcome(pendingCount: count, untrusted: untrusted, changedOnServer: changedOnServer))
     }
 
-    /// How a queued save is reported: offline, or kept here because the server's certificate was refused.
-    static func queuedOutcome(pendingCount: Int, untrusted: CertificateProblem?) -> SaveOutcome {
+    /// How a queued save is reported: offline, kept here because the server's certificate was refused, or
+    /// queued for the resolver because the server's copy changed meanwhile.
+    static func queuedOutcome(pendingCount: Int, untrusted: CertificateProblem?, changedOnServer: Bool = false) -> SaveOutcome {
         if let untrusted { return .savedUntrustedServer(pendingCount: pendingCount, problem: untrusted) }
+        if changedOnServer { return .savedForConflict(pendingCount: pendingCount) }
         return .savedOffline(pendingCount: pendingCount)
     }
 

@@ -189,12 +189,16 @@ public enum SaveOutcome: Sendable, Equatable {
     /// Saved on this device and queued because the server's certificate was refused: the server was not
     /// used. The change waits until the certificate is trusted (a CA file) or fixed on the server.
     case savedUntrustedServer(pendingCount: Int, problem: CertificateProblem)
+    /// Saved on this device and queued because the server answered that its copy changed since this edit
+    /// began (another device or a sync wrote in between). The server was reached; the next sync resolves
+    /// the two versions (merged, or the newer kept and the other backed up).
+    case savedForConflict(pendingCount: Int)
 
-    /// Whether the save stayed on this device (queued), for either reason.
+    /// Whether the save stayed on this device (queued), for any of the reasons above.
     public var isOffline: Bool {
         switch self {
         case .synced: return false
-        case .savedOffline, .savedUntrustedServer: return true
+        case .savedOffline, .savedUntrustedServer, .savedForConflict: return true
         }
     }
 
@@ -202,7 +206,7 @@ public enum SaveOutcome: Sendable, Equatable {
     public var pendingCount: Int? {
         switch self {
         case .synced: return nil
-        case .savedOffline(let count), .savedUntrustedServer(let count, _): return count
+        case .savedOffline(let count), .savedUntrustedServer(let count, _), .savedForConflict(let count): return count
         }
     }
 

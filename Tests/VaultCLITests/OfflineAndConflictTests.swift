@@ -6,6 +6,30 @@ import VaultTestSupport
 
 @Suite("CLI: offline work, sync, pending, conflicts, drafts")
 struct OfflineAndConflictTests {
+    /// The server is up but its copy changed since this device last synced: the save is kept here and queued
+    /// for the resolver, and the note says so instead of "saved offline".
+    @Test("an edit of an item changed on the server meanwhile: saved here, the note says why, sync resolves it")
+    func editOfItemChangedOnServer() async throws {
+        let scenario = try await CLIScenario.start()
+        let a = try await scenario.device(register: true)
+        try await a.expect(["add", "login", "--name", "Shared", "--username", "alice", "--password", "-"], stdin: "first-Pa55\n")
+        let b = try await scenario.device()
+        try await b.expect(["sync"])
+        try await b.expect(["edit", "Shared", "--notes", "from B"])
+
+        let edit = try await a.expect(["edit", "Shared", "--password", "-"], stdin: "second-Pa55\n")
+        #expect(edit.stderr.contains("the item changed on the server since it was read here"), "\(edit.stderr)")
+        #expect(!edit.stderr.contains("saved offline"))
+        #expect(try await a.json(["status"])["pending"]?.intValue == 1)
+        let report = try await a.json(["sync"])
+        #expect(report["stillPending"]?.intValue == 0, "\(report)")
+        let shared = try await a.json(["get", "Shared"])
+        #expect(shared["login"]?["password"]?.stringValue == "second-Pa55" && shared["notes"]?.stringValue == "from B",
+                "both edits kept (different fields merge): \(shared)")
+        try await b.expect(["sync"])
+        #expect(try await b.json(["get", "Shared"])["login"]?["password"]?.stringValue == "second-Pa55")
+    }
+
     @Test("offline saves are queued and visible; sync resolves the conflict; review and settle it")
     func offlineConflictReview() async throws {
         let scenario = try await CLIScenario.start()

@@ -357,7 +357,8 @@ struct ResolutionTests {
         try await a.engine.pull()
         var typed = shown
         typed.notes = "typed while B edited"
-        _ = try await a.engine.updateItem(typed)
+        // The server answered "out of date": queued for the resolver, and said so (not "offline").
+        #expect(try await a.engine.updateItem(typed).outcome == .savedForConflict(pendingCount: 1))
         let report = try await a.engine.sync()
         #expect(report.backups.count == 1)
         _ = try await b.engine.sync()

@@ -160,6 +160,8 @@ func noteOutcome(_ outcome: SaveOutcome) {
         break
     case .savedOffline(let pending):
         Console.note("saved offline — \(pending) change\(pending == 1 ? "" : "s") pending (they sync when the server is reachable)")
+    case .savedForConflict(let pending):
+        Console.note("saved on this device — the item changed on the server since it was read here: run vaultsync sync to resolve the two versions, nothing is lost (\(pending) change\(pending == 1 ? "" : "s") pending)")
     case .savedUntrustedServer(let pending, let problem):
         Console.note("saved on this device only — the server was not used: \(problem) \(pending) change\(pending == 1 ? "" : "s") pending (they sync once the certificate is trusted)")
     }
