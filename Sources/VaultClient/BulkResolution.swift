@@ -101,7 +101,7 @@ extension VaultEngine {
         var batch: [BatchEntry] = []
         var rest: [PendingChange] = []
         for change in changes {
-            let run = PlanRun<CipherWire>(change: change, local: localByID[change.itemID], server: context.serverCiphers[change.itemID], content: nil)
+            let run = PlanRun<CipherWire>(change: change, local: localByID[change.itemID], server: context.serverCiphers[change.itemID])
             guard let local = run.local, let server = run.server,
                   ResolutionPlanner.plan(cipherFacts(run), progress: change.metadata.progress) == Self.plainPush,
                   (local.deletedDate != nil) == (server.deletedDate != nil), (local.archivedDate != nil) == (server.archivedDate != nil) else {

@@ -32,13 +32,12 @@ struct PlanRun<Wire: Sendable>: Sendable {
     /// What `.tell(.merged)` says.
     var notice: String?
 
-    /// `content`: the local version's content as bytes (what a re-creation's first key is made from).
-    init(change: PendingChange, local: Wire?, server: Wire?, content: [UInt8]?) {
+    init(change: PendingChange, local: Wire?, server: Wire?) {
         self.change = change
         self.local = local
         self.server = server
         serverID = change.itemID
-        createKeys = (change.metadata.kind == .create ? [change.itemID] : []) + VaultEngine.recreationKeys(change, content: content)
+        createKeys = (change.metadata.kind == .create ? [change.itemID] : []) + VaultEngine.recreationKeys(change)
     }
 
     /// The next create key after a `410`; `false`: none is left.
@@ -66,7 +65,7 @@ extension VaultEngine {
     func drive<Wire: Sendable>(_ run: inout PlanRun<Wire>, report: inout SyncReport,
                                plan: (inout PlanRun<Wire>) throws -> [ResolutionStep],
                                perform: (ResolutionStep, inout PlanRun<Wire>, inout SyncReport) async throws -> [ResolutionStep]?,
-                               reread: (String) async -> Wire?) async throws {
+                               reread: (String) async throws -> Wire?) async throws {
         for _ in 0..<3 {
             run.result = nil
             run.carriesLocal = false
@@ -79,7 +78,7 @@ extension VaultEngine {
                 }
                 return
             } catch let error as ServerCallError where error.isOutOfDate {
-                run.server = await reread(run.serverID)
+                run.server = try await reread(run.serverID)
             }
         }
         throw ServerCallError.http(status: 400, message: "The item kept changing on the server; try again later.")
@@ -113,14 +112,24 @@ extension VaultEngine {
         guard let (change, local) = try await current(change, local: { tx, userID, id in
             try tx.ciphers(of: userID).find(id: id).flatMap { try? $0.wire() }
         }) else { return }
-        var run = PlanRun<CipherWire>(change: change, local: local, server: context.serverCiphers[change.itemID],
-                                      content: local.map(Self.contentBytes))
+        var run = PlanRun<CipherWire>(change: change, local: local, server: context.serverCiphers[change.itemID])
         if let flight = change.metadata.progress.inFlight {
             try await postBackup(flight, change: &run.change, report: &report, context: context)
         }
         try await drive(&run, report: &report, plan: { try self.planCipher(&$0) },
                         perform: { step, run, report in try await self.perform(step, &run, &report, context: context) },
-                        reread: { id in try? await self.authorized { api, token in try await api.getCipher(id: id, token: token) } })
+                        reread: { id in try await self.reread(id) })
+    }
+
+    /// The item as the server has it now, after "out of date"; `nil` only when the server says it has no
+    /// such item. Any other failure is thrown: the change waits for its next attempt (a read lost on the wire
+    /// is not a delete for good: fault scenario seed 936547 dropped a trashed item's edits that way).
+    func reread(_ id: String) async throws -> CipherWire? {
+        do {
+            return try await authorized { api, token in try await api.getCipher(id: id, token: token) }
+        } catch let error as ServerCallError where error.isGone {
+            return nil
+        }
     }
 
     func cipherFacts(_ run: PlanRun<CipherWire>) -> ResolutionFacts {
@@ -430,7 +439,7 @@ extension VaultEngine {
 
     /// An item's content (every field but its state: trash, archive, folder, favorite) as bytes, each
     /// encrypted field as sent.
-    @Sendable static func contentBytes(_ wire: CipherWire) -> [UInt8] {
+    static func contentBytes(_ wire: CipherWire) -> [UInt8] {
         let object = wire.jsonObject()
         return ["name", "notes", "key", "login", "card", "identity", "secureNote", "sshKey", "fields", "passwordHistory"].flatMap { key in
             (object[key].flatMap { $0.isNull ? nil : $0.serialized() } ?? []) + [0]
@@ -504,7 +513,7 @@ extension VaultEngine {
         guard let (change, local) = try await current(change, local: { tx, userID, id in
             try tx.folders(of: userID).find(id: id).flatMap { try? $0.wire() }
         }) else { return }
-        var run = PlanRun<FolderWire>(change: change, local: local, server: context.serverFolders[change.itemID], content: local.map { Array($0.name.serialized.utf8) })
+        var run = PlanRun<FolderWire>(change: change, local: local, server: context.serverFolders[change.itemID])
         try await drive(&run, report: &report, plan: { self.planFolder(&$0) },
                         perform: { step, run, report in try await self.perform(step, &run, &report, context: context) },
                         reread: { _ in nil })

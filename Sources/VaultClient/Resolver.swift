@@ -336,21 +336,18 @@ extension VaultEngine {
         return updated.metadata.state
     }
 
-    /// The idempotency keys of a create this device decides on while resolving `change`: the
-    /// re-creation of an item or folder the server no longer has (docs/PROTOCOL.md, "Idempotent creates").
-    /// - First, a key made from the id of what it re-creates and the content it re-creates (every field
-    ///   encrypted as stored, IV-unique): every retry of a re-creation carries it, and two devices that
-    ///   re-create byte-identical content at the same moment make one item between them. (A change of an
-    ///   item's state alone no longer re-creates it: `ResolutionPlanner.itemPlan`.)
-    /// - Then, if that content was re-created and deleted for good again since (`410`), a key of this
-    ///   record alone: the queue record's id (a random UUID kept with it) and the item's id.
-    /// Both are durable before the first attempt, so every attempt carries the same keys; a later
-    /// re-creation of the item it makes has another id.
-    static func recreationKeys(_ change: PendingChange, content: [UInt8]?) -> [String] {
-        let own = "recreate-\(change.id)-\(change.itemID)"
-        guard let content else { return [own] }
-        let digest = content.withUnsafeBytes { ContentDigest(of: $0) }
-        return ["recreate-\(change.itemID)-\(digest.hex(prefix: 16))", own]
+    /// The idempotency keys of a re-creation this device decides on while resolving `change`: of an item or
+    /// folder the server no longer has (docs/PROTOCOL.md, "Idempotent creates").
+    /// - First, a key made from the id of what it re-creates: the same on every device of the account, so
+    ///   devices that re-create one item at the same moment make one item between them. A device whose
+    ///   version differs from the one the server made is answered with it and meets it as a conflict (the
+    ///   newer wins, the other is backed up): one item and a backup, never two items of one name.
+    /// - Then, if that re-creation was deleted for good again since (`410`), a key of this record alone:
+    ///   the queue record's id (a random UUID kept with it) and the item's id.
+    /// Both are fixed before the first attempt, so every attempt carries the same keys; a later re-creation
+    /// of the item it makes has another id.
+    static func recreationKeys(_ change: PendingChange) -> [String] {
+        ["recreate-\(change.itemID)", "recreate-\(change.id)-\(change.itemID)"]
     }
 
     func dropRecord(_ change: PendingChange) async throws {

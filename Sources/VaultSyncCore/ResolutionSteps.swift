@@ -348,6 +348,9 @@ public enum ResolutionPlanner {
             case .create, .update:
                 // Created here, or lost by the server: created (again) from the local version.
                 return facts.localPresent ? create : [.removeLocally]
+            case .softDelete where record.contentChanged && facts.localPresent:
+                // Moved to the trash and edited here: the edit is kept as any edit is, re-created in the trash.
+                return create
             case .hardDelete where record.createSent == true && record.originalRevisionDate == nil:
                 // Deleted for good before any answer to its create: the copy that create may have left goes too.
                 return [.deleteLostCopy, .removeLocally]

@@ -1112,6 +1112,88 @@ struct ResolutionFaultTests {
         await devices.finish()
     }
 
+    /// The Open case of docs/RELIABILITY.md left after session 21: a third device deleted an item for good
+    /// and A and B had each edited it offline, differently. Both re-create it at the same moment (B's whole
+    /// sync runs while A's snapshot is on the wire, so neither sees the other's re-creation). With a
+    /// re-creation key made of the content, the two versions made two items of one name. The key is now
+    /// the item's id alone: A is answered with B's re-creation and meets it as a conflict.
+    @Test("two devices edited an item deleted for good, at the same moment: one item and a backup, not two items of one name")
+    func twoDevicesEditAtOnce() async throws {
+        let devices = try await TwoDevices.start()
+        let (_, c) = try await deletedForGoodAfterOfflineChanges(devices, name: "Re-created at once", password: "original") { device, id, engine in
+            var view = try await engine.item(id: id)
+            view.login?.password = device == 0 ? "from A" : "from B"
+            return try await engine.updateItem(view).outcome
+        }
+
+        let (a, proxy) = try await throughProxy(devices)
+        let (b, once) = try await bSyncsDuringASnapshot(devices, proxy: proxy) { _ in }
+        let report = try await a.engine.sync()
+        await proxy.setForwardHook(nil)
+        #expect(once.fired, "B synced while A's snapshot was on the wire")
+        #expect(report.needsAttention == 0 && report.backups.count == 1, "\(report)")
+        _ = try await b.engine.sync()
+        #expect(try await a.engine.pendingCount() == 0)
+        #expect(try await b.engine.pendingCount() == 0)
+        try await c.engine.pull()
+        let views = try await c.engine.views()
+        expectSurvive(["from A", "from B"], in: views)
+        #expect(views.filter { $0.name == "Re-created at once" }.count == 1, "one live item: \(views.map(\.name))")
+        #expect(views.filter { $0.name.hasPrefix("Re-created at once - offline conflict") }.count == 1, "its backup: \(views.map(\.name))")
+        for device in [a, b] { #expect(try await device.engine.views().map(\.name).sorted() == views.map(\.name).sorted()) }
+        await b.engine.shutdown()
+        await c.engine.shutdown()
+        await proxy.stop()
+        await devices.finish()
+    }
+
+    /// The fault scenario, seed 936547 (a password, a note, a name and a username lost): a push answered "out
+    /// of date" makes the engine read the item again; that read failed on the wire, and the failure was taken
+    /// for "the server has no such item". The plan for a gone item then removed the change (a trash with
+    /// edits) or re-created the item beside the one that exists (an edit). A failed read is now a failed
+    /// attempt: the change waits, and the next sync resolves it against the item as it is.
+    @Test("a push answered \"out of date\" whose second read fails on the wire: the change waits, nothing is re-created or dropped")
+    func rereadFailsAfterOutOfDate() async throws {
+        let devices = try await TwoDevices.start()
+        let id = try #require(try await devices.a.engine.addItem(loginItem("Read again", password: "first")).value.id)
+        try await devices.b.engine.pull()
+        // As in the seed: A moves the item to the trash offline, then edits it there.
+        let offline = try await offline(devices)
+        #expect(try await offline.engine.softDeleteItem(id: id).isOffline)
+        var mine = try await offline.engine.item(id: id)
+        mine.login?.password = "a-offline"
+        #expect(try await offline.engine.updateItem(mine).outcome.isOffline)
+        await offline.engine.shutdown()
+
+        // B edits the item once A's snapshot has been answered, so A's push meets "out of date"; A's read of
+        // the item that follows is cut before it reaches the server.
+        let (a, proxy) = try await throughProxy(devices) { $0.bulkPushSize = 0 }
+        let bEngine = devices.b.engine
+        let once = Once()
+        await proxy.setForwardHook { method, path in
+            guard method == "GET", path.hasPrefix("/api/sync"), once.first() else { return }
+            guard var theirs = try? await bEngine.item(id: id) else { return }
+            theirs.login?.password = "b-online"
+            _ = try? await bEngine.updateItem(theirs)
+        }
+        await proxy.add(.init(method: "GET", pathPrefix: "/api/ciphers/\(id)", action: .dropBeforeForwarding))
+        let first = try await a.engine.sync()
+        await proxy.setForwardHook(nil)
+        let cut = await proxy.firedCount
+        #expect(once.fired && cut == 1, "B edited during A's sync, A's second read was cut")
+        #expect(first.stillPending == 1 && first.backups.isEmpty, "the change waits: \(first)")
+        _ = try await a.engine.retryPending()
+        let second = try await a.engine.sync()
+        #expect(second.stillPending == 0 && second.needsAttention == 0, "\(second)")
+        try await devices.b.engine.pull()
+        let views = try await devices.b.engine.views()
+        expectSurvive(["first", "a-offline", "b-online"], in: views)
+        #expect(views.filter { $0.name == "Read again" }.count == 1, "one item, not a re-creation beside it: \(views.map(\.name))")
+        #expect(try await a.engine.views().map(\.name).sorted() == views.map(\.name).sorted())
+        await proxy.stop()
+        await devices.finish()
+    }
+
     /// The content key's `410`: A re-created an item deleted for good (an offline edit), the answer was
     /// lost, and C deleted that re-creation for good too before A's next run; A's retry carries the same
     /// content key, which the server answers with `410`, so A re-creates it under a key of its own record

@@ -337,6 +337,35 @@ struct ResolutionTests {
         await scenario.finish([a, b])
     }
 
+    /// Fault scenario seed 936547: an item moved to the trash and then edited offline here, deleted for good
+    /// on another device. The edit used to go with the item (the plan of a trash on a gone item); it is kept
+    /// as any edit is, and the item comes back where this device put it, in the trash.
+    @Test("trashed and edited offline here, deleted for good on another device: the edit comes back, in the trash")
+    func trashedAndEditedThenDeletedElsewhere() async throws {
+        let scenario = try await Scenario.start()
+        let a = try await scenario.device(register: true)
+        let b = try await scenario.device()
+        let id = try #require(try await a.engine.addItem(loginItem("Trashed then edited", password: "before")).value.id)
+        _ = try await b.engine.sync()
+        let offline = try a.reopen(url: deadServerURL())
+        try await offline.engine.unlock(email: scenario.email, password: scenario.password)
+        #expect(try await offline.engine.softDeleteItem(id: id) == .savedOffline(pendingCount: 1))
+        var edit = try await offline.engine.item(id: id)
+        edit.login?.password = "edited in the trash"
+        _ = try await offline.engine.updateItem(edit)
+        await offline.engine.shutdown()
+        #expect(try await b.engine.permanentlyDeleteItem(id: id) == .synced)
+
+        let report = try await a.engine.sync()
+        #expect(report.needsAttention == 0 && report.stillPending == 0, "\(report)")
+        for device in [a, b] {
+            _ = try await device.engine.sync()
+            let kept = try await device.engine.views().filter { $0.name == "Trashed then edited" }
+            #expect(kept.map { $0.login?.password } == ["edited in the trash"] && kept.allSatisfy { $0.deletedDate != nil }, "\(kept)")
+        }
+        await scenario.finish([a, b])
+    }
+
     /// An item open here (read, not yet saved) while a sync stores another device's two password changes:
     /// the save used to go to the server against the cache's new revision, so it overwrote them and the
     /// first of them was in no item or history any more. The edit started from the revision it was read

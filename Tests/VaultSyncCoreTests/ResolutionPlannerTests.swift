@@ -61,7 +61,9 @@ struct ResolutionPlannerTests {
         (facts(record(.hardDelete), moved, local: false), [.tell(.deleteDropped), .settle(.keepBaseline)]),
         (facts(record(.softDelete, content: false), moved), [.tell(.deleteDropped), .settle(.keepBaseline)]),
         (facts(record(.softDelete, content: true), moved), [.backUp(.local), .tell(.deleteDropped), .settle(.keepBaseline)]),
-        (facts(record(.softDelete), .gone), [.removeLocally]),
+        (facts(record(.softDelete, content: false), .gone), [.removeLocally]),
+        // trashed and edited here, deleted for good elsewhere: the edit comes back, in the trash (seed 936547)
+        (facts(record(.softDelete, content: true), .gone), [.create(idempotencyKey: "temp-1"), .replayState, .swapID, .settle(.rebaseOnResult)]),
         (facts(record(.hardDelete), .gone, local: false), [.removeLocally]),
     ] as [(ResolutionFacts, [ResolutionStep])])
     func items(facts: ResolutionFacts, expected: [ResolutionStep]) {
@@ -174,7 +176,7 @@ struct ResolutionPlannerTests {
         #expect(merged.mergedPushRevision == Self.newer && merged.mergedContentDate == Self.later)
     }
 
-    @Test("whatever the facts, a backup comes before the push or take it protects, and the plan ends by settling or removing")
+    @Test("whatever the facts, a backup comes before the push or take it protects, the plan ends by settling or removing, and an edit made here is never just removed")
     func invariants() {
         let kinds: [PendingChangeKind] = [.create, .update, .softDelete, .hardDelete]
         let servers: [ServerFacts] = [.gone, Self.unchanged, Self.moved, .present(revision: Self.later, holdsLocal: true)]
@@ -203,6 +205,9 @@ struct ResolutionPlannerTests {
                                             }
                                         }
                                         #expect(writes.allSatisfy { $0 > backup }, "the backup first: \(steps)")
+                                    }
+                                    if itemKind == .cipher, local, content, kind != .hardDelete {
+                                        #expect(last != .removeLocally, "an edit made here is never just removed: \(facts) → \(steps)")
                                     }
                                     if !local {
                                         #expect(!steps.contains(.push(.local)) && !steps.contains(.backUp(.local)),
