@@ -19,6 +19,9 @@ struct ResolutionContext: Sendable {
     var serverNamesOfFolders: [String: FolderWire]
     /// The conflict backups in the snapshot, searched before a backup is made.
     var backups: SnapshotBackups
+    /// Queued items the snapshot lists but this device cannot read (a broken or hostile answer). The server
+    /// has them: never taken for gone (which would re-create the item, or drop a change made here).
+    var unreadableCiphers: Set<String>
 
     init(snapshot: SyncResponse, queuedItemIDs queuedIDs: Set<String>) async {
         let wanted = snapshot.ciphers.filter { object in object["id"]?.stringValue.map { queuedIDs.contains($0.lowercased()) } ?? false }
@@ -26,6 +29,7 @@ struct ResolutionContext: Sendable {
         for wire in await concurrentCompactMap(wanted, { try? CipherWire(json: $0, path: "cipher") }) {
             if let id = wire.id { serverCiphers[id] = wire }
         }
+        unreadableCiphers = Set(wanted.compactMap { $0["id"]?.stringValue?.lowercased() }).subtracting(serverCiphers.keys)
         var keys: [String: String?] = [:]
         keys.reserveCapacity(snapshot.ciphers.count)
         for object in snapshot.ciphers {

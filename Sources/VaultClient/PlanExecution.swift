@@ -112,6 +112,9 @@ extension VaultEngine {
         guard let (change, local) = try await current(change, local: { tx, userID, id in
             try tx.ciphers(of: userID).find(id: id).flatMap { try? $0.wire() }
         }) else { return }
+        if context.unreadableCiphers.contains(change.itemID) {
+            throw VaultError.serverAnswerInvalid("the server's copy of this item could not be read; the change made here is kept")
+        }
         var run = PlanRun<CipherWire>(change: change, local: local, server: context.serverCiphers[change.itemID])
         if let flight = change.metadata.progress.inFlight {
             try await postBackup(flight, change: &run.change, report: &report, context: context)

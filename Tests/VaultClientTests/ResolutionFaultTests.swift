@@ -1194,6 +1194,53 @@ struct ResolutionFaultTests {
         await devices.finish()
     }
 
+    /// Bug 25's sibling: a queued item that the snapshot lists but this device cannot read (a broken or
+    /// hostile answer) was taken for one the server no longer has: an edit re-created it beside the one
+    /// that exists, and a favorite removed it here with "deleted for good on another device". Both now wait
+    /// for the user as any unreadable answer does, and resolve once the server's answer can be read.
+    @Test("queued items the snapshot lists unreadably: never taken for gone, nothing re-created or removed")
+    func unreadableServerVersion() async throws {
+        let devices = try await TwoDevices.start()
+        let edited = try #require(try await devices.a.engine.addItem(loginItem("Edited here", password: "first")).value.id)
+        let favored = try #require(try await devices.a.engine.addItem(loginItem("Favored here")).value.id)
+        let offline = try await offline(devices)
+        var edit = try await offline.engine.item(id: edited)
+        edit.login?.password = "a-offline"
+        #expect(try await offline.engine.updateItem(edit).outcome.isOffline)
+        #expect(try await offline.engine.setFavorite(id: favored, true).isOffline)
+        await offline.engine.shutdown()
+
+        let (a, proxy) = try await throughProxy(devices)
+        let broken: Set<String> = [edited, favored]
+        await proxy.setTamper { method, path, body in
+            guard method == "GET", path.hasPrefix("/api/sync"),
+                  var answer = (try? JSONSerialization.jsonObject(with: Data(body))) as? [String: Any],
+                  let ciphers = answer["ciphers"] as? [[String: Any]] else { return nil }
+            answer["ciphers"] = ciphers.map { cipher in
+                var cipher = cipher
+                if let id = cipher["id"] as? String, broken.contains(id.lowercased()) { cipher["name"] = 12345 }
+                return cipher
+            }
+            return (try? JSONSerialization.data(withJSONObject: answer)).map { Array($0) }
+        }
+        let first = try await a.engine.sync()
+        #expect(first.needsAttention == 2 && first.resolved == 0, "\(first)")
+        #expect(!first.messages.contains { $0.contains("deleted for good") }, "\(first.messages)")
+        #expect(Set(try await a.engine.views().map(\.name)) == ["Edited here", "Favored here"])
+
+        await proxy.setTamper(nil)
+        _ = try await a.engine.retryPending()
+        let second = try await a.engine.sync()
+        #expect(second.needsAttention == 0 && second.stillPending == 0, "\(second)")
+        try await devices.b.engine.pull()
+        let views = try await devices.b.engine.views()
+        #expect(views.map(\.name).sorted() == ["Edited here", "Favored here"], "nothing re-created: \(views.map(\.name))")
+        #expect(views.first { $0.id == edited }?.login?.password == "a-offline")
+        #expect(views.first { $0.id == favored }?.favorite == true)
+        await proxy.stop()
+        await devices.finish()
+    }
+
     /// The content key's `410`: A re-created an item deleted for good (an offline edit), the answer was
     /// lost, and C deleted that re-creation for good too before A's next run; A's retry carries the same
     /// content key, which the server answers with `410`, so A re-creates it under a key of its own record
