@@ -6,8 +6,14 @@
 # docs/RELIABILITY.md, "the suite, run after run".
 set -uo pipefail
 minutes=${1:?usage: scripts/stall-report.sh MINUTES}
+# Only this checkout's test process (swift test runs it in the package's folder): another checkout's
+# tests on the same machine are left alone.
+root=$(pwd -P)
 sleep $((minutes * 60))
-pids=$(pgrep -f 'VaultSyncPackageTests' || true)
+pids=""
+for pid in $(pgrep -f 'VaultSyncPackageTests' || true); do
+  [ "$(readlink "/proc/$pid/cwd" 2>/dev/null)" = "$root" ] && pids="$pids $pid"
+done
 [ -z "$pids" ] && exit 0
 echo "stall-report: the tests are still running after $minutes minutes; every thread's stack follows" >&2
 for pid in $pids; do
