@@ -121,8 +121,8 @@ extension VaultEngine {
         for backupID in waiting {
             var checked = true
             let copies = backups.copies(ofBackup: backupID, keys: current.keys)
-            if copies.count > 1, let keeper = copies.map(\.id).min() {
-                for copy in copies where copy.id != keeper && Self.isUntouched(copy.wire) {
+            if copies.count > 1, let keeper = copies.map(\.id).min(), let kept = copies.first(where: { $0.id == keeper }) {
+                for copy in copies where copy.id != keeper && Self.isTwin(copy.wire, of: kept.wire) {
                     do {
                         // Checked again at the server first: the copy is written back as the snapshot showed it, under
                         // that revision. Someone who renamed or edited it since makes that "out of date", and it
@@ -154,6 +154,15 @@ extension VaultEngine {
             if let keeper = keptFor[backup.backupID] { backup.backupID = keeper }
             return backup
         }
+    }
+
+    /// Whether `copy` (same version as `keeper`, under the same backup name) can go without taking anything
+    /// with it: untouched since it was made, or in the same trash/archive/folder/favorite state as the copy
+    /// kept. The second covers a check's own write-back (below), which moves the copy's revision: when the
+    /// delete after it failed, the next check met a copy "touched" by nothing but itself and kept both
+    /// copies for good (docs/RELIABILITY.md, bug 26).
+    static func isTwin(_ copy: CipherWire, of keeper: CipherWire) -> Bool {
+        isUntouched(copy) || state(of: copy) == state(of: keeper)
     }
 
     /// Writes a twin back unchanged with `lastKnownRevisionDate` = the revision the snapshot showed: `false`
