@@ -677,28 +677,33 @@ struct ResolutionFaultTests {
         await devices.finish()
     }
 
-    /// The twin check deletes an untouched twin it saw in its snapshot. A rename landing between that
-    /// snapshot and the delete made the twin someone's item again: it must stay (before the fix it was
-    /// deleted, and the new name with it).
-    @Test("a twin backup renamed on another device between the twin check's snapshot and its delete is kept")
-    func twinRenamedDuringCheck() async throws {
-        let devices = try await TwoDevices.start()
-        let (_, a) = try await aEditsOfflineThenBOnline(devices, name: "Twinned")
+    /// A backs its version of `name` up (`aEditsOfflineThenBOnline`) while every snapshot after its resolution
+    /// fails, so its twin check waits; then B copies the backup exactly (a twin, as a server without
+    /// idempotency keys would have made). Returns the id of the copy a twin check deletes (the higher one).
+    func backupAndTwin(_ devices: TwoDevices, name: String) async throws -> String {
+        let (_, a) = try await aEditsOfflineThenBOnline(devices, name: name)
         await a.engine.shutdown()
-        // A backs its version up; every snapshot after the resolution's fails, so its twin check waits.
         let (first, proxy) = try await throughProxy(devices)
         await proxy.add(.init(method: "GET", pathPrefix: "/api/sync", action: .delay(milliseconds: 0)))
         await proxy.add(.init(method: "GET", pathPrefix: "/api/sync", action: .fail(status: 503), times: 1_000))
         _ = try? await first.engine.sync()
         await first.engine.shutdown()
         await proxy.stop()
-        // B copies the backup exactly (a twin, as a server without idempotency keys would have made).
         try await devices.b.engine.pull()
-        let backup = try #require(try await devices.b.engine.views().first { $0.name.hasPrefix("Twinned - offline conflict") })
+        let backup = try #require(try await devices.b.engine.views().first { $0.name.hasPrefix("\(name) - offline conflict") })
         var twin = backup
         twin.id = nil
         let copy = try await devices.b.engine.addItem(twin).value
-        let doomed = max(try #require(backup.id), try #require(copy.id))
+        return max(try #require(backup.id), try #require(copy.id))
+    }
+
+    /// The twin check deletes an untouched twin it saw in its snapshot. A rename landing between that
+    /// snapshot and the delete made the twin someone's item again: it must stay (before the fix it was
+    /// deleted, and the new name with it).
+    @Test("a twin backup renamed on another device between the twin check's snapshot and its delete is kept")
+    func twinRenamedDuringCheck() async throws {
+        let devices = try await TwoDevices.start()
+        let doomed = try await backupAndTwin(devices, name: "Twinned")
         // A's check reads its snapshot; before A hears it, B renames the twin that check would delete.
         let (checking, watcher) = try await throughProxy(devices)
         let snapshots = Counter()
@@ -729,21 +734,7 @@ struct ResolutionFaultTests {
     @Test("a twin check whose delete fails after its write-back: the next check still merges the twins")
     func twinDeleteFailsAfterWriteBack() async throws {
         let devices = try await TwoDevices.start()
-        let (_, a) = try await aEditsOfflineThenBOnline(devices, name: "Twice kept")
-        await a.engine.shutdown()
-        let (first, proxy) = try await throughProxy(devices)
-        await proxy.add(.init(method: "GET", pathPrefix: "/api/sync", action: .delay(milliseconds: 0)))
-        await proxy.add(.init(method: "GET", pathPrefix: "/api/sync", action: .fail(status: 503), times: 1_000))
-        _ = try? await first.engine.sync()
-        await first.engine.shutdown()
-        await proxy.stop()
-        // B copies the backup exactly (a twin, as a server without idempotency keys would have made).
-        try await devices.b.engine.pull()
-        let backup = try #require(try await devices.b.engine.views().first { $0.name.hasPrefix("Twice kept - offline conflict") })
-        var twin = backup
-        twin.id = nil
-        let copy = try await devices.b.engine.addItem(twin).value
-        let doomed = max(try #require(backup.id), try #require(copy.id))
+        let doomed = try await backupAndTwin(devices, name: "Twice kept")
         // A's check writes the twin back, then its delete is cut on the wire.
         let (checking, watcher) = try await throughProxy(devices)
         await watcher.add(.init(method: "DELETE", pathPrefix: "/api/ciphers/\(doomed)", action: .dropBeforeForwarding))
