@@ -36,6 +36,19 @@ struct ResolutionFaultTests {
         }
     }
 
+    /// The end of a resolution test: B pulls; every password in `passwords` survives on B, `name` is one live
+    /// item (not an item and a copy posted twice), and A shows the same items as B (`sameOnA`).
+    func expectOneLiveItem(_ name: String, survive passwords: [String], on devices: TwoDevices, a: Device, sameOnA: Bool = true,
+                           sourceLocation: SourceLocation = #_sourceLocation) async throws {
+        try await devices.b.engine.pull()
+        let views = try await devices.b.engine.views()
+        expectSurvive(passwords, in: views, sourceLocation: sourceLocation)
+        #expect(views.filter { $0.name == name }.count == 1, "one live item: \(views.map(\.name))", sourceLocation: sourceLocation)
+        if sameOnA {
+            #expect(try await a.engine.views().map(\.name).sorted() == views.map(\.name).sorted(), sourceLocation: sourceLocation)
+        }
+    }
+
     func offline(_ devices: TwoDevices) async throws -> Device {
         let device = try devices.offlineA()
         try await device.engine.unlock(email: devices.scenario.email, password: devices.scenario.password)
@@ -194,6 +207,21 @@ struct ResolutionFaultTests {
         return (b, once)
     }
 
+    /// A syncs through a proxy while B's whole sync runs during A's snapshot (`bSyncsDuringASnapshot`), then
+    /// B syncs again: both resolve their changes of one item at the same moment, neither seeing the other's
+    /// first. Both queues end empty. Returns A, B, the proxy and A's report.
+    func resolveAtOnce(_ devices: TwoDevices) async throws -> (a: Device, b: Device, proxy: FaultProxy, report: SyncReport) {
+        let (a, proxy) = try await throughProxy(devices)
+        let (b, once) = try await bSyncsDuringASnapshot(devices, proxy: proxy) { _ in }
+        let report = try await a.engine.sync()
+        await proxy.setForwardHook(nil)
+        #expect(once.fired, "B synced while A's snapshot was on the wire")
+        _ = try await b.engine.sync()
+        #expect(try await a.engine.pendingCount() == 0)
+        #expect(try await b.engine.pendingCount() == 0)
+        return (a, b, proxy, report)
+    }
+
     /// Bug 20's second half (the fault scenario, seed 845170): two devices resolve one item against the
     /// same server version at once; each backs it up before pushing, neither can see the other's backup
     /// first. B's whole sync runs after the server answered A's snapshot and before A reads it. Before
@@ -250,11 +278,7 @@ struct ResolutionFaultTests {
         _ = try await a.engine.sync()
         _ = try await a.engine.sync()
         #expect(try await a.engine.pendingCount() == 0)
-        try await devices.b.engine.pull()
-        let views = try await devices.b.engine.views()
-        expectSurvive(["first", "edit-of-server-copy", "edit-of-temporary"], in: views)
-        #expect(views.filter { $0.name == "Twice seen" }.count == 1, "one live item: \(views.map(\.name))")
-        #expect(try await a.engine.views().map(\.name).sorted() == views.map(\.name).sorted())
+        try await expectOneLiveItem("Twice seen", survive: ["first", "edit-of-server-copy", "edit-of-temporary"], on: devices, a: a)
         await proxy.stop()
         await devices.finish()
     }
@@ -280,10 +304,7 @@ struct ResolutionFaultTests {
         #expect(once.fired)
         _ = try await a.engine.sync()
         #expect(try await a.engine.pendingCount() == 0)
-        try await devices.b.engine.pull()
-        let views = try await devices.b.engine.views()
-        expectSurvive(["first", "edit-of-temporary", "saved-during-push"], in: views)
-        #expect(views.filter { $0.name == "Saved twice" }.count == 1, "one live item: \(views.map(\.name))")
+        try await expectOneLiveItem("Saved twice", survive: ["first", "edit-of-temporary", "saved-during-push"], on: devices, a: a, sameOnA: false)
         await proxy.stop()
         await devices.finish()
     }
@@ -325,12 +346,8 @@ struct ResolutionFaultTests {
             #expect(report.needsAttention == 0, "\(report)")
         }
         #expect(try await a.engine.pendingCount() == 0)
-        try await devices.b.engine.pull()
-        let views = try await devices.b.engine.views()
         // Without the guard, "saved-while-backing-up" went with the removed record.
-        expectSurvive(["first", "edit-of-server-copy", "edit-of-temporary", "saved-while-backing-up"], in: views)
-        #expect(views.filter { $0.name == "Removed meanwhile" }.count == 1, "one live item: \(views.map(\.name))")
-        #expect(try await a.engine.views().map(\.name).sorted() == views.map(\.name).sorted())
+        try await expectOneLiveItem("Removed meanwhile", survive: ["first", "edit-of-server-copy", "edit-of-temporary", "saved-while-backing-up"], on: devices, a: a)
         await proxy.stop()
         await devices.finish()
     }
@@ -369,10 +386,7 @@ struct ResolutionFaultTests {
             #expect(report.needsAttention == 0, "\(report)")
         }
         #expect(try await a.engine.pendingCount() == 0)
-        try await devices.b.engine.pull()
-        let views = try await devices.b.engine.views()
-        expectSurvive(["first", "edit-of-temporary", "copy-saved-during-push", "temporary-saved-during-push"], in: views)
-        #expect(views.filter { $0.name == "Saved thrice" }.count == 1, "one live item: \(views.map(\.name))")
+        try await expectOneLiveItem("Saved thrice", survive: ["first", "edit-of-temporary", "copy-saved-during-push", "temporary-saved-during-push"], on: devices, a: a, sameOnA: false)
         await proxy.stop()
         await devices.finish()
     }
@@ -1122,15 +1136,9 @@ struct ResolutionFaultTests {
             device == 0 ? try await engine.setFavorite(id: id, true) : try await engine.setArchived(id: id, true)
         }
 
-        let (a, proxy) = try await throughProxy(devices)
-        let (b, once) = try await bSyncsDuringASnapshot(devices, proxy: proxy) { _ in }
-        let told = try await a.engine.sync().messages
-        await proxy.setForwardHook(nil)
-        #expect(once.fired, "B synced while A's snapshot was on the wire")
+        let (a, b, proxy, report) = try await resolveAtOnce(devices)
+        let told = report.messages
         #expect(told.contains { $0.hasPrefix("\"Deleted with its state\" was deleted for good on another device") }, "\(told)")
-        _ = try await b.engine.sync()
-        #expect(try await a.engine.pendingCount() == 0)
-        #expect(try await b.engine.pendingCount() == 0)
         try await c.engine.pull()
         #expect(try await c.engine.views().isEmpty)
         #expect(try await a.engine.views().isEmpty)
@@ -1155,15 +1163,8 @@ struct ResolutionFaultTests {
             return try await engine.updateItem(view).outcome
         }
 
-        let (a, proxy) = try await throughProxy(devices)
-        let (b, once) = try await bSyncsDuringASnapshot(devices, proxy: proxy) { _ in }
-        let report = try await a.engine.sync()
-        await proxy.setForwardHook(nil)
-        #expect(once.fired, "B synced while A's snapshot was on the wire")
+        let (a, b, proxy, report) = try await resolveAtOnce(devices)
         #expect(report.needsAttention == 0 && report.backups.count == 1, "\(report)")
-        _ = try await b.engine.sync()
-        #expect(try await a.engine.pendingCount() == 0)
-        #expect(try await b.engine.pendingCount() == 0)
         try await c.engine.pull()
         let views = try await c.engine.views()
         expectSurvive(["from A", "from B"], in: views)
@@ -1214,11 +1215,7 @@ struct ResolutionFaultTests {
         _ = try await a.engine.retryPending()
         let second = try await a.engine.sync()
         #expect(second.stillPending == 0 && second.needsAttention == 0, "\(second)")
-        try await devices.b.engine.pull()
-        let views = try await devices.b.engine.views()
-        expectSurvive(["first", "a-offline", "b-online"], in: views)
-        #expect(views.filter { $0.name == "Read again" }.count == 1, "one item, not a re-creation beside it: \(views.map(\.name))")
-        #expect(try await a.engine.views().map(\.name).sorted() == views.map(\.name).sorted())
+        try await expectOneLiveItem("Read again", survive: ["first", "a-offline", "b-online"], on: devices, a: a)
         await proxy.stop()
         await devices.finish()
     }
