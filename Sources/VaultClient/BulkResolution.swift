@@ -19,9 +19,10 @@ struct ResolutionContext: Sendable {
     var serverNamesOfFolders: [String: FolderWire]
     /// The conflict backups in the snapshot, searched before a backup is made.
     var backups: SnapshotBackups
-    /// Queued items the snapshot lists but this device cannot read (a broken or hostile answer). The server
-    /// has them: never taken for gone (which would re-create the item, or drop a change made here).
-    var unreadableCiphers: Set<String>
+    /// Queued items and the folders the snapshot lists but this device cannot read (a broken or hostile
+    /// answer). The server has them: never taken for gone (which would re-create them, or drop a change made
+    /// here).
+    var unreadable: Set<String>
 
     init(snapshot: SyncResponse, queuedItemIDs queuedIDs: Set<String>) async {
         let wanted = snapshot.ciphers.filter { object in object["id"]?.stringValue.map { queuedIDs.contains($0.lowercased()) } ?? false }
@@ -29,7 +30,7 @@ struct ResolutionContext: Sendable {
         for wire in await concurrentCompactMap(wanted, { try? CipherWire(json: $0, path: "cipher") }) {
             if let id = wire.id { serverCiphers[id] = wire }
         }
-        unreadableCiphers = Set(wanted.compactMap { $0["id"]?.stringValue?.lowercased() }).subtracting(serverCiphers.keys)
+        unreadable = Set(wanted.compactMap { $0["id"]?.stringValue?.lowercased() }).subtracting(serverCiphers.keys)
         var keys: [String: String?] = [:]
         keys.reserveCapacity(snapshot.ciphers.count)
         for object in snapshot.ciphers {
@@ -41,11 +42,21 @@ struct ResolutionContext: Sendable {
         serverFolders = [:]
         serverNamesOfFolders = [:]
         for object in snapshot.folders {
-            guard let wire = try? FolderWire(json: object, path: "folder"), let id = wire.id else { continue }
+            guard let wire = try? FolderWire(json: object, path: "folder"), let id = wire.id else {
+                if let id = object["id"]?.stringValue?.lowercased() { unreadable.insert(id) }
+                continue
+            }
             serverFolders[id] = wire
             serverNamesOfFolders[wire.name.serialized] = wire
         }
         backups = SnapshotBackups(ciphers: snapshot.ciphers)
+    }
+
+    /// Throws when the snapshot lists the change's item or folder but it cannot be read here: the change waits
+    /// for the user instead of meeting a server copy taken for gone.
+    func requireReadable(_ change: PendingChange) throws {
+        guard unreadable.contains(change.itemID) else { return }
+        throw VaultError.serverAnswerInvalid("the server's copy of this \(change.itemKind == .folder ? "folder" : "item") could not be read; the change made here is kept")
     }
 
     /// The server's copy of a folder this device created, found by any of its names.

@@ -112,16 +112,14 @@ extension VaultEngine {
         guard let (change, local) = try await current(change, local: { tx, userID, id in
             try tx.ciphers(of: userID).find(id: id).flatMap { try? $0.wire() }
         }) else { return }
-        if context.unreadableCiphers.contains(change.itemID) {
-            throw VaultError.serverAnswerInvalid("the server's copy of this item could not be read; the change made here is kept")
-        }
+        try context.requireReadable(change)
         var run = PlanRun<CipherWire>(change: change, local: local, server: context.serverCiphers[change.itemID])
         if let flight = change.metadata.progress.inFlight {
             try await postBackup(flight, change: &run.change, report: &report, context: context)
         }
         try await drive(&run, report: &report, plan: { try self.planCipher(&$0) },
                         perform: { step, run, report in try await self.perform(step, &run, &report, context: context) },
-                        reread: { id in try await self.reread(id) })
+                        reread: reread)
     }
 
     /// The item as the server has it now, after "out of date"; `nil` only when the server says it has no
@@ -516,6 +514,7 @@ extension VaultEngine {
         guard let (change, local) = try await current(change, local: { tx, userID, id in
             try tx.folders(of: userID).find(id: id).flatMap { try? $0.wire() }
         }) else { return }
+        try context.requireReadable(change)
         var run = PlanRun<FolderWire>(change: change, local: local, server: context.serverFolders[change.itemID])
         try await drive(&run, report: &report, plan: { self.planFolder(&$0) },
                         perform: { step, run, report in try await self.perform(step, &run, &report, context: context) },

@@ -1229,28 +1229,31 @@ struct ResolutionFaultTests {
         let devices = try await TwoDevices.start()
         let edited = try #require(try await devices.a.engine.addItem(loginItem("Edited here", password: "first")).value.id)
         let favored = try #require(try await devices.a.engine.addItem(loginItem("Favored here")).value.id)
+        let folder = try #require(try await devices.a.engine.createFolder(name: "Folder before").value.id)
         let offline = try await offline(devices)
         var edit = try await offline.engine.item(id: edited)
         edit.login?.password = "a-offline"
         #expect(try await offline.engine.updateItem(edit).outcome.isOffline)
         #expect(try await offline.engine.setFavorite(id: favored, true).isOffline)
+        #expect(try await offline.engine.renameFolder(id: folder, name: "Folder renamed").isOffline)
         await offline.engine.shutdown()
 
         let (a, proxy) = try await throughProxy(devices)
-        let broken: Set<String> = [edited, favored]
+        let broken: Set<String> = [edited, favored, folder]
         await proxy.setTamper { method, path, body in
             guard method == "GET", path.hasPrefix("/api/sync"),
-                  var answer = (try? JSONSerialization.jsonObject(with: Data(body))) as? [String: Any],
-                  let ciphers = answer["ciphers"] as? [[String: Any]] else { return nil }
-            answer["ciphers"] = ciphers.map { cipher in
-                var cipher = cipher
-                if let id = cipher["id"] as? String, broken.contains(id.lowercased()) { cipher["name"] = 12345 }
-                return cipher
+                  var answer = (try? JSONSerialization.jsonObject(with: Data(body))) as? [String: Any] else { return nil }
+            for kind in ["ciphers", "folders"] {
+                answer[kind] = (answer[kind] as? [[String: Any]])?.map { entry in
+                    var entry = entry
+                    if let id = entry["id"] as? String, broken.contains(id.lowercased()) { entry["name"] = 12345 }
+                    return entry
+                }
             }
             return (try? JSONSerialization.data(withJSONObject: answer)).map { Array($0) }
         }
         let first = try await a.engine.sync()
-        #expect(first.needsAttention == 2 && first.resolved == 0, "\(first)")
+        #expect(first.needsAttention == 3 && first.resolved == 0, "\(first)")
         #expect(!first.messages.contains { $0.contains("deleted for good") }, "\(first.messages)")
         #expect(Set(try await a.engine.views().map(\.name)) == ["Edited here", "Favored here"])
 
@@ -1263,6 +1266,7 @@ struct ResolutionFaultTests {
         #expect(views.map(\.name).sorted() == ["Edited here", "Favored here"], "nothing re-created: \(views.map(\.name))")
         #expect(views.first { $0.id == edited }?.login?.password == "a-offline")
         #expect(views.first { $0.id == favored }?.favorite == true)
+        #expect(try await devices.b.engine.folders().map(\.name) == ["Folder renamed"], "no second folder")
         await proxy.stop()
         await devices.finish()
     }
