@@ -214,7 +214,8 @@ public final class BitwardenAPI: Sendable {
         let replyBody = response.body
         let status = response.status
         guard (200..<300).contains(status) || acceptingErrors else {
-            throw ServerCallError.http(status: status, message: Self.errorMessage(replyBody, status: status))
+            let createdID = status == 410 ? (try? JSONParser.parseObject(replyBody))?["createdId"]?.stringValue : nil
+            throw ServerCallError.answer(status: status, message: Self.errorMessage(replyBody, status: status), createdID: createdID)
         }
         return Reply(status: status, body: replyBody)
     }
@@ -432,7 +433,8 @@ public final class BitwardenAPI: Sendable {
                 return .failure(.invalidResponse("a bulk create result does not match its entry"))
             }
             guard status == 200 else {
-                return .failure(.http(status: status, message: result["message"]?.stringValue ?? "HTTP \(status)"))
+                return .failure(.answer(status: status, message: result["message"]?.stringValue ?? "HTTP \(status)",
+                                        createdID: result["createdId"]?.stringValue))
             }
             guard let cipher = result["cipher"]?.objectValue else {
                 return .failure(.invalidResponse("a bulk create result has no cipher"))

@@ -5,6 +5,9 @@ import VaultSyncCore
 public enum ServerCallError: Error, Sendable, Equatable {
     /// The server answered with an HTTP error; `message` is the server's own (spec §3.3 client rule).
     case http(status: Int, message: String)
+    /// `410` to a repeated create whose answer names what the key made (`createdId`, the VaultSync server:
+    /// docs/PROTOCOL.md, "Idempotent creates"); a `410` without it stays ``http(status:message:)``.
+    case createdSinceDeleted(createdID: String, message: String)
     /// No usable answer: timeout, refused or lost connection, TLS failure.
     case transport(CallFailure, detail: String)
     /// The answer was not what the protocol says (wrong JSON, an HTML page from a proxy…).
@@ -18,6 +21,7 @@ public enum ServerCallError: Error, Sendable, Equatable {
     public var failure: CallFailure {
         switch self {
         case .http(let status, _): return .status(status)
+        case .createdSinceDeleted: return .status(410)
         case .transport(let failure, _): return failure
         case .invalidResponse: return .malformedResponse
         case .authenticationExpired: return .status(401)
@@ -41,8 +45,23 @@ public enum ServerCallError: Error, Sendable, Equatable {
     /// VaultSync server, docs/PROTOCOL.md "Idempotent creates"). Never a reason to create it a second time
     /// under the same key.
     public var isCreatedSinceDeleted: Bool {
-        if case .http(410, _) = self { return true }
-        return false
+        switch self {
+        case .http(410, _), .createdSinceDeleted: return true
+        default: return false
+        }
+    }
+
+    /// The id of what the repeated create's key made, when the `410` names it.
+    public var createdSinceDeletedID: String? {
+        if case .createdSinceDeleted(let id, _) = self { return id }
+        return nil
+    }
+
+    /// An HTTP error answer as the client takes it: the server's message, and for a `410` that names
+    /// what a create's key made, that id.
+    public static func answer(status: Int, message: String, createdID: String?) -> ServerCallError {
+        if status == 410, let createdID, !createdID.isEmpty { return .createdSinceDeleted(createdID: createdID, message: message) }
+        return .http(status: status, message: message)
     }
 
     /// A repeated upload of an attachment's file the server has already (our server's 400 "already been
@@ -72,6 +91,7 @@ extension ServerCallError: CustomStringConvertible {
     public var description: String {
         switch self {
         case .http(let status, let message): return "The server refused the request (\(status)): \(message)"
+        case .createdSinceDeleted(_, let message): return "The server refused the request (410): \(message)"
         case .transport(_, let detail): return "The server could not be reached: \(detail)"
         case .invalidResponse(let reason): return "The server's answer could not be understood: \(reason)"
         case .authenticationExpired: return "Your session has expired. Log in again."

@@ -418,6 +418,7 @@ extension VaultEngine {
     static func onlineOnly(_ error: ServerCallError) -> VaultError {
         switch error {
         case .http(let status, let message): return .serverRefused(status: status, message: message)
+        case .createdSinceDeleted(_, let message): return .serverRefused(status: 410, message: message)
         case .authenticationExpired: return .sessionExpired
         case .transport(_, let detail): return .serverUnreachable(detail)
         case .invalidResponse(let reason): return .serverAnswerInvalid(reason)

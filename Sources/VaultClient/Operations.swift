@@ -267,6 +267,7 @@ extension VaultEngine {
         case .refused:
             await recordContact(success: true)
             if case .http(let status, let message) = error { throw VaultError.serverRefused(status: status, message: message) }
+            if case .createdSinceDeleted(_, let message) = error { throw VaultError.serverRefused(status: 410, message: message) }
             throw VaultError.sessionExpired
         case .offline:
             await recordContact(success: false)

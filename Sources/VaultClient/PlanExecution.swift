@@ -40,10 +40,16 @@ struct PlanRun<Wire: Sendable>: Sendable {
         createKeys = (change.metadata.kind == .create ? [change.itemID] : []) + VaultEngine.recreationKeys(change)
     }
 
-    /// The next create key after a `410`; `false`: none is left.
-    mutating func nextCreateKey() -> Bool {
+    /// The next create key after a `410`; `false`: none is left. A create's own key answered with the id
+    /// of what it made (our server names it) goes on under that id's re-creation keys, the ones every other
+    /// device of the account uses for the item, so that all re-create one item between them.
+    mutating func nextCreateKey(after error: ServerCallError) -> Bool {
         guard createKeys.count > 1 else { return false }
-        createKeys.removeFirst()
+        if !recreated, let made = error.createdSinceDeletedID {
+            createKeys = VaultEngine.recreationKeys(change, of: made)
+        } else {
+            createKeys.removeFirst()
+        }
         return true
     }
 }
@@ -229,7 +235,7 @@ extension VaultEngine {
             answer = try await createIdempotently(local, idempotencyKey: key, context: context)
         } catch let error as ServerCallError where error.isCreatedSinceDeleted {
             let wasCreate = !run.recreated
-            guard run.nextCreateKey() else { throw error }
+            guard run.nextCreateKey(after: error) else { throw error }
             if wasCreate {
                 let name = decryptedName(local) ?? run.change.itemID
                 report.messages.append("\"\(name)\" was deleted for good on another device after it was created here: your version was kept.")
@@ -596,7 +602,7 @@ extension VaultEngine {
             do {
                 answer = try await authorized { api, token in try await api.createFolder(name: local.name, idempotencyKey: key, token: token) }
             } catch let error as ServerCallError where error.isCreatedSinceDeleted {
-                guard run.nextCreateKey() else { throw error }
+                guard run.nextCreateKey(after: error) else { throw error }
                 return planFolder(&run)
             }
         }

@@ -345,9 +345,11 @@ extension VaultEngine {
     /// - Then, if that re-creation was deleted for good again since (`410`), a key of this record alone:
     ///   the queue record's id (a random UUID kept with it) and the item's id.
     /// Both are fixed before the first attempt, so every attempt carries the same keys; a later re-creation
-    /// of the item it makes has another id.
-    static func recreationKeys(_ change: PendingChange) -> [String] {
-        ["recreate-\(change.itemID)", "recreate-\(change.id)-\(change.itemID)"]
+    /// of the item it makes has another id. `itemID`: the server's id of an item created here whose create
+    /// key answered `410` naming it (by default the change's item).
+    static func recreationKeys(_ change: PendingChange, of itemID: String? = nil) -> [String] {
+        let id = itemID ?? change.itemID
+        return ["recreate-\(id)", "recreate-\(change.id)-\(id)"]
     }
 
     func dropRecord(_ change: PendingChange) async throws {

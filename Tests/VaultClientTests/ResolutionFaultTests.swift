@@ -962,6 +962,53 @@ struct ResolutionFaultTests {
         await devices.finish()
     }
 
+    /// The fault scenario, seed 165659 (two items of one name): A's create reached the server and its answer
+    /// was lost; B pulled the item, moved it to the trash offline and edited it there; C deleted it for good.
+    /// Both bring their version back. A's create key was answered `410` and A re-created under a key of its
+    /// temporary id, B under the key of the server's id: two keys, two items. The `410` now names the item the
+    /// key made, and A re-creates under that id's key like B: one item and a backup.
+    @Test("a lost create's item, deleted for good elsewhere while another device trashed and edited it: one item comes back, not two")
+    func lostCreateAnswerRecreatedOnTwoDevices() async throws {
+        let devices = try await TwoDevices.start()
+        let (a, proxy) = try await throughProxy(devices, losingFirstAnswerTo: "/api/ciphers")
+        let id = try #require(try await a.engine.addItem(loginItem("Made here", password: "from A")).value.id)
+        #expect(await proxy.firedByAction["forward-then-502"] == 1)
+        try await devices.b.engine.pull()
+        let onServer = try #require(try await devices.b.engine.view(named: "Made here")?.id)
+        let offlineB = try devices.b.reopen(url: deadServerURL())
+        try await offlineB.engine.unlock(email: devices.scenario.email, password: devices.scenario.password)
+        #expect(try await offlineB.engine.softDeleteItem(id: onServer).isOffline)
+        var trashed = try await offlineB.engine.item(id: onServer)
+        trashed.login?.password = "from B, in the trash"
+        #expect(try await offlineB.engine.updateItem(trashed).outcome.isOffline)
+        await offlineB.engine.shutdown()
+        let c = try await devices.scenario.device()
+        try await c.engine.pull()
+        #expect(try await c.engine.permanentlyDeleteItem(id: onServer) == .synced)
+
+        var here = try await a.engine.item(id: id)
+        here.login?.password = "from A, edited"
+        _ = try await a.engine.updateItem(here)
+        // B re-creates its version while A's snapshot is on the wire: neither sees the other's re-creation.
+        let (b, once) = try await bSyncsDuringASnapshot(devices, proxy: proxy) { _ in }
+        try await a.engine.retryPending()
+        let report = try await a.engine.sync()
+        await proxy.setForwardHook(nil)
+        #expect(once.fired, "B synced while A's snapshot was on the wire")
+        #expect(report.needsAttention == 0, "\(report)")
+        for device in [b, a, c] { _ = try await device.engine.sync() }
+        #expect(try await a.engine.pendingCount() == 0)
+        #expect(try await b.engine.pendingCount() == 0)
+        let views = try await c.engine.views()
+        expectSurvive(["from A, edited", "from B, in the trash"], in: views)
+        #expect(views.filter { $0.name == "Made here" }.count == 1, "one item: \(views.map(\.name))")
+        for device in [a, b] { #expect(try await device.engine.views().map(\.name).sorted() == views.map(\.name).sorted()) }
+        await b.engine.shutdown()
+        await c.engine.shutdown()
+        await proxy.stop()
+        await devices.finish()
+    }
+
     @Test("an item deleted for good after its create answer was lost: the copy on the server goes too (it does not come back)",
           arguments: [false, true])
     func lostCreateAnswerThenDeleted(createdOnline: Bool) async throws {

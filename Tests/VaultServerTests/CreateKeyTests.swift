@@ -110,12 +110,14 @@ struct CreateKeyTests {
             let gone = try await api.request(.post, "/api/ciphers", token: token, json: .object(body), headers: Self.key("k"))
             #expect(gone.status == .gone)
             #expect(gone.message?.contains("Idempotency-Key") == true, "\(gone.message ?? "")")
+            #expect(gone.object["createdId"]?.stringValue == id, "the 410 names what the key made")
             // A bulk entry with that key answers the same.
             var entry = body
             entry["idempotencyKey"] = .string("k")
             let bulk = try await api.request(.post, "/api/vaultsync/ciphers/bulk-create", token: token,
                                              json: .object(["ciphers": .array([.object(entry)])]))
             #expect(bulk.object["data"]?.arrayValue?.first?.objectValue?["status"] == .int(410))
+            #expect(bulk.object["data"]?.arrayValue?.first?.objectValue?["createdId"]?.stringValue == id)
             #expect(try await api.request(.get, "/api/sync", token: token).object["ciphers"]?.arrayValue?.count == 0)
 
             // Folders: renamed elsewhere → the folder as it is; deleted → 410.
@@ -129,7 +131,7 @@ struct CreateKeyTests {
             #expect(replay.object["name"] == renamedBody.objectValue?["name"])
             #expect(try await api.request(.delete, "/api/folders/\(folderID)", token: other).status == .ok)
             let goneFolder = try await api.request(.post, "/api/folders", token: token, json: folderBody, headers: Self.key("f"))
-            #expect(goneFolder.status == .gone)
+            #expect(goneFolder.status == .gone && goneFolder.object["createdId"]?.stringValue == folderID)
             #expect(try await api.request(.get, "/api/sync", token: token).object["folders"]?.arrayValue?.count == 0)
         }
     }

@@ -87,10 +87,14 @@ extension CipherWriteError {
         case .outOfDate: return .outOfDate
         case .forbidden(let message): return APIError(.badRequest, message)
         case .invalid(let message): return APIError(.badRequest, message)
-        case .createdSinceDeleted(let kind):
+        case .createdSinceDeleted(let kind, let id):
             // Not 404: the client must tell "your create happened, and was deleted since" from "not found".
-            return APIError(.gone, "An earlier request with this Idempotency-Key created the \(kind == .cipher ? "item" : "folder"), "
-                            + "which has since been deleted.")
+            // `createdId` names what the key made, so the client re-creates it under that id's key, as
+            // every other device of the account does (docs/PROTOCOL.md, "Idempotent creates").
+            var error = APIError(.gone, "An earlier request with this Idempotency-Key created the \(kind == .cipher ? "item" : "folder"), "
+                                 + "which has since been deleted.")
+            error.createdID = id
+            return error
         case .keyReused(let message): return APIError(.unprocessableContent, message)
         }
     }

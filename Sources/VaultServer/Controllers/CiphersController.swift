@@ -225,8 +225,10 @@ struct CiphersController {
                 bytes += renderer.cipher(record) + Array("}".utf8)
             case .failure(let error):
                 let apiError = error.apiError
-                bytes += JSONValue.object(["idempotencyKey": .string(key), "status": .int(Int(apiError.status.code)),
-                                           "message": .string(apiError.message)]).serialized()
+                var entry: JSONObject = ["idempotencyKey": .string(key), "status": .int(Int(apiError.status.code)),
+                                         "message": .string(apiError.message)]
+                if let createdID = apiError.createdID { entry["createdId"] = .string(createdID) }
+                bytes += JSONValue.object(entry).serialized()
             }
         }
         bytes += Array("]}".utf8)

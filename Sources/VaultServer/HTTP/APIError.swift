@@ -13,6 +13,8 @@ public struct APIError: Error, Sendable {
     /// A body answered exactly as given instead of the usual shape (the token endpoint's "Two factor
     /// required." and `invalid_client` answers).
     var exactBody: JSONObject?
+    /// A `410` to a repeated create: the id of what the key made (`createdId`, a VaultSync extension).
+    var createdID: String?
 
     public init(_ status: HTTPResponse.Status, _ message: String, validationErrors: [String: [String]]? = nil) {
         self.status = status
@@ -89,6 +91,7 @@ public struct APIError: Error, Sendable {
         object["innerExceptionMessage"] = .null
         object["errorModel"] = .object(["message": .string(message), "object": .string("error")])
         object["object"] = .string("error")
+        if let createdID { object["createdId"] = .string(createdID) }
         return object
     }
 

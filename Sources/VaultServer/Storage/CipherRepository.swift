@@ -21,8 +21,8 @@ enum CipherWriteOutcome: Sendable {
     case outOfDate
     case forbidden(String)
     case invalid(String)
-    /// A repeated create whose first attempt made the item, deleted for good since (or no longer visible).
-    case createdSinceDeleted(CreateKind)
+    /// A repeated create whose first attempt made the item `id`, deleted for good since (or no longer visible).
+    case createdSinceDeleted(CreateKind, id: String)
     /// An idempotency key the user sent with a create of another kind.
     case keyReused(String)
 }

@@ -39,7 +39,7 @@ extension VaultRepository {
     /// trash if trashed); `410` if it was deleted for good or is no longer visible to the user.
     static func earlierCipher(id: String, userID: String, _ session: any SQLSession) async throws -> CipherRecord {
         guard let record = try await visibleCiphers(userID: userID, onlyID: id, session).first else {
-            throw CipherWriteError(outcome: .createdSinceDeleted(.cipher))
+            throw CipherWriteError(outcome: .createdSinceDeleted(.cipher, id: id))
         }
         return record
     }
@@ -48,7 +48,7 @@ extension VaultRepository {
     /// if it was deleted since.
     static func earlierFolder(id: String, userID: String, _ session: any SQLSession) async throws -> FolderRecord {
         guard let row = try await session.query("SELECT * FROM folders WHERE id = ? AND user_id = ?", [.text(id), .text(userID)]).first else {
-            throw CipherWriteError(outcome: .createdSinceDeleted(.folder))
+            throw CipherWriteError(outcome: .createdSinceDeleted(.folder, id: id))
         }
         return FolderRecord(row: row)
     }

@@ -191,7 +191,7 @@ public final class VaultRepository: Sendable {
 
     /// Creates a folder. With an idempotency key (docs/PROTOCOL.md, "Idempotent creates") a repeat of
     /// an earlier create answers with the folder it made, as it is now, and changes nothing; `410`
-    /// (``CipherWriteOutcome/createdSinceDeleted(_:)``) if that folder was deleted since.
+    /// (``CipherWriteOutcome/createdSinceDeleted(_:id:)``) if that folder was deleted since.
     func createFolder(userID: String, id: String?, name: String, createKey key: String?, now: Int64) async throws -> FolderRecord {
         try await transaction { session in
             let createKey = key.map { CreateKey(userID: userID, key: $0, kind: .folder) }

@@ -117,6 +117,7 @@ func describe(_ error: any Error) -> (message: String, status: ExitStatus) {
     case let error as ServerCallError:
         switch error {
         case .http(let status, let message): return ("The server refused (\(status)): \(message)", .serverRefused)
+        case .createdSinceDeleted(_, let message): return ("The server refused (410): \(message)", .serverRefused)
         case .authenticationExpired: return (VaultError.sessionExpired.description, .authenticationFailed)
         case .transport(_, let detail):
             return ("The server could not be reached (\(detail)). Changes stay queued on this device.", .serverUnreachable)
