@@ -58,9 +58,12 @@ public enum ServerCallError: Error, Sendable, Equatable {
     }
 
     /// An HTTP error answer as the client takes it: the server's message, and for a `410` that names
-    /// what a create's key made, that id.
+    /// what a create's key made, that id. An id that could not be part of a key (empty, over 100 bytes,
+    /// not visible ASCII: a broken or hostile answer) is ignored.
     public static func answer(status: Int, message: String, createdID: String?) -> ServerCallError {
-        if status == 410, let createdID, !createdID.isEmpty { return .createdSinceDeleted(createdID: createdID, message: message) }
+        if status == 410, let createdID, (1...100).contains(createdID.utf8.count), createdID.utf8.allSatisfy({ (0x21...0x7E).contains($0) }) {
+            return .createdSinceDeleted(createdID: createdID, message: message)
+        }
         return .http(status: status, message: message)
     }
 
