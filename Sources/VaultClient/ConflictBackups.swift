@@ -32,7 +32,7 @@ extension VaultEngine {
         // Bug 20: the version may be kept already, by another device that backed it up as the server's
         // version (this device's save reached the server but its answer was lost). A second copy is a
         // duplicate a person would have to sort out; the first one is recorded here instead.
-        if let kept = context.backups.backup(holding: view, keys: current.keys) {
+        if let kept = context.backups.backup(holding: view, keys: current.keys) ?? mergeKeptElsewhere(side: side, date: date, change: change, context: context) {
             return try await recordBackupMadeElsewhere(kept, of: view.name, side: side, date: date, originalID: originalID,
                                                        change: &change, report: &report)
         }
@@ -58,6 +58,15 @@ extension VaultEngine {
         try await noteInRecord(&change) { $0.progress.inFlight = flight }
         logger.debug("conflict backup", metadata: ["item": "\(originalID)", "losing": "\(side.rawValue)"])
         try await postBackup(flight, change: &change, report: &report, context: context)
+    }
+
+    /// The local version's merge, pushed by this device with its answer lost, kept by another device that
+    /// backed it up before writing over it (fault scenario seeds 897975, 673031, 444724): the merge holds every
+    /// field changed here, so this version is kept already. Only for the local save the merge was made from.
+    func mergeKeptElsewhere(side: PlanVersion, date: WireDate, change: PendingChange, context: ResolutionContext) -> (id: String, name: String)? {
+        guard side == .local, let body = change.metadata.progress.merge(pushedFrom: date), let keys = session?.keys,
+              let merged = try? CipherWire(jsonBytes: Array(body.utf8)).decrypted(with: keys) else { return nil }
+        return context.backups.backup(holding: merged, keys: keys)
     }
 
     /// Posts the backup in flight and notes it done. Made by an earlier attempt and deleted for good since

@@ -69,15 +69,17 @@ public struct PendingChangeMetadata: Sendable, Codable, Equatable {
     /// How far the resolution got: the versions backed up already, and a backup posted without an answer
     /// yet (its exact body and key), so a retry, a re-plan or a restart never backs a version up twice.
     public var progress: ResolutionProgress {
-        get { ResolutionProgress(backups: backedUp ?? [], inFlight: backupInFlight) }
+        get { ResolutionProgress(backups: backedUp ?? [], inFlight: backupInFlight, pushedMerge: pushedMerge) }
         set {
             backedUp = newValue.backups.isEmpty ? nil : newValue.backups
             backupInFlight = newValue.inFlight
+            pushedMerge = newValue.pushedMerge
         }
     }
-    // Stored as two fields (the document's keys), so that `Codable` and the hand-written JSON agree.
+    // Stored as fields of their own (the document's keys), so that `Codable` and the hand-written JSON agree.
     var backedUp: [BackedUpVersion]?
     var backupInFlight: BackupInFlight?
+    var pushedMerge: PushedMerge?
     /// For a create: the encrypted names the item had before it was renamed here. An earlier attempt
     /// may have reached the server under one of them with its answer lost; the resolver adopts an item
     /// carrying any of them instead of posting a second copy (each name's random IV makes it unique).
@@ -189,7 +191,8 @@ extension PendingChangeMetadata: JSONObjectConvertible {
         nextAttemptDate = try reader.date("nextAttemptDate")
         state = try reader.requiredRaw("state", as: PendingChangeState.self)
         originalState = try reader.object("originalState")
-        progress = ResolutionProgress(backups: try reader.array("backedUp") ?? [], inFlight: try reader.object("backupInFlight"))
+        progress = ResolutionProgress(backups: try reader.array("backedUp") ?? [], inFlight: try reader.object("backupInFlight"),
+                                      pushedMerge: try reader.object("pushedMerge"))
         // Records written before the progress was typed: "server:µs" / "local:µs" and the backup's body.
         if let legacy = try reader.string("backupDoneFor"), let done = BackedUpVersion(legacyMarker: legacy) {
             if let body = try reader.string("pendingBackup") {
@@ -223,6 +226,7 @@ extension PendingChangeMetadata: JSONObjectConvertible {
         writer.putIfPresent("originalState", originalState)
         if !progress.backups.isEmpty { writer.put("backedUp", progress.backups) }
         writer.putIfPresent("backupInFlight", progress.inFlight)
+        writer.putIfPresent("pushedMerge", progress.pushedMerge)
         writer.putIfPresent("earlierNames", earlierNames)
         writer.putIfPresent("createSent", createSent)
         writer.putIfPresent("itemKey", itemKey)
@@ -273,6 +277,20 @@ extension BackupInFlight: JSONObjectConvertible {
         writer.putIfPresent("idempotencyKey", idempotencyKey)
         writer.put("body", body)
         if let attachments { writer.put("attachments", attachments) }
+        return writer.object
+    }
+}
+
+extension PushedMerge: JSONObjectConvertible {
+    public init(json: JSONObject, path: String) throws {
+        var reader = JSONReader(json, path: path)
+        self.init(localDate: try reader.requiredDate("localDate"), body: try reader.requiredString("body"))
+    }
+
+    public func jsonObject() -> JSONObject {
+        var writer = JSONWriter()
+        writer.put("localDate", localDate)
+        writer.put("body", body)
         return writer.object
     }
 }

@@ -155,6 +155,22 @@ public struct BackupInFlight: Sendable, Equatable, Codable {
     }
 }
 
+/// A merge this device pushed: its exact body (wire JSON, every field encrypted), kept in the record before
+/// the push, with the date of the local save it was merged from. If the push's answer is lost and another
+/// device then backs the merge up and writes over it, the next attempt finds this device's version kept in
+/// that backup (the merge holds every field changed here) instead of backing it up a second time.
+public struct PushedMerge: Sendable, Equatable, Codable {
+    /// The local save the merge was made from (``PendingChangeMetadata/updatedDate`` then). A later save here
+    /// holds edits the merge does not: the note no longer applies.
+    public var localDate: WireDate
+    public var body: String
+
+    public init(localDate: WireDate, body: String) {
+        self.localDate = localDate
+        self.body = body
+    }
+}
+
 /// An attachment a backup copy keeps: the file stays the same encrypted bytes (its own attachment key),
 /// read from the item it came from; the attachment key and file name are wrapped anew for the backup's
 /// item key.
@@ -180,10 +196,19 @@ public struct ResolutionProgress: Sendable, Equatable {
     public var backups: [BackedUpVersion]
     /// A backup posted without an answer yet: finished before anything else is planned.
     public var inFlight: BackupInFlight?
+    /// The merge last pushed, whose answer may have been lost.
+    public var pushedMerge: PushedMerge?
 
-    public init(backups: [BackedUpVersion] = [], inFlight: BackupInFlight? = nil) {
+    public init(backups: [BackedUpVersion] = [], inFlight: BackupInFlight? = nil, pushedMerge: PushedMerge? = nil) {
         self.backups = backups
         self.inFlight = inFlight
+        self.pushedMerge = pushedMerge
+    }
+
+    /// The body of the merge pushed from the local save of `localDate`, if that is the one noted.
+    public func merge(pushedFrom localDate: WireDate) -> String? {
+        guard let pushedMerge, ConflictMatrix.isSameRevision(pushedMerge.localDate, localDate) else { return nil }
+        return pushedMerge.body
     }
 
     /// Whether this version of the facts is kept in a backup already.
@@ -257,6 +282,7 @@ extension PendingChangeMetadata {
             mergedContentDate = date
         }
         progress.inFlight = nil
+        progress.pushedMerge = nil
         attempts = 0
         lastError = nil
         nextAttemptDate = nil

@@ -138,6 +138,58 @@ struct MergeResolutionTests {
         await devices.finish()
     }
 
+    /// The fault scenario, seeds 897975, 673031 and 444724 (two backups of one version): A's merge reached the
+    /// server and its answer was lost; B, whose offline edit of the same field was newer, backed A's merge up
+    /// and pushed its own merge over it. A's next attempt did not know its merge had landed: it backed up its
+    /// local version as well, a second copy of A's password.
+    @Test("a merge whose answer was lost, then backed up by another device's newer merge: A's version is kept once, not twice")
+    func lostMergeAnswerThenBackedUpElsewhere() async throws {
+        let devices = try await TwoDevices.start()
+        let id = try #require(try await devices.a.engine.addItem(loginItem("Kept once", password: "first")).value.id)
+        try await devices.b.engine.pull()
+        let c = try await devices.scenario.device()
+        try await c.engine.pull()
+        // A changes the password offline, C adds a note online: A's push is a merge.
+        let offlineA = try await offline(devices)
+        var fromA = try await offlineA.engine.item(id: id)
+        fromA.login?.password = "a-offline"
+        #expect(try await offlineA.engine.updateItem(fromA).outcome.isOffline)
+        await offlineA.engine.shutdown()
+        var fromC = try await c.engine.item(id: id)
+        fromC.notes = "from C"
+        _ = try await c.engine.updateItem(fromC)
+        // A's merge reaches the server; its answer is lost.
+        let proxy = FaultProxy(upstream: await devices.scenario.server.url)
+        try await proxy.start()
+        await proxy.add(.init(method: "PUT", pathPrefix: "/api/ciphers/\(id)", action: .forwardThenDrop))
+        let a = try Device.make(url: await proxy.url, profile: devices.a.profile)
+        try await a.engine.unlock(email: devices.scenario.email, password: devices.scenario.password)
+        #expect(try await a.engine.sync().stillPending == 1, "the answer was lost: the record waits")
+        // B, offline since it pulled, changes the password after A's merge landed: B's edit is newer, and B
+        // backs up A's merge when it pushes its own.
+        let offlineB = try devices.b.reopen(url: deadServerURL())
+        try await offlineB.engine.unlock(email: devices.scenario.email, password: devices.scenario.password)
+        var fromB = try await offlineB.engine.item(id: id)
+        fromB.login?.password = "b-offline, later"
+        #expect(try await offlineB.engine.updateItem(fromB).outcome.isOffline)
+        await offlineB.engine.shutdown()
+        #expect(try await devices.b.engine.sync().backups.count == 1, "B keeps A's merge")
+
+        _ = try await a.engine.retryPending()
+        let second = try await a.engine.sync()
+        #expect(second.backups.isEmpty, "A's version is kept already, in B's backup of A's merge: \(second)")
+        #expect(try await a.engine.pendingCount() == 0)
+        try await c.engine.pull()
+        let live = try await c.engine.item(id: id)
+        #expect(live.login?.password == "b-offline, later" && live.notes == "from C")
+        let kept = try await backups(c.engine)
+        #expect(kept.map { $0.login?.password } == ["a-offline"], "one backup of A's password: \(kept.map(\.name))")
+        #expect(try await a.engine.views().map(\.name).sorted() == (try await c.engine.views()).map(\.name).sorted())
+        await c.engine.shutdown()
+        await proxy.stop()
+        await devices.finish()
+    }
+
     @Test("a folder renamed on both devices keeps the newer name, and says so; renamed the same, nothing is pushed",
           arguments: [true, false])
     func folderRenamedOnBoth(otherIsNewer: Bool) async throws {

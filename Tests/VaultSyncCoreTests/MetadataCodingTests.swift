@@ -15,7 +15,8 @@ struct MetadataCodingTests {
         metadata.progress = ResolutionProgress(
             backups: [BackedUpVersion(version: .server, date: WireDate(microsecondsSinceEpoch: 1_690_000_000_123_456), backupID: "b-1")],
             inFlight: BackupInFlight(version: .local, date: WireDate(microsecondsSinceEpoch: 1_700_000_100_000_000), originalID: "item-1",
-                                     idempotencyKey: "backup-r-local:1700000100000000", body: #"{"name":"2.x|y|z"}"#))
+                                     idempotencyKey: "backup-r-local:1700000100000000", body: #"{"name":"2.x|y|z"}"#),
+            pushedMerge: PushedMerge(localDate: WireDate(microsecondsSinceEpoch: 1_700_000_100_000_000), body: #"{"name":"2.m|e|rge"}"#))
         metadata.earlierNames = ["2.AbC+/x==|Yz==|Qq==", "2.dEf=|gh=|ij="]
         metadata.createSent = true
         metadata.itemKey = "2.KeY+/=|Iv==|Mac="
@@ -66,5 +67,14 @@ struct MetadataCodingTests {
         // Written again, it is in the typed format only.
         let written = metadata.jsonObject()
         #expect(written["backupDoneFor"] == nil && written["pendingBackup"] == nil && written["backupInFlight"] != nil)
+    }
+
+    @Test("a pushed merge is noted for the local save it was made from only, and settling forgets it")
+    func pushedMergeBelongsToItsSave() {
+        var metadata = Self.full
+        #expect(metadata.progress.merge(pushedFrom: metadata.updatedDate) == #"{"name":"2.m|e|rge"}"#)
+        #expect(metadata.progress.merge(pushedFrom: WireDate(microsecondsSinceEpoch: 1_700_000_150_000_000)) == nil, "a later save")
+        metadata.keep(afterSettling: SettledVersion(revision: nil, creationDate: nil, body: "{}", state: nil, created: false), baseline: .keepBaseline)
+        #expect(metadata.progress.pushedMerge == nil)
     }
 }
