@@ -54,6 +54,12 @@ struct PlanRun<Wire: Sendable>: Sendable {
     }
 }
 
+/// The server answered "out of date" at each of a resolution's re-plans: others are writing the item right
+/// now. Nothing is wrong with the change; it waits for a later sync (backoff), not for the user.
+struct KeptChanging: Error {
+    static let message = "The item kept changing on the server while this change was being resolved; it is tried again at the next sync."
+}
+
 /// A three-way merge a plan pushes: the result, which side wins a field both changed, and whether the
 /// merged version differs from the server's (else nothing is pushed).
 struct PlannedMerge: Sendable {
@@ -87,7 +93,7 @@ extension VaultEngine {
                 run.server = try await reread(run.serverID)
             }
         }
-        throw ServerCallError.http(status: 400, message: "The item kept changing on the server; try again later.")
+        throw KeptChanging()
     }
 
     /// The record as stored now, with the local version, read together: the pass read its queue at its

@@ -281,6 +281,9 @@ extension VaultEngine {
             report.resolved += 1
         } catch let error as ServerCallError {
             report.merge(try await failureReport(error, change: change))
+        } catch is KeptChanging {
+            // Others are writing the item right now: nothing is wrong with it, it is tried again later (backoff).
+            _ = try await recordFailure(change, description: KeptChanging.message, refused: false)
         } catch let error as VaultError {
             // The server answered but something about this item is wrong: keep it, ask the user.
             _ = try await recordFailure(change, error: .invalidResponse(error.description), permanent: true)
@@ -305,15 +308,18 @@ extension VaultEngine {
     /// Counts a failed attempt: transient → retry after backoff, or needs attention when exhausted;
     /// a refusal → needs attention at once. The data stays.
     func recordFailure(_ change: PendingChange, error: ServerCallError, permanent: Bool = false) async throws -> PendingChangeState {
+        try await recordFailure(change, description: error.description,
+                                refused: permanent || FailureClassification.classify(error.failure) == .refused)
+    }
+
+    func recordFailure(_ change: PendingChange, description: String, refused: Bool) async throws -> PendingChangeState {
         let current = try requireSession()
         let key = current.keys.userKey
         let backoff = Backoff()
-        let refused = permanent || FailureClassification.classify(error.failure) == .refused
         // The jitter comes from the engine's random source, like everything random it does (a test's
         // seeded source replays the same backoff).
         let unit = Double(random.bytes(count: 8).reduce(UInt64(0)) { $0 << 8 | UInt64($1) } >> 11) / Double(1 << 53)
         let now = clock.now()
-        let description = error.description
         // Read and written in one transaction: the stored record may have moved on during this attempt
         // (a backup noted, or the user saved the item again), and keeps what it has.
         let updated = try await write { tx in
@@ -330,7 +336,7 @@ extension VaultEngine {
             }
         }
         guard let updated else { return .pending }
-        publishStatus(lastError: error.description)
+        publishStatus(lastError: description)
         logger.warning("queued change not resolved", metadata: ["item": "\(change.itemID)", "state": "\(updated.metadata.state.rawValue)",
                                                                   "attempts": "\(updated.metadata.attempts)"])
         return updated.metadata.state

@@ -1224,6 +1224,48 @@ struct ResolutionFaultTests {
         await devices.finish()
     }
 
+    /// Another device writes the item after every read this device makes of it, so every push meets "out of
+    /// date" and the re-plans run out. That is a busy item, not a broken change: it waits for a later sync
+    /// (backoff) instead of asking the user, and resolves once the writes stop. (It used to need attention.)
+    @Test("an item written elsewhere after every read: the change is tried again later, it does not need attention")
+    func keptChangingWaits() async throws {
+        let devices = try await TwoDevices.start()
+        let id = try #require(try await devices.a.engine.addItem(loginItem("Busy", password: "first")).value.id)
+        try await devices.b.engine.pull()
+        let offline = try await offline(devices)
+        var mine = try await offline.engine.item(id: id)
+        mine.login?.password = "a-offline"
+        #expect(try await offline.engine.updateItem(mine).outcome.isOffline)
+        await offline.engine.shutdown()
+
+        let (a, proxy) = try await throughProxy(devices) { $0.bulkPushSize = 0 }
+        let bEngine = devices.b.engine
+        let writes = Counter()
+        await proxy.setForwardHook { method, path in
+            guard method == "GET", path.hasPrefix("/api/sync") || path.hasPrefix("/api/ciphers/\(id)") else { return }
+            guard var theirs = try? await bEngine.item(id: id) else { return }
+            await writes.increment()
+            theirs.notes = "b-\(await writes.value)"
+            _ = try? await bEngine.updateItem(theirs)
+        }
+        let report = try await a.engine.sync()
+        await proxy.setForwardHook(nil)
+        #expect(await writes.value >= 3, "B wrote after each of A's reads")
+        #expect(report.needsAttention == 0 && report.stillPending == 1, "\(report)")
+        let waiting = try await a.engine.pendingChanges()
+        #expect(waiting.first?.metadata.state == .pending && waiting.first?.metadata.nextAttemptDate != nil, "retried after backoff")
+        #expect(waiting.first?.metadata.lastError?.contains("kept changing") == true)
+
+        try await a.engine.retryPending()
+        let calm = try await a.engine.sync()
+        #expect(calm.needsAttention == 0 && calm.stillPending == 0, "\(calm)")
+        try await devices.b.engine.pull()
+        let live = try await devices.b.engine.item(id: id)
+        #expect(live.login?.password == "a-offline" && live.notes?.hasPrefix("b-") == true, "both sides merged: \(live)")
+        await proxy.stop()
+        await devices.finish()
+    }
+
     /// The fault scenario, seed 936547 (a password, a note, a name and a username lost): a push answered "out
     /// of date" makes the engine read the item again; that read failed on the wire, and the failure was taken
     /// for "the server has no such item". The plan for a gone item then removed the change (a trash with
