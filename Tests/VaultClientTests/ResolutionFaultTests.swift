@@ -55,6 +55,20 @@ struct ResolutionFaultTests {
         return device
     }
 
+    /// A creates an item (password "first") and B pulls it; then A, offline, changes its password to
+    /// "a-offline", after moving it to the trash when `trashFirst`. Returns the item's id.
+    func itemEditedOfflineOnA(_ devices: TwoDevices, name: String, trashFirst: Bool = false) async throws -> String {
+        let id = try #require(try await devices.a.engine.addItem(loginItem(name, password: "first")).value.id)
+        try await devices.b.engine.pull()
+        let offline = try await offline(devices)
+        if trashFirst { #expect(try await offline.engine.softDeleteItem(id: id).isOffline) }
+        var mine = try await offline.engine.item(id: id)
+        mine.login?.password = "a-offline"
+        #expect(try await offline.engine.updateItem(mine).outcome.isOffline)
+        await offline.engine.shutdown()
+        return id
+    }
+
     /// A creates an item ("first") and B pulls it; A, offline, changes its password ("a-offline"); then B
     /// changes it online ("b-online", newer). Returns the item's id and A's offline device, still open.
     func aEditsOfflineThenBOnline(_ devices: TwoDevices, name: String) async throws -> (id: String, a: Device) {
@@ -1230,13 +1244,7 @@ struct ResolutionFaultTests {
     @Test("an item written elsewhere after every read: the change is tried again later, it does not need attention")
     func keptChangingWaits() async throws {
         let devices = try await TwoDevices.start()
-        let id = try #require(try await devices.a.engine.addItem(loginItem("Busy", password: "first")).value.id)
-        try await devices.b.engine.pull()
-        let offline = try await offline(devices)
-        var mine = try await offline.engine.item(id: id)
-        mine.login?.password = "a-offline"
-        #expect(try await offline.engine.updateItem(mine).outcome.isOffline)
-        await offline.engine.shutdown()
+        let id = try await itemEditedOfflineOnA(devices, name: "Busy")
 
         let (a, proxy) = try await throughProxy(devices) { $0.bulkPushSize = 0 }
         let bEngine = devices.b.engine
@@ -1274,15 +1282,8 @@ struct ResolutionFaultTests {
     @Test("a push answered \"out of date\" whose second read fails on the wire: the change waits, nothing is re-created or dropped")
     func rereadFailsAfterOutOfDate() async throws {
         let devices = try await TwoDevices.start()
-        let id = try #require(try await devices.a.engine.addItem(loginItem("Read again", password: "first")).value.id)
-        try await devices.b.engine.pull()
         // As in the seed: A moves the item to the trash offline, then edits it there.
-        let offline = try await offline(devices)
-        #expect(try await offline.engine.softDeleteItem(id: id).isOffline)
-        var mine = try await offline.engine.item(id: id)
-        mine.login?.password = "a-offline"
-        #expect(try await offline.engine.updateItem(mine).outcome.isOffline)
-        await offline.engine.shutdown()
+        let id = try await itemEditedOfflineOnA(devices, name: "Read again", trashFirst: true)
 
         // B edits the item once A's snapshot has been answered, so A's push meets "out of date"; A's read of
         // the item that follows is cut before it reaches the server.
