@@ -276,7 +276,8 @@ extension VaultEngine {
             body = try modelCall { try merge.result.merged.encrypted(with: keys, random: random) }
             // Noted before it is sent: if the answer is lost and another device backs the merge up, the next
             // attempt finds this device's version kept there (`backUp`).
-            let pushed = PushedMerge(localDate: run.change.metadata.updatedDate, body: String(decoding: body.jsonBytes(), as: UTF8.self))
+            let pushed = PushedMerge(body: String(decoding: body.jsonBytes(), as: UTF8.self),
+                                     local: String(decoding: (run.local?.jsonBytes() ?? []), as: UTF8.self))
             try await noteInRecord(&run.change) { $0.progress.pushedMerge = pushed }
         case .server:
             return

@@ -69,6 +69,11 @@ final class SnapshotBackups: @unchecked Sendable {
         return content(of: backup) == content(of: version)
     }
 
+    /// Whether two versions have the same name and the same content a backup keeps.
+    static func sameKeptContent(_ a: CipherView, _ b: CipherView) -> Bool {
+        a.name == b.name && content(of: a) == content(of: b)
+    }
+
     private static func content(of view: CipherView) -> CipherView {
         var content = CipherView(type: view.type, name: "")
         content.organizationId = view.organizationId

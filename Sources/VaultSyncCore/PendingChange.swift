@@ -284,13 +284,13 @@ extension BackupInFlight: JSONObjectConvertible {
 extension PushedMerge: JSONObjectConvertible {
     public init(json: JSONObject, path: String) throws {
         var reader = JSONReader(json, path: path)
-        self.init(localDate: try reader.requiredDate("localDate"), body: try reader.requiredString("body"))
+        self.init(body: try reader.requiredString("body"), local: try reader.requiredString("local"))
     }
 
     public func jsonObject() -> JSONObject {
         var writer = JSONWriter()
-        writer.put("localDate", localDate)
         writer.put("body", body)
+        writer.put("local", local)
         return writer.object
     }
 }

@@ -155,19 +155,19 @@ public struct BackupInFlight: Sendable, Equatable, Codable {
     }
 }
 
-/// A merge this device pushed: its exact body (wire JSON, every field encrypted), kept in the record before
-/// the push, with the date of the local save it was merged from. If the push's answer is lost and another
-/// device then backs the merge up and writes over it, the next attempt finds this device's version kept in
-/// that backup (the merge holds every field changed here) instead of backing it up a second time.
+/// A merge this device pushed: its exact body and the local version it was merged from (wire JSON, every
+/// field encrypted), kept in the record before the push. If the push's answer is lost and another device
+/// then backs the merge up and writes over it, the next attempt finds this device's version kept in that
+/// backup (the merge holds every field changed here) instead of backing it up a second time; only while
+/// the local content is still the one merged (a trash, archive, folder or favorite change since does not
+/// count: a backup keeps content).
 public struct PushedMerge: Sendable, Equatable, Codable {
-    /// The local save the merge was made from (``PendingChangeMetadata/updatedDate`` then). A later save here
-    /// holds edits the merge does not: the note no longer applies.
-    public var localDate: WireDate
     public var body: String
+    public var local: String
 
-    public init(localDate: WireDate, body: String) {
-        self.localDate = localDate
+    public init(body: String, local: String) {
         self.body = body
+        self.local = local
     }
 }
 
@@ -205,11 +205,6 @@ public struct ResolutionProgress: Sendable, Equatable {
         self.pushedMerge = pushedMerge
     }
 
-    /// The body of the merge pushed from the local save of `localDate`, if that is the one noted.
-    public func merge(pushedFrom localDate: WireDate) -> String? {
-        guard let pushedMerge, ConflictMatrix.isSameRevision(pushedMerge.localDate, localDate) else { return nil }
-        return pushedMerge.body
-    }
 
     /// Whether this version of the facts is kept in a backup already.
     public func hasBackup(of version: PlanVersion, facts: ResolutionFacts) -> Bool {

@@ -142,8 +142,9 @@ struct MergeResolutionTests {
     /// server and its answer was lost; B, whose offline edit of the same field was newer, backed A's merge up
     /// and pushed its own merge over it. A's next attempt did not know its merge had landed: it backed up its
     /// local version as well, a second copy of A's password.
-    @Test("a merge whose answer was lost, then backed up by another device's newer merge: A's version is kept once, not twice")
-    func lostMergeAnswerThenBackedUpElsewhere() async throws {
+    @Test("a merge whose answer was lost, then backed up by another device's newer merge: A's version is kept once, not twice",
+          arguments: ["nothing", "a favorite", "an edit"])
+    func lostMergeAnswerThenBackedUpElsewhere(changedSince: String) async throws {
         let devices = try await TwoDevices.start()
         let id = try #require(try await devices.a.engine.addItem(loginItem("Kept once", password: "first")).value.id)
         try await devices.b.engine.pull()
@@ -165,6 +166,16 @@ struct MergeResolutionTests {
         let a = try Device.make(url: await proxy.url, profile: devices.a.profile)
         try await a.engine.unlock(email: devices.scenario.email, password: devices.scenario.password)
         #expect(try await a.engine.sync().stillPending == 1, "the answer was lost: the record waits")
+        // The fault scenario's seed 153223: A moved the item to its favorites after the push, before B's edit.
+        // A state change keeps the content merged; an edit does not (the merge does not hold it).
+        switch changedSince {
+        case "a favorite": #expect(try await a.engine.setFavorite(id: id, true).isOffline)
+        case "an edit":
+            var later = try await a.engine.item(id: id)
+            later.login?.username = "a-later"
+            #expect(try await a.engine.updateItem(later).outcome.isOffline)
+        default: break
+        }
         // B, offline since it pulled, changes the password after A's merge landed: B's edit is newer, and B
         // backs up A's merge when it pushes its own.
         let offlineB = try devices.b.reopen(url: deadServerURL())
@@ -177,13 +188,18 @@ struct MergeResolutionTests {
 
         _ = try await a.engine.retryPending()
         let second = try await a.engine.sync()
-        #expect(second.backups.isEmpty, "A's version is kept already, in B's backup of A's merge: \(second)")
         #expect(try await a.engine.pendingCount() == 0)
         try await c.engine.pull()
         let live = try await c.engine.item(id: id)
         #expect(live.login?.password == "b-offline, later" && live.notes == "from C")
         let kept = try await backups(c.engine)
-        #expect(kept.map { $0.login?.password } == ["a-offline"], "one backup of A's password: \(kept.map(\.name))")
+        if changedSince == "an edit" {
+            #expect(live.login?.username == "a-later", "the later edit is merged into the winner")
+            #expect(kept.contains { $0.login?.password == "a-offline" })
+        } else {
+            #expect(second.backups.isEmpty, "A's version is kept already, in B's backup of A's merge: \(second)")
+            #expect(kept.map { $0.login?.password } == ["a-offline"], "one backup of A's password: \(kept.map(\.name))")
+        }
         #expect(try await a.engine.views().map(\.name).sorted() == (try await c.engine.views()).map(\.name).sorted())
         await c.engine.shutdown()
         await proxy.stop()

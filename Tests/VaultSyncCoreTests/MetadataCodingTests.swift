@@ -16,7 +16,7 @@ struct MetadataCodingTests {
             backups: [BackedUpVersion(version: .server, date: WireDate(microsecondsSinceEpoch: 1_690_000_000_123_456), backupID: "b-1")],
             inFlight: BackupInFlight(version: .local, date: WireDate(microsecondsSinceEpoch: 1_700_000_100_000_000), originalID: "item-1",
                                      idempotencyKey: "backup-r-local:1700000100000000", body: #"{"name":"2.x|y|z"}"#),
-            pushedMerge: PushedMerge(localDate: WireDate(microsecondsSinceEpoch: 1_700_000_100_000_000), body: #"{"name":"2.m|e|rge"}"#))
+            pushedMerge: PushedMerge(body: #"{"name":"2.m|e|rge"}"#, local: #"{"name":"2.lo|c|al"}"#))
         metadata.earlierNames = ["2.AbC+/x==|Yz==|Qq==", "2.dEf=|gh=|ij="]
         metadata.createSent = true
         metadata.itemKey = "2.KeY+/=|Iv==|Mac="
@@ -69,11 +69,10 @@ struct MetadataCodingTests {
         #expect(written["backupDoneFor"] == nil && written["pendingBackup"] == nil && written["backupInFlight"] != nil)
     }
 
-    @Test("a pushed merge is noted for the local save it was made from only, and settling forgets it")
-    func pushedMergeBelongsToItsSave() {
+    @Test("settling forgets a pushed merge (the record that stays holds a newer save)")
+    func settlingForgetsPushedMerge() {
         var metadata = Self.full
-        #expect(metadata.progress.merge(pushedFrom: metadata.updatedDate) == #"{"name":"2.m|e|rge"}"#)
-        #expect(metadata.progress.merge(pushedFrom: WireDate(microsecondsSinceEpoch: 1_700_000_150_000_000)) == nil, "a later save")
+        #expect(metadata.progress.pushedMerge?.body == #"{"name":"2.m|e|rge"}"#)
         metadata.keep(afterSettling: SettledVersion(revision: nil, creationDate: nil, body: "{}", state: nil, created: false), baseline: .keepBaseline)
         #expect(metadata.progress.pushedMerge == nil)
     }
