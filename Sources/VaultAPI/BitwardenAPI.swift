@@ -214,8 +214,9 @@ public final class BitwardenAPI: Sendable {
         let replyBody = response.body
         let status = response.status
         guard (200..<300).contains(status) || acceptingErrors else {
-            let createdID = status == 410 ? (try? JSONParser.parseObject(replyBody))?["createdId"]?.stringValue : nil
-            throw ServerCallError.answer(status: status, message: Self.errorMessage(replyBody, status: status), createdID: createdID)
+            let object = try? JSONParser.parseObject(replyBody)
+            throw ServerCallError.answer(status: status, message: Self.errorMessage(object, status: status),
+                                         createdID: object?["createdId"]?.stringValue)
         }
         return Reply(status: status, body: replyBody)
     }
@@ -234,7 +235,11 @@ public final class BitwardenAPI: Sendable {
 
     /// The server's message: `message` ?? `errorModel.message` ?? `ErrorModel.Message` ?? `error_description` (spec §3.3).
     static func errorMessage(_ body: [UInt8], status: Int) -> String {
-        if let object = try? JSONParser.parseObject(body) {
+        errorMessage(try? JSONParser.parseObject(body), status: status)
+    }
+
+    static func errorMessage(_ object: JSONObject?, status: Int) -> String {
+        if let object {
             if let message = object["message"]?.stringValue, !message.isEmpty { return message }
             if let model = object["errorModel"]?.objectValue, let message = model["message"]?.stringValue { return message }
             if let description = object["error_description"]?.stringValue { return description }

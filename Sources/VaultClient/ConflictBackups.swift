@@ -32,7 +32,7 @@ extension VaultEngine {
         // Bug 20: the version may be kept already, by another device that backed it up as the server's
         // version (this device's save reached the server but its answer was lost). A second copy is a
         // duplicate a person would have to sort out; the first one is recorded here instead.
-        if let kept = context.backups.backup(holding: view, keys: current.keys) ?? mergeKeptElsewhere(of: view, side: side, change: change, context: context) {
+        if let kept = context.backups.backup(holding: view, keys: current.keys) ?? mergeKeptElsewhere(of: view, side: side, change: change, keys: current.keys, context: context) {
             return try await recordBackupMadeElsewhere(kept, of: view.name, side: side, date: date, originalID: originalID,
                                                        change: &change, report: &report)
         }
@@ -64,8 +64,9 @@ extension VaultEngine {
     /// backed it up before writing over it (fault scenario seeds 897975, 673031, 444724, 153223): the merge
     /// holds every field changed here, so this version is kept already. Only while the local content is the
     /// one the merge was made from (a later edit here is not in it).
-    func mergeKeptElsewhere(of local: CipherView, side: PlanVersion, change: PendingChange, context: ResolutionContext) -> (id: String, name: String)? {
-        guard side == .local, let pushed = change.metadata.progress.pushedMerge, let keys = session?.keys,
+    func mergeKeptElsewhere(of local: CipherView, side: PlanVersion, change: PendingChange, keys: VaultKeys,
+                            context: ResolutionContext) -> (id: String, name: String)? {
+        guard side == .local, let pushed = change.metadata.progress.pushedMerge,
               let mergedFrom = try? CipherWire(jsonBytes: Array(pushed.local.utf8)).decrypted(with: keys),
               SnapshotBackups.sameKeptContent(mergedFrom, local),
               let merged = try? CipherWire(jsonBytes: Array(pushed.body.utf8)).decrypted(with: keys) else { return nil }

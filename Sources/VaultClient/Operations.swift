@@ -266,9 +266,7 @@ extension VaultEngine {
         switch FailureClassification.classify(error.failure) {
         case .refused:
             await recordContact(success: true)
-            if case .http(let status, let message) = error { throw VaultError.serverRefused(status: status, message: message) }
-            if case .createdSinceDeleted(_, let message) = error { throw VaultError.serverRefused(status: 410, message: message) }
-            throw VaultError.sessionExpired
+            throw Self.onlineOnly(error)
         case .offline:
             await recordContact(success: false)
             if isOrganization { throw VaultError.organizationItemOffline }
