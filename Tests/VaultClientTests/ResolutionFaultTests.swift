@@ -1023,6 +1023,42 @@ struct ResolutionFaultTests {
         await devices.finish()
     }
 
+    /// The same race for a folder: A's create of a folder reached the server, its answer lost; B renamed the
+    /// folder offline; C deleted it. Both re-create it at once, A under the id the `410` names.
+    @Test("a lost folder create, deleted elsewhere while another device renamed it: one folder comes back, not two")
+    func lostFolderCreateRecreatedOnTwoDevices() async throws {
+        let devices = try await TwoDevices.start()
+        let (a, proxy) = try await throughProxy(devices, losingFirstAnswerTo: "/api/folders")
+        _ = try #require(try await a.engine.createFolder(name: "Made here").value.id)
+        #expect(await proxy.firedByAction["forward-then-502"] == 1)
+        try await devices.b.engine.pull()
+        let onServer = try #require(try await devices.b.engine.folders().first { $0.name == "Made here" }?.id)
+        let offlineB = try devices.b.reopen(url: deadServerURL())
+        try await offlineB.engine.unlock(email: devices.scenario.email, password: devices.scenario.password)
+        #expect(try await offlineB.engine.renameFolder(id: onServer, name: "Renamed on B").isOffline)
+        await offlineB.engine.shutdown()
+        let c = try await devices.scenario.device()
+        try await c.engine.pull()
+        #expect(try await c.engine.deleteFolder(id: onServer) == .synced)
+
+        let (b, once) = try await bSyncsDuringASnapshot(devices, proxy: proxy) { _ in }
+        try await a.engine.retryPending()
+        let report = try await a.engine.sync()
+        await proxy.setForwardHook(nil)
+        #expect(once.fired, "B synced while A's snapshot was on the wire")
+        #expect(report.needsAttention == 0, "\(report)")
+        for device in [b, a, c] { _ = try await device.engine.sync() }
+        #expect(try await a.engine.pendingCount() == 0)
+        #expect(try await b.engine.pendingCount() == 0)
+        let folders = try await c.engine.folders().map(\.name)
+        #expect(folders.count == 1, "one folder: \(folders)")
+        for device in [a, b] { #expect(try await device.engine.folders().map(\.name).sorted() == folders.sorted()) }
+        await b.engine.shutdown()
+        await c.engine.shutdown()
+        await proxy.stop()
+        await devices.finish()
+    }
+
     @Test("an item deleted for good after its create answer was lost: the copy on the server goes too (it does not come back)",
           arguments: [false, true])
     func lostCreateAnswerThenDeleted(createdOnline: Bool) async throws {
