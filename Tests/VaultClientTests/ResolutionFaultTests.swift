@@ -221,6 +221,21 @@ struct ResolutionFaultTests {
         return (b, once)
     }
 
+    /// A retries its queued changes and syncs while B's whole sync runs during A's snapshot, so both re-create
+    /// what C deleted at the same moment; then every device syncs once more and both queues end empty.
+    func reCreateAtOnce(_ devices: TwoDevices, a: Device, c: Device, proxy: FaultProxy) async throws -> Device {
+        let (b, once) = try await bSyncsDuringASnapshot(devices, proxy: proxy) { _ in }
+        try await a.engine.retryPending()
+        let report = try await a.engine.sync()
+        await proxy.setForwardHook(nil)
+        #expect(once.fired, "B synced while A's snapshot was on the wire")
+        #expect(report.needsAttention == 0, "\(report)")
+        for device in [b, a, c] { _ = try await device.engine.sync() }
+        #expect(try await a.engine.pendingCount() == 0)
+        #expect(try await b.engine.pendingCount() == 0)
+        return b
+    }
+
     /// A syncs through a proxy while B's whole sync runs during A's snapshot (`bSyncsDuringASnapshot`), then
     /// B syncs again: both resolve their changes of one item at the same moment, neither seeing the other's
     /// first. Both queues end empty. Returns A, B, the proxy and A's report.
@@ -1004,15 +1019,7 @@ struct ResolutionFaultTests {
         here.login?.password = "from A, edited"
         _ = try await a.engine.updateItem(here)
         // B re-creates its version while A's snapshot is on the wire: neither sees the other's re-creation.
-        let (b, once) = try await bSyncsDuringASnapshot(devices, proxy: proxy) { _ in }
-        try await a.engine.retryPending()
-        let report = try await a.engine.sync()
-        await proxy.setForwardHook(nil)
-        #expect(once.fired, "B synced while A's snapshot was on the wire")
-        #expect(report.needsAttention == 0, "\(report)")
-        for device in [b, a, c] { _ = try await device.engine.sync() }
-        #expect(try await a.engine.pendingCount() == 0)
-        #expect(try await b.engine.pendingCount() == 0)
+        let b = try await reCreateAtOnce(devices, a: a, c: c, proxy: proxy)
         let views = try await c.engine.views()
         expectSurvive(["from A, edited", "from B, in the trash"], in: views)
         #expect(views.filter { $0.name == "Made here" }.count == 1, "one item: \(views.map(\.name))")
@@ -1041,15 +1048,7 @@ struct ResolutionFaultTests {
         try await c.engine.pull()
         #expect(try await c.engine.deleteFolder(id: onServer) == .synced)
 
-        let (b, once) = try await bSyncsDuringASnapshot(devices, proxy: proxy) { _ in }
-        try await a.engine.retryPending()
-        let report = try await a.engine.sync()
-        await proxy.setForwardHook(nil)
-        #expect(once.fired, "B synced while A's snapshot was on the wire")
-        #expect(report.needsAttention == 0, "\(report)")
-        for device in [b, a, c] { _ = try await device.engine.sync() }
-        #expect(try await a.engine.pendingCount() == 0)
-        #expect(try await b.engine.pendingCount() == 0)
+        let b = try await reCreateAtOnce(devices, a: a, c: c, proxy: proxy)
         let folders = try await c.engine.folders().map(\.name)
         #expect(folders.count == 1, "one folder: \(folders)")
         for device in [a, b] { #expect(try await device.engine.folders().map(\.name).sorted() == folders.sorted()) }
