@@ -157,7 +157,7 @@ extension VaultEngine {
             }
         } ?? .gone
         return ResolutionFacts(itemKind: .cipher, record: record, localPresent: run.local != nil, server: server,
-                               localUpdatedOnServerClock: onServerClock(record.updatedDate), createKey: run.createKey)
+                               localEditedOnServerClock: onServerClock(record.contentEditDate), createKey: run.createKey)
     }
 
     /// The facts, the merge when the plan calls for one (merge policy; both sides changed the content since
@@ -348,7 +348,7 @@ extension VaultEngine {
     func settle(_ run: PlanRun<CipherWire>, baseline: SettleBaseline) async throws {
         guard let settled = run.result ?? run.server else { return try await dropRecord(run.change) }
         // A merge push is only as new as the newest edit it merged.
-        let mergedDate = run.merge.map { _ in max(run.server?.revisionDate ?? settled.revisionDate ?? clock.now(), onServerClock(run.change.metadata.updatedDate)) }
+        let mergedDate = run.merge.map { _ in max(run.server?.revisionDate ?? settled.revisionDate ?? clock.now(), onServerClock(run.change.metadata.contentEditDate)) }
         let settling = Settling(change: run.change, settled: settled, swapping: run.swapping, baseline: baseline, mergedContentDate: mergedDate)
         let current = try requireSession()
         try await write { [userID = current.userID, key = current.keys.userKey] tx in try Self.settle(settling, userID: userID, key: key, tx) }
@@ -542,7 +542,7 @@ extension VaultEngine {
         let record = run.change.metadata
         let server: ServerFacts = run.server.map { .present(revision: $0.revisionDate ?? WireDate(microsecondsSinceEpoch: 0), holdsLocal: false) } ?? .gone
         return ResolutionFacts(itemKind: .folder, record: record, localPresent: run.local != nil, server: server,
-                               localUpdatedOnServerClock: onServerClock(record.updatedDate), createKey: run.createKey)
+                               localEditedOnServerClock: onServerClock(record.contentEditDate), createKey: run.createKey)
     }
 
     func planFolder(_ run: inout PlanRun<FolderWire>) -> [ResolutionStep] {
@@ -561,7 +561,7 @@ extension VaultEngine {
         if theirs == mine { return .clean }
         let baseName = run.change.metadata.baseVersion.flatMap { try? FolderWire(jsonBytes: Array($0.utf8)).decrypted(with: keys).name }
         guard adopted || (baseName != nil && theirs != baseName) else { return .notApplicable }
-        run.notice = revision >= facts.localUpdatedOnServerClock
+        run.notice = revision >= facts.localEditedOnServerClock
             ? "Folder \"\(theirs)\": renamed on another device later than you renamed it \"\(mine)\" here; the newer name was kept."
             : "Folder \"\(mine)\": renamed here later than another device renamed it \"\(theirs)\"; the newer name was kept."
         return .conflicting

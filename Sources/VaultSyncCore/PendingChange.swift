@@ -56,9 +56,16 @@ public struct PendingChangeMetadata: Sendable, Codable, Equatable {
     public var contentChanged: Bool
     /// When the first offline change was made (device clock).
     public var createdDate: WireDate
-    /// When the last offline change was made (device clock): "newer" in conflicts compares this,
-    /// converted to the server's clock.
+    /// When the last offline change was made (device clock), of any kind: the identity of the local
+    /// version (a backup names it; a save during a resolution moves it).
     public var updatedDate: WireDate
+    /// When the content was last changed here (device clock): a create or an edit, not a trash, archive,
+    /// folder or favorite change. `nil` for a state-only record and for records queued before it existed.
+    public var contentUpdatedDate: WireDate?
+    /// The date "newer" compares in a conflict (docs/ARCHITECTURE.md, "Newer"), converted to the server's
+    /// clock: the last content change, so that favoriting an old edit does not make it newer than an edit
+    /// made elsewhere in between. Records from before the content date was kept use their last save.
+    public var contentEditDate: WireDate { contentUpdatedDate ?? updatedDate }
     public var attempts: Int
     public var lastError: String?
     public var nextAttemptDate: WireDate?
@@ -186,6 +193,7 @@ extension PendingChangeMetadata: JSONObjectConvertible {
         contentChanged = try reader.requiredBool("contentChanged")
         createdDate = try reader.requiredDate("createdDate")
         updatedDate = try reader.requiredDate("updatedDate")
+        contentUpdatedDate = try reader.date("contentUpdatedDate")
         attempts = try reader.requiredInt("attempts")
         lastError = try reader.string("lastError")
         nextAttemptDate = try reader.date("nextAttemptDate")
@@ -219,6 +227,7 @@ extension PendingChangeMetadata: JSONObjectConvertible {
         writer.put("contentChanged", contentChanged)
         writer.put("createdDate", createdDate)
         writer.put("updatedDate", updatedDate)
+        writer.putIfPresent("contentUpdatedDate", contentUpdatedDate)
         writer.put("attempts", attempts)
         writer.putIfPresent("lastError", lastError)
         writer.putIfPresent("nextAttemptDate", nextAttemptDate)

@@ -66,9 +66,15 @@ public enum QueueRules {
             metadata.state = .pending
             metadata.nextAttemptDate = nil
         }
-        if case .edit(let passwordChanged) = operation {
+        switch operation {
+        case .create:
+            metadata.contentUpdatedDate = now
+        case .edit(let passwordChanged):
             metadata.contentChanged = true
+            metadata.contentUpdatedDate = now
             if passwordChanged { metadata.passwordChangeCount += 1 }
+        default:
+            break
         }
         if metadata.kind == .create, let leavingName, !(metadata.earlierNames ?? []).contains(leavingName) {
             metadata.earlierNames = (metadata.earlierNames ?? []) + [leavingName]

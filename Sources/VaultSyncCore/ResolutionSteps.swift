@@ -98,19 +98,19 @@ public struct ResolutionFacts: Sendable, Equatable {
     /// The local version exists (a create or an edit has one; a delete for good does not).
     public var localPresent: Bool
     public var server: ServerFacts
-    /// The record's last save on the server's clock.
-    public var localUpdatedOnServerClock: WireDate
+    /// The record's last content change on the server's clock (`PendingChangeMetadata.contentEditDate`).
+    public var localEditedOnServerClock: WireDate
     public var merge: MergeFacts
     /// The idempotency key of a create (the device-made id) or of a re-creation.
     public var createKey: String
 
     public init(itemKind: PendingItemKind, record: PendingChangeMetadata, localPresent: Bool, server: ServerFacts,
-                localUpdatedOnServerClock: WireDate, merge: MergeFacts = .notApplicable, createKey: String) {
+                localEditedOnServerClock: WireDate, merge: MergeFacts = .notApplicable, createKey: String) {
         self.itemKind = itemKind
         self.record = record
         self.localPresent = localPresent
         self.server = server
-        self.localUpdatedOnServerClock = localUpdatedOnServerClock
+        self.localEditedOnServerClock = localEditedOnServerClock
         self.merge = merge
         self.createKey = createKey
     }
@@ -339,7 +339,7 @@ public enum ResolutionPlanner {
     static func localIsNewer(_ facts: ResolutionFacts, than revision: WireDate) -> Bool {
         let record = facts.record
         let serverEdited = record.mergedPushRevision.flatMap { ConflictMatrix.isSameRevision($0, revision) ? record.mergedContentDate : nil } ?? revision
-        return facts.localUpdatedOnServerClock > serverEdited
+        return facts.localEditedOnServerClock > serverEdited
     }
 
     /// The date that identifies a version of the facts: the server's revision, or the local save's date.
@@ -454,7 +454,7 @@ public enum ResolutionPlanner {
             switch facts.merge {
             case .clean:
                 return [.settle(.keepBaseline)]
-            case .conflicting where revision >= facts.localUpdatedOnServerClock:
+            case .conflicting where revision >= facts.localEditedOnServerClock:
                 return [.tell(.merged), .settle(.keepBaseline)]
             case .conflicting:
                 return [.push(.local), .tell(.merged), .settle(.rebaseOnResult)]

@@ -95,6 +95,45 @@ struct MergeResolutionTests {
         await devices.finish()
     }
 
+    /// docs/RELIABILITY.md's Open entry of session 23: "newer" compared the record's last save, and a state
+    /// change moves it like an edit. A's password change is older than B's; A's favorite (folder, archive)
+    /// after B's edit must not make it newer.
+    @Test("a favorite, folder or archive change made after the other device's edit does not make an older edit newer",
+          arguments: [("a favorite", ConflictPolicy.merge), ("a folder", .merge), ("the archive", .merge),
+                      ("a favorite", .newerWinsWithBackup)])
+    func olderEditThenStateChange(stateChange: String, policy: ConflictPolicy) async throws {
+        let devices = try await TwoDevices.start()
+        let id = try #require(try await devices.a.engine.addItem(loginItem("Newer")).value.id)
+        let folderID = try #require(try await devices.a.engine.createFolder(name: "Banking").value.id)
+        try await devices.b.engine.pull()
+        let a = try await offline(devices)
+        var fromA = try await a.engine.item(id: id)
+        fromA.login?.password = "a-offline, older"
+        #expect(try await a.engine.updateItem(fromA).outcome.isOffline)
+        var fromB = try await devices.b.engine.item(id: id)
+        fromB.login?.password = "b-online, newer"
+        _ = try await devices.b.engine.updateItem(fromB)
+        switch stateChange {
+        case "a favorite": #expect(try await a.engine.setFavorite(id: id, true).isOffline)
+        case "a folder": #expect(try await a.engine.moveItem(id: id, toFolder: folderID).isOffline)
+        default: #expect(try await a.engine.setArchived(id: id, true).isOffline)
+        }
+        await a.engine.shutdown()
+
+        let report = try await (try await online(devices) { $0.conflictPolicy = policy }).engine.sync()
+        #expect(report.backups.count == 1)
+        try await devices.b.engine.pull()
+        let live = try await devices.b.engine.item(id: id)
+        #expect(live.login?.password == "b-online, newer", "B's edit is the newer one: \(report.messages)")
+        #expect(try await backups(devices.b.engine).map { $0.login?.password } == ["a-offline, older"])
+        switch stateChange {
+        case "a favorite": #expect(live.favorite, "A's favorite is kept")
+        case "a folder": #expect(live.folderId == folderID, "A's move is kept")
+        default: #expect(live.archivedDate != nil, "A's archive is kept")
+        }
+        await devices.finish()
+    }
+
     @Test("the backup policy keeps the original rule: a backup copy even for edits of different fields")
     func backupPolicy() async throws {
         let devices = try await TwoDevices.start()

@@ -20,6 +20,7 @@ struct MetadataCodingTests {
         metadata.earlierNames = ["2.AbC+/x==|Yz==|Qq==", "2.dEf=|gh=|ij="]
         metadata.createSent = true
         metadata.itemKey = "2.KeY+/=|Iv==|Mac="
+        metadata.contentUpdatedDate = WireDate(microsecondsSinceEpoch: 1_700_000_050_000_000)
         return metadata
     }()
 

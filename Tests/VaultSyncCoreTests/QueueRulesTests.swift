@@ -68,6 +68,24 @@ struct QueueRulesTests {
         #expect(!moved.contentChanged)
     }
 
+    @Test("\"newer\" compares the last content change: a trash, archive, folder or favorite change after it moves the save's date only")
+    func contentEditDate() {
+        let second = Int64(1_000_000)
+        guard case .upsert(let edited) = fold([.edit(passwordChanged: true), .favorite, .move, .archive]) else { return }
+        #expect(edited.contentUpdatedDate == t0)
+        #expect(edited.contentEditDate == t0)
+        #expect(edited.updatedDate == t0.adding(microseconds: 3 * second), "the version's identity still moves with every save")
+        guard case .upsert(let again) = fold([.favorite, .edit(passwordChanged: false), .softDelete, .restore]) else { return }
+        #expect(again.contentEditDate == t0.adding(microseconds: second))
+        guard case .upsert(let created) = fold([.create, .favorite]) else { return }
+        #expect(created.contentEditDate == t0)
+        guard case .upsert(let stateOnly) = fold([.favorite, .move]) else { return }
+        #expect(stateOnly.contentUpdatedDate == nil)
+        let legacy = PendingChangeMetadata(kind: .update, originalRevisionDate: revision, contentChanged: true, createdDate: t0,
+                                           updatedDate: t0.adding(microseconds: 7 * second))
+        #expect(legacy.contentEditDate == legacy.updatedDate, "a record queued before the content date was kept uses its last save")
+    }
+
     @Test("a new offline change revives a record that needed attention")
     func revive() {
         var stuck = PendingChangeMetadata(kind: .update, originalRevisionDate: revision, createdDate: t0, updatedDate: t0,
@@ -243,7 +261,7 @@ struct ConflictMatrixTests {
 
     static func facts(_ record: PendingChangeMetadata, _ server: WireDate?, _ localUpdated: WireDate) -> ResolutionFacts {
         ResolutionFacts(itemKind: .cipher, record: record, localPresent: record.kind != .hardDelete,
-                        server: server.map { .present(revision: $0, holdsLocal: false) } ?? .gone, localUpdatedOnServerClock: localUpdated,
+                        server: server.map { .present(revision: $0, holdsLocal: false) } ?? .gone, localEditedOnServerClock: localUpdated,
                         createKey: "temp-1")
     }
 

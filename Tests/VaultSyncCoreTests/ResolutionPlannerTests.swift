@@ -15,7 +15,7 @@ struct ResolutionPlannerTests {
 
     static func facts(_ record: PendingChangeMetadata, _ server: ServerFacts, local: Bool = true, localTime: WireDate = original,
                       merge: MergeFacts = .notApplicable, kind: PendingItemKind = .cipher) -> ResolutionFacts {
-        ResolutionFacts(itemKind: kind, record: record, localPresent: local, server: server, localUpdatedOnServerClock: localTime,
+        ResolutionFacts(itemKind: kind, record: record, localPresent: local, server: server, localEditedOnServerClock: localTime,
                         merge: merge, createKey: "temp-1")
     }
 
@@ -103,7 +103,7 @@ struct ResolutionPlannerTests {
         let movedAgain = ServerFacts.present(revision: Self.newer.adding(microseconds: 5_000_000), holdsLocal: false)
         var again = localWins
         again.server = movedAgain
-        again.localUpdatedOnServerClock = Self.newer.adding(microseconds: 9_000_000)
+        again.localEditedOnServerClock = Self.newer.adding(microseconds: 9_000_000)
         #expect(ResolutionPlanner.plan(again, progress: progress).first == .backUp(.server))
         // The local version kept already: a later conflict on the same save does not copy it twice.
         progress.backups = [BackedUpVersion(version: .local, date: Self.original, backupID: "b2")]
