@@ -206,10 +206,17 @@ extension VaultEngine {
             batch.append((sent, local))
         }
         guard batch.count >= 2 else { return (0, report, chunk) }
-        let noted = batch.map(\.change)
-        try await write { tx in
-            for change in noted { _ = try Self.updateStoredRecord(change, tx, key: key) { $0.createSent = true } }
+        // Noted in each record as it stands. A record unchanged since the page was read takes the change in
+        // hand as it is (not opened again), and keeps the digest written, so settling does not open it either.
+        let sent = batch.map(\.change)
+        let noted = try await write { tx in
+            try sent.map { change in
+                if let written = try tx.queue(of: change.userID).replaceIfUnchanged(change, key: key) { return written }
+                _ = try Self.updateStoredRecord(change, tx, key: key) { $0.createSent = true }
+                return change
+            }
         }
+        for index in batch.indices { batch[index].change = noted[index] }
         let entries = batch.map { entry in
             var body = entry.local
             body.id = nil

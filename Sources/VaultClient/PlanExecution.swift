@@ -373,7 +373,8 @@ extension VaultEngine {
         let (change, settled) = (settling.change, settling.settled)
         let newID = settled.id ?? change.itemID
         if settling.swapping, try waitsBesideCopy(change, newID: newID, key: key, tx) { return }
-        let newerLocal = settling.swapping ? try items.find(id: change.itemID).flatMap { try? $0.wire() } : nil
+        // Read before the swap removes it, parsed only if the user saved it again meanwhile.
+        let newerLocal = settling.swapping ? try items.find(id: change.itemID) : nil
         if settling.swapping {
             try items.remove(id: change.itemID)
             try tx.drafts(of: userID).moveDrafts(ofItem: change.itemID, to: newID)
@@ -382,7 +383,7 @@ extension VaultEngine {
                                        body: String(decoding: settled.jsonBytes(), as: UTF8.self), state: state(of: settled),
                                        created: settling.swapping, mergedContentDate: settling.mergedContentDate) }
         if let kept = try keepSavedMeanwhile(change, newID: newID, settled: version, baseline: settling.baseline, key: key, tx) {
-            if settling.swapping, kept.metadata.kind != .hardDelete, var local = newerLocal {
+            if settling.swapping, kept.metadata.kind != .hardDelete, var local = newerLocal.flatMap({ try? $0.wire() }) {
                 local.id = newID
                 local.revisionDate = settled.revisionDate
                 local.creationDate = settled.creationDate

@@ -279,6 +279,17 @@ public struct ChangeQueue {
         return try row.open(key: key)
     }
 
+    /// Stores `change` over its record if nothing stored the record since `change` was read (the same
+    /// stored form), without opening it; returns `change` carrying the digest of what it wrote, so that
+    /// ``changedSince(_:key:)`` answers `nil` for it until someone else writes. `nil`: the record moved on
+    /// (or went) since, and nothing was written (the caller modifies the stored record instead).
+    public func replaceIfUnchanged(_ change: PendingChange, key: SymmetricCryptoKey) throws -> PendingChange? {
+        guard change.storedDigest != nil, let row = try record(id: change.id), row.storedDigest == change.storedDigest else { return nil }
+        var written = change
+        written.storedDigest = try store(change, key: key)
+        return written
+    }
+
     /// Whether any record (of either kind) is queued for this item id.
     public func hasRecord(forItem itemID: String) throws -> Bool {
         try Bool.fetchOne(try db.cachedStatement(sql: "SELECT EXISTS (SELECT 1 FROM pendingChange WHERE userID = ? AND itemID = ?)"),
@@ -311,7 +322,9 @@ public struct ChangeQueue {
 
     /// Seals and stores a record (inserted, or replacing the one with the same record id). One
     /// statement: an update fires the update triggers only, an insert the insert triggers (v5's count).
-    public func store(_ change: PendingChange, key: SymmetricCryptoKey) throws {
+    /// Inserts or replaces the record, sealed with `key`; returns the digest of the sealed form written.
+    @discardableResult
+    public func store(_ change: PendingChange, key: SymmetricCryptoKey) throws -> ContentDigest {
         let row = try PendingChangeRow(change, key: key)
         let statement = try db.cachedStatement(sql: """
             INSERT INTO pendingChange (id, userID, itemKind, itemID, sealed) VALUES (?, ?, ?, ?, ?)
@@ -319,6 +332,7 @@ public struct ChangeQueue {
                 itemID = excluded.itemID, sealed = excluded.sealed
             """)
         try statement.execute(arguments: [row.id, row.userID, row.itemKind, row.itemID, row.sealed])
+        return row.storedDigest
     }
 
     /// Removes the item's record of this kind.

@@ -161,7 +161,7 @@ struct QueueCountTests {
         try await store.writeDatabase { db in try self.account("a").insert(db) }
         let made = try record("r1", user: "a", item: "i1", key: key).open(key: key)
         #expect(made.storedDigest != nil)
-        try store.writeNow { tx in try tx.queue(of: "a").store(made, key: key) }
+        try store.writeNow { tx in _ = try tx.queue(of: "a").store(made, key: key) }
         let read = try #require(try store.readNow { tx in try tx.queue(of: "a").change(id: "r1", key: key) })
         #expect(read == made, "the stored digest is not part of the value")
         // Unchanged: nil, and not opened (a wrong key would fail to open it).
@@ -172,17 +172,59 @@ struct QueueCountTests {
         inMemory.storedDigest = nil
         #expect(try store.readNow { tx in try tx.queue(of: "a").changedSince(inMemory, key: key) } == read)
         // Stored again with the same metadata: a new sealed form, so "changed", and opened.
-        try store.writeNow { tx in try tx.queue(of: "a").store(read, key: key) }
+        try store.writeNow { tx in _ = try tx.queue(of: "a").store(read, key: key) }
         let again = try #require(try store.readNow { tx in try tx.queue(of: "a").changedSince(read, key: key) })
         #expect(again == read && again.storedDigest != read.storedDigest)
         // Saved with a newer date: returned as stored.
         var saved = again
         saved.metadata.updatedDate = WireDate(microsecondsSinceEpoch: 4)
-        try store.writeNow { tx in try tx.queue(of: "a").store(saved, key: key) }
+        try store.writeNow { tx in _ = try tx.queue(of: "a").store(saved, key: key) }
         #expect(try store.readNow { tx in try tx.queue(of: "a").changedSince(read, key: key) }?.metadata.updatedDate == saved.metadata.updatedDate)
         // Gone: nil.
         try store.writeNow { tx in try tx.queue(of: "a").remove(recordID: "r1") }
         #expect(try store.readNow { tx in try tx.queue(of: "a").changedSince(read, key: key) } == nil)
+    }
+
+    /// `ChangeQueue.replaceIfUnchanged`: a bulk create notes "create sent" in records nobody wrote since
+    /// the page was read without opening them, and settling then does not open them either; a record the
+    /// user saved meanwhile is left for the caller, and its save stays visible to the saved-meanwhile rule.
+    @Test("a record is replaced without opening it only if nothing stored it since it was read; the digest written is carried on")
+    func replaceIfUnchanged() async throws {
+        let directory = temporaryDirectory("vaultsync-replace-unchanged")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let store = try VaultStore(path: directory + "/vault.sqlite")
+        let key = try SymmetricCryptoKey(bytes: Array(repeating: 7, count: 64))
+        try await store.writeDatabase { db in try self.account("a").insert(db) }
+        let made = try record("r1", user: "a", item: "i1", key: key).open(key: key)
+        _ = try store.writeNow { tx in try tx.queue(of: "a").store(made, key: key) }
+        let read = try #require(try store.readNow { tx in try tx.queue(of: "a").change(id: "r1", key: key) })
+
+        var sent = read
+        sent.metadata.createSent = true
+        let written = try #require(try store.writeNow { tx in try tx.queue(of: "a").replaceIfUnchanged(sent, key: key) })
+        #expect(written.storedDigest != read.storedDigest)
+        #expect(try store.readNow { tx in try tx.queue(of: "a").change(id: "r1", key: key) }?.metadata.createSent == true)
+        let otherKey = try SymmetricCryptoKey(bytes: Array(repeating: 9, count: 64))
+        #expect(try store.readNow { tx in try tx.queue(of: "a").changedSince(written, key: otherKey) } == nil,
+                "what it wrote counts as read: settling does not open it")
+
+        // The user saves the item again: the stale copy in hand replaces nothing, and the save is seen.
+        var saved = written
+        saved.metadata.updatedDate = WireDate(microsecondsSinceEpoch: 9)
+        _ = try store.writeNow { tx in try tx.queue(of: "a").store(saved, key: key) }
+        var stale = written
+        stale.metadata.attempts = 5
+        #expect(try store.writeNow { tx in try tx.queue(of: "a").replaceIfUnchanged(stale, key: key) } == nil)
+        let stored = try #require(try store.readNow { tx in try tx.queue(of: "a").changedSince(written, key: key) })
+        #expect(stored.metadata.updatedDate == saved.metadata.updatedDate && stored.metadata.attempts == 0)
+        // A change never read from the store has no digest to compare: never replaced blindly.
+        var inMemory = stored
+        inMemory.storedDigest = nil
+        #expect(try store.writeNow { tx in try tx.queue(of: "a").replaceIfUnchanged(inMemory, key: key) } == nil)
+        // Gone: nothing written.
+        _ = try store.writeNow { tx in try tx.queue(of: "a").remove(recordID: "r1") }
+        #expect(try store.writeNow { tx in try tx.queue(of: "a").replaceIfUnchanged(stored, key: key) } == nil)
+        #expect(try store.readNow { tx in try tx.queue(of: "a").record(id: "r1") } == nil)
     }
 
     /// SQLite's temporary files (statement journals, sorts that outgrow the cache) would go to the
