@@ -56,15 +56,17 @@ public struct PendingChangeMetadata: Sendable, Codable, Equatable {
     public var contentChanged: Bool
     /// When the first offline change was made (device clock).
     public var createdDate: WireDate
-    /// When the last offline change was made (device clock), of any kind: the identity of the local
-    /// version (a backup names it; a save during a resolution moves it).
+    /// When the last offline change was made (device clock), of any kind: a save during a resolution moves
+    /// it (the saved-meanwhile rule).
     public var updatedDate: WireDate
     /// When the content was last changed here (device clock): a create or an edit, not a trash, archive,
     /// folder or favorite change. `nil` for a state-only record and for records queued before it existed.
     public var contentUpdatedDate: WireDate?
-    /// The date "newer" compares in a conflict (docs/ARCHITECTURE.md, "Newer"), converted to the server's
-    /// clock: the last content change, so that favoriting an old edit does not make it newer than an edit
-    /// made elsewhere in between. Records from before the content date was kept use their last save.
+    /// The date "newer" compares in a conflict (docs/ARCHITECTURE.md, "Which version is newer"), converted to
+    /// the server's clock, and the identity of the local version for backups (a backup is named by it and made
+    /// once per content): the last content change, so that favoriting an old edit does not make it newer than
+    /// an edit made elsewhere in between, nor a version to back up again. Records from before the content date
+    /// was kept use their last save.
     public var contentEditDate: WireDate { contentUpdatedDate ?? updatedDate }
     public var attempts: Int
     public var lastError: String?

@@ -117,7 +117,7 @@ public struct ResolutionFacts: Sendable, Equatable {
 }
 
 /// A version kept in a backup copy: which side, and the date that identifies it (the server's revision,
-/// or the local save's date). A version is backed up once, however often its change is planned again.
+/// or the local content change's date). A version is backed up once, however often its change is planned again.
 public struct BackedUpVersion: Sendable, Equatable, Codable {
     public var version: PlanVersion
     public var date: WireDate
@@ -342,13 +342,15 @@ public enum ResolutionPlanner {
         return facts.localEditedOnServerClock > serverEdited
     }
 
-    /// The date that identifies a version of the facts: the server's revision, or the local save's date.
+    /// The date that identifies a version of the facts: the server's revision, or the date of the local
+    /// content change (a favorite, folder or archive change since is not a new version to back up: a backup
+    /// keeps content).
     public static func identity(of version: PlanVersion, _ facts: ResolutionFacts) -> WireDate? {
         switch version {
         case .server:
             if case .present(let revision, _) = facts.server { return revision }
             return nil
-        case .local: return facts.record.updatedDate
+        case .local: return facts.record.contentEditDate
         case .merged: return nil
         }
     }

@@ -134,6 +134,51 @@ struct MergeResolutionTests {
         await devices.finish()
     }
 
+    /// The fault scenario, seed 250999 (session 24, two backups of one version): A's older edit loses, and its
+    /// backup's first post never reaches the server. A then favorites the item and syncs again: the backup
+    /// is posted, and the plan must count A's version as kept. The local version's identity is its content
+    /// change (`contentEditDate`), not its last save: a favorite is not a new version to back up.
+    @Test("a losing version backed up, then favorited before the backup was finished: one backup of it")
+    func losingVersionFavoritedWhileBackupInFlight() async throws {
+        let devices = try await TwoDevices.start()
+        let id = try #require(try await devices.a.engine.addItem(loginItem("One backup")).value.id)
+        try await devices.b.engine.pull()
+        let offlineA = try await offline(devices)
+        var fromA = try await offlineA.engine.item(id: id)
+        fromA.login?.password = "a-offline, older"
+        #expect(try await offlineA.engine.updateItem(fromA).outcome.isOffline)
+        await offlineA.engine.shutdown()
+        var fromB = try await devices.b.engine.item(id: id)
+        fromB.login?.password = "b-online, newer"
+        _ = try await devices.b.engine.updateItem(fromB)
+
+        // A's backup of its version is noted, but its post never reaches the server.
+        let proxy = FaultProxy(upstream: await devices.scenario.server.url)
+        try await proxy.start()
+        await proxy.add(.init(method: "POST", pathPrefix: "/api/ciphers", action: .dropBeforeForwarding))
+        let a = try Device.make(url: await proxy.url, profile: devices.a.profile) { $0.bulkPushSize = 0 }
+        try await a.engine.unlock(email: devices.scenario.email, password: devices.scenario.password)
+        #expect(try await a.engine.sync().stillPending == 1)
+        #expect(try await a.engine.pendingChanges().first?.metadata.progress.inFlight?.version == .local)
+        #expect(try await a.engine.setFavorite(id: id, true).isOffline, "queued behind the waiting change")
+
+        _ = try await a.engine.retryPending()
+        let before = await proxy.requestLog.count
+        let second = try await a.engine.sync()
+        #expect(second.stillPending == 0 && second.needsAttention == 0, "\(second)")
+        // Made once: not a second backup that the twin check then deletes.
+        let requests = await proxy.requestLog.dropFirst(before)
+        #expect(requests.filter { $0.hasPrefix("POST /api/ciphers") }.count == 1, "\(requests)")
+        #expect(!requests.contains { $0.hasPrefix("DELETE") }, "\(requests)")
+        try await devices.b.engine.pull()
+        let live = try await devices.b.engine.item(id: id)
+        #expect(live.login?.password == "b-online, newer" && live.favorite)
+        let kept = try await backups(devices.b.engine)
+        #expect(kept.map { $0.login?.password } == ["a-offline, older"], "one backup of A's version: \(kept.map(\.name))")
+        await proxy.stop()
+        await devices.finish()
+    }
+
     @Test("the backup policy keeps the original rule: a backup copy even for edits of different fields")
     func backupPolicy() async throws {
         let devices = try await TwoDevices.start()
