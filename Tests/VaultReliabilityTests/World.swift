@@ -663,16 +663,22 @@ extension SimDevice {
                     return skipped()
                 }
                 let id = item.id
-                what = "\(named(id)) \(item.archived ? "out of" : "into") the archive: \(saved(try await engine.setArchived(id: id, !item.archived)))"
+                let outcome = try await engine.setArchived(id: id, !item.archived)
+                Trace.save(self, item.archived ? "unarchive" : "archive", id: id, name: nil, outcome: outcome)
+                what = "\(named(id)) \(item.archived ? "out of" : "into") the archive: \(saved(outcome))"
             case .move:
                 guard let id = pick(items, using: &generator) else { return skipped() }
-                what = "\(named(id)) to \(named(randomFolder)): \(saved(try await engine.moveItem(id: id, toFolder: randomFolder)))"
+                let outcome = try await engine.moveItem(id: id, toFolder: randomFolder)
+                Trace.save(self, "move to \(randomFolder ?? "no folder")", id: id, name: nil, outcome: outcome)
+                what = "\(named(id)) to \(named(randomFolder)): \(saved(outcome))"
             case .favorite:
                 guard let item = items.isEmpty ? nil : items[Int.random(in: 0..<items.count, using: &generator)] else {
                     return skipped()
                 }
                 let id = item.id
-                what = "\(named(id)) favorite \(!item.favorite): \(saved(try await engine.setFavorite(id: id, !item.favorite)))"
+                let outcome = try await engine.setFavorite(id: id, !item.favorite)
+                Trace.save(self, "favorite \(!item.favorite)", id: id, name: nil, outcome: outcome)
+                what = "\(named(id)) favorite \(!item.favorite): \(saved(outcome))"
             case .createFolder:
                 let name = ledger.fresh("folder")
                 what = "\"\(name)\": \(saved(try await engine.createFolder(name: name).outcome))"
