@@ -53,7 +53,7 @@ extension VaultEngine {
         let backupKey = try modelCall { try current.keys.fieldKey(itemKey: backup.key, organizationId: backup.organizationId, itemID: nil) }
         let copies = try kept.compactMap { try attachmentCopy($0, of: version.id ?? originalID, from: sourceKey, to: backupKey) }
         let flight = BackupInFlight(version: side, date: date, originalID: originalID,
-                                    idempotencyKey: Self.backupKey(change, side: side, date: date, originalID: originalID),
+                                    idempotencyKey: Self.backupKey(change, side: side, date: date, originalID: originalID, version: version),
                                     body: String(decoding: backup.jsonBytes(), as: UTF8.self), attachments: copies.isEmpty ? nil : copies)
         try await noteInRecord(&change) { $0.progress.inFlight = flight }
         logger.debug("conflict backup", metadata: ["item": "\(originalID)", "losing": "\(side.rawValue)"])
@@ -170,11 +170,15 @@ extension VaultEngine {
     }
 
     /// The idempotency key of a conflict backup, the same for every attempt. A backup of the server's
-    /// version is keyed by the item and that revision: the same for every device of the account, so two
-    /// devices backing it up at once make one backup on a server that honours keys (bug 20's twins). A
-    /// backup of this device's version is keyed by the queue record, which only this device has.
-    static func backupKey(_ change: PendingChange, side: PlanVersion, date: WireDate, originalID: String) -> String {
-        side == .server ? "backup-\(originalID)-server:\(date.microsecondsSinceEpoch)" : "backup-\(change.id)-local:\(date.microsecondsSinceEpoch)"
+    /// version is keyed by the item and that version's content (a digest of its encrypted fields, which only
+    /// the save that wrote them has): the same for every device of the account and for every revision that
+    /// moved only its trash, archive, folder or favorite state, so devices backing it up at once make one
+    /// backup on a server that honours keys (bug 20's twins; fault scenario seed 436496). A backup of this
+    /// device's version is keyed by the queue record, which only this device has.
+    static func backupKey(_ change: PendingChange, side: PlanVersion, date: WireDate, originalID: String, version: CipherWire) -> String {
+        guard side == .server else { return "backup-\(change.id)-local:\(date.microsecondsSinceEpoch)" }
+        let content = contentBytes(version).withUnsafeBytes { ContentDigest(of: $0) }
+        return "backup-\(originalID)-server-\(content.hex(prefix: 16))"
     }
 
     /// The "Offline Sync Conflicts" folder's id, created on the server on first use (seed 000 §7).

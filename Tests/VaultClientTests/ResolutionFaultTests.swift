@@ -1309,6 +1309,66 @@ struct ResolutionFaultTests {
         await devices.finish()
     }
 
+    /// The fault scenario, seed 436496 (session 24, two backups of one version): two devices backed up the
+    /// server's version under two revisions that differ only in state (archived in between), the second
+    /// device's snapshot older than the first one's backup. A backup of the server's version was keyed by the
+    /// revision, so each made one. It is keyed by the version's content now (its encrypted fields, unique to
+    /// the save that wrote them), the same at both revisions: the server answers the second with the first.
+    @Test("two devices back up one server version at two revisions that differ only in state: one backup")
+    func serverVersionBackedUpAtTwoRevisions() async throws {
+        let devices = try await TwoDevices.start()
+        let id = try #require(try await devices.a.engine.addItem(loginItem("Kept once", password: "first")).value.id)
+        try await devices.b.engine.pull()
+        let c = try await devices.scenario.device()
+        try await c.engine.pull()
+        await c.engine.shutdown()
+        var theirs = try await devices.b.engine.item(id: id)
+        theirs.login?.password = "b-online"
+        _ = try await devices.b.engine.updateItem(theirs)
+        // C, offline, changes the password after B: newer, so C backs B's version up before pushing.
+        let offlineC = try c.reopen(url: deadServerURL())
+        try await offlineC.engine.unlock(email: devices.scenario.email, password: devices.scenario.password)
+        var fromC = try await offlineC.engine.item(id: id)
+        fromC.login?.password = "c-offline"
+        #expect(try await offlineC.engine.updateItem(fromC).outcome.isOffline)
+        await offlineC.engine.shutdown()
+
+        // C's backup is held in the network; meanwhile B archives the item (same content, a new revision), and
+        // A, whose offline edit is newer still, backs B's version up under that revision and pushes.
+        let proxy = FaultProxy(upstream: await devices.scenario.server.url)
+        try await proxy.start()
+        await proxy.add(.init(method: "POST", pathPrefix: "/api/ciphers", action: .holdUntilReleased))
+        let onlineC = try c.reopen(url: await proxy.url) { $0.bulkPushSize = 0 }
+        try await onlineC.engine.unlock(email: devices.scenario.email, password: devices.scenario.password)
+        async let cReport = onlineC.engine.sync()
+        #expect(await waitUntil { await proxy.requestLog.contains { $0.hasPrefix("POST /api/ciphers") } })
+        #expect(try await devices.b.engine.setArchived(id: id, true) == .synced)
+        let offlineA = try await offline(devices)
+        var fromA = try await offlineA.engine.item(id: id)
+        fromA.login?.password = "a-offline"
+        #expect(try await offlineA.engine.updateItem(fromA).outcome.isOffline)
+        await offlineA.engine.shutdown()
+        let a = try devices.a.reopen(url: await devices.scenario.server.url)
+        try await a.engine.unlock(email: devices.scenario.email, password: devices.scenario.password)
+        #expect(try await a.engine.sync().backups.count == 1, "A backs up B's version")
+
+        await proxy.releaseHeld()
+        let report = try await cReport
+        #expect(report.needsAttention == 0, "\(report)")
+        let sent = await proxy.requestLog
+        #expect(!sent.contains { $0.hasPrefix("DELETE") }, "no second copy for the twin check to delete: \(sent)")
+        _ = try await onlineC.engine.retryPending()
+        _ = try await onlineC.engine.sync()
+        try await devices.b.engine.pull()
+        let views = try await devices.b.engine.views()
+        let kept = views.filter { BackupName.isBackup($0.name) }
+        #expect(kept.filter { $0.login?.password == "b-online" }.count == 1, "B's version backed up once: \(kept.map(\.name))")
+        expectSurvive(["b-online", "c-offline", "a-offline"], in: views)
+        await onlineC.engine.shutdown()
+        await proxy.stop()
+        await devices.finish()
+    }
+
     /// The fault scenario, seed 936547 (a password, a note, a name and a username lost): a push answered "out
     /// of date" makes the engine read the item again; that read failed on the wire, and the failure was taken
     /// for "the server has no such item". The plan for a gone item then removed the change (a trash with
