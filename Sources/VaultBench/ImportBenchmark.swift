@@ -11,7 +11,8 @@ enum ImportBenchmark {
         let count = 10_000
         let cli: String
         do {
-            cli = try CommandLineBenchmark.executable("vaultsync")
+            // VAULTSYNC_P7_CLI: another vaultsync executable (as for P7: an older build, to compare under the same load).
+            cli = try ProcessInfo.processInfo.environment["VAULTSYNC_P7_CLI"] ?? CommandLineBenchmark.executable("vaultsync")
         } catch {
             print("P8 skipped: \(error)")
             return [BenchResult(id: "P8-import", what: "skipped: \(error)", value: 0, unit: "s", goal: "-", met: nil)]
