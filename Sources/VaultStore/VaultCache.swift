@@ -320,9 +320,9 @@ public struct ChangeQueue {
         try Int.fetchOne(db.cachedStatement(sql: "SELECT n FROM pendingChangeCount WHERE userID = ?"), arguments: [userID]) ?? 0
     }
 
-    /// Seals and stores a record (inserted, or replacing the one with the same record id). One
-    /// statement: an update fires the update triggers only, an insert the insert triggers (v5's count).
-    /// Inserts or replaces the record, sealed with `key`; returns the digest of the sealed form written.
+    /// Seals and stores a record (inserted, or replacing the one with the same record id) and returns the
+    /// digest of the sealed form written. One statement: an update fires the update triggers only, an insert
+    /// the insert triggers (v5's count).
     @discardableResult
     public func store(_ change: PendingChange, key: SymmetricCryptoKey) throws -> ContentDigest {
         let row = try PendingChangeRow(change, key: key)
