@@ -14,7 +14,7 @@ import VaultSyncCore
 extension VaultEngine {
     func backUp(_ side: PlanVersion, of run: inout PlanRun<CipherWire>, report: inout SyncReport, context: ResolutionContext) async throws {
         guard let version = side == .local ? run.local : run.server else { return }
-        let date = side == .local ? run.change.metadata.contentEditDate : (version.revisionDate ?? clock.now())
+        let date = side == .local ? run.change.metadata.contentEditDate : (run.serverContentDate ?? version.revisionDate ?? clock.now())
         let madeBefore = report.backups.count
         try await backUp(version, side: side, date: date, originalID: run.serverID, change: &run.change, report: &report, context: context)
         if let merge = run.merge { keepDifference(merge.result.difference, for: report.backups[madeBefore...].map(\.backupID)) }

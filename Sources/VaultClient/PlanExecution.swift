@@ -11,7 +11,12 @@ struct PlanRun<Wire: Sendable>: Sendable {
     var change: PendingChange
     var local: Wire?
     /// The server's version the plan is made against (`nil`: the server has no such item).
-    var server: Wire?
+    var server: Wire? {
+        didSet { serverContentDate = nil }
+    }
+    /// An earlier revision under which this resolution saw `server`'s content unchanged
+    /// (``ResolutionFacts/serverContentDate``); set after a re-read.
+    var serverContentDate: WireDate?
     /// The item's id on the server: its own, or the one a create was answered with.
     var serverID: String
     /// The idempotency keys a create tries, in order: the device-made id (a create), then the
@@ -77,7 +82,7 @@ extension VaultEngine {
     func drive<Wire: Sendable>(_ run: inout PlanRun<Wire>, report: inout SyncReport,
                                plan: (inout PlanRun<Wire>) throws -> [ResolutionStep],
                                perform: (ResolutionStep, inout PlanRun<Wire>, inout SyncReport) async throws -> [ResolutionStep]?,
-                               reread: (String) async throws -> Wire?) async throws {
+                               reread: (inout PlanRun<Wire>) async throws -> Void) async throws {
         for _ in 0..<3 {
             run.result = nil
             run.carriesLocal = false
@@ -90,7 +95,7 @@ extension VaultEngine {
                 }
                 return
             } catch let error as ServerCallError where error.isOutOfDate {
-                run.server = try await reread(run.serverID)
+                try await reread(&run)
             }
         }
         throw KeptChanging()
@@ -134,6 +139,17 @@ extension VaultEngine {
                         reread: reread)
     }
 
+    /// The item as the server has it now, after "out of date". Its content unchanged (someone archived,
+    /// trashed, moved or favorited it in between), its content date stays the one seen before: a state
+    /// change made elsewhere does not make older content win, nor the same content a new version to back up.
+    func reread(_ run: inout PlanRun<CipherWire>) async throws {
+        let (before, since) = (run.server, run.serverContentDate)
+        run.server = try await reread(run.serverID)
+        if let before, let now = run.server, Self.sameContent(before, now) {
+            run.serverContentDate = since ?? before.revisionDate
+        }
+    }
+
     /// The item as the server has it now, after "out of date"; `nil` only when the server says it has no
     /// such item. Any other failure is thrown: the change waits for its next attempt (a read lost on the wire
     /// is not a delete for good: fault scenario seed 936547 dropped a trashed item's edits that way).
@@ -157,7 +173,8 @@ extension VaultEngine {
             }
         } ?? .gone
         return ResolutionFacts(itemKind: .cipher, record: record, localPresent: run.local != nil, server: server,
-                               localEditedOnServerClock: onServerClock(record.contentEditDate), createKey: run.createKey)
+                               localEditedOnServerClock: onServerClock(record.contentEditDate), serverContentDate: run.serverContentDate,
+                               createKey: run.createKey)
     }
 
     /// The facts, the merge when the plan calls for one (merge policy; both sides changed the content since
@@ -348,7 +365,9 @@ extension VaultEngine {
     func settle(_ run: PlanRun<CipherWire>, baseline: SettleBaseline) async throws {
         guard let settled = run.result ?? run.server else { return try await dropRecord(run.change) }
         // A merge push is only as new as the newest edit it merged.
-        let mergedDate = run.merge.map { _ in max(run.server?.revisionDate ?? settled.revisionDate ?? clock.now(), onServerClock(run.change.metadata.contentEditDate)) }
+        let mergedDate = run.merge.map { _ in
+            max(run.serverContentDate ?? run.server?.revisionDate ?? settled.revisionDate ?? clock.now(), onServerClock(run.change.metadata.contentEditDate))
+        }
         let settling = Settling(change: run.change, settled: settled, swapping: run.swapping, baseline: baseline, mergedContentDate: mergedDate)
         let current = try requireSession()
         try await write { [userID = current.userID, key = current.keys.userKey] tx in try Self.settle(settling, userID: userID, key: key, tx) }
@@ -536,7 +555,7 @@ extension VaultEngine {
         var run = PlanRun<FolderWire>(change: change, local: local, server: context.serverFolders[change.itemID])
         try await drive(&run, report: &report, plan: { self.planFolder(&$0) },
                         perform: { step, run, report in try await self.perform(step, &run, &report, context: context) },
-                        reread: { _ in nil })
+                        reread: { $0.server = nil })
     }
 
     func folderFacts(_ run: PlanRun<FolderWire>) -> ResolutionFacts {

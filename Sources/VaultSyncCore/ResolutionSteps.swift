@@ -100,17 +100,23 @@ public struct ResolutionFacts: Sendable, Equatable {
     public var server: ServerFacts
     /// The record's last content change on the server's clock (`PendingChangeMetadata.contentEditDate`).
     public var localEditedOnServerClock: WireDate
+    /// The server version's content was seen unchanged under this earlier revision during this resolution
+    /// (only its trash, archive, folder or favorite state moved the revision since): the date its content
+    /// was last changed, as far as this device knows. `nil`: its revision.
+    public var serverContentDate: WireDate?
     public var merge: MergeFacts
     /// The idempotency key of a create (the device-made id) or of a re-creation.
     public var createKey: String
 
     public init(itemKind: PendingItemKind, record: PendingChangeMetadata, localPresent: Bool, server: ServerFacts,
-                localEditedOnServerClock: WireDate, merge: MergeFacts = .notApplicable, createKey: String) {
+                localEditedOnServerClock: WireDate, serverContentDate: WireDate? = nil, merge: MergeFacts = .notApplicable,
+                createKey: String) {
         self.itemKind = itemKind
         self.record = record
         self.localPresent = localPresent
         self.server = server
         self.localEditedOnServerClock = localEditedOnServerClock
+        self.serverContentDate = serverContentDate
         self.merge = merge
         self.createKey = createKey
     }
@@ -334,21 +340,24 @@ public enum ResolutionPlanner {
         return localIsNewer(facts, than: revision) ? .mine : .theirs
     }
 
-    /// "Newer" on the server's clock. This device's own merge push is as new as the edits it merged, not
-    /// as the push.
+    /// "Newer" on the server's clock, comparing content changes on both sides: the server's version is as
+    /// new as its content (``ResolutionFacts/serverContentDate``), and this device's own merge push as the
+    /// edits it merged, not as the push.
     static func localIsNewer(_ facts: ResolutionFacts, than revision: WireDate) -> Bool {
         let record = facts.record
-        let serverEdited = record.mergedPushRevision.flatMap { ConflictMatrix.isSameRevision($0, revision) ? record.mergedContentDate : nil } ?? revision
+        let serverEdited = record.mergedPushRevision.flatMap { ConflictMatrix.isSameRevision($0, revision) ? record.mergedContentDate : nil }
+            ?? facts.serverContentDate ?? revision
         return facts.localEditedOnServerClock > serverEdited
     }
 
-    /// The date that identifies a version of the facts: the server's revision, or the date of the local
-    /// content change (a favorite, folder or archive change since is not a new version to back up: a backup
-    /// keeps content).
+    /// The date that identifies a version of the facts: the server's content date (its revision unless
+    /// ``ResolutionFacts/serverContentDate`` says the content is older), or the date of the local content
+    /// change (a favorite, folder or archive change since is not a new version to back up: a backup keeps
+    /// content).
     public static func identity(of version: PlanVersion, _ facts: ResolutionFacts) -> WireDate? {
         switch version {
         case .server:
-            if case .present(let revision, _) = facts.server { return revision }
+            if case .present(let revision, _) = facts.server { return facts.serverContentDate ?? revision }
             return nil
         case .local: return facts.record.contentEditDate
         case .merged: return nil

@@ -1369,6 +1369,50 @@ struct ResolutionFaultTests {
         await devices.finish()
     }
 
+    /// Another device archives the item while this device's backup of the server's version is on the wire:
+    /// the push meets "out of date", and the re-read shows the same content under a newer revision. Taking
+    /// that revision for the content's date made the older password win (backed up here, newer) and backed
+    /// the same server version up a second time under the new revision. The content's date is now the one
+    /// seen before: the newer password wins, the server's version is backed up once, and the archive stays.
+    @Test("an archive made elsewhere during a push does not make the older content win, nor back it up twice")
+    func archiveDuringPushKeepsContentDate() async throws {
+        let devices = try await TwoDevices.start()
+        let id = try #require(try await devices.a.engine.addItem(loginItem("Archived meanwhile", password: "first")).value.id)
+        try await devices.b.engine.pull()
+        var theirs = try await devices.b.engine.item(id: id)
+        theirs.login?.password = "b-online"
+        _ = try await devices.b.engine.updateItem(theirs)
+        // A, offline, changes the password after B: newer, so A backs B's version up before pushing.
+        let offlineA = try await offline(devices)
+        var mine = try await offlineA.engine.item(id: id)
+        mine.login?.password = "a-offline"
+        #expect(try await offlineA.engine.updateItem(mine).outcome.isOffline)
+        await offlineA.engine.shutdown()
+
+        // Once A's backup post is answered, B archives the item: A's push meets "out of date" and plans again.
+        let (a, proxy) = try await throughProxy(devices) { $0.bulkPushSize = 0 }
+        let bEngine = devices.b.engine
+        let once = Once()
+        await proxy.setForwardHook { method, path in
+            guard method == "POST", path.hasPrefix("/api/ciphers"), once.first() else { return }
+            _ = try? await bEngine.setArchived(id: id, true)
+        }
+        let report = try await a.engine.sync()
+        await proxy.setForwardHook(nil)
+        let sent = await proxy.requestLog
+        #expect(once.fired && sent.filter { $0.hasPrefix("PUT /api/ciphers/\(id)") }.count == 2, "the push was planned again: \(sent)")
+        #expect(sent.filter { $0.hasPrefix("POST /api/ciphers") }.count == 1, "one backup post: \(sent)")
+        #expect(report.backups.count == 1 && report.needsAttention == 0, "\(report)")
+        try await devices.b.engine.pull()
+        let views = try await devices.b.engine.views()
+        #expect(views.filter { BackupName.isBackup($0.name) }.map(\.login?.password) == ["b-online"])
+        let live = try await devices.b.engine.item(id: id)
+        #expect(live.login?.password == "a-offline" && live.archivedDate != nil, "the newer password won and B's archive stayed")
+        await a.engine.shutdown()
+        await proxy.stop()
+        await devices.finish()
+    }
+
     /// The fault scenario, seed 936547 (a password, a note, a name and a username lost): a push answered "out
     /// of date" makes the engine read the item again; that read failed on the wire, and the failure was taken
     /// for "the server has no such item". The plan for a gone item then removed the change (a trash with

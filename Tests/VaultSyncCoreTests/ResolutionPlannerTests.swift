@@ -114,6 +114,21 @@ struct ResolutionPlannerTests {
         #expect(ResolutionPlanner.plan(resaved, progress: progress).first == .backUp(.local))
     }
 
+    @Test("the server's content seen unchanged under an earlier revision: that date is what \"newer\" compares and what identifies its backup")
+    func serverContentDate() {
+        // Planned against `later`; the re-read shows the same content under a revision after the local edit (an archive
+        // made elsewhere).
+        let archived = ServerFacts.present(revision: Self.newer.adding(microseconds: 5_000_000), holdsLocal: false)
+        var facts = Self.facts(Self.record(.update, updated: Self.newer), archived, localTime: Self.newer)
+        #expect(ResolutionPlanner.plan(facts) == [.backUp(.local), .replayState, .settle(.keepBaseline)], "by the revision alone, the server wins")
+        facts.serverContentDate = Self.later
+        #expect(ResolutionPlanner.plan(facts) == [.backUp(.server), .push(.local), .replayState, .settle(.rebaseOnResult)])
+        #expect(ResolutionPlanner.mergeWinner(facts) == .mine)
+        let keptAtFirstRead = ResolutionProgress(backups: [BackedUpVersion(version: .server, date: Self.later, backupID: "b1")])
+        #expect(ResolutionPlanner.plan(facts, progress: keptAtFirstRead) == [.push(.local), .replayState, .settle(.rebaseOnResult)],
+                "the version backed up at the first read is the same version")
+    }
+
     @Test("folders: created once by key, renamed (the newer rename wins when both renamed), deleted", arguments: [
         (facts(record(.create), .gone, kind: .folder), [ResolutionStep.create(idempotencyKey: "temp-1"), .swapID, .settle(.rebaseOnResult)]),
         (facts(record(.update), .gone, kind: .folder), [.create(idempotencyKey: "temp-1"), .swapID, .settle(.rebaseOnResult)]),
