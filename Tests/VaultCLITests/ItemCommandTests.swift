@@ -102,6 +102,17 @@ struct ItemCommandTests {
         #expect(template.hasPrefix("/dev/shm/"), "the template lives in memory-backed storage: \(template)")
         #expect(!FileManager.default.fileExists(atPath: template), "the decrypted template must not outlive the edit")
         #expect(try await device.json(["drafts"]).count == 0)
+        // A typo in the editor is not the end of the edit: the editor opens again on the text as edited, the
+        // problem on top; saved unchanged, nothing is saved.
+        let typo = #"s/"edited by json"/"typo notes",/"#
+        let fixing = "edit() { if head -1 \"$1\" | grep -q '^//'; then sed -i 's/\"typo notes\",/\"fixed notes\"/' \"$1\"; else sed -i '\(typo)' \"$1\"; fi; }; edit"
+        let retried = try await device.expect(["edit", "GitHub"], environment: ["EDITOR": fixing], removing: ["VISUAL"])
+        #expect(retried.stderr.contains("opening the editor again"), "\(retried)")
+        #expect(try await device.json(["get", "GitHub"])["notes"]?.stringValue == "fixed notes")
+        let givingUp = "edit() { head -1 \"$1\" | grep -q '^//' || sed -i 's/\"fixed notes\"/\"typo\",,/' \"$1\"; }; edit"
+        let gaveUp = try await device.expect(["edit", "GitHub"], status: 64, environment: ["EDITOR": givingUp], removing: ["VISUAL"])
+        #expect(gaveUp.stderr.contains("nothing was saved") && gaveUp.stderr.contains("not valid"), "\(gaveUp)")
+        #expect(try await device.json(["get", "GitHub"])["notes"]?.stringValue == "fixed notes")
 
         // Bad input changes nothing.
         try await device.expect(["edit", "GitHub", "--number", "-"], status: 64, stdin: "4111\n")  // a card flag on a login

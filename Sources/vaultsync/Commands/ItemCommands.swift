@@ -276,6 +276,30 @@ enum EditorSession {
         guard FileManager.default.createFile(atPath: path, contents: Data(template.utf8), attributes: [.posixPermissions: 0o600]) else {
             throw CLIError.profile("cannot create \(path)")
         }
+        // An edit that cannot be applied (a JSON typo, an unknown key) is never thrown away: the editor opens
+        // again on the text as edited, the problem in comment lines on top, until it applies or the file is
+        // saved unchanged (the user gives up: nothing is saved).
+        var (shown, problem): (String, String?) = (template, nil)
+        while true {
+            try runEditor(editor, on: path, context: context)
+            guard let edited = FileManager.default.contents(atPath: path) else { throw CLIError.aborted("the edited file is gone; nothing was saved") }
+            let text = String(decoding: edited, as: UTF8.self)
+            guard text != shown else { throw CLIError.aborted(problem.map { "\($0); nothing was saved" } ?? "no changes") }
+            let body = withoutProblem(text)
+            var result = view
+            do {
+                try await ItemJSONInput.apply(try ItemJSONInput.parse(Array(body.utf8)), to: &result, context: context)
+                return result
+            } catch {
+                problem = describe(error).message
+                shown = withProblem(problem ?? "", body)
+                FileHandle.standardError.write(Data("vaultsync: \(problem ?? ""); opening the editor again (save without changes to give up)\n".utf8))
+                try Data(shown.utf8).write(to: URL(fileURLWithPath: path))
+            }
+        }
+    }
+
+    static func runEditor(_ editor: String, on path: String, context: CLIContext) throws {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/bin/sh")
         process.arguments = ["-c", "\(editor) \"$1\"", "vaultsync-editor", path]
@@ -283,11 +307,21 @@ enum EditorSession {
         try process.run()
         process.waitUntilExit()
         guard process.terminationStatus == 0 else { throw CLIError.aborted("the editor failed (exit \(process.terminationStatus)); nothing was saved") }
-        guard let edited = FileManager.default.contents(atPath: path) else { throw CLIError.aborted("the edited file is gone; nothing was saved") }
-        if String(decoding: edited, as: UTF8.self) == template { throw CLIError.aborted("no changes") }
-        var result = view
-        try await ItemJSONInput.apply(try ItemJSONInput.parse(Array(edited)), to: &result, context: context)
-        return result
+    }
+
+    static let problemPrefix = "// "
+
+    /// The edited text with `problem` on top, as comment lines the next read drops.
+    static func withProblem(_ problem: String, _ body: String) -> String {
+        let lines = ["vaultsync could not apply this edit: " + problem, "Fix it and save to try again, or save it unchanged to give up (nothing is saved)."]
+        return lines.flatMap { $0.split(separator: "\n", omittingEmptySubsequences: false) }.map { problemPrefix + $0 + "\n" }.joined() + body
+    }
+
+    /// The text without the comment lines on top (JSON has no comments; an item's JSON never starts with one).
+    static func withoutProblem(_ text: String) -> String {
+        var lines = text.split(separator: "\n", omittingEmptySubsequences: false)[...]
+        while let first = lines.first, first.hasPrefix("//") { lines = lines.dropFirst() }
+        return lines.joined(separator: "\n")
     }
 
     /// The editor's environment: this process's without any VAULTSYNC_ variable. The editor (and every
