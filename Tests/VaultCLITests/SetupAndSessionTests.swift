@@ -60,6 +60,35 @@ struct SetupAndSessionTests {
         await scenario.finish([device])
     }
 
+    @Test("a password file with Windows line ends: the line end is not part of the password; a vault set up by the old reading still opens")
+    func passwordFileLineEnds() async throws {
+        let scenario = try await CLIScenario.start()
+        let directory = temporaryDirectory("vaultsync-cli-crlf")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let (crlf, lf) = (directory + "/crlf", directory + "/lf")
+        try Data((scenario.password + "\r\n").utf8).write(to: URL(fileURLWithPath: crlf))
+        try Data((scenario.password + "\n").utf8).write(to: URL(fileURLWithPath: lf))
+        let first = CLIDevice()
+        try await first.expect(["config", "server", await scenario.server.url])
+        try await first.expect(["register", scenario.email, "--kdf-iterations", "100000", "--password-file", crlf])
+        // Typed, or read from a file with Unix line ends, on another device: the same password.
+        let second = CLIDevice()
+        try await second.expect(["config", "server", await scenario.server.url])
+        try await second.expect(["login", scenario.email, "--accept-kdf", "pbkdf2:100000", "--password-file", lf])
+        try await second.expect(["list"], environment: ["VAULTSYNC_PASSWORD": scenario.password])
+
+        // Earlier versions read such a file with its "\r\n": an account made that way still unlocks with the file.
+        let legacy = (email: "legacy-" + scenario.email, password: scenario.password + "\r\n")
+        let old = CLIDevice()
+        try await old.expect(["config", "server", await scenario.server.url])
+        try await old.expect(["register", legacy.email, "--kdf-iterations", "100000"], environment: ["VAULTSYNC_PASSWORD": legacy.password])
+        try await old.expect(["lock"])
+        try await old.expect(["list", "--password-file", crlf])
+        try await old.expect(["unlock", "--password-file", crlf])
+        try await old.expect(["list", "--password-file", lf], status: 3)
+        await scenario.finish([first, second, old])
+    }
+
     @Test("usage errors and setup mistakes get clear messages and exit codes")
     func setupErrors() async throws {
         let device = CLIDevice(password: "correct horse battery staple")

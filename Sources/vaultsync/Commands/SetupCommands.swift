@@ -300,7 +300,7 @@ struct UnlockCommand: VaultCommand {
     func execute(_ context: CLIContext) async throws {
         let email = try context.requireEmail()
         guard let password = try context.masterPassword() else { throw CLIError.locked }
-        try await context.engine.unlock(email: email, password: password)
+        try await context.unlockLocally(email: email, password: password)
         let key = try await context.startSession()
         if raw { print(key) } else { print("export VAULTSYNC_SESSION=\"\(key)\"") }
     }

@@ -41,13 +41,34 @@ struct CLIContext {
             guard let text = try? String(contentsOfFile: path, encoding: .utf8) else {
                 throw CLIError.usage("cannot read the password file \(path)")
             }
-            let password = text.split(separator: "\n", omittingEmptySubsequences: false).first.map(String.init) ?? ""
+            // Any line end ends the line: "\r\n" (one Character in Swift) and a lone "\r" too.
+            let password = text.split(omittingEmptySubsequences: false, whereSeparator: \.isNewline).first.map(String.init) ?? ""
             guard !password.isEmpty else { throw CLIError.usage("the password file \(path) is empty") }
             return password
         }
         if let password = environment["VAULTSYNC_PASSWORD"], !password.isEmpty { return password }
         if allowPrompt, Console.stdinIsTTY, let password = Console.readSecret(prompt: prompt), !password.isEmpty { return password }
         return nil
+    }
+
+    /// The password file's first line as versions before session 25 read it: a file with Windows line ends
+    /// ("\r\n") gave its whole text, line end included. `nil` when that is the reading above.
+    func legacyFilePassword() -> String? {
+        guard let path = options.passwordFile, let text = try? String(contentsOfFile: path, encoding: .utf8),
+              let legacy = text.split(separator: "\n", omittingEmptySubsequences: false).first.map(String.init),
+              legacy != (try? masterPassword()) else { return nil }
+        return legacy
+    }
+
+    /// Unlocks this device's vault with `password`; a wrong one, read from a file with Windows line ends, is tried
+    /// again as earlier versions read it, so a vault set up with such a file still opens.
+    func unlockLocally(email: String, password: String) async throws {
+        do {
+            try await engine.unlock(email: email, password: password)
+        } catch VaultError.wrongPassword {
+            guard let legacy = legacyFilePassword() else { throw VaultError.wrongPassword }
+            try await engine.unlock(email: email, password: legacy)
+        }
     }
 
     func requireEmail() throws -> String {
@@ -65,7 +86,7 @@ struct CLIContext {
     func unlock(prompt: Bool = true) async throws {
         let email = try requireEmail()
         if options.passwordFile != nil || environment["VAULTSYNC_PASSWORD"].map({ !$0.isEmpty }) == true {
-            try await engine.unlock(email: email, password: try masterPassword()!)
+            try await unlockLocally(email: email, password: try masterPassword()!)
             return
         }
         if let key = environment["VAULTSYNC_SESSION"], !key.isEmpty {
