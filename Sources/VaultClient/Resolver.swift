@@ -224,7 +224,11 @@ extension VaultEngine {
         }
         var (chunks, rest) = ([BulkChunk](), changes)
         if bulkCreateSupported != false {
-            let (creates, others) = rest.partitioned { $0.metadata.kind == .create && $0.metadata.createSent != true && $0.metadata.progress.inFlight == nil }
+            // A create with attachments to upload takes the one-by-one path, whose plan uploads them.
+            let (creates, others) = rest.partitioned { change in
+                let record = change.metadata
+                return record.kind == .create && record.createSent != true && record.progress.inFlight == nil && !record.hasAttachmentWork
+            }
             if creates.count >= 2 { (chunks, rest) = (chunked(creates, creates: true), others) }
         }
         if bulkUpdateSupported != false {

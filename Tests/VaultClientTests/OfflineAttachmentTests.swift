@@ -77,6 +77,36 @@ struct OfflineAttachmentTests {
         await devices.finish()
     }
 
+    @Test("items created offline with attachments, several at once (the bulk create path): every attachment reaches the server")
+    func createdOfflineWithAttachments() async throws {
+        let devices = try await TwoDevices.start()
+        let a = try await offline(devices)
+        var expected: [String: [UInt8]] = [:]
+        for index in 0..<3 {
+            let id = try #require(try await a.engine.addItem(loginItem("Scan \(index)")).value.id)
+            let contents = SystemRandomSource().bytes(count: 1_000 + index)
+            _ = try await a.engine.addAttachment(itemID: id, fileName: "scan-\(index).pdf", contents: contents)
+            expected["Scan \(index)"] = contents
+        }
+        await a.engine.shutdown()
+        let back = try await online(devices)
+        let report = try await back.engine.sync()
+        #expect(report.resolved == 3 && report.needsAttention == 0, "\(report)")
+        #expect(try await back.engine.pendingCount() == 0)
+        try await devices.b.engine.pull()
+        for view in try await devices.b.engine.views() {
+            let id = try #require(view.id)
+            let seen = try await devices.b.engine.attachments(itemID: id)
+            #expect(seen.count == 1, "\(view.name): \(seen.map(\.fileName))")
+            if let first = seen.first {
+                #expect(try await devices.b.engine.attachmentContents(itemID: id, attachmentID: first.id) == expected[view.name])
+            }
+        }
+        #expect(profileFiles(devices.a.profile + "/attachment-staging").isEmpty)
+        await back.engine.shutdown()
+        await devices.finish()
+    }
+
     @Test("deleted offline: gone here at once, and on the server at the next sync; one added and deleted offline never reaches it")
     func deleteOffline() async throws {
         let devices = try await TwoDevices.start()
