@@ -36,6 +36,9 @@ struct PlanRun<Wire: Sendable>: Sendable {
     var merge: PlannedMerge?
     /// What `.tell(.merged)` says.
     var notice: String?
+    /// The attachment step failed (refused, or the connection): what reached the server settles, the record
+    /// stays with the attachment work, and this error is recorded on it.
+    var attachmentFailure: ServerCallError?
 
     init(change: PendingChange, local: Wire?, server: Wire?) {
         self.change = change
@@ -137,6 +140,7 @@ extension VaultEngine {
         try await drive(&run, report: &report, plan: { try self.planCipher(&$0) },
                         perform: { step, run, report in try await self.perform(step, &run, &report, context: context) },
                         reread: reread)
+        if let failure = run.attachmentFailure { throw failure }
     }
 
     /// The item as the server has it now, after "out of date". Its content unchanged (someone archived,
@@ -231,7 +235,14 @@ extension VaultEngine {
             if let notice = run.notice { report.messages.append(notice) }
             logger.info("conflict merged", metadata: ["item": "\(run.change.itemID)", "clean": "\(run.merge?.result.isClean ?? true)"])
         case .syncAttachments:
-            try await syncAttachments(&run, report: &report)
+            do {
+                try await syncAttachments(&run, report: &report)
+            } catch let error as ServerCallError {
+                // The item itself reached the server (created, pushed): it settles under its server id, so it is
+                // never shown twice, and the record keeps the attachment work for a later attempt.
+                run.attachmentFailure = error
+                run.result = (try? await authorized { api, token in try await api.getCipher(id: id, token: token) }) ?? run.result
+            }
         }
         return nil
     }
@@ -368,9 +379,13 @@ extension VaultEngine {
         let mergedDate = run.merge.map { _ in
             max(run.serverContentDate ?? run.server?.revisionDate ?? settled.revisionDate ?? clock.now(), onServerClock(run.change.metadata.contentEditDate))
         }
-        let settling = Settling(change: run.change, settled: settled, swapping: run.swapping, baseline: baseline, mergedContentDate: mergedDate)
+        var settling = Settling(change: run.change, settled: settled, swapping: run.swapping, baseline: baseline, mergedContentDate: mergedDate)
+        if run.attachmentFailure != nil {
+            let adds = Set((run.change.metadata.attachmentAdds ?? []).map(\.id))
+            settling.unsentAttachments = (run.local?.attachments ?? []).filter { $0.id.map(adds.contains) ?? false }
+        }
         let current = try requireSession()
-        try await write { [userID = current.userID, key = current.keys.userKey] tx in try Self.settle(settling, userID: userID, key: key, tx) }
+        try await write { [userID = current.userID, key = current.keys.userKey, settling] tx in try Self.settle(settling, userID: userID, key: key, tx) }
     }
 
     /// What settling one change writes (several are written in one transaction by the bulk paths).
@@ -382,6 +397,9 @@ extension VaultEngine {
         var mergedContentDate: WireDate?
         /// The row of `settled`, made outside the transaction by a bulk path.
         var row: CipherRow?
+        /// The attachment step failed: the record stays, holding its attachment work, and the item shows these
+        /// attachments added here that have not reached the server yet.
+        var unsentAttachments: [AttachmentWire]?
     }
 
     /// The cache takes the settled version and the record goes, in one transaction; the temporary id gives
@@ -409,6 +427,18 @@ extension VaultEngine {
                 try items.store(local)
             }
             return
+        }
+        if let unsent = settling.unsentAttachments {
+            // One record per item: beside a pulled copy with a record of its own, everything stays as it is.
+            if settling.swapping, try tx.queue(of: userID).hasRecord(forItem: newID) { return }
+            var kept = change
+            kept.itemID = newID
+            kept.metadata.keep(afterSettling: version(), baseline: .rebaseOnResult)
+            try tx.queue(of: userID).store(kept, key: key)
+            var shown = settled
+            let deleting = Set(kept.metadata.attachmentDeletes ?? [])
+            shown.attachments = (settled.attachments ?? []).filter { !deleting.contains($0.id ?? "") } + unsent
+            return try items.store(shown)
         }
         try tx.queue(of: userID).remove(recordID: change.id)
         // The server's copy may be here already (pulled), saved by the user while this run created it: that

@@ -107,6 +107,70 @@ struct OfflineAttachmentTests {
         await devices.finish()
     }
 
+    @Test("an item created offline whose attachment the server refuses: the item settles under its server id (never shown twice), the attachment waits for the user")
+    func createdOfflineAttachmentRefused() async throws {
+        let devices = try await TwoDevices.start(server: { $0.maxAttachmentBytes = 64 * 1024 })
+        let a = try await offline(devices)
+        let temporaryID = try #require(try await a.engine.addItem(loginItem("Big scan")).value.id)
+        let contents = SystemRandomSource().bytes(count: 100 * 1024)
+        _ = try await a.engine.addAttachment(itemID: temporaryID, fileName: "big.pdf", contents: contents)
+        await a.engine.shutdown()
+
+        let back = try await online(devices)
+        let report = try await back.engine.sync()
+        #expect(report.needsAttention == 1 && report.resolved == 0, "\(report)")
+        let mine = try await back.engine.views().filter { $0.name == "Big scan" }
+        #expect(mine.count == 1 && mine.first?.id != temporaryID, "one item, under the server's id: \(mine.map(\.id))")
+        let id = try #require(mine.first?.id)
+        let shown = try await back.engine.attachments(itemID: id)
+        #expect(shown.map(\.fileName) == ["big.pdf"] && shown.first?.pending == true, "the attachment stays, waiting: \(shown)")
+        #expect(try await back.engine.attachmentContents(itemID: id, attachmentID: try #require(shown.first?.id)) == contents)
+        let waiting = try await back.engine.pendingChanges()
+        #expect(waiting.count == 1 && waiting.first?.itemID == id && waiting.first?.metadata.state == .needsAttention, "\(waiting)")
+        // Another sync changes nothing: still one item here and on the server.
+        _ = try await back.engine.sync()
+        #expect(try await back.engine.views().filter { $0.name == "Big scan" }.count == 1)
+        try await devices.b.engine.pull()
+        #expect(try await devices.b.engine.views().filter { $0.name == "Big scan" }.map(\.id) == [id])
+        await back.engine.shutdown()
+        await devices.finish()
+    }
+
+    @Test("an item created offline whose attachment upload fails on the wire: the item settles, the upload goes at the next sync")
+    func createdOfflineAttachmentUploadFails() async throws {
+        let devices = try await TwoDevices.start()
+        let a = try await offline(devices)
+        let temporaryID = try #require(try await a.engine.addItem(loginItem("Receipt")).value.id)
+        let contents = SystemRandomSource().bytes(count: 5_000)
+        _ = try await a.engine.addAttachment(itemID: temporaryID, fileName: "receipt.pdf", contents: contents)
+        await a.engine.shutdown()
+
+        let proxy = FaultProxy(upstream: await devices.scenario.server.url)
+        try await proxy.start()
+        await proxy.add(.init(method: "POST", pathPrefix: "/api/ciphers/", pathSuffix: "/attachment/v2", action: .fail(status: 503)))
+        let back = try Device.make(url: await proxy.url, profile: devices.a.profile)
+        try await back.engine.unlock(email: devices.scenario.email, password: devices.scenario.password)
+        let first = try await back.engine.sync()
+        #expect(first.needsAttention == 0 && first.stillPending == 1 && first.resolved == 0, "\(first)")
+        let mine = try await back.engine.views().filter { $0.name == "Receipt" }
+        #expect(mine.count == 1 && mine.first?.id != temporaryID, "one item, under the server's id: \(mine.map(\.id))")
+        let id = try #require(mine.first?.id)
+        #expect(try await back.engine.attachments(itemID: id).map(\.pending) == [true])
+
+        _ = try await back.engine.retryPending()
+        let second = try await back.engine.sync()
+        #expect(second.resolved == 1 && second.stillPending == 0, "\(second)")
+        try await devices.b.engine.pull()
+        #expect(try await devices.b.engine.views().filter { $0.name == "Receipt" }.map(\.id) == [id], "one item on the server")
+        let seen = try await devices.b.engine.attachments(itemID: id)
+        #expect(seen.map(\.fileName) == ["receipt.pdf"])
+        #expect(try await devices.b.engine.attachmentContents(itemID: id, attachmentID: try #require(seen.first?.id)) == contents)
+        #expect(profileFiles(devices.a.profile + "/attachment-staging").isEmpty)
+        await back.engine.shutdown()
+        await proxy.stop()
+        await devices.finish()
+    }
+
     @Test("deleted offline: gone here at once, and on the server at the next sync; one added and deleted offline never reaches it")
     func deleteOffline() async throws {
         let devices = try await TwoDevices.start()
