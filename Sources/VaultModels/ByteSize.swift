@@ -6,8 +6,11 @@ public enum ByteSize {
     /// Why a size could not be read.
     public struct ParseError: Error, CustomStringConvertible, Sendable {
         public let text: String
+        /// A size that reads as a number but is under one byte (`0`, `0.5`) or too large to hold.
+        public var outOfRange = false
         public var description: String {
-            "\"\(text)\" is not a size: give a number of bytes, or a number with B, KiB, MiB or GiB (binary) or KB, MB or GB (decimal), e.g. 500MiB."
+            if outOfRange { return "\"\(text)\" is out of range: a size is at least 1 byte (e.g. 500MiB)." }
+            return "\"\(text)\" is not a size: give a number of bytes, or a number with B, KiB, MiB or GiB (binary) or KB, MB or GB (decimal), e.g. 500MiB."
         }
     }
 
@@ -32,7 +35,7 @@ public enum ByteSize {
         guard !digits.isEmpty, digits.allSatisfy({ $0.isASCII && ($0.isNumber || $0 == ".") }), digits.filter({ $0 == "." }).count <= 1,
               let value = Double(digits) else { throw ParseError(text: text) }
         let bytes = (value * factor).rounded(.down)
-        guard bytes >= 1, bytes < Double(Int64.max / 2) else { throw ParseError(text: text) }
+        guard bytes >= 1, bytes < Double(Int64.max / 2) else { throw ParseError(text: text, outOfRange: true) }
         return Int(bytes)
     }
 

@@ -3,6 +3,7 @@ import Foundation
 import VaultModels
 import Hummingbird
 import Logging
+import NIOCore
 import VaultServer
 
 /// Reads an environment variable (every flag can also be set this way).
@@ -203,7 +204,10 @@ struct ServerCommand: AsyncParsableCommand {
             throw ValidationError("VAULTSYNC_DISABLE_SIGNUPS must be true or false (1/0, yes/no), not \"\(text)\".")
         }
         guard (0...65535).contains(port) else { throw ValidationError("--port must be between 0 and 65535.") }
-        guard Logger.Level(rawValue: logLevel) != nil else { throw ValidationError("--log-level must be one of trace, debug, info, notice, warning, error, critical.") }
+        guard Logger.Level(rawValue: logLevel) != nil else {
+            let source = CommandLine.arguments.contains(where: { $0 == "--log-level" || $0.hasPrefix("--log-level=") }) ? "--log-level" : "VAULTSYNC_LOG_LEVEL"
+            throw ValidationError("\(source) must be one of trace, debug, info, notice, warning, error, critical, not \"\(logLevel)\".")
+        }
         _ = try secrets()
         _ = try tlsFiles()
         _ = try attachmentLimit()
@@ -230,6 +234,14 @@ struct ServerCommand: AsyncParsableCommand {
             return handler
         }
         let app = try await buildApplication(configuration: configuration)
-        try await app.runService()
+        do {
+            try await app.runService()
+        } catch let error as IOError where error.errnoCode == EADDRINUSE {
+            FileHandle.standardError.write(Data("""
+                Error: \(host) port \(port) is in use by another program (another vaultsync-server?). Stop it, or choose \
+                another port with --port or VAULTSYNC_PORT.\n
+                """.utf8))
+            throw ExitCode.failure
+        }
     }
 }

@@ -31,7 +31,7 @@ struct ExecutableTests {
         (["--frobnicate"], [:], "Unknown option '--frobnicate'"),
         ([], ["VAULTSYNC_PORT": "eighty"], "VAULTSYNC_PORT must be a port number"),
         ([], ["VAULTSYNC_DISABLE_SIGNUPS": "maybe"], "VAULTSYNC_DISABLE_SIGNUPS must be true or false"),
-        ([], ["VAULTSYNC_LOG_LEVEL": "loud"], "--log-level must be one of"),
+        ([], ["VAULTSYNC_LOG_LEVEL": "loud"], "VAULTSYNC_LOG_LEVEL must be one of"),
         (["--trusted-proxy", "proxy.local"], [:], "--trusted-proxy must be an IP address, not \"proxy.local\""),
         ([], ["VAULTSYNC_TRUSTED_PROXIES": "10.0.0.1, bad"], "--trusted-proxy must be an IP address, not \"bad\""),
     ] as [([String], [String: String], String)])

@@ -171,8 +171,26 @@ struct ServerExecutableTests {
                                                environment: freshEnvironment(home: folder).merging(["VAULTSYNC_ATTACHMENT_LIMIT": "0"]) { $1 },
                                                in: folder)
         #expect(variable.status == 64, "\(variable)")
-        #expect(variable.stderr.contains("VAULTSYNC_ATTACHMENT_LIMIT: \"0\" is not a size"), "\(variable.stderr)")
+        #expect(variable.stderr.contains("VAULTSYNC_ATTACHMENT_LIMIT: \"0\" is out of range: a size is at least 1 byte"), "\(variable.stderr)")
+        let level = try await runExecutable("vaultsync-server", ["--port", "0"],
+                                            environment: freshEnvironment(home: folder).merging(["VAULTSYNC_LOG_LEVEL": "loud"]) { $1 }, in: folder)
+        #expect(level.status == 64 && level.stderr.contains("VAULTSYNC_LOG_LEVEL must be one of"), "\(level)")
         #expect(!FileManager.default.fileExists(atPath: folder + "/vaultsync-data"))
+    }
+
+    @Test("a port another program listens on: a clear message naming the port and the way out, exit 1")
+    func portInUse() async throws {
+        let folder = try emptyFolder()
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let (first, log) = try await Self.startServer(in: folder, environment: freshEnvironment(home: folder), arguments: ["--port", "0"])
+        defer { kill(first.processIdentifier, SIGTERM) }
+        let port = try #require(log.text.split(separator: "listening on http://127.0.0.1:").last?.prefix { $0.isNumber })
+        let second = try emptyFolder()
+        defer { try? FileManager.default.removeItem(atPath: second) }
+        let refused = try await runExecutable("vaultsync-server", ["--port", String(port)], environment: freshEnvironment(home: second), in: second)
+        #expect(refused.status == 1, "\(refused)")
+        #expect(refused.stderr.contains("127.0.0.1 port \(port) is in use by another program") && refused.stderr.contains("--port"), "\(refused.stderr)")
+        #expect(!refused.stderr.contains("bind(descriptor"), "no raw system call in the message: \(refused.stderr)")
     }
 
     /// Starts the built `vaultsync-server` in `folder` and waits until it listens (or ends); the start

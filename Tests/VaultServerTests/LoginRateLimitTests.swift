@@ -29,7 +29,7 @@ struct LoginRateLimitTests {
             #expect(limited.status == .tooManyRequests)
             let wait = try #require(Self.retryAfter(limited))
             #expect(wait >= 1 && wait <= 60, "Retry-After \(wait)")
-            #expect(limited.message?.contains("Try again in \(wait) seconds") == true)
+            #expect(limited.message?.contains("Try again in \(wait) second\(wait == 1 ? "." : "s.")") == true, "\(limited.message ?? "")")
             for _ in 0..<10 {
                 #expect(try await user.login(api).status == .tooManyRequests, "even the right password waits")
             }

@@ -33,9 +33,7 @@ extension IdentityController {
             }
         }
         if let wait = await services.limiter.attempt(account: clientID, address: address) {
-            var error = APIError(.tooManyRequests, "Too many login attempts. Try again in \(Int(wait.rounded(.up))) seconds.")
-            error.retryAfter = wait
-            throw error
+            throw APIError.tooMany("login attempts", wait: wait)
         }
         let userID = clientID.hasPrefix("user.") ? String(clientID.dropFirst(5)) : ""
         let user = UUID(uuidString: userID) == nil ? nil : try await services.repository.user(id: userID)

@@ -115,9 +115,7 @@ struct IdentityController {
         // Limited once the body is valid, before the slow hash (docs/PROTOCOL.md, "Login limits").
         let address = services.clientAddress(request, context)
         if let wait = await services.registrationLimiter.attempt(account: email, address: address) {
-            var error = APIError(.tooManyRequests, "Too many registrations. Try again in \(Int(wait.rounded(.up))) seconds.")
-            error.retryAfter = wait
-            throw error
+            throw APIError.tooMany("registrations", wait: wait)
         }
         let salt = SystemRandomSource().bytes(count: 32)
         let iterationsServer = storedHashIterations
@@ -199,9 +197,7 @@ struct IdentityController {
         }
         let email = field("username")!.lowercased()
         if let wait = await services.limiter.attempt(account: email, address: address) {
-            var error = APIError(.tooManyRequests, "Too many login attempts. Try again in \(Int(wait.rounded(.up))) seconds.")
-            error.retryAfter = wait
-            throw error
+            throw APIError.tooMany("login attempts", wait: wait)
         }
         let verified = try await verifyPassword(email: email, presented: field("password")!)
         guard let user = verified else {

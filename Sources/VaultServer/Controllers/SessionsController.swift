@@ -56,9 +56,7 @@ struct SessionsController {
         }
         let address = services.clientAddress(request, context)
         if let wait = await services.limiter.attempt(account: user.email, address: address) {
-            var error = APIError(.tooManyRequests, "Too many password attempts. Try again in \(Int(wait.rounded(.up))) seconds.")
-            error.retryAfter = wait
-            throw error
+            throw APIError.tooMany("password attempts", wait: wait)
         }
         guard let salt = Data(base64Encoded: user.passwordSalt), let expected = Data(base64Encoded: user.passwordHash) else {
             throw APIError.invalidModel(["masterPasswordHash": ["Invalid password."]])

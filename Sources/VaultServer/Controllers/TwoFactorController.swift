@@ -156,9 +156,7 @@ struct TwoFactorController {
         guard !email.isEmpty, !hash.isEmpty, hash.count <= 300, !code.isEmpty, code.count <= 64 else { throw invalid }
         let address = services.clientAddress(request, context)
         if let wait = await services.limiter.attempt(account: email, address: address) {
-            var error = APIError(.tooManyRequests, "Too many attempts. Try again in \(Int(wait.rounded(.up))) seconds.")
-            error.retryAfter = wait
-            throw error
+            throw APIError.tooMany("attempts", wait: wait)
         }
         let user = try await IdentityController(services: services).verifyPassword(email: email, presented: hash)
         guard let user, try await services.repository.recoverTwoFactor(userID: user.id, code: code) else {
@@ -171,8 +169,6 @@ struct TwoFactorController {
     }
 
     static func tooMany(_ wait: Double) -> APIError {
-        var error = APIError(.tooManyRequests, "Too many two-step login attempts. Try again in \(Int(wait.rounded(.up))) seconds.")
-        error.retryAfter = wait
-        return error
+        return APIError.tooMany("two-step login attempts", wait: wait)
     }
 }

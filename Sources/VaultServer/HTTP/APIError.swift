@@ -31,6 +31,14 @@ public struct APIError: Error, Sendable {
     public static let outOfDate = APIError(
         .badRequest, "The item cannot be saved because it is out of date. To edit this item, first sync your vault, or log out and back in.")
 
+    /// 429 "Too many WHAT. Try again in N seconds." with `Retry-After`.
+    public static func tooMany(_ what: String, wait: Double) -> APIError {
+        let seconds = max(1, Int(wait.rounded(.up)))
+        var error = APIError(.tooManyRequests, "Too many \(what). Try again in \(seconds) second\(seconds == 1 ? "" : "s").")
+        error.retryAfter = wait
+        return error
+    }
+
     /// 400 "The model state is invalid." with per-field messages.
     public static func invalidModel(_ errors: [String: [String]]) -> APIError {
         APIError(.badRequest, "The model state is invalid.", validationErrors: errors)
