@@ -240,7 +240,13 @@ public final class BitwardenAPI: Sendable {
 
     static func errorMessage(_ object: JSONObject?, status: Int) -> String {
         if let object {
-            if let message = object["message"]?.stringValue, !message.isEmpty { return message }
+            if let message = object["message"]?.stringValue, !message.isEmpty {
+                // Bitwarden's "The model state is invalid." says what was wrong in `validationErrors`
+                // (field → messages): the first few go with it, each cut short (the server's text).
+                let reasons = (object["validationErrors"]?.objectValue?.entries ?? []).flatMap { $0.value.arrayValue ?? [] }
+                    .compactMap(\.stringValue).filter { !$0.isEmpty }.prefix(3).map { String($0.prefix(200)) }
+                return reasons.isEmpty ? message : message + " " + reasons.joined(separator: " ")
+            }
             if let model = object["errorModel"]?.objectValue, let message = model["message"]?.stringValue { return message }
             if let description = object["error_description"]?.stringValue { return description }
             if let error = object["error"]?.stringValue { return error }

@@ -17,6 +17,20 @@ struct AccountTests {
         return (Scenario(server: server, email: "refresh-\(UUID().uuidString.prefix(6).lowercased())@example.com"), serverClock)
     }
 
+    @Test("a refusal that names what was invalid (Bitwarden's validationErrors) says so, not only \"The model state is invalid.\"")
+    func refusalNamesTheInvalidField() async throws {
+        let scenario = try await Scenario.start()
+        let device = try Device.make(url: await scenario.server.url)
+        do {
+            try await device.engine.register(email: scenario.email, password: scenario.password, kdf: .pbkdf2(iterations: 50_000))
+            Issue.record("registered with 50,000 iterations")
+        } catch {
+            let text = String(describing: error)
+            #expect(text.contains("The model state is invalid.") && text.contains("PBKDF2 iterations must be between 100,000 and 2,000,000."), "\(text)")
+        }
+        await scenario.finish([device])
+    }
+
     @Test("an expired access token is refreshed once, transparently")
     func tokenRefresh() async throws {
         let (scenario, serverClock) = try await Self.scenarioWithServerClock()
