@@ -79,8 +79,8 @@ public enum ItemMerge {
         /// your username with the other device's URI https://github.com." The winner names who kept a
         /// field both sides changed.
         public func summary(itemName: String, winner: Side) -> String {
-            let mine = ItemMerge.describe(takenFromMine)
-            let theirs = ItemMerge.describe(takenFromTheirs)
+            let mine = ItemMerge.describe(difference.fields.filter { $0.outcome == .mine }, side: .mine)
+            let theirs = ItemMerge.describe(difference.fields.filter { $0.outcome == .theirs }, side: .theirs)
             var text = "\"\(itemName)\": "
             switch (mine.isEmpty, theirs.isEmpty) {
             case (false, false): text += "merged your \(mine) with the other device's \(theirs)"
@@ -110,6 +110,22 @@ public enum ItemMerge {
         var words: [String] = []
         for field in fields {
             let word = describe(field)
+            if !words.contains(word) { words.append(word) }
+        }
+        switch words.count {
+        case 0: return ""
+        case 1: return words[0]
+        default: return words.dropLast().joined(separator: ", ") + " and " + words.last!
+        }
+    }
+
+    /// The fields one side changed, in words; a field or list entry that side removed is "removal of …"
+    /// (a URI deleted on the other device is not "kept").
+    static func describe(_ fields: [FieldDifference], side: Side) -> String {
+        var words: [String] = []
+        for field in fields {
+            let removed = field.base != nil && (side == .mine ? field.mine : field.theirs) == nil
+            let word = (removed ? "removal of " : "") + describe(field.field)
             if !words.contains(word) { words.append(word) }
         }
         switch words.count {

@@ -14,7 +14,7 @@ struct VaultSyncCommand: AsyncParsableCommand {
 
         Profile: VAULTSYNC_HOME (default: $XDG_DATA_HOME/vaultsync). Master password: prompt, --password-file FILE or VAULTSYNC_PASSWORD. Stay unlocked: eval "$(vaultsync unlock)".
 
-        Exit codes: 0 ok (also "saved offline"), 1 error, 2 locked, 3 authentication failed, 4 not found, 5 ambiguous name, 6 server refused, 7 server unreachable, 8 verification failed, 64 usage error.
+        Exit codes: 0 ok (also "saved offline"), 1 error, 2 locked, 3 authentication failed, 4 not found, 5 ambiguous name, 6 server refused, 7 server unreachable, 8 verification failed, 64 usage error, 65 a file not in its format.
 
         Start with:
           vaultsync demo
@@ -36,7 +36,12 @@ struct VaultSyncCommand: AsyncParsableCommand {
     /// secrets (ids and decisions only).
     static func main() async {
         ProcessMemory.keepLargeBuffersOutOfHeaps()
-        let level = ProcessInfo.processInfo.environment["VAULTSYNC_LOG"].flatMap(Logger.Level.init(rawValue:)) ?? .warning
+        let named = ProcessInfo.processInfo.environment["VAULTSYNC_LOG"].flatMap { $0.isEmpty ? nil : $0 }
+        let level = named.flatMap { Logger.Level(rawValue: $0.lowercased()) } ?? .warning
+        if let named, Logger.Level(rawValue: named.lowercased()) == nil {
+            // A typo in a logging variable must not keep anyone from their vault: said, and the default used.
+            Console.note("warning: VAULTSYNC_LOG=\"\(named)\" is not a level (trace, debug, info, notice, warning, error, critical); logging at warning")
+        }
         LoggingSystem.bootstrap { label in
             var handler = StreamLogHandler.standardError(label: label)
             handler.logLevel = level

@@ -29,8 +29,8 @@ struct AttachmentCommandTests {
         let mode = try FileManager.default.attributesOfItem(atPath: target)[.posixPermissions] as? Int
         #expect(mode == 0o600)
         // An existing file is never overwritten.
-        let again = try await b.expect(["attachment", "get", "Recovery", "codes (2026).txt", "--output", target], status: 1)
-        #expect(again.stderr.contains("cannot create"))
+        let again = try await b.expect(["attachment", "get", "Recovery", "codes (2026).txt", "--output", target], status: 64)
+        #expect(again.stderr.contains("exists already"))
 
         // Opened once, it reads offline (kept encrypted on the device).
         await scenario.server.stop()
@@ -45,6 +45,13 @@ struct AttachmentCommandTests {
         #expect(missing.stderr.contains("is not a file that can be read"))
         let unknown = try await a.expect(["attachment", "get", "Recovery", "other.txt", "--output", "-"], status: 4)
         #expect(unknown.stderr.contains("has no attachment \"other.txt\""))
+        #expect(try await a.json(["attachment", "list", "Recovery"]).count == 1)
+        // Two attachments of one name: ambiguous (exit 5, as two items of one name are), each named by its id.
+        try await a.expect(["attachment", "add", "Recovery", source, "--name", "codes (2026).txt"])
+        let twice = try await a.expect(["attachment", "get", "Recovery", "codes (2026).txt", "--output", "-"], status: 5)
+        #expect(twice.stderr.contains("name one by its id"), "\(twice)")
+        let second = try #require(try await a.json(["attachment", "list", "Recovery"]).arrayValue?.last?["id"]?.stringValue)
+        try await a.expect(["attachment", "delete", "Recovery", second])
         #expect(try await a.json(["attachment", "list", "Recovery"]).count == 1)
 
         try await a.expect(["attachment", "delete", "Recovery", "codes (2026).txt"])

@@ -64,7 +64,9 @@ struct ItemCommandTests {
         let plain = try await device.expect(["get", "GitHub"]).stdout
         #expect(plain.contains("alice") && !plain.contains("gh-Pa55") && !plain.contains("1234"))
         #expect(try await device.expect(["get", "GitHub", "--reveal"]).stdout.contains("gh-Pa55"))
-        try await device.expect(["get", "Wi-Fi", "--field", "password"], status: 4)
+        let noPassword = try await device.expect(["get", "Wi-Fi", "--field", "password"], status: 4)
+        #expect(noPassword.stderr.contains("\"Wi-Fi\" has no password."), "\(noPassword)")
+        #expect(try await device.expect(["get", "Wi-Fi", "--field", "totp"], status: 4).stderr.contains("\"Wi-Fi\" has no TOTP."))
         try await device.expect(["get", "GitHub", "--field", "colour"], status: 64)
 
         // Unknown and ambiguous references.
@@ -119,6 +121,11 @@ struct ItemCommandTests {
         try await device.expect(["edit", "GitHub", "--json", "-"], status: 64, stdin: "{not json")
         try await device.expect(["edit", "GitHub", "--json", "-"], status: 64, stdin: #"{"colour":"red"}"#)
         try await device.expect(["add", "login", "--username", "x"], status: 64)  // no name
+        let badTOTP = try await device.expect(["add", "login", "--name", "T3", "--totp", try secretFile("totp-bad", "not base32!!")], status: 64)
+        #expect(badTOTP.stderr.contains("--totp: not a TOTP secret") && !badTOTP.stderr.contains("not base32!!"), "\(badTOTP)")
+        try await device.expect(["add", "card", "--name", "Bad month", "--exp-month", "13"], status: 64)
+        try await device.expect(["add", "card", "--name", "Bad year", "--exp-year", "abc"], status: 64)
+        #expect(try await device.expect(["get", "T3"], status: 4).status == 4, "nothing was added")
         try await device.expect(["add", "login", "--name", "X", "--password", "-", "--generate"], status: 64, stdin: "a\n")
         #expect(try await device.expect(["get", "GitHub", "--field", "password"]).stdout == "from-editor-Pa55\n")
 
@@ -149,6 +156,27 @@ struct ItemCommandTests {
     }
 
     /// ITEM arguments go through one rule (`Presentation.find`), names through the name index's names part.
+    @Test("names with line ends, tabs and terminal escapes: shown in caret notation, one row per item; JSON and piped fields stay exact")
+    func controlCharactersInNames() async throws {
+        let scenario = try await CLIScenario.start()
+        let device = try await scenario.device(register: true)
+        let hostile = "Evil\u{1B}]0;pwned\u{07}\u{1B}[2J\u{9B}31m"
+        try await device.expect(["add", "login", "--name", hostile, "--username", "two\nlines\there"])
+        try await device.expect(["add", "note", "--name", "Plain", "--notes", "keep\u{1B}[1mthis"])
+        let listed = try await device.expect(["list"]).stdout
+        #expect(!listed.unicodeScalars.contains { $0 == "\u{1B}" || $0 == "\u{07}" || $0 == "\u{9B}" }, "nothing a terminal acts on: \(listed.debugDescription)")
+        #expect(listed.contains("Evil^[]0;pwned^G^[[2J<U+009B>31m"), "\(listed.debugDescription)")
+        let rows = listed.split(separator: "\n")
+        #expect(rows.count == 2 && rows.allSatisfy { $0.split(separator: "\t", omittingEmptySubsequences: false).count == 6 }, "one row per item: \(rows)")
+        let shown = try await device.expect(["get", "Plain"]).stdout
+        #expect(shown.contains("keep^[[1mthis") && !shown.unicodeScalars.contains("\u{1B}"), "\(shown.debugDescription)")
+        // Scripts get the values as stored: JSON (escaped as JSON), and a field into a pipe.
+        let json = try await device.json(["list"])
+        #expect(Set(json.arrayValue?.compactMap { $0["name"]?.stringValue } ?? []) == [hostile, "Plain"])
+        #expect(try await device.expect(["get", "Plain", "--field", "notes"]).stdout == "keep\u{1B}[1mthis\n")
+        await scenario.finish([device])
+    }
+
     @Test("ITEM by name (any case, beyond ASCII), id or id prefix; two of one name are ambiguous, listed; no match is not found")
     func findingItems() async throws {
         let scenario = try await CLIScenario.start()

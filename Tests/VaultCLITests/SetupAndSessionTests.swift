@@ -33,12 +33,17 @@ struct SetupAndSessionTests {
         // A wrong or forged session key does not open anything.
         let forged = try await device.expect(["list"], status: 2, environment: ["VAULTSYNC_SESSION": String(key.reversed())])
         #expect(forged.stderr.contains("expired or was locked") || forged.stderr.contains("locked"))
+        let garbage = try await device.expect(["list"], status: 2, environment: ["VAULTSYNC_SESSION": "garbage"])
+        #expect(garbage.stderr.contains("VAULTSYNC_SESSION is not a session key"), "\(garbage)")
 
         // lock ends every session.
         try await device.expect(["lock"])
         try await device.expect(["list"], status: 2, environment: session)
         let lockedStatus = try await device.expect(["status", "--json"], environment: session).json()
         #expect(lockedStatus["locked"]?.boolValue == true && lockedStatus["pending"]?.isNull == true)
+        // As text: what a locked vault cannot tell is said so, never "never" (it synced a moment ago).
+        let lockedText = try await device.expect(["status"], environment: session).stdout
+        #expect(lockedText.contains("last sync       (unlock to see)") && !lockedText.contains("never"), "\(lockedText)")
 
         // Wrong password: exit 3; a password file works; an empty one is a usage error.
         let wrong = try await device.expect(["unlock"], status: 3, environment: ["VAULTSYNC_PASSWORD": "not the password"])
@@ -89,6 +94,24 @@ struct SetupAndSessionTests {
         await scenario.finish([first, second, old])
     }
 
+    @Test("register's KDF settings: outside what servers take is refused before anything is sent; below the current minimum is warned, and the login that must confirm it names the flag")
+    func registerKdfSettings() async throws {
+        let scenario = try await CLIScenario.start()
+        let device = CLIDevice(password: scenario.password)
+        try await device.expect(["config", "server", await scenario.server.url])
+        let tooFew = try await device.expect(["register", scenario.email, "--kdf-iterations", "50000"], status: 64)
+        #expect(tooFew.stderr.contains("between 100,000 and 2,000,000"), "\(tooFew)")
+        try await device.expect(["register", scenario.email, "--kdf-iterations", "10"], status: 64)
+        let weak = try await device.expect(["register", scenario.email, "--kdf-iterations", "100000"])
+        #expect(weak.stderr.contains("below Bitwarden's current minimum") && weak.stderr.contains("--accept-kdf pbkdf2:100000"), "\(weak)")
+        let other = CLIDevice(password: scenario.password)
+        try await other.expect(["config", "server", await scenario.server.url])
+        let unconfirmed = try await other.expect(["login", scenario.email], status: 8)
+        #expect(unconfirmed.stderr.contains("--accept-kdf pbkdf2:100000"), "\(unconfirmed)")
+        try await other.expect(["login", scenario.email, "--accept-kdf", "pbkdf2:100000"])
+        await scenario.finish([device, other])
+    }
+
     @Test("usage errors and setup mistakes get clear messages and exit codes")
     func setupErrors() async throws {
         let device = CLIDevice(password: "correct horse battery staple")
@@ -106,6 +129,9 @@ struct SetupAndSessionTests {
         #expect(config["server"]?.stringValue == deadServerURL() && config["email"]?.isNull == true)
         let help = try await device.expect(["add", "--help"])
         #expect(help.stdout.contains("Examples:") && help.stdout.contains("--generate"))
+        // A typo in the log variable is said, and changes nothing else.
+        let loud = try await device.expect(["config", "show"], environment: ["VAULTSYNC_LOG": "loud"])
+        #expect(loud.stderr.contains("VAULTSYNC_LOG=\"loud\" is not a level"), "\(loud)")
         try? FileManager.default.removeItem(atPath: (device.home as NSString).deletingLastPathComponent)
     }
 

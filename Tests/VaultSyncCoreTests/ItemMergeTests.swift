@@ -236,6 +236,14 @@ struct ItemMergeTests {
         #expect(merge(mine, theirs, winner: .theirs).summary(itemName: "GitHub", winner: .theirs)
                 == "\"GitHub\": merged your username with the other device's URI https://github.example.com and field \"team\";"
                 + " password changed on both: the other device's (newer) kept, the other version is in a backup copy.")
+        // A URI the other device removed is said to be removed, not kept.
+        var replaced = Self.base()
+        replaced.login?.uris = [LoginURIView(uri: "https://github.example.com/login")]
+        var renamed = Self.base()
+        renamed.name = "GitHub (work)"
+        let said = merge(renamed, replaced).summary(itemName: "GitHub (work)", winner: .mine)
+        #expect(said.hasPrefix("\"GitHub (work)\": merged your name with the other device's ") && said.contains("URI https://github.example.com/login")
+                && said.contains("removal of URI https://github.com") && said.contains("removal of URI https://gist.github.com"), "\(said)")
         #expect(ItemMerge.describe(["card.number", "identity.ssn", "sshKey.privateKey", "login.passkey[x]", "attachment[a1]"])
                 == "card number, identity ssn, SSH key privateKey, passkey and attachment")
     }

@@ -120,7 +120,7 @@ struct TwoStepCommand: AsyncParsableCommand {
         func execute(_ context: CLIContext) async throws {
             let password = try requirePassword(context, for: "two-step recovery-code")
             guard let code = try await context.engine.twoStepRecoveryCode(password: password) else {
-                throw CLIError.notFound(what: "recovery code", reference: "this account (two-step login was never turned on)")
+                throw CLIError.missing("This account has no two-step recovery code: two-step login was never turned on.")
             }
             print(code)
         }

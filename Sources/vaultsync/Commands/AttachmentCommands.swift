@@ -26,6 +26,18 @@ struct AttachmentCommand: AsyncParsableCommand {
     )
 
     struct List: VaultCommand {
+        /// "81 bytes", "1.5 KiB", "2.9 MiB", "1.2 GiB" (binary units, one decimal below 10).
+        static func readableSize(_ bytes: Int) -> String {
+            guard bytes >= 1024 else { return "\(bytes) byte\(bytes == 1 ? "" : "s")" }
+            var value = Double(bytes)
+            var unit = "bytes"
+            for next in ["KiB", "MiB", "GiB", "TiB"] where value >= 1024 {
+                value /= 1024
+                unit = next
+            }
+            return (value < 10 ? String(format: "%.1f", value) : "\(Int(value.rounded()))") + " " + unit
+        }
+
         static let configuration = CommandConfiguration(commandName: "list", abstract: "The item's attachments (works offline).",
                                                         discussion: "Example:\n  vaultsync attachment list Bank --json")
         @OptionGroup var global: GlobalOptions
@@ -45,7 +57,8 @@ struct AttachmentCommand: AsyncParsableCommand {
             }
             if attachments.isEmpty { print("No attachments."); return }
             for attachment in attachments {
-                let size = attachment.sizeName ?? attachment.size.map { "\($0) bytes" } ?? "?"
+                // Our own units for every row (the server's size names mix them: "81 Bytes", "2.86 MB").
+                let size = attachment.size.map(Self.readableSize) ?? attachment.sizeName ?? "?"
                 print("\(attachment.id)  \(size)  \(attachment.fileName)\(attachment.pending ? "  (waiting for the server)" : "")")
             }
         }
@@ -179,7 +192,10 @@ final class NewFile: @unchecked Sendable {
     init(path: String) throws {
         self.path = path
         descriptor = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
-        guard descriptor >= 0 else { throw CLIError.profile("cannot create \(path): \(String(cString: strerror(errno)))") }
+        guard descriptor >= 0 else {
+            if errno == EEXIST { throw CLIError.usage("\(path) exists already; name a new file (an attachment is never written over one)") }
+            throw CLIError.profile("cannot create \(path): \(String(cString: strerror(errno)))")
+        }
     }
 
     func write(_ piece: ArraySlice<UInt8>) throws {

@@ -57,19 +57,23 @@ struct ImportCommand: VaultCommand {
             throw CLIError.usage(FileManager.default.fileExists(atPath: file) ? "cannot read \(file)" : "no file \(file)")
         }
         guard let text = String(data: data, encoding: .utf8) else {
-            throw ExchangeError.malformed(entry: "the file", reason: "not UTF-8 text (export it again as UTF-8)")
+            throw ExchangeError.malformed(entry: file, reason: "not UTF-8 text (export it again as UTF-8)")
         }
         let vault: ImportedVault
-        switch format {
-        case .bitwardenJSON:
-            var password: String?
-            if BitwardenJSON.isPasswordProtected(text) {
-                password = try filePassword.password(context, prompt: "Password of the export file: ", confirm: false)
-                if password == nil { throw ExchangeError.passwordRequired }
+        do {
+            switch format {
+            case .bitwardenJSON:
+                var password: String?
+                if BitwardenJSON.isPasswordProtected(text) {
+                    password = try filePassword.password(context, prompt: "Password of the export file: ", confirm: false)
+                    if password == nil { throw ExchangeError.passwordRequired }
+                }
+                vault = try BitwardenJSON.read(text, password: password)
+            default:
+                vault = try CSVImporter.read(text, format: format)
             }
-            vault = try BitwardenJSON.read(text, password: password)
-        default:
-            vault = try CSVImporter.read(text, format: format)
+        } catch ExchangeError.malformed(let entry, let reason) where entry == "the file" {
+            throw ExchangeError.malformed(entry: file, reason: reason)  // named as the person gave it
         }
         let policy: DuplicatePolicy = skipDuplicates ? .skip : allowDuplicates ? .allow : .refuse
         let summary: ImportSummary
@@ -154,12 +158,14 @@ struct ExportCommand: VaultCommand {
         let (items, folders) = try await context.engine.exportContents(includeOrganizations: organization)
         let text: String
         var note: String?
+        var exported = items.count
         switch format {
         case .json:
             text = BitwardenJSON.export(items: items, folders: folders)
         case .csv:
             let result = BitwardenCSVExport.export(items: items, folders: folders)
             text = result.text
+            exported -= result.notCarried.count
             if !result.notCarried.isEmpty {
                 note = "\(result.notCarried.count) item(s) that CSV cannot carry (cards, identities, SSH keys) were left out; use --format json to keep them"
             }
@@ -171,7 +177,7 @@ struct ExportCommand: VaultCommand {
         }
         if let output {
             try Self.writeNew(Data(text.utf8), to: output)
-            Console.note("exported \(items.count) item\(items.count == 1 ? "" : "s") and \(folders.count) folder\(folders.count == 1 ? "" : "s") to \(output)")
+            Console.note("exported \(exported) item\(exported == 1 ? "" : "s") and \(folders.count) folder\(folders.count == 1 ? "" : "s") to \(output)")
         } else {
             FileHandle.standardOutput.write(Data(text.utf8))
         }

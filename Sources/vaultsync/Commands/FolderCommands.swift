@@ -35,7 +35,8 @@ struct FolderCommand: AsyncParsableCommand {
             }
             if folders.isEmpty { Console.note("no folders") }
             for folder in folders {
-                print("\(folder.id ?? "")\t\(Console.styled(folder.name, .bold))\t\(counts[folder.id ?? ""] ?? 0) items")
+                let count = counts[folder.id ?? ""] ?? 0
+                print("\(folder.id ?? "")\t\(Console.styled(Presentation.oneLine(folder.name), .bold))\t\(count) item\(count == 1 ? "" : "s")")
             }
         }
     }

@@ -81,7 +81,9 @@ struct ListCommand: VaultCommand {
                 marks += pending.metadata.state == .needsAttention ? Console.styled("!", .red) : Console.styled("↑", .cyan)
             }
             let folderName = row.shown.folderId.flatMap { folderNames[$0] } ?? ""
-            print([row.id, Console.styled(row.shown.name, .bold), row.shown.type.name, row.shown.username ?? "", folderName, marks]
+            // One row per item, one column per tab, whatever the names hold.
+            func cell(_ text: String) -> String { Presentation.oneLine(text).replacingOccurrences(of: "\t", with: " ") }
+            print([row.id, Console.styled(cell(row.shown.name), .bold), row.shown.type.name, cell(row.shown.username ?? ""), cell(folderName), marks]
                 .joined(separator: "\t"))
         }
     }
@@ -140,8 +142,17 @@ struct GetCommand: VaultCommand {
             default:
                 throw CLIError.usage("unknown field \"\(field)\" (password, username, totp, notes, uri, name)")
             }
-            guard let value else { throw CLIError.notFound(what: "\(field) on the item", reference: view.name) }
-            if output.json { Presentation.printJSON(.object([field: .string(value)])) } else { print(value) }
+            guard let value else {
+                let label = field == "totp" ? "TOTP" : field == "uri" ? "URI" : field
+                throw CLIError.missing("\"\(view.name)\" has no \(label).")
+            }
+            if output.json {
+                Presentation.printJSON(.object([field: .string(value)]))
+            } else if Console.stdoutIsTTY {
+                print(value)
+            } else {
+                Swift.print(value)  // into a pipe or a file: exactly as stored, for scripts
+            }
             return
         }
         let folderNames = try await context.folderNames()
@@ -149,12 +160,16 @@ struct GetCommand: VaultCommand {
             Presentation.printJSON(Presentation.itemJSON(view, folderNames: folderNames, pending: entry.pending))
             return
         }
-        print("id        \(id)")
-        for field in Presentation.fields(of: view, folderNames: folderNames) {
-            print("\(field.label.padding(toLength: max(10, field.label.count + 1), withPad: " ", startingAt: 0))\(Presentation.oneLine(Presentation.masked(field, reveal: reveal)))")
+        let fields = Presentation.fields(of: view, folderNames: folderNames)
+        // One column for every value, however long the longest label ("card.cardholderName").
+        let width = max(10, (fields.map(\.label.count).max() ?? 0) + 2)
+        func label(_ text: String) -> String { text.padding(toLength: width, withPad: " ", startingAt: 0) }
+        print(label("id") + id)
+        for field in fields {
+            print(label(field.label) + Presentation.oneLine(Presentation.masked(field, reveal: reveal)))
         }
         if let pending = entry.pending {
-            print("pending   \(pending.metadata.kind.rawValue) since \(pending.metadata.createdDate.iso8601)\(pending.metadata.state == .needsAttention ? " — needs attention: \(pending.metadata.lastError ?? "")" : "")")
+            print(label("pending") + "\(pending.metadata.kind.rawValue) since \(pending.metadata.createdDate.iso8601)\(pending.metadata.state == .needsAttention ? " — needs attention: \(pending.metadata.lastError ?? "")" : "")")
         }
     }
 }

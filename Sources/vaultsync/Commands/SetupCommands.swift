@@ -41,7 +41,8 @@ struct ConfigCommand: AsyncParsableCommand {
 
         func validate() throws {
             if case .refused(let reason) = ServerAddress.check(url, allowPlainHTTP: insecureAllowPlainHTTP) {
-                throw ValidationError(reason)
+                let plainHTTP = url.lowercased().hasPrefix("http://")
+                throw ValidationError(reason + (plainHTTP ? " (--insecure-allow-plain-http)." : ""))
             }
         }
 
@@ -207,7 +208,9 @@ struct RegisterCommand: VaultCommand {
     @OptionGroup var global: GlobalOptions
     @Argument(help: "The account's email.") var email: String
     @Option(help: "Display name.") var name: String?
-    @Option(name: .customLong("kdf-iterations"), help: "PBKDF2-SHA256 iterations (default 600000).") var iterations = 600_000
+    @Option(name: .customLong("kdf-iterations"), help: "PBKDF2-SHA256 iterations, 100000 to 2000000 (default 600000).") var iterations = 600_000
+
+    static let accepted = 100_000...2_000_000
 
     func execute(_ context: CLIContext) async throws {
         _ = try context.requireServer()
@@ -220,7 +223,16 @@ struct RegisterCommand: VaultCommand {
             guard Console.readSecret(prompt: "Repeat it: ") == password else { throw CLIError.usage("the passwords differ; nothing was created") }
         }
         guard password.count >= 12 else { throw CLIError.usage("the master password must have at least 12 characters") }
-        try await context.engine.register(email: email, password: password, name: name, kdf: .pbkdf2(iterations: iterations))
+        // Bitwarden's servers (and ours) take 100,000 to 2,000,000; below 600,000, Bitwarden's current minimum,
+        // every device's first login has to confirm the settings (a hostile server could announce them).
+        guard Self.accepted.contains(iterations) else {
+            throw CLIError.usage("--kdf-iterations must be between 100,000 and 2,000,000 (Bitwarden's servers refuse others); 600,000, the default, or more is recommended")
+        }
+        let kdf = KdfConfiguration.pbkdf2(iterations: iterations)
+        if !kdf.meetsCurrentMinimums {
+            Console.note("warning: \(kdf.summary) is below Bitwarden's current minimum of 600,000 iterations: each other device's first login must confirm it with --accept-kdf \(kdf.spec)")
+        }
+        try await context.engine.register(email: email, password: password, name: name, kdf: kdf)
         var context = context
         context.settings.email = MasterKey.normaliseSalt(email)
         try context.saveSettings()
@@ -379,7 +391,8 @@ struct StatusSnapshot {
 
     var lines: [String] {
         func ago(_ date: WireDate?) -> String {
-            guard let date else { return "never" }
+            // Locked, the account's sync state cannot be read: not known, rather than "never".
+            guard let date else { return status.locked ? "unlock to see" : "never" }
             let seconds = Int(Date().timeIntervalSince(date.date))
             let text = seconds < 60 ? "\(max(seconds, 0)) s ago" : seconds < 3600 ? "\(seconds / 60) min ago" : "\(seconds / 3600) h ago"
             return "\(date.iso8601.prefix(19))Z (\(text))"
@@ -404,7 +417,7 @@ struct StatusSnapshot {
             lines.append("needs attention \(status.needsAttentionCount == 0 ? "0" : Console.styled("\(status.needsAttentionCount)", .red))")
             lines.append("new conflicts   \(status.unreviewedConflicts == 0 ? "0" : Console.styled("\(status.unreviewedConflicts)", .yellow))")
         }
-        lines.append("last sync       \(ago(status.lastSync))")
+        lines.append("last sync       \(status.lastSync == nil && status.locked ? "(unlock to see)" : ago(status.lastSync))")
         if let problem = status.certificateProblem { lines.append("certificate     \(problem)") }
         return lines
     }

@@ -39,7 +39,7 @@ struct SyncCommand: VaultCommand {
             progress.cancel()
             if showProgress { FileHandle.standardError.write(Data("\r\u{1B}[K".utf8)) }
             if [.serverUnreachable, .verificationFailed].contains(describe(error).status), let waiting = try? await engine.pendingCount() {
-                Console.note("\(waiting) change\(waiting == 1 ? "" : "s") stay queued on this device.")
+                Console.note("\(waiting) change\(waiting == 1 ? " stays" : "s stay") queued on this device.")
             }
             throw error
         }
@@ -366,17 +366,20 @@ struct ConflictComparison {
             return text.count > 34 ? String(text.prefix(33)) + "…" : text
         }
         func pad(_ text: String, _ width: Int) -> String { text.count >= width ? text : text + String(repeating: " ", count: width - text.count) }
+        // Columns as wide as their longest entry ("card.cardholderName", "login.uri[https://…]").
+        let labelWidth = max(16, (rows.map(\.label.count).max() ?? 0) + 2)
         var lines = [
             "Conflict on \"\(live?.name ?? BackupName.originalName(of: backup.name))\" — backup \(summary.backupID) made \(summary.createdAt.iso8601.prefix(19))Z",
-            "  " + pad("field", 16) + pad(liveSide, 36) + backupSide,
+            "  " + pad("field", labelWidth) + pad(liveSide, 36) + backupSide,
         ]
         for row in rows {
             let mark = row.differs ? Console.styled("≠", .yellow) : " "
-            lines.append("\(mark) " + pad(row.label, 16) + pad(cell(row.live), 36) + cell(row.backup))
+            lines.append("\(mark) " + pad(row.label, labelWidth) + pad(cell(row.live), 36) + cell(row.backup))
         }
         lines.append("  password history: \(live?.passwordHistory.count ?? 0) entries (live), \(backup.passwordHistory.count) entries (backup)")
         if let difference = mergeShown(reveal: reveal) {
             lines.append("  what the merge compared (the version both started from → mine | theirs):")
+            let fieldWidth = max(22, (difference.fields.map(\.field.count).max() ?? 0) + 2)
             for field in difference.fields {
                 let values = "\(field.base ?? "—") → \(field.mine ?? "—") | \(field.theirs ?? "—")"
                 let taken: String
@@ -387,7 +390,7 @@ struct ConflictComparison {
                 case .same: taken = "same on both"
                 case .conflict: taken = "changed on both: the newer kept, the other in this backup"
                 }
-                lines.append("    " + pad(field.field, 22) + Presentation.oneLine(values) + "  (\(taken))")
+                lines.append("    " + pad(field.field, fieldWidth) + Presentation.oneLine(values) + "  (\(taken))")
             }
         }
         lines.append("  settle with: vaultsync conflicts resolve \(summary.backupID) --keep mine|theirs|both")

@@ -107,7 +107,9 @@ struct CLIContext {
             profile.removeSession()
             throw VaultError.sessionInvalid
         }
-        guard let sessionKey = try? SymmetricCryptoKey(base64: key) else { throw VaultError.sessionInvalid }
+        guard let sessionKey = try? SymmetricCryptoKey(base64: key) else {
+            throw CLIError.lockedBecause("VAULTSYNC_SESSION is not a session key (it is what `vaultsync unlock` prints; check for a typo or a cut).")
+        }
         do {
             try await engine.unlock(sealedSession: sealed, sessionKey: sessionKey)
         } catch let error as VaultError {

@@ -29,7 +29,11 @@ enum CLIError: Error, CustomStringConvertible {
     case noServer
     case notLoggedIn
     case locked
+    /// Locked, and why the way given did not open it.
+    case lockedBecause(String)
     case notFound(what: String, reference: String)
+    /// Something asked for is not there, said in full ("\"GitHub\" has no TOTP.").
+    case missing(String)
     case ambiguous(what: String, reference: String, candidates: [String])
     case aborted(String)
     case verificationFailed(String)
@@ -47,7 +51,9 @@ enum CLIError: Error, CustomStringConvertible {
             The vault is locked. Run `eval $(vaultsync unlock)`, or give the master password with \
             VAULTSYNC_PASSWORD or --password-file.
             """
+        case .lockedBecause(let reason): return reason + " " + CLIError.locked.description
         case .notFound(let what, let reference): return "No \(what) matches \"\(reference)\"."
+        case .missing(let message): return message
         case .ambiguous(let what, let reference, let candidates):
             return "\"\(reference)\" matches \(candidates.count) \(what)s; use an id:\n" + candidates.map { "  \($0)" }.joined(separator: "\n")
         case .aborted(let message): return message
@@ -62,8 +68,8 @@ enum CLIError: Error, CustomStringConvertible {
         case .profile: return .failure
         case .noServer: return .usage
         case .notLoggedIn: return .authenticationFailed
-        case .locked: return .locked
-        case .notFound: return .notFound
+        case .locked, .lockedBecause: return .locked
+        case .notFound, .missing: return .notFound
         case .ambiguous: return .ambiguous
         case .verificationFailed: return .verificationFailed
         case .codeRequired: return .authenticationFailed
@@ -103,10 +109,16 @@ func describe(_ error: any Error) -> (message: String, status: ExitStatus) {
         case .caFileUnusable: status = .badInput
         case .proxyUnusable: status = .usage
         case .attachmentNotFound: status = .notFound
-        case .attachmentAmbiguous, .attachmentTooLarge: status = .usage
+        case .attachmentAmbiguous: status = .ambiguous
+        case .attachmentTooLarge: status = .usage
         case .attachmentNeedsServer: status = .serverUnreachable
         }
-        return (error.description, status)
+        switch error {
+        case .kdfBelowMinimums(let offered), .kdfWeakened(_, let offered):
+            return (error.description + " With vaultsync: the same login command with --accept-kdf \(offered.spec).", status)
+        default:
+            return (error.description, status)
+        }
     case let error as ExchangeError:
         switch error {
         case .malformed, .accountEncrypted: return (error.description, .badInput)

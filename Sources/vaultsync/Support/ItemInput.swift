@@ -101,6 +101,17 @@ struct ItemOptions: ParsableArguments {
         }
     }
 
+    /// A TOTP value must give codes: a base32 secret or an otpauth://totp URI (Steam's `steam://` secrets,
+    /// which Bitwarden's clients accept, are kept as given). Never echoed: it is a secret.
+    static func checkTOTP(_ value: String?) throws {
+        guard let value, !value.isEmpty, !value.lowercased().hasPrefix("steam://") else { return }
+        do {
+            _ = try TOTP(secretOrURI: value)
+        } catch {
+            throw CLIError.usage("--totp: not a TOTP secret (base32, as sites show it) or an otpauth://totp URI: \(error)")
+        }
+    }
+
     /// The secret values read from their sources (`nil` inside: clear the value).
     struct Secrets {
         var password: String??
@@ -164,11 +175,20 @@ struct ItemOptions: ParsableArguments {
             if let password = secrets.password { login.password = password }
             if generate { login.password = try Self.generatedPassword(length: length) }
             if !uri.isEmpty { login.uris = uri.map { LoginURIView(uri: $0) } }
-            if let totp = secrets.totp { login.totp = totp }
+            if let totp = secrets.totp {
+                try Self.checkTOTP(totp)
+                login.totp = totp
+            }
             view.login = login
         }
         if view.type == .card {
             var card = view.card ?? CardView()
+            if let expMonth, !expMonth.isEmpty, !(Int(expMonth).map { (1...12).contains($0) } ?? false) {
+                throw CLIError.usage("--exp-month: \"\(expMonth)\" is not a month (1 to 12)")
+            }
+            if let expYear, !expYear.isEmpty, !((expYear.count == 2 || expYear.count == 4) && expYear.allSatisfy(\.isASCII) && Int(expYear) != nil) {
+                throw CLIError.usage("--exp-year: \"\(expYear)\" is not a year (e.g. 2029, or 29)")
+            }
             let values: [(CardField, String?)] = [(.cardholderName, cardholderName), (.brand, brand), (.expMonth, expMonth), (.expYear, expYear)]
             for (field, value) in values { if let value { card[field] = value.isEmpty ? nil : value } }
             for (field, value) in [(CardField.number, secrets.number), (.code, secrets.code)] { if let value { card[field] = value } }

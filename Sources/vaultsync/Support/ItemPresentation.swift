@@ -76,8 +76,20 @@ enum Presentation {
     }
 
     /// Prints a JSON value on one line.
+    /// JSON for scripts: exact, never shown in caret notation; the control characters JSON may carry raw
+    /// (DEL and the C1 codes) are written as `\u` escapes, so the text is safe on a terminal too.
     static func printJSON(_ value: JSONValue) {
-        print(value.jsonText)
+        let text = value.jsonText
+        guard text.unicodeScalars.contains(where: { (0x7F...0x9F).contains($0.value) }) else { return Swift.print(text) }
+        var out = String.UnicodeScalarView()
+        for scalar in text.unicodeScalars {
+            if (0x7F...0x9F).contains(scalar.value) {
+                out.append(contentsOf: "\\u00\(String(scalar.value, radix: 16))".unicodeScalars)
+            } else {
+                out.append(scalar)
+            }
+        }
+        Swift.print(String(out))
     }
 
     // MARK: Labelled fields
