@@ -182,6 +182,19 @@ extension VaultEngine {
         }
     }
 
+    /// Notes "create sent" in each record as it stands (`sent` carry the note already). A record unchanged
+    /// since the page was read takes the change in hand as it is (not opened again), and keeps the digest
+    /// written, so settling does not open it either.
+    func noteCreatesSent(_ sent: [PendingChange], key: SymmetricCryptoKey) async throws -> [PendingChange] {
+        try await write { tx in
+            try sent.map { change in
+                if let written = try tx.queue(of: change.userID).replaceIfUnchanged(change, key: key) { return written }
+                _ = try Self.updateStoredRecord(change, tx, key: key) { $0.createSent = true }
+                return change
+            }
+        }
+    }
+
     /// Creates `chunk` in one bulk request, each with its temporary id as the idempotency key, and settles
     /// the created ones (ids swapped, trash/archive state replayed). Returns how many were settled and the
     /// changes that take the ordinary path: those an earlier attempt may have made (a copy in the snapshot
@@ -206,16 +219,7 @@ extension VaultEngine {
             batch.append((sent, local))
         }
         guard batch.count >= 2 else { return (0, report, chunk) }
-        // Noted in each record as it stands. A record unchanged since the page was read takes the change in
-        // hand as it is (not opened again), and keeps the digest written, so settling does not open it either.
-        let sent = batch.map(\.change)
-        let noted = try await write { tx in
-            try sent.map { change in
-                if let written = try tx.queue(of: change.userID).replaceIfUnchanged(change, key: key) { return written }
-                _ = try Self.updateStoredRecord(change, tx, key: key) { $0.createSent = true }
-                return change
-            }
-        }
+        let noted = try await noteCreatesSent(batch.map(\.change), key: key)
         for index in batch.indices { batch[index].change = noted[index] }
         let entries = batch.map { entry in
             var body = entry.local
