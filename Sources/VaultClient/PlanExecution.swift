@@ -181,14 +181,17 @@ extension VaultEngine {
                                createKey: run.createKey)
     }
 
-    /// The facts, the merge when the plan calls for one (merge policy; both sides changed the content since
-    /// the version the change started from, which can be opened), and the plan.
+    /// The facts, the merge when the plan calls for one (both sides changed the content since the version the
+    /// change started from, which can be opened: merge policy; under the backup policy too when the server's
+    /// content is still that version's byte for byte, only its trash, archive, folder or favorite state moved,
+    /// which is no conflict: the merge is the edit made here, with the other device's state), and the plan.
     func planCipher(_ run: inout PlanRun<CipherWire>) throws -> [ResolutionStep] {
         var facts = cipherFacts(run)
         if case .present(_, holdsLocal: true) = facts.server { run.carriesLocal = true }
         run.merge = nil
-        if configuration.conflictPolicy == .merge, let winner = ResolutionPlanner.mergeWinner(facts),
+        if let winner = ResolutionPlanner.mergeWinner(facts),
            let baseText = run.change.metadata.baseVersion, let baseWire = try? CipherWire(jsonBytes: Array(baseText.utf8)),
+           configuration.conflictPolicy == .merge || run.server.map({ Self.sameContent(baseWire, $0) }) == true,
            let keys = session?.keys, let base = try? baseWire.decrypted(with: keys), let mine = try? run.local?.decrypted(with: keys),
            let theirs = try? run.server?.decrypted(with: keys) {
             let result = ItemMerge.merge(base: base, mine: mine, theirs: theirs, winner: winner)

@@ -134,6 +134,32 @@ struct MergeResolutionTests {
         await devices.finish()
     }
 
+    /// Another device only archived (or moved) the item after the edit made here offline: its content is still the one
+    /// the edit started from, so there is no conflict to settle. Under either policy the edit goes live with the other
+    /// device's state kept, and nothing is backed up. Under the backup policy it met a conflict before: the later
+    /// archive made the server's version (the old password) win and the edit went to a backup copy.
+    @Test("an edit made here meets a server version that only changed its state: the edit goes live, the state stays, no backup",
+          arguments: [ConflictPolicy.merge, .newerWinsWithBackup])
+    func editThenStateChangeElsewhere(policy: ConflictPolicy) async throws {
+        let devices = try await TwoDevices.start()
+        let id = try #require(try await devices.a.engine.addItem(loginItem("State elsewhere")).value.id)
+        try await devices.b.engine.pull()
+        let a = try await offline(devices)
+        var fromA = try await a.engine.item(id: id)
+        fromA.login?.password = "a-offline"
+        #expect(try await a.engine.updateItem(fromA).outcome.isOffline)
+        await a.engine.shutdown()
+        #expect(try await devices.b.engine.setArchived(id: id, true) == .synced)
+
+        let report = try await (try await online(devices) { $0.conflictPolicy = policy }).engine.sync()
+        #expect(report.backups.isEmpty && report.needsAttention == 0, "\(report)")
+        try await devices.b.engine.pull()
+        let live = try await devices.b.engine.item(id: id)
+        #expect(live.login?.password == "a-offline" && live.archivedDate != nil, "A's edit, B's archive: \(report.messages)")
+        #expect(try await backups(devices.b.engine).isEmpty)
+        await devices.finish()
+    }
+
     /// The fault scenario, seed 250999 (session 24, two backups of one version): A's older edit loses, and its
     /// backup's first post never reaches the server. A then favorites the item and syncs again: the backup
     /// is posted, and the plan must count A's version as kept. The local version's identity is its content
