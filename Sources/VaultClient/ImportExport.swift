@@ -51,9 +51,25 @@ extension VaultEngine {
     /// encrypted, stored and queued as a create in **one transaction**, so a failure imports nothing.
     /// The next sync sends them. Folders are matched by name; parents of nested names ("A/B") are made
     /// too, as Bitwarden does. Imported items get new ids; their dates are kept.
+    ///
+    /// The duplicate check holds against another program importing into the same profile at the same time:
+    /// when the vault's items changed between the check and the transaction, the import starts again from
+    /// the check (and the second of two imports of one file is refused as a repeat).
     public func importItems(_ vault: ImportedVault, duplicates: DuplicatePolicy = .refuse) async throws -> ImportSummary {
+        for _ in 0..<5 {
+            do {
+                return try await importOnce(vault, duplicates: duplicates)
+            } catch is SaveRaced {
+                continue
+            }
+        }
+        throw VaultError.storage("the vault kept changing (another program was saving to it) while the import was checked; nothing was imported, try again")
+    }
+
+    func importOnce(_ vault: ImportedVault, duplicates: DuplicatePolicy) async throws -> ImportSummary {
         let current = try requireSession()
         let userID = current.userID
+        let checkedAt = try readNow { tx in try tx.ciphers(of: userID).version() }
         // The check decrypts the whole vault: only when its answer matters.
         let repeated = duplicates == .allow ? [] : Set(try await alreadyInVault(vault))
         if !repeated.isEmpty, duplicates == .refuse {
@@ -112,6 +128,7 @@ extension VaultEngine {
 
         let key = current.keys.userKey
         let pendingCount = try writeNow { tx -> Int in
+            if duplicates != .allow, try tx.ciphers(of: userID).version() != checkedAt { throw SaveRaced() }
             let queue = tx.queue(of: userID)
             func queueCreate(kind: PendingItemKind, id: String, itemKey: String?) throws {
                 guard case .upsert(let metadata) = QueueRules.apply(.create, to: nil, itemRevisionDate: nil, now: now, itemKey: itemKey) else { return }

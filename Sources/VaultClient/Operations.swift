@@ -33,15 +33,30 @@ extension VaultEngine {
 
     /// Saves an edited item. A changed password goes into the password history (never trimmed: every
     /// password ever saved stays recoverable, seed 000 principle 1).
-    public func updateItem(_ item: CipherView) async throws -> SaveResult<CipherView> {
+    ///
+    /// `original`: the item as it was read before it was edited. Another program on the same profile (a
+    /// second `vaultsync` process) may save the item between that read and this save; the fields this edit
+    /// changed are then carried over onto that save instead of writing over it. The same happens, without
+    /// `original`, when the other save lands while this one waits for the server (docs/ARCHITECTURE.md,
+    /// "Saves from several processes").
+    public func updateItem(_ item: CipherView, basedOn original: CipherView? = nil) async throws -> SaveResult<CipherView> {
         let current = try requireSession()
         guard let id = item.id else { throw VaultError.invalidItem("the item has no id (use addItem for new items)") }
-        return try await oneSaveAtATime(of: id) { try await self.update(id: id, with: item, session: current) }
+        var base = original
+        for _ in 0..<8 {
+            do {
+                return try await oneSaveAtATime(of: id) { try await self.update(id: id, with: item, basedOn: base, session: current) }
+            } catch let raced as SaveRaced {
+                base = base ?? raced.startedFrom
+            }
+        }
+        throw VaultError.storage("the item kept being saved by another program while this edit was saved; nothing of this edit was stored, try again")
     }
 
-    func update(id: String, with item: CipherView, session current: UnlockedSession) async throws -> SaveResult<CipherView> {
-        let previous = try await cachedCipher(id: id, userID: current.userID)
+    func update(id: String, with edited: CipherView, basedOn original: CipherView?, session current: UnlockedSession) async throws -> SaveResult<CipherView> {
+        let (previous, previousRow) = try await cachedCipherRow(id: id, userID: current.userID)
         let previousView = try modelCall { try previous.decrypted(with: current.keys) }
+        let item = original.map { Self.rebased(edited, from: $0, onto: previousView) } ?? edited
         // The revision the caller's view was read at. When the cache has moved on since (a sync stored
         // another device's version while the item was open), that revision is what this edit started from:
         // the server checks the push against it, and a queued edit records it, so the resolver keeps both
@@ -72,9 +87,15 @@ extension VaultEngine {
         if view.name == previousView.name { encrypted.name = previous.name }
         let local = encrypted
         let lastKnown = startedFrom ?? previous.revisionDate
-        let result = try await save(itemID: id, operation: .edit(passwordChanged: passwordChanged), local: local, previous: previous,
-                                    startedFrom: startedFrom, isOrganization: view.organizationId != nil) { api, token in
-            try await api.updateCipher(local, id: id, lastKnownRevisionDate: lastKnown, token: token)
+        let result: SaveResult<CipherWire?>
+        do {
+            result = try await save(itemID: id, operation: .edit(passwordChanged: passwordChanged), local: local, previous: previous,
+                                    startedFrom: startedFrom, storedAsRead: previousRow,
+                                    isOrganization: view.organizationId != nil) { api, token in
+                try await api.updateCipher(local, id: id, lastKnownRevisionDate: lastKnown, token: token)
+            }
+        } catch is SaveRaced {
+            throw SaveRaced(startedFrom: previousView)
         }
         view.revisionDate = lastKnown
         return try decryptResult(result, saved: view, keys: current.keys)
@@ -138,16 +159,24 @@ extension VaultEngine {
     func changeState(id: String, operation: OfflineOperation, change: @escaping @Sendable (inout CipherWire) -> Void,
                      online: @escaping @Sendable (CipherWire, BitwardenAPI, String) async throws -> CipherWire?) async throws -> SaveResult<CipherWire?> {
         let current = try requireSession()
-        return try await oneSaveAtATime(of: id) {
-            let previous = try await self.cachedCipher(id: id, userID: current.userID)
-            var changed = previous
-            change(&changed)
-            let local = changed
-            return try await self.save(itemID: id, operation: operation, local: local, previous: previous,
-                                       isOrganization: previous.organizationId != nil) { api, token in
-                try await online(local, api, token)
+        // Applied to the item as stored when the save writes: another process's save meanwhile is kept.
+        for _ in 0..<8 {
+            do {
+                return try await oneSaveAtATime(of: id) {
+                    let (previous, previousRow) = try await self.cachedCipherRow(id: id, userID: current.userID)
+                    var changed = previous
+                    change(&changed)
+                    let local = changed
+                    return try await self.save(itemID: id, operation: operation, local: local, previous: previous, storedAsRead: previousRow,
+                                               isOrganization: previous.organizationId != nil) { api, token in
+                        try await online(local, api, token)
+                    }
+                }
+            } catch is SaveRaced {
+                continue
             }
         }
+        throw VaultError.storage("the item kept being saved by another program while this change was saved; nothing was stored, try again")
     }
 
     /// Runs the saves of one item (or folder) one at a time. A save reads the stored copy, waits for
@@ -172,8 +201,12 @@ extension VaultEngine {
     }
 
     /// The one path every item change takes: server first; on a refusal report it; when the server
-    /// cannot be reached, keep the encrypted result and its queue record, atomically.
+    /// cannot be reached, keep the encrypted result and its queue record, atomically. `storedAsRead`: the
+    /// stored text `previous` was read from; when the item (or its queue record) was stored again since, by
+    /// another process on the profile, nothing is written and ``SaveRaced`` is thrown, for the caller to
+    /// start again from what is stored now.
     func save(itemID: String, operation: OfflineOperation, local: CipherWire?, previous: CipherWire?, startedFrom: WireDate? = nil,
+              storedAsRead: String? = nil,
               isOrganization: Bool, online: @escaping @Sendable (BitwardenAPI, String) async throws -> CipherWire?) async throws -> SaveResult<CipherWire?> {
         let current = try requireSession()
         let userID = current.userID
@@ -194,8 +227,11 @@ extension VaultEngine {
             do {
                 let serverVersion = try await authorized(online)
                 await recordContact(success: true)
-                try await write { tx in
+                try await write { [key = current.keys.userKey] tx in
                     let ciphers = tx.ciphers(of: userID)
+                    // Another process queued a save of the item while this one was on the wire: the server has this
+                    // save; that one stays queued (its record and local copy), and meets this one at the next sync.
+                    if storedAsRead != nil, try Self.movedOn(itemID: itemID, userID: userID, existing: existing, storedAsRead: nil, key: key, tx) { return }
                     if let serverVersion {
                         try ciphers.store(serverVersion)
                         if let serverID = serverVersion.id, serverID != itemID { try ciphers.remove(id: itemID) }
@@ -227,22 +263,36 @@ extension VaultEngine {
             throw VaultError.organizationItemOffline
         }
         return try await queue(itemID: itemID, operation: operation, local: local, previous: previous, startedFrom: startedFrom,
-                               existing: existing, createSent: createSent, untrusted: untrusted, changedOnServer: changedOnServer, session: current)
+                               storedAsRead: storedAsRead, existing: existing, createSent: createSent, untrusted: untrusted,
+                               changedOnServer: changedOnServer, session: current)
+    }
+
+    /// Inside a save's transaction: whether the item's queue record (or, given `storedAsRead`, its stored
+    /// copy) is no longer what the save read (another process on the profile saved it meanwhile).
+    static func movedOn(itemID: String, userID: String, existing: PendingChange?, storedAsRead: String?, key: SymmetricCryptoKey,
+                        _ tx: StoreTransaction) throws -> Bool {
+        if try tx.queue(of: userID).record(kind: .cipher, itemID: itemID)?.storedDigest != existing?.storedDigest { return true }
+        guard let storedAsRead else { return false }
+        return try tx.ciphers(of: userID).find(id: itemID)?.json != storedAsRead
     }
 
     /// Stores the local version and folds the operation into the item's queue record, in one transaction.
     /// `startedFrom`: the older revision the edit was made on (a view read before a sync), recorded as the
     /// version the change started from, with no base to merge against (the cache no longer holds it).
     func queue(itemID: String, operation: OfflineOperation, local: CipherWire?, previous: CipherWire?, startedFrom: WireDate? = nil,
-               existing: PendingChange?, createSent: Bool = false, untrusted: CertificateProblem? = nil, changedOnServer: Bool = false,
-               session current: UnlockedSession) async throws -> SaveResult<CipherWire?> {
+               storedAsRead: String? = nil, existing: PendingChange?, createSent: Bool = false, untrusted: CertificateProblem? = nil,
+               changedOnServer: Bool = false, session current: UnlockedSession) async throws -> SaveResult<CipherWire?> {
         let userID = current.userID
+        let key = current.keys.userKey
         let count = try await enqueue(kind: .cipher, itemID: itemID, operation: operation, previousRevision: startedFrom ?? previous?.revisionDate,
                                       previousState: previous.map(Self.state(of:)),
                                       leavingName: Self.nameLeaving(previous?.name, for: local?.name), createSent: createSent,
                                       itemKey: (local ?? previous)?.key?.serialized,
                                       baseVersion: existing == nil && startedFrom == nil ? previous.map { String(decoding: $0.jsonBytes(), as: UTF8.self) } : nil,
                                       existing: existing, session: current) { tx in
+            if storedAsRead != nil, try Self.movedOn(itemID: itemID, userID: userID, existing: existing, storedAsRead: storedAsRead, key: key, tx) {
+                throw SaveRaced(startedFrom: nil)
+            }
             if let local { try tx.ciphers(of: userID).store(local) } else { try tx.ciphers(of: userID).remove(id: itemID) }
         } removeLocal: { tx in
             try tx.ciphers(of: userID).remove(id: itemID)
@@ -419,6 +469,30 @@ extension VaultEngine {
         ItemState(deleted: wire.deletedDate != nil, archived: wire.archivedDate != nil, folderID: wire.folderId, favorite: wire.favorite ?? false)
     }
 
+    /// The cached item and its stored text (what a save compares before it writes).
+    func cachedCipherRow(id: String, userID: String) async throws -> (CipherWire, String) {
+        guard let row = try readNow({ tx in try tx.ciphers(of: userID).find(id: id) }) else {
+            throw VaultError.itemNotFound(id)
+        }
+        do {
+            return (try row.wire(), row.json)
+        } catch {
+            throw VaultError.storage(String(describing: error))
+        }
+    }
+
+    /// `edit`, made on `original`, carried over onto `current` (another save stored since `original` was read):
+    /// the fields the edit changed are the edit's, the others `current`'s, the revision `current`'s. A field
+    /// both changed is the edit's, the later save (its password goes to the history as any replaced one).
+    static func rebased(_ edit: CipherView, from original: CipherView, onto current: CipherView) -> CipherView {
+        guard current != original else { return edit }
+        var merged = ItemMerge.merge(base: original, mine: edit, theirs: current, winner: .mine).merged
+        if edit.archivedDate == original.archivedDate { merged.archivedDate = current.archivedDate }
+        if edit.deletedDate == original.deletedDate { merged.deletedDate = current.deletedDate }
+        merged.revisionDate = current.revisionDate
+        return merged
+    }
+
     func cachedCipher(id: String, userID: String) async throws -> CipherWire {
         guard let row = try readNow({ tx in try tx.ciphers(of: userID).find(id: id) }) else {
             throw VaultError.itemNotFound(id)
@@ -504,4 +578,11 @@ extension VaultEngine {
             throw VaultError.crypto(error)
         }
     }
+}
+
+/// A save found the item stored again since it read it (another process on the same profile): nothing was
+/// written; the save starts again from what is stored now (``VaultEngine/updateItem(_:basedOn:)``).
+struct SaveRaced: Error {
+    /// The version the first attempt's edit was applied to (what the retry carries the edit over from).
+    var startedFrom: CipherView? = nil
 }

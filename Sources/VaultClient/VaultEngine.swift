@@ -200,6 +200,8 @@ public actor VaultEngine {
             return try store.writeNow(body)
         } catch let error as VaultError {
             throw error
+        } catch let raced as SaveRaced {
+            throw raced  // the save starts again (``VaultEngine/updateItem(_:basedOn:)``)
         } catch {
             throw VaultError.storage(String(describing: error))
         }

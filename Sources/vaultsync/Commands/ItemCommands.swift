@@ -116,12 +116,18 @@ struct GetCommand: VaultCommand {
     func execute(_ context: CLIContext) async throws {
         // Only the names are decrypted to find the item, then only the item itself, not the whole vault
         // (docs/BENCHMARKS.md, P7).
-        let id = try await context.itemID(item)
+        var id = try await context.itemID(item)
         let entry: VaultItem
         do {
             entry = try await context.engine.listedItem(id: id)
         } catch VaultError.itemNotFound {
-            throw CLIError.notFound(what: "item", reference: item)
+            // A sync running beside this command may have just given the item its server id: found by its name
+            // again, once.
+            guard id != item.lowercased(), let again = try? await context.itemID(item), again != id,
+                  let found = try? await context.engine.listedItem(id: again) else {
+                throw CLIError.notFound(what: "item", reference: item)
+            }
+            (id, entry) = (again, found)
         }
         let view = try entry.result.get()
         if let field {
@@ -257,7 +263,8 @@ struct EditCommand: VaultCommand {
     func execute(_ context: CLIContext) async throws {
         let secrets = try fields.readSecrets()
         let id = try await context.itemID(item)
-        var view = try await context.engine.item(id: id)
+        let original = try await context.engine.item(id: id)
+        var view = original
         var draftID: String?
         if let jsonFile {
             try await ItemJSONInput.apply(ItemJSONInput.parse(try ItemJSONInput.readSource(jsonFile)), to: &view, context: context)
@@ -267,7 +274,8 @@ struct EditCommand: VaultCommand {
         }
         try await fields.apply(to: &view, secrets: secrets, context: context)
         guard !view.name.isEmpty else { throw CLIError.usage("an item needs a name") }
-        let result = try await context.engine.updateItem(view)
+        // Based on the item as read: a save of it by another vaultsync meanwhile is kept, not written over.
+        let result = try await context.engine.updateItem(view, basedOn: original)
         if let draftID { try? await context.engine.discardDraft(id: draftID) }
         print("Saved \"\(result.value.name)\"")
         if fields.generate, let password = result.value.login?.password, Console.stdoutIsTTY {

@@ -1,0 +1,80 @@
+import Foundation
+import Testing
+import VaultClient
+import VaultModels
+import VaultTestSupport
+
+/// Two programs on one profile (two `vaultsync` processes, an app and a script): each save of an item starts
+/// from the item as stored, and a save that lands in between is carried over, never written over
+/// (docs/ARCHITECTURE.md, "Saves from several processes").
+@Suite("Saves from several processes on one profile")
+struct ConcurrentSaveTests {
+    func field(_ name: String, _ view: CipherView) -> String? {
+        view.fields.first { $0.name == name }?.value
+    }
+
+    func adding(_ name: String, to view: CipherView) -> CipherView {
+        var edited = view
+        edited.fields.append(FieldView(type: .text, name: name, value: "v"))
+        return edited
+    }
+
+    @Test("an edit read before another process's save carries its own change over onto it (offline, both queued)")
+    func editReadBeforeAnotherSave() async throws {
+        let scenario = try await Scenario.start()
+        let registered = try await scenario.device(register: true)
+        let id = try #require(try await registered.engine.addItem(loginItem("Shared")).value.id)
+        await registered.engine.shutdown()
+        let first = try registered.reopen(url: deadServerURL())
+        let second = try registered.reopen(url: deadServerURL())
+        for device in [first, second] { try await device.engine.unlock(email: scenario.email, password: scenario.password) }
+
+        let readByFirst = try await first.engine.item(id: id)
+        let readBySecond = try await second.engine.item(id: id)
+        #expect(try await second.engine.updateItem(adding("b", to: readBySecond), basedOn: readBySecond).outcome.isOffline)
+        var edit = adding("a", to: readByFirst)
+        edit.login?.password = "from-first"
+        #expect(try await first.engine.updateItem(edit, basedOn: readByFirst).outcome.isOffline)
+
+        for device in [first, second] {
+            let stored = try await device.engine.item(id: id)
+            #expect(field("a", stored) == "v" && field("b", stored) == "v" && stored.login?.password == "from-first", "\(stored.fields)")
+        }
+        #expect(try await first.engine.pendingCount() == 1)
+        await first.engine.shutdown()
+        await second.engine.shutdown()
+        await scenario.finish([registered])
+    }
+
+    @Test("a save queued by another process while this one's push is on the wire stays queued, and both reach the server")
+    func queuedWhilePushOnTheWire() async throws {
+        let scenario = try await Scenario.start()
+        let registered = try await scenario.device(register: true)
+        let id = try #require(try await registered.engine.addItem(loginItem("On the wire")).value.id)
+        await registered.engine.shutdown()
+        let proxy = FaultProxy(upstream: await scenario.server.url)
+        try await proxy.start()
+        await proxy.add(.init(method: "PUT", pathPrefix: "/api/ciphers/\(id)", action: .holdUntilReleased))
+        let online = try registered.reopen(url: await proxy.url)
+        let offline = try registered.reopen(url: deadServerURL())
+        for device in [online, offline] { try await device.engine.unlock(email: scenario.email, password: scenario.password) }
+
+        let readOnline = try await online.engine.item(id: id)
+        async let pushed = online.engine.updateItem(adding("a", to: readOnline), basedOn: readOnline)
+        #expect(await waitUntil { await proxy.requestLog.contains { $0.hasPrefix("PUT /api/ciphers/\(id)") } })
+        let readOffline = try await offline.engine.item(id: id)
+        #expect(try await offline.engine.updateItem(adding("b", to: readOffline), basedOn: readOffline).outcome.isOffline)
+        await proxy.releaseHeld()
+        #expect(try await pushed.outcome == .synced)
+        #expect(try await online.engine.pendingCount() == 1, "the other process's save stays queued")
+
+        let report = try await online.engine.sync()
+        #expect(report.needsAttention == 0 && report.backups.isEmpty, "\(report)")
+        let observer = try await scenario.device()
+        let onServer = try await observer.engine.item(id: id)
+        #expect(field("a", onServer) == "v" && field("b", onServer) == "v", "both saves: \(onServer.fields)")
+        for device in [online, offline] { await device.engine.shutdown() }
+        await proxy.stop()
+        await scenario.finish([registered, observer])
+    }
+}
