@@ -341,8 +341,10 @@ extension VaultEngine {
         }
         guard let updated else { return .pending }
         publishStatus(lastError: description)
-        logger.warning("queued change not resolved", metadata: ["item": "\(change.itemID)", "state": "\(updated.metadata.state.rawValue)",
-                                                                  "attempts": "\(updated.metadata.attempts)"])
+        // A change that waits for the user is a warning; one that is simply tried again later (the server went
+        // away mid-sync: every queued change) is not, or a queue of thousands floods the terminal.
+        logger.log(level: updated.metadata.state == .needsAttention ? .warning : .info, "queued change not resolved",
+                   metadata: ["item": "\(change.itemID)", "state": "\(updated.metadata.state.rawValue)", "attempts": "\(updated.metadata.attempts)"])
         return updated.metadata.state
     }
 

@@ -91,7 +91,8 @@ public enum CSVImporter {
             var item = ItemBuilder(type: .login)
             item.view.name = table.value(row, anyCase: "title")?.trimmingSpaces ?? ""
             // The group is the full path from the root group: "Root/Work/Servers" is the folder "Work/Servers".
-            var group = table.value(row, anyCase: "group")?.trimmingSpaces ?? ""
+            // Separated by "/" or "\\" (as folder names are everywhere: ``folderName(_:)``), the root group dropped either way.
+            var group = (table.value(row, anyCase: "group")?.trimmingSpaces ?? "").replacingOccurrences(of: "\\", with: "/")
             if group == "Root" { group = "" } else if group.hasPrefix("Root/") { group.removeFirst(5) }
             item.folder = folderName(group)
             item.view.login?.username = nonEmpty(table.value(row, anyCase: "username"))

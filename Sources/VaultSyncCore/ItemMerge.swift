@@ -86,7 +86,7 @@ public enum ItemMerge {
             case (false, false): text += "merged your \(mine) with the other device's \(theirs)"
             case (false, true): text += "merged your \(mine) into the other device's version"
             case (true, false): text += "kept the other device's \(theirs)"
-            case (true, true): text += "both versions agree"
+            case (true, true): text += difference.conflicts.isEmpty ? "both versions agree" : "no field changed on one side only"
             }
             let conflicts = ItemMerge.describe(difference.conflicts.map(\.field))
             if !conflicts.isEmpty {

@@ -114,6 +114,13 @@ struct CSVImporterTests {
         #expect(vault.items.map(\.folderName) == ["A", nil])
     }
 
+    @Test("KeePassXC groups written with backslashes are the same folders as with slashes, without the root")
+    func keepassxcBackslashGroups() throws {
+        let text = "\"Group\",\"Title\",\"Username\",\"Password\",\"URL\",\"Notes\"\n\"Root\\Personal\\Mail\",\"m1\",\"u\",\"p\",\"\",\"\"\n\"Root/Personal/Mail\",\"m2\",\"u\",\"p\",\"\",\"\"\n"
+        let vault = try CSVImporter.read(text, format: .keepassxcCSV)
+        #expect(vault.items.map(\.folderName) == ["Personal/Mail", "Personal/Mail"])
+    }
+
     @Test("Chrome CSV: BOM and CRLF, Android apps, a URI without scheme, an extra column, nameless rows")
     func chrome() throws {
         let (data, text) = try fixture("chrome")
