@@ -121,6 +121,8 @@ extension VaultEngine {
             do {
                 try validate(view)
                 wires.append(try encrypt(view, keys: current.keys))
+            } catch VaultError.invalidItem(let reason) {
+                throw VaultError.invalidItem("\(item.entry) of the file: \(reason)")
             } catch let error as VaultError {
                 throw VaultError.invalidItem("\(item.entry) of the file: \(error.description)")
             }
