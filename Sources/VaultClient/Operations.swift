@@ -227,11 +227,11 @@ extension VaultEngine {
             do {
                 let serverVersion = try await authorized(online)
                 await recordContact(success: true)
-                try await write { [key = current.keys.userKey] tx in
+                try await write { tx in
                     let ciphers = tx.ciphers(of: userID)
                     // Another process queued a save of the item while this one was on the wire: the server has this
                     // save; that one stays queued (its record and local copy), and meets this one at the next sync.
-                    if storedAsRead != nil, try Self.movedOn(itemID: itemID, userID: userID, existing: existing, storedAsRead: nil, key: key, tx) { return }
+                    if storedAsRead != nil, try Self.movedOn(itemID: itemID, userID: userID, existing: existing, storedAsRead: nil, tx) { return }
                     if let serverVersion {
                         try ciphers.store(serverVersion)
                         if let serverID = serverVersion.id, serverID != itemID { try ciphers.remove(id: itemID) }
@@ -269,8 +269,7 @@ extension VaultEngine {
 
     /// Inside a save's transaction: whether the item's queue record (or, given `storedAsRead`, its stored
     /// copy) is no longer what the save read (another process on the profile saved it meanwhile).
-    static func movedOn(itemID: String, userID: String, existing: PendingChange?, storedAsRead: String?, key: SymmetricCryptoKey,
-                        _ tx: StoreTransaction) throws -> Bool {
+    static func movedOn(itemID: String, userID: String, existing: PendingChange?, storedAsRead: String?, _ tx: StoreTransaction) throws -> Bool {
         if try tx.queue(of: userID).record(kind: .cipher, itemID: itemID)?.storedDigest != existing?.storedDigest { return true }
         guard let storedAsRead else { return false }
         return try tx.ciphers(of: userID).find(id: itemID)?.json != storedAsRead
@@ -283,14 +282,13 @@ extension VaultEngine {
                storedAsRead: String? = nil, existing: PendingChange?, createSent: Bool = false, untrusted: CertificateProblem? = nil,
                changedOnServer: Bool = false, session current: UnlockedSession) async throws -> SaveResult<CipherWire?> {
         let userID = current.userID
-        let key = current.keys.userKey
         let count = try await enqueue(kind: .cipher, itemID: itemID, operation: operation, previousRevision: startedFrom ?? previous?.revisionDate,
                                       previousState: previous.map(Self.state(of:)),
                                       leavingName: Self.nameLeaving(previous?.name, for: local?.name), createSent: createSent,
                                       itemKey: (local ?? previous)?.key?.serialized,
                                       baseVersion: existing == nil && startedFrom == nil ? previous.map { String(decoding: $0.jsonBytes(), as: UTF8.self) } : nil,
                                       existing: existing, session: current) { tx in
-            if storedAsRead != nil, try Self.movedOn(itemID: itemID, userID: userID, existing: existing, storedAsRead: storedAsRead, key: key, tx) {
+            if storedAsRead != nil, try Self.movedOn(itemID: itemID, userID: userID, existing: existing, storedAsRead: storedAsRead, tx) {
                 throw SaveRaced(startedFrom: nil)
             }
             if let local { try tx.ciphers(of: userID).store(local) } else { try tx.ciphers(of: userID).remove(id: itemID) }
@@ -494,14 +492,7 @@ extension VaultEngine {
     }
 
     func cachedCipher(id: String, userID: String) async throws -> CipherWire {
-        guard let row = try readNow({ tx in try tx.ciphers(of: userID).find(id: id) }) else {
-            throw VaultError.itemNotFound(id)
-        }
-        do {
-            return try row.wire()
-        } catch {
-            throw VaultError.storage(String(describing: error))
-        }
+        try await cachedCipherRow(id: id, userID: userID).0
     }
 
     func cachedFolder(id: String, userID: String) async throws -> FolderWire {
