@@ -480,14 +480,23 @@ extension VaultEngine {
     }
 
     /// `edit`, made on `original`, carried over onto `current` (another save stored since `original` was read):
-    /// the fields the edit changed are the edit's, the others `current`'s, the revision `current`'s. A field
-    /// both changed is the edit's, the later save (its password goes to the history as any replaced one).
+    /// the fields the edit changed are the edit's, the others `current`'s. A field both changed is the edit's
+    /// when the other change was a save on this device (the later save wins; a replaced password goes to the
+    /// history). When it came through the server (another device's version pulled since), the edit keeps the
+    /// revision it was read at: its push meets "out of date" and the resolver keeps both versions, as for any
+    /// view read before a sync. Otherwise the edit is based on `current`'s revision.
     static func rebased(_ edit: CipherView, from original: CipherView, onto current: CipherView) -> CipherView {
         guard current != original else { return edit }
-        var merged = ItemMerge.merge(base: original, mine: edit, theirs: current, winner: .mine).merged
+        let merge = ItemMerge.merge(base: original, mine: edit, theirs: current, winner: .mine)
+        var merged = merge.merged
         if edit.archivedDate == original.archivedDate { merged.archivedDate = current.archivedDate }
         if edit.deletedDate == original.deletedDate { merged.deletedDate = current.deletedDate }
-        merged.revisionDate = current.revisionDate
+        let sameRevision = switch (original.revisionDate, current.revisionDate) {
+        case (let read?, let now?): ConflictMatrix.isSameRevision(read, now)
+        case (nil, nil): true
+        default: false
+        }
+        merged.revisionDate = merge.isClean || sameRevision ? current.revisionDate : original.revisionDate
         return merged
     }
 

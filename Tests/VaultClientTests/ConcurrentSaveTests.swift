@@ -77,4 +77,27 @@ struct ConcurrentSaveTests {
         await proxy.stop()
         await scenario.finish([registered, observer])
     }
+
+    @Test("an edit read before another process's sync brought another device's change to the same field: both versions kept, not written over")
+    func sameFieldChangedOnAnotherDevice() async throws {
+        let scenario = try await Scenario.start()
+        let a = try await scenario.device(register: true)
+        let b = try await scenario.device()
+        let id = try #require(try await a.engine.addItem(loginItem("Same field")).value.id)
+        _ = try await b.engine.sync()
+        let read = try await a.engine.item(id: id)
+        var theirs = try await b.engine.item(id: id)
+        theirs.notes = "from b"
+        #expect(try await b.engine.updateItem(theirs).outcome == .synced)
+        try await a.engine.pull()  // another process's sync on A's profile, while A's edit is open
+        var mine = read
+        mine.notes = "from a"
+        #expect(try await a.engine.updateItem(mine, basedOn: read).outcome == .savedForConflict(pendingCount: 1))
+        let report = try await a.engine.sync()
+        #expect(report.backups.count == 1, "\(report)")
+        _ = try await b.engine.sync()
+        let notes = Set(try await b.engine.views().compactMap(\.notes))
+        #expect(notes == ["from a", "from b"], "both versions kept: \(notes)")
+        await scenario.finish([a, b])
+    }
 }
