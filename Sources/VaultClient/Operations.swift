@@ -42,15 +42,24 @@ extension VaultEngine {
     public func updateItem(_ item: CipherView, basedOn original: CipherView? = nil) async throws -> SaveResult<CipherView> {
         let current = try requireSession()
         guard let id = item.id else { throw VaultError.invalidItem("the item has no id (use addItem for new items)") }
-        var base = original
+        return try await savingThroughRaces(of: id) { startedFrom in
+            try await self.update(id: id, with: item, basedOn: original ?? startedFrom, session: current)
+        }
+    }
+
+    /// One save of an item (one at a time in this engine), started again from what is stored when another
+    /// process saved the item meanwhile (``SaveRaced``); `attempt` gets the version the first attempt's
+    /// edit was applied to, once there was a race.
+    func savingThroughRaces<T: Sendable>(of id: String, _ attempt: (CipherView?) async throws -> T) async throws -> T {
+        var startedFrom: CipherView?
         for _ in 0..<8 {
             do {
-                return try await oneSaveAtATime(of: id) { try await self.update(id: id, with: item, basedOn: base, session: current) }
+                return try await oneSaveAtATime(of: id) { try await attempt(startedFrom) }
             } catch let raced as SaveRaced {
-                base = base ?? raced.startedFrom
+                startedFrom = startedFrom ?? raced.startedFrom
             }
         }
-        throw VaultError.storage("the item kept being saved by another program while this edit was saved; nothing of this edit was stored, try again")
+        throw VaultError.storage("the item kept being saved by another program meanwhile; nothing of this change was stored, try again")
     }
 
     func update(id: String, with edited: CipherView, basedOn original: CipherView?, session current: UnlockedSession) async throws -> SaveResult<CipherView> {
@@ -160,23 +169,16 @@ extension VaultEngine {
                      online: @escaping @Sendable (CipherWire, BitwardenAPI, String) async throws -> CipherWire?) async throws -> SaveResult<CipherWire?> {
         let current = try requireSession()
         // Applied to the item as stored when the save writes: another process's save meanwhile is kept.
-        for _ in 0..<8 {
-            do {
-                return try await oneSaveAtATime(of: id) {
-                    let (previous, previousRow) = try await self.cachedCipherRow(id: id, userID: current.userID)
-                    var changed = previous
-                    change(&changed)
-                    let local = changed
-                    return try await self.save(itemID: id, operation: operation, local: local, previous: previous, storedAsRead: previousRow,
-                                               isOrganization: previous.organizationId != nil) { api, token in
-                        try await online(local, api, token)
-                    }
-                }
-            } catch is SaveRaced {
-                continue
+        return try await savingThroughRaces(of: id) { _ in
+            let (previous, previousRow) = try await self.cachedCipherRow(id: id, userID: current.userID)
+            var changed = previous
+            change(&changed)
+            let local = changed
+            return try await self.save(itemID: id, operation: operation, local: local, previous: previous, storedAsRead: previousRow,
+                                       isOrganization: previous.organizationId != nil) { api, token in
+                try await online(local, api, token)
             }
         }
-        throw VaultError.storage("the item kept being saved by another program while this change was saved; nothing was stored, try again")
     }
 
     /// Runs the saves of one item (or folder) one at a time. A save reads the stored copy, waits for
