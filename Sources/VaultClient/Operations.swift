@@ -63,9 +63,14 @@ extension VaultEngine {
     }
 
     func update(id: String, with edited: CipherView, basedOn original: CipherView?, session current: UnlockedSession) async throws -> SaveResult<CipherView> {
-        let (previous, previousRow) = try await cachedCipherRow(id: id, userID: current.userID)
-        let previousView = try modelCall { try previous.decrypted(with: current.keys) }
-        let item = original.map { Self.rebased(edited, from: $0, onto: previousView) } ?? edited
+        let facts = try saveFacts(kind: .cipher, itemID: id, userID: current.userID, readingItem: true)
+        let (previous, previousRow) = try Self.parsedItem(facts.stored, id: id)
+        // Every field of the stored version is decrypted only to carry an edit over onto it; otherwise its name
+        // and password are what the save compares (an offline save's decryption: docs/BENCHMARKS.md, session 26).
+        let previousView = try original.map { _ in try modelCall { try previous.decrypted(with: current.keys) } }
+        let item = original.map { Self.rebased(edited, from: $0, onto: previousView!) } ?? edited
+        let (previousName, oldPassword) = try previousView.map { ($0.name, $0.login?.password) }
+            ?? modelCall { try previous.decryptedNameAndPassword(with: current.keys) }
         // The revision the caller's view was read at. When the cache has moved on since (a sync stored
         // another device's version while the item was open), that revision is what this edit started from:
         // the server checks the push against it, and a queued edit records it, so the resolver keeps both
@@ -75,9 +80,8 @@ extension VaultEngine {
         }
         var view = item
         // The item key and ownership are the stored ones; an edit cannot move an item between owners.
-        view.itemKey = previousView.itemKey
-        view.organizationId = previousView.organizationId
-        let oldPassword = previousView.login?.password
+        view.itemKey = previous.key
+        view.organizationId = previous.organizationId
         let newPassword = view.login?.password
         let passwordChanged = (oldPassword ?? "") != (newPassword ?? "")
         let now = clock.now()
@@ -93,18 +97,18 @@ extension VaultEngine {
         encrypted.revisionDate = previous.revisionDate
         // An unchanged name keeps its ciphertext (same item key): a create whose answer was lost is
         // found on the server by its byte-identical encrypted name, even after later offline edits.
-        if view.name == previousView.name { encrypted.name = previous.name }
+        if view.name == previousName { encrypted.name = previous.name }
         let local = encrypted
         let lastKnown = startedFrom ?? previous.revisionDate
         let result: SaveResult<CipherWire?>
         do {
             result = try await save(itemID: id, operation: .edit(passwordChanged: passwordChanged), local: local, previous: previous,
-                                    startedFrom: startedFrom, storedAsRead: previousRow,
+                                    startedFrom: startedFrom, storedAsRead: previousRow, facts: facts,
                                     isOrganization: view.organizationId != nil) { api, token in
                 try await api.updateCipher(local, id: id, lastKnownRevisionDate: lastKnown, token: token)
             }
         } catch is SaveRaced {
-            throw SaveRaced(startedFrom: previousView)
+            throw SaveRaced(startedFrom: try previousView ?? modelCall { try previous.decrypted(with: current.keys) })
         }
         view.revisionDate = lastKnown
         return try decryptResult(result, saved: view, keys: current.keys)
@@ -170,11 +174,12 @@ extension VaultEngine {
         let current = try requireSession()
         // Applied to the item as stored when the save writes: another process's save meanwhile is kept.
         return try await savingThroughRaces(of: id) { _ in
-            let (previous, previousRow) = try await self.cachedCipherRow(id: id, userID: current.userID)
+            let facts = try self.saveFacts(kind: .cipher, itemID: id, userID: current.userID, readingItem: true)
+            let (previous, previousRow) = try Self.parsedItem(facts.stored, id: id)
             var changed = previous
             change(&changed)
             let local = changed
-            return try await self.save(itemID: id, operation: operation, local: local, previous: previous, storedAsRead: previousRow,
+            return try await self.save(itemID: id, operation: operation, local: local, previous: previous, storedAsRead: previousRow, facts: facts,
                                        isOrganization: previous.organizationId != nil) { api, token in
                 try await online(local, api, token)
             }
@@ -206,24 +211,25 @@ extension VaultEngine {
     /// cannot be reached, keep the encrypted result and its queue record, atomically. `storedAsRead`: the
     /// stored text `previous` was read from; when the item (or its queue record) was stored again since, by
     /// another process on the profile, nothing is written and ``SaveRaced`` is thrown, for the caller to
-    /// start again from what is stored now.
+    /// start again from what is stored now. `facts`: what the caller read with `previous` (``saveFacts(kind:itemID:userID:readingItem:)``).
     func save(itemID: String, operation: OfflineOperation, local: CipherWire?, previous: CipherWire?, startedFrom: WireDate? = nil,
-              storedAsRead: String? = nil,
+              storedAsRead: String? = nil, facts given: SaveFacts? = nil,
               isOrganization: Bool, online: @escaping @Sendable (BitwardenAPI, String) async throws -> CipherWire?) async throws -> SaveResult<CipherWire?> {
         let current = try requireSession()
         let userID = current.userID
-        if isOrganization, await knownOffline(userID: userID) {
+        let facts = try given ?? saveFacts(kind: .cipher, itemID: itemID, userID: userID)
+        if isOrganization, facts.contact.map({ failedRecently($0, within: configuration.knownOfflineWindow) }) == true {
             // Refused at once, as when offline, but for what it is when the certificate was the reason.
-            if let problem = storedCertificateProblem(userID: userID) { throw VaultError.untrustedCertificate(problem) }
+            if let problem = Self.certificateProblem(of: facts.contact) { throw VaultError.untrustedCertificate(problem) }
             throw VaultError.organizationItemOffline
         }
-        let (existing, offlineMomentsAgo) = try saveFacts(kind: .cipher, itemID: itemID, userID: userID)
+        let existing = facts.existing
         var (createSent, changedOnServer) = (false, false)
         var untrusted: CertificateProblem?
         // An item with queued work goes through the queue: the resolver compares it with the server
         // (conflicts, backups) as a whole; pushing this change alone could skip that.
-        if existing == nil, offlineMomentsAgo {
-            untrusted = storedCertificateProblem(userID: userID)
+        if existing == nil, offlineMomentsAgo(facts) {
+            untrusted = Self.certificateProblem(of: facts.contact)
             logger.debug("server unreachable moments ago; saving offline", metadata: ["item": "\(itemID)"])
         } else if existing == nil {
             do {
@@ -410,11 +416,12 @@ extension VaultEngine {
                     online: @escaping @Sendable (BitwardenAPI, String) async throws -> FolderWire?) async throws -> SaveResult<FolderWire?> {
         let current = try requireSession()
         let userID = current.userID
-        let (existing, offlineMomentsAgo) = try saveFacts(kind: .folder, itemID: id, userID: userID)
+        let facts = try saveFacts(kind: .folder, itemID: id, userID: userID)
+        let existing = facts.existing
         var createSent = false
         var untrusted: CertificateProblem?
-        if existing == nil, offlineMomentsAgo {
-            untrusted = storedCertificateProblem(userID: userID)
+        if existing == nil, offlineMomentsAgo(facts) {
+            untrusted = Self.certificateProblem(of: facts.contact)
         } else if existing == nil {
             do {
                 let serverVersion = try await authorized(online)
@@ -445,16 +452,31 @@ extension VaultEngine {
 
     // MARK: Helpers
 
-    /// What a save needs to know first, read in one transaction: the item's queue record (opened), and
-    /// whether the save is queued at once without trying the server, because the last contact failed
+    /// What a save reads before it decides, in one read transaction (each read transaction is a measurable
+    /// part of an offline save: docs/BENCHMARKS.md, session 26).
+    struct SaveFacts {
+        /// The item's queue record, opened.
+        var existing: PendingChange?
+        /// The recorded last contact with the server.
+        var contact: SyncStateRow?
+        /// The item's stored row, when the save asked for it.
+        var stored: CipherRow?
+    }
+
+    func saveFacts(kind: PendingItemKind, itemID: String, userID: String, readingItem: Bool = false) throws -> SaveFacts {
+        let key = try requireSession().keys.userKey
+        let (record, contact, stored) = try readNow { tx in
+            (try tx.queue(of: userID).record(kind: kind, itemID: itemID), try tx.syncState(of: userID).current(),
+             try readingItem ? tx.ciphers(of: userID).find(id: itemID) : nil)
+        }
+        return SaveFacts(existing: try record.map { try Self.opened($0, key: key) }, contact: contact, stored: stored)
+    }
+
+    /// Whether the save is queued at once without trying the server, because the last contact failed
     /// less than `offlineBurstWindow` seconds ago (and offline edits are on). A burst of saves offline
     /// waits on the network once; nothing is sent, so no create can be on the server.
-    func saveFacts(kind: PendingItemKind, itemID: String, userID: String) throws -> (existing: PendingChange?, offlineMomentsAgo: Bool) {
-        let key = try requireSession().keys.userKey
-        let (row, contact) = try readNow { tx in (try tx.queue(of: userID).record(kind: kind, itemID: itemID), try tx.syncState(of: userID).current()) }
-        let existing = try row.map { try Self.opened($0, key: key) }
-        let momentsAgo = configuration.offlineEditsEnabled && contact.map { failedRecently($0, within: configuration.offlineBurstWindow) } == true
-        return (existing, momentsAgo)
+    func offlineMomentsAgo(_ facts: SaveFacts) -> Bool {
+        configuration.offlineEditsEnabled && facts.contact.map { failedRecently($0, within: configuration.offlineBurstWindow) } == true
     }
 
     /// The previous encrypted name when a save takes it away (a rename, or a delete for good), for a
@@ -470,10 +492,8 @@ extension VaultEngine {
     }
 
     /// The cached item and its stored text (what a save compares before it writes).
-    func cachedCipherRow(id: String, userID: String) async throws -> (CipherWire, String) {
-        guard let row = try readNow({ tx in try tx.ciphers(of: userID).find(id: id) }) else {
-            throw VaultError.itemNotFound(id)
-        }
+    static func parsedItem(_ row: CipherRow?, id: String) throws -> (CipherWire, String) {
+        guard let row else { throw VaultError.itemNotFound(id) }
         do {
             return (try row.wire(), row.json)
         } catch {
@@ -503,7 +523,7 @@ extension VaultEngine {
     }
 
     func cachedCipher(id: String, userID: String) async throws -> CipherWire {
-        try await cachedCipherRow(id: id, userID: userID).0
+        try Self.parsedItem(try readNow({ tx in try tx.ciphers(of: userID).find(id: id) }), id: id).0
     }
 
     func cachedFolder(id: String, userID: String) async throws -> FolderWire {

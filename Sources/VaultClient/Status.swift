@@ -104,7 +104,7 @@ extension VaultEngine {
         }
         let changes = rows.compactMap { try? $0.open(key: current.keys.userKey) }
         let attention = changes.filter { $0.metadata.state == .needsAttention }.count
-        let problem = state?.lastContactFailed == true ? storedCertificateProblem(userID: userID) : nil
+        let problem = state?.lastContactFailed == true ? Self.certificateProblem(of: state) : nil
         var status = SyncStatus(
             online: state?.lastContactDate == nil ? nil : !(state?.lastContactFailed ?? false),
             lastContact: state?.lastContactDate.map(WireDate.init(microsecondsSinceEpoch:)),

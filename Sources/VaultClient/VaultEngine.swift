@@ -176,45 +176,34 @@ public actor VaultEngine {
     func write<T: Sendable>(_ body: @Sendable @escaping (StoreTransaction) throws -> T) async throws -> T {
         do {
             return try await store.write(body)
-        } catch let error as VaultError {
-            throw error
         } catch {
-            throw VaultError.storage(String(describing: error))
-        }
-    }
-
-    /// Synchronous point reads and small writes of the save path (see ``VaultStore/writeNow(_:)``):
-    /// microseconds of SQLite, without two thread hops.
-    func readNow<T>(_ body: (StoreTransaction) throws -> T) throws -> T {
-        do {
-            return try store.readNow(body)
-        } catch let error as VaultError {
-            throw error
-        } catch {
-            throw VaultError.storage(String(describing: error))
-        }
-    }
-
-    func writeNow<T>(_ body: (StoreTransaction) throws -> T) throws -> T {
-        do {
-            return try store.writeNow(body)
-        } catch let error as VaultError {
-            throw error
-        } catch let raced as SaveRaced {
-            throw raced  // the save starts again (``VaultEngine/updateItem(_:basedOn:)``)
-        } catch {
-            throw VaultError.storage(String(describing: error))
+            throw Self.storageError(error)
         }
     }
 
     func read<T: Sendable>(_ body: @Sendable @escaping (StoreTransaction) throws -> T) async throws -> T {
         do {
             return try await store.read(body)
-        } catch let error as VaultError {
-            throw error
         } catch {
-            throw VaultError.storage(String(describing: error))
+            throw Self.storageError(error)
         }
+    }
+
+    /// Synchronous point reads and small writes of the save path (see ``VaultStore/writeNow(_:)``):
+    /// microseconds of SQLite, without two thread hops.
+    func readNow<T>(_ body: (StoreTransaction) throws -> T) throws -> T {
+        do { return try store.readNow(body) } catch { throw Self.storageError(error) }
+    }
+
+    func writeNow<T>(_ body: (StoreTransaction) throws -> T) throws -> T {
+        do { return try store.writeNow(body) } catch { throw Self.storageError(error) }
+    }
+
+    /// A store call's failure as the caller sees it: a ``VaultError`` as it is, ``SaveRaced`` too (the save
+    /// starts again: ``VaultEngine/updateItem(_:basedOn:)``), anything else as ``VaultError/storage(_:)``.
+    static func storageError(_ error: any Error) -> any Error {
+        if error is VaultError || error is SaveRaced { return error }
+        return VaultError.storage(String(describing: error))
     }
 
     // MARK: Server calls with one token refresh
@@ -310,17 +299,10 @@ public actor VaultEngine {
         }
     }
 
-    /// The certificate problem stored with the last contact, if that is why it failed.
-    func storedCertificateProblem(userID: String) -> CertificateProblem? {
-        guard let text = try? store.readNow({ tx in try tx.syncState(of: userID).current()?.lastContactProblem }) ?? nil else { return nil }
+    /// The certificate problem recorded with `state`'s last contact, if that is why it failed.
+    static func certificateProblem(of state: SyncStateRow?) -> CertificateProblem? {
+        guard let text = state?.lastContactProblem else { return nil }
         return try? JSONDecoder().decode(CertificateProblem.self, from: Data(text.utf8))
-    }
-
-    /// Whether the last contact failed less than ``EngineConfiguration/knownOfflineWindow`` seconds ago,
-    /// so that the server is treated as unreachable.
-    func knownOffline(userID: String) async -> Bool {
-        guard let state = try? store.readNow({ tx in try tx.syncState(of: userID).current() }) else { return false }
-        return failedRecently(state, within: configuration.knownOfflineWindow)
     }
 
     /// Whether the recorded last contact failed less than `window` seconds ago (a clock set back: no).

@@ -220,6 +220,14 @@ extension CipherView {
 }
 
 extension CipherWire {
+    /// The name and the login password alone: what a save compares its edit with (a changed password goes
+    /// to the history), where ``decrypted(with:)`` decrypts every field.
+    public func decryptedNameAndPassword(with keys: VaultKeys) throws -> (name: String, password: String?) {
+        let key = try keys.fieldKey(itemKey: self.key, organizationId: organizationId, itemID: id)
+        return (try decryptField(name, key: key, itemID: id, field: "name"),
+                try decryptOptional(login?.password, key: key, itemID: id, field: "login.password"))
+    }
+
     /// The summary of the item stored as `jsonBytes` (``ItemSummary``): the text is parsed once, and
     /// only its key, name and username are decrypted, where ``decrypted(with:)`` builds and decrypts
     /// every field (a list of a large vault spent most of its time there).
