@@ -22,6 +22,7 @@ extension VaultEngine {
 
     /// The attachments of an item, from the local copy (works offline).
     public func attachments(itemID: String) async throws -> [AttachmentSummary] {
+        let itemID = try currentID(of: itemID)
         let view = try await item(id: itemID)
         let record = try await pendingChange(itemKind: .cipher, itemID: itemID, userID: try requireSession().userID)
         let staged = Set((record?.metadata.attachmentAdds ?? []).map(\.id))
@@ -82,6 +83,7 @@ extension VaultEngine {
     func addAttachment(itemID: String, fileName: String, plaintextSize: Int, progress: AttachmentProgressHandler?,
                        source: (inout [UInt8]) throws -> Int) async throws -> AttachmentSummary {
         let current = try requireSession()
+        let itemID = try currentID(of: itemID)
         let wire = try await cachedCipher(id: itemID, userID: current.userID)
         // Checked before any work: Bitwarden's own clients accept up to 500 MiB encrypted.
         let size = Self.encryptedSize(ofPlaintext: plaintextSize)
@@ -144,6 +146,7 @@ extension VaultEngine {
     @discardableResult
     public func renameAttachment(itemID: String, attachmentID: String, to newName: String) async throws -> AttachmentSummary {
         let current = try requireSession()
+        let itemID = try currentID(of: itemID)
         let wire = try await cachedCipher(id: itemID, userID: current.userID)
         guard let attachment = (wire.attachments ?? []).first(where: { $0.id == attachmentID }), let key = attachment.key else {
             throw VaultError.attachmentNotFound(item: (try? wire.decryptedName(with: current.keys)) ?? itemID, reference: attachmentID)
@@ -237,7 +240,7 @@ extension VaultEngine {
         let current = try requireSession()
         let itemID = try local.id ?? { throw VaultError.itemNotFound(previous.id ?? "") }()
         let existing = try await pendingChange(itemKind: .cipher, itemID: itemID, userID: current.userID)
-        _ = try await queue(itemID: itemID, operation: operation, local: local, previous: previous, existing: existing, session: current)
+        _ = try await queue(itemID: itemID, operation: operation, local: local, previous: previous, existing: existing, reason: .offline, session: current)
     }
 
     /// The decrypted contents of an attachment (in memory: for small files; see ``saveAttachment``).
@@ -255,6 +258,7 @@ extension VaultEngine {
     public func saveAttachment(itemID: String, attachmentID: String, progress: AttachmentProgressHandler? = nil,
                                to sink: @Sendable (ArraySlice<UInt8>) throws -> Void) async throws -> Int {
         let current = try requireSession()
+        let itemID = try currentID(of: itemID)
         let wire = try await cachedCipher(id: itemID, userID: current.userID)
         guard let attachment = (wire.attachments ?? []).first(where: { $0.id == attachmentID }) else {
             throw VaultError.attachmentNotFound(item: (try? wire.decryptedName(with: current.keys)) ?? itemID, reference: attachmentID)
@@ -310,6 +314,7 @@ extension VaultEngine {
     /// still staged here is simply dropped).
     public func deleteAttachment(itemID: String, attachmentID: String) async throws {
         let current = try requireSession()
+        let itemID = try currentID(of: itemID)
         let wire = try await cachedCipher(id: itemID, userID: current.userID)
         let existing = try await pendingChange(itemKind: .cipher, itemID: itemID, userID: current.userID)
         let staged = existing?.metadata.attachmentAdds?.contains { $0.id == attachmentID } == true

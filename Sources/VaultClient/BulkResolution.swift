@@ -177,8 +177,9 @@ extension VaultEngine {
     /// Settles many changes in one transaction.
     func settleAll(_ settled: [Settling]) async throws {
         let current = try requireSession()
+        let now = clock.now().microsecondsSinceEpoch
         try await write { [userID = current.userID, key = current.keys.userKey] tx in
-            for settling in settled { try Self.settle(settling, userID: userID, key: key, tx) }
+            for settling in settled { try Self.settle(settling, userID: userID, key: key, now: now, tx) }
         }
     }
 

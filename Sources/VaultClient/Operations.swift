@@ -42,21 +42,27 @@ extension VaultEngine {
     public func updateItem(_ item: CipherView, basedOn original: CipherView? = nil) async throws -> SaveResult<CipherView> {
         let current = try requireSession()
         guard let id = item.id else { throw VaultError.invalidItem("the item has no id (use addItem for new items)") }
-        return try await savingThroughRaces(of: id) { startedFrom in
-            try await self.update(id: id, with: item, basedOn: original ?? startedFrom, session: current)
+        return try await savingThroughRaces(of: id) { id, startedFrom in
+            let (edit, read) = try self.followed(item, basedOn: original, to: id)
+            return try await self.update(id: id, with: edit, basedOn: read ?? startedFrom, session: current)
         }
     }
 
     /// One save of an item (one at a time in this engine), started again from what is stored when another
-    /// process saved the item meanwhile (``SaveRaced``); `attempt` gets the version the first attempt's
-    /// edit was applied to, once there was a race.
-    func savingThroughRaces<T: Sendable>(of id: String, _ attempt: (CipherView?) async throws -> T) async throws -> T {
+    /// process saved the item meanwhile (``SaveRaced``), or under the item's server id when a sync gave it
+    /// one since the caller read it (docs/ARCHITECTURE.md, "Ids that change"). `attempt` gets the id to save and the
+    /// version the first attempt's edit was applied to, once there was a race.
+    func savingThroughRaces<T: Sendable>(of id: String, _ attempt: (String, CipherView?) async throws -> T) async throws -> T {
         var startedFrom: CipherView?
+        var id = id
         for _ in 0..<8 {
             do {
-                return try await oneSaveAtATime(of: id) { try await attempt(startedFrom) }
+                return try await oneSaveAtATime(of: id) { [id] in try await attempt(id, startedFrom) }
             } catch let raced as SaveRaced {
                 startedFrom = startedFrom ?? raced.startedFrom
+            } catch let error as VaultError where error.missingID == id {
+                guard let swapped = try swappedID(of: id, kind: .cipher) else { throw error }
+                id = swapped.id
             }
         }
         throw VaultError.storage("the item kept being saved by another program meanwhile; nothing of this change was stored, try again")
@@ -116,7 +122,7 @@ extension VaultEngine {
 
     /// Moves an item to the trash.
     public func softDeleteItem(id: String) async throws -> SaveOutcome {
-        try await changeState(id: id, operation: .softDelete, change: { [clock] in $0.deletedDate = clock.now() }) { _, api, token in
+        try await changeState(id: id, operation: .softDelete, change: { [clock] in $0.deletedDate = clock.now() }) { id, _, api, token in
             try await api.softDeleteCipher(id: id, token: token)
             return try await api.getCipher(id: id, token: token)
         }.outcome
@@ -124,7 +130,7 @@ extension VaultEngine {
 
     /// Restores an item from the trash.
     public func restoreItem(id: String) async throws -> SaveOutcome {
-        try await changeState(id: id, operation: .restore, change: { $0.deletedDate = nil }) { _, api, token in
+        try await changeState(id: id, operation: .restore, change: { $0.deletedDate = nil }) { id, _, api, token in
             try await api.restoreCipher(id: id, token: token)
         }.outcome
     }
@@ -133,7 +139,7 @@ extension VaultEngine {
     public func setArchived(id: String, _ archived: Bool) async throws -> SaveOutcome {
         try await changeState(id: id, operation: archived ? .archive : .unarchive, change: { [clock] in
             $0.archivedDate = archived ? ($0.archivedDate ?? clock.now()) : nil
-        }) { _, api, token in
+        }) { id, _, api, token in
             try await api.archiveCipher(id: id, archived: archived, token: token)
         }.outcome
     }
@@ -141,15 +147,16 @@ extension VaultEngine {
     /// Moves an item to a folder (`nil`: no folder).
     public func moveItem(id: String, toFolder folderID: String?) async throws -> SaveOutcome {
         let current = try requireSession()
+        let folderID = try folderID.map { try currentID(of: $0, kind: .folder) }
         if let folderID { _ = try await cachedFolder(id: folderID, userID: current.userID) }
-        return try await changeState(id: id, operation: .move, change: { $0.folderId = folderID }) { local, api, token in
+        return try await changeState(id: id, operation: .move, change: { [folderID] in $0.folderId = folderID }) { [folderID] id, local, api, token in
             try await api.updateCipherState(id: id, folderID: folderID, favorite: local.favorite ?? false, token: token)
         }.outcome
     }
 
     /// Marks or unmarks an item as a favorite.
     public func setFavorite(id: String, _ favorite: Bool) async throws -> SaveOutcome {
-        try await changeState(id: id, operation: .favorite, change: { $0.favorite = favorite }) { local, api, token in
+        try await changeState(id: id, operation: .favorite, change: { $0.favorite = favorite }) { id, local, api, token in
             try await api.updateCipherState(id: id, folderID: local.folderId, favorite: favorite, token: token)
         }.outcome
     }
@@ -157,6 +164,7 @@ extension VaultEngine {
     /// Deletes an item for good. An item that exists only on this device is simply forgotten.
     public func permanentlyDeleteItem(id: String) async throws -> SaveOutcome {
         let current = try requireSession()
+        let id = try currentID(of: id)
         return try await oneSaveAtATime(of: id) {
             let previous = try await self.cachedCipher(id: id, userID: current.userID)
             return try await self.save(itemID: id, operation: .hardDelete, local: nil, previous: previous,
@@ -168,12 +176,13 @@ extension VaultEngine {
     }
 
     /// A state change (trash, archive, folder, favorite) applied to the cached wire form as it is when
-    /// the item's turn comes; `online` gets that changed form.
+    /// the item's turn comes; `online` gets the item's id (its server id, when a sync gave it one since the
+    /// caller read it) and that changed form.
     func changeState(id: String, operation: OfflineOperation, change: @escaping @Sendable (inout CipherWire) -> Void,
-                     online: @escaping @Sendable (CipherWire, BitwardenAPI, String) async throws -> CipherWire?) async throws -> SaveResult<CipherWire?> {
+                     online: @escaping @Sendable (String, CipherWire, BitwardenAPI, String) async throws -> CipherWire?) async throws -> SaveResult<CipherWire?> {
         let current = try requireSession()
         // Applied to the item as stored when the save writes: another process's save meanwhile is kept.
-        return try await savingThroughRaces(of: id) { _ in
+        return try await savingThroughRaces(of: id) { id, _ in
             let facts = try self.saveFacts(kind: .cipher, itemID: id, userID: current.userID, readingItem: true)
             let (previous, previousRow) = try Self.parsedItem(facts.stored, id: id)
             var changed = previous
@@ -181,7 +190,7 @@ extension VaultEngine {
             let local = changed
             return try await self.save(itemID: id, operation: operation, local: local, previous: previous, storedAsRead: previousRow, facts: facts,
                                        isOrganization: previous.organizationId != nil) { api, token in
-                try await online(local, api, token)
+                try await online(id, local, api, token)
             }
         }
     }
@@ -224,12 +233,11 @@ extension VaultEngine {
             throw VaultError.organizationItemOffline
         }
         let existing = facts.existing
-        var (createSent, changedOnServer) = (false, false)
-        var untrusted: CertificateProblem?
+        var createSent = false
+        var reason = queuedReason(facts)
         // An item with queued work goes through the queue: the resolver compares it with the server
         // (conflicts, backups) as a whole; pushing this change alone could skip that.
         if existing == nil, offlineMomentsAgo(facts) {
-            untrusted = Self.certificateProblem(of: facts.contact)
             logger.debug("server unreachable moments ago; saving offline", metadata: ["item": "\(itemID)"])
         } else if existing == nil {
             do {
@@ -257,13 +265,13 @@ extension VaultEngine {
                 if error.isOutOfDate {
                     // Someone changed it meanwhile: a conflict for the resolver, not an error for the user.
                     await recordContact(success: true)
-                    changedOnServer = true
+                    reason = .changedOnServer
                     logger.info("server copy changed meanwhile; queued for conflict resolution", metadata: ["item": "\(itemID)"])
                 } else {
                     try await acceptOffline(error, isOrganization: isOrganization)
                     createSent = FailureClassification.mayHaveReachedServer(error.failure)
-                    untrusted = error.certificateProblem
-                    logger.info(untrusted == nil ? "server unreachable; saving offline" : "server's certificate refused; saving locally",
+                    reason = error.certificateProblem.map(QueuedReason.untrusted) ?? .offline
+                    logger.info(error.certificateProblem == nil ? "server unreachable; saving offline" : "server's certificate refused; saving locally",
                                 metadata: ["item": "\(itemID)"])
                 }
             }
@@ -271,8 +279,7 @@ extension VaultEngine {
             throw VaultError.organizationItemOffline
         }
         return try await queue(itemID: itemID, operation: operation, local: local, previous: previous, startedFrom: startedFrom,
-                               storedAsRead: storedAsRead, existing: existing, createSent: createSent, untrusted: untrusted,
-                               changedOnServer: changedOnServer, session: current)
+                               storedAsRead: storedAsRead, existing: existing, createSent: createSent, reason: reason, session: current)
     }
 
     /// Inside a save's transaction: whether the item's queue record (or, given `storedAsRead`, its stored
@@ -287,8 +294,8 @@ extension VaultEngine {
     /// `startedFrom`: the older revision the edit was made on (a view read before a sync), recorded as the
     /// version the change started from, with no base to merge against (the cache no longer holds it).
     func queue(itemID: String, operation: OfflineOperation, local: CipherWire?, previous: CipherWire?, startedFrom: WireDate? = nil,
-               storedAsRead: String? = nil, existing: PendingChange?, createSent: Bool = false, untrusted: CertificateProblem? = nil,
-               changedOnServer: Bool = false, session current: UnlockedSession) async throws -> SaveResult<CipherWire?> {
+               storedAsRead: String? = nil, existing: PendingChange?, createSent: Bool = false, reason: QueuedReason,
+               session current: UnlockedSession) async throws -> SaveResult<CipherWire?> {
         let userID = current.userID
         let count = try await enqueue(kind: .cipher, itemID: itemID, operation: operation, previousRevision: startedFrom ?? previous?.revisionDate,
                                       previousState: previous.map(Self.state(of:)),
@@ -305,15 +312,36 @@ extension VaultEngine {
         }
         logger.debug("queued", metadata: ["item": "\(itemID)", "pending": "\(count)"])
         publishStatus()
-        return SaveResult(value: local, outcome: Self.queuedOutcome(pendingCount: count, untrusted: untrusted, changedOnServer: changedOnServer))
+        return SaveResult(value: local, outcome: reason.outcome(pendingCount: count))
     }
 
-    /// How a queued save is reported: offline, kept here because the server's certificate was refused, or
-    /// queued for the resolver because the server's copy changed meanwhile.
-    static func queuedOutcome(pendingCount: Int, untrusted: CertificateProblem?, changedOnServer: Bool = false) -> SaveOutcome {
-        if let untrusted { return .savedUntrustedServer(pendingCount: pendingCount, problem: untrusted) }
-        if changedOnServer { return .savedForConflict(pendingCount: pendingCount) }
-        return .savedOffline(pendingCount: pendingCount)
+    /// Why a save was queued instead of reaching the server.
+    enum QueuedReason {
+        /// The server could not be reached (now, or moments ago).
+        case offline
+        /// The server's certificate was refused.
+        case untrusted(CertificateProblem)
+        /// The server's copy changed since the edit began: the resolver meets the two versions.
+        case changedOnServer
+        /// The item already had a change waiting, so the server was not asked: this one joins it.
+        case behindQueuedChange
+
+        func outcome(pendingCount: Int) -> SaveOutcome {
+            switch self {
+            case .offline: .savedOffline(pendingCount: pendingCount)
+            case .untrusted(let problem): .savedUntrustedServer(pendingCount: pendingCount, problem: problem)
+            case .changedOnServer: .savedForConflict(pendingCount: pendingCount)
+            case .behindQueuedChange: .savedBehindQueuedChange(pendingCount: pendingCount)
+            }
+        }
+    }
+
+    /// Why a save would be queued before the server is tried: the last contact failed moments ago (offline, or
+    /// the certificate refused); for an item whose earlier change still waits, "offline" while the last contact
+    /// failed, else joining that change (the server may well be up: it was not asked).
+    func queuedReason(_ facts: SaveFacts) -> QueuedReason {
+        if offlineMomentsAgo(facts) { return Self.certificateProblem(of: facts.contact).map(QueuedReason.untrusted) ?? .offline }
+        return facts.existing != nil && facts.contact?.lastContactFailed != true ? .behindQueuedChange : .offline
     }
 
     /// Decides what a failed server call means: throws for the server's refusals (and for organization
@@ -384,6 +412,7 @@ extension VaultEngine {
     public func renameFolder(id: String, name: String) async throws -> SaveOutcome {
         let current = try requireSession()
         try validateFolderName(name)
+        let id = try currentID(of: id, kind: .folder)
         return try await oneSaveAtATime(of: id) {
             let previous = try await self.cachedFolder(id: id, userID: current.userID)
             var local = previous
@@ -398,6 +427,7 @@ extension VaultEngine {
     /// Deletes a folder; its items stay, without a folder (spec §3.6).
     public func deleteFolder(id: String) async throws -> SaveOutcome {
         let current = try requireSession()
+        let id = try currentID(of: id, kind: .folder)
         let outcome = try await oneSaveAtATime(of: id) {
             let previous = try await self.cachedFolder(id: id, userID: current.userID)
             return try await self.saveFolder(id: id, operation: .hardDelete, local: nil, previous: previous) { api, token in
@@ -419,10 +449,8 @@ extension VaultEngine {
         let facts = try saveFacts(kind: .folder, itemID: id, userID: userID)
         let existing = facts.existing
         var createSent = false
-        var untrusted: CertificateProblem?
-        if existing == nil, offlineMomentsAgo(facts) {
-            untrusted = Self.certificateProblem(of: facts.contact)
-        } else if existing == nil {
+        var reason = queuedReason(facts)
+        if existing == nil, !offlineMomentsAgo(facts) {
             do {
                 let serverVersion = try await authorized(online)
                 await recordContact(success: true)
@@ -436,7 +464,7 @@ extension VaultEngine {
             } catch let error as ServerCallError {
                 try await acceptOffline(error, isOrganization: false)
                 createSent = FailureClassification.mayHaveReachedServer(error.failure)
-                untrusted = error.certificateProblem
+                reason = error.certificateProblem.map(QueuedReason.untrusted) ?? .offline
             }
         }
         let count = try await enqueue(kind: .folder, itemID: id, operation: operation, previousRevision: previous?.revisionDate,
@@ -447,7 +475,7 @@ extension VaultEngine {
         } removeLocal: { tx in
             try tx.folders(of: userID).remove(id: id)
         }
-        return SaveResult(value: local, outcome: Self.queuedOutcome(pendingCount: count, untrusted: untrusted))
+        return SaveResult(value: local, outcome: reason.outcome(pendingCount: count))
     }
 
     // MARK: Helpers

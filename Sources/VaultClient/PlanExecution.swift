@@ -388,7 +388,10 @@ extension VaultEngine {
             settling.unsentAttachments = (run.local?.attachments ?? []).filter { $0.id.map(adds.contains) ?? false }
         }
         let current = try requireSession()
-        try await write { [userID = current.userID, key = current.keys.userKey, settling] tx in try Self.settle(settling, userID: userID, key: key, tx) }
+        let now = clock.now().microsecondsSinceEpoch
+        try await write { [userID = current.userID, key = current.keys.userKey, settling] tx in
+            try Self.settle(settling, userID: userID, key: key, now: now, tx)
+        }
     }
 
     /// What settling one change writes (several are written in one transaction by the bulk paths).
@@ -408,7 +411,7 @@ extension VaultEngine {
     /// The cache takes the settled version and the record goes, in one transaction; the temporary id gives
     /// way to the server's. Unless the user saved the item again meanwhile: then the saved-meanwhile rule
     /// (``keepSavedMeanwhile``) keeps the record and the newer local copy (under the server's id).
-    static func settle(_ settling: Settling, userID: String, key: SymmetricCryptoKey, _ tx: StoreTransaction) throws {
+    static func settle(_ settling: Settling, userID: String, key: SymmetricCryptoKey, now: Int64, _ tx: StoreTransaction) throws {
         let items = tx.ciphers(of: userID)
         let (change, settled) = (settling.change, settling.settled)
         let newID = settled.id ?? change.itemID
@@ -418,6 +421,8 @@ extension VaultEngine {
         if settling.swapping {
             try items.remove(id: change.itemID)
             try tx.drafts(of: userID).moveDrafts(ofItem: change.itemID, to: newID)
+            try tx.idSwaps(of: userID).record(kind: .cipher, from: change.itemID, to: newID,
+                                              revision: settled.revisionDate?.microsecondsSinceEpoch, at: now)
         }
         let version = { SettledVersion(revision: settled.revisionDate, creationDate: settled.creationDate,
                                        body: String(decoding: settled.jsonBytes(), as: UTF8.self), state: state(of: settled),
@@ -487,6 +492,7 @@ extension VaultEngine {
         let (change, serverID) = (run.change, run.serverID)
         let userID = change.userID
         let key = try requireSession().keys.userKey
+        let now = clock.now().microsecondsSinceEpoch
         let removed = try await write { tx in
             // A save made here since this pass read the record is never dropped with it: the next pass plans it.
             if try Self.savedMeanwhile(change, key: key, tx) != nil { return false }
@@ -495,7 +501,11 @@ extension VaultEngine {
             case .folder: try tx.folders(of: userID).remove(id: change.itemID)
             }
             try tx.queue(of: userID).remove(recordID: change.id)
-            if serverID != change.itemID { try tx.drafts(of: userID).moveDrafts(ofItem: change.itemID, to: serverID) }
+            if serverID != change.itemID {
+                try tx.drafts(of: userID).moveDrafts(ofItem: change.itemID, to: serverID)
+                // No revision: what a caller holding the temporary id edits meets the server's copy as a conflict.
+                try tx.idSwaps(of: userID).record(kind: change.itemKind, from: change.itemID, to: serverID, revision: nil, at: now)
+            }
             return true
         }
         guard removed else { return }
@@ -684,6 +694,7 @@ extension VaultEngine {
         guard let settled = run.result ?? run.server, let newID = settled.id else { throw ServerCallError.invalidResponse("created folder has no id") }
         let (change, swapping) = (run.change, run.swapping)
         let current = try requireSession()
+        let now = clock.now().microsecondsSinceEpoch
         try await write { [userID = current.userID, key = current.keys.userKey] tx in
             if swapping, try Self.waitsBesideCopy(change, newID: newID, key: key, tx) { return }
             let folders = tx.folders(of: userID)
@@ -691,6 +702,7 @@ extension VaultEngine {
             if swapping {
                 try folders.remove(id: change.itemID)
                 try tx.ciphers(of: userID).moveItems(ofFolder: change.itemID, to: newID)
+                try tx.idSwaps(of: userID).record(kind: .folder, from: change.itemID, to: newID, revision: nil, at: now)
             }
             let version = { SettledVersion(revision: settled.revisionDate, creationDate: nil, body: String(decoding: settled.jsonBytes(), as: UTF8.self),
                                            state: nil, created: swapping) }

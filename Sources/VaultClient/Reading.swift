@@ -99,16 +99,19 @@ extension VaultEngine {
         try await refreshedNameIndex().names
     }
 
-    /// Whether the vault has an item with exactly this id (nothing decrypted).
+    /// Whether the vault has an item with exactly this id, or with the id a sync gave the item since (an id
+    /// swapped: docs/ARCHITECTURE.md, "Ids that change"); nothing decrypted.
     public func hasItem(id: String) throws -> Bool {
         let userID = try requireSession().userID
-        return try readNow { tx in try tx.ciphers(of: userID).find(id: id) != nil }
+        let current = try currentID(of: id)
+        return try readNow { tx in try tx.ciphers(of: userID).find(id: current) != nil }
     }
 
     /// One item as ``items()`` lists it (decrypted, or why not, with its queued change), without
     /// reading the others.
     public func listedItem(id: String) async throws -> VaultItem {
         let current = try requireSession()
+        let id = try currentID(of: id)
         let userID = current.userID
         let (row, pendingRow) = try readNow { tx in
             (try tx.ciphers(of: userID).find(id: id), try tx.queue(of: userID).record(kind: .cipher, itemID: id))
@@ -149,7 +152,7 @@ extension VaultEngine {
     /// One item, decrypted.
     public func item(id: String) async throws -> CipherView {
         let current = try requireSession()
-        let wire = try await cachedCipher(id: id, userID: current.userID)
+        let wire = try await cachedCipher(id: try currentID(of: id), userID: current.userID)
         return try modelCall { try wire.decrypted(with: current.keys) }
     }
 

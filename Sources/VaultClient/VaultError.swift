@@ -193,12 +193,15 @@ public enum SaveOutcome: Sendable, Equatable {
     /// began (another device or a sync wrote in between). The server was reached; the next sync resolves
     /// the two versions (merged, or the newer kept and the other backed up).
     case savedForConflict(pendingCount: Int)
+    /// Saved on this device and queued behind the item's earlier change, which still waits for the server:
+    /// the server was not asked (the next sync compares the item with the server's copy as a whole).
+    case savedBehindQueuedChange(pendingCount: Int)
 
     /// Whether the save stayed on this device (queued), for any of the reasons above.
     public var isOffline: Bool {
         switch self {
         case .synced: return false
-        case .savedOffline, .savedUntrustedServer, .savedForConflict: return true
+        case .savedOffline, .savedUntrustedServer, .savedForConflict, .savedBehindQueuedChange: return true
         }
     }
 
@@ -206,7 +209,8 @@ public enum SaveOutcome: Sendable, Equatable {
     public var pendingCount: Int? {
         switch self {
         case .synced: return nil
-        case .savedOffline(let count), .savedUntrustedServer(let count, _), .savedForConflict(let count): return count
+        case .savedOffline(let count), .savedUntrustedServer(let count, _), .savedForConflict(let count), .savedBehindQueuedChange(let count):
+            return count
         }
     }
 

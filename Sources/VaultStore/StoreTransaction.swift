@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import VaultSyncCore
 
 /// One read snapshot or write transaction of the store, seen through its typed parts: the only way
 /// the engine touches the database. It lives inside one ``VaultStore/read(_:)`` or
@@ -40,6 +41,9 @@ public struct StoreTransaction {
 
     /// The user's sync bookkeeping.
     public func syncState(of userID: String) -> SyncStateTable { SyncStateTable(db: db, userID: userID) }
+
+    /// Where the user's items and folders created here went when they got their server ids.
+    public func idSwaps(of userID: String) -> IDSwapTable { IDSwapTable(db: db, userID: userID) }
 
     /// The conflict backups this device made or learned of for the user.
     public func backups(of userID: String) -> BackupLedger { BackupLedger(db: db, userID: userID) }
@@ -180,6 +184,35 @@ public struct SyncStateTable {
         var state = try current() ?? SyncStateRow(userID: userID)
         change(&state)
         try state.save(db)
+    }
+}
+
+/// Where items and folders created on this device went when a sync gave them their server ids (or found
+/// them on the server under another id): a caller may still hold the temporary id (a view read before that
+/// sync, a window left open) and the engine follows it (docs/ARCHITECTURE.md, "Ids that change").
+public struct IDSwapTable {
+    let db: Database
+    let userID: String
+
+    /// How long a swap is remembered (microseconds): 30 days.
+    static let kept: Int64 = 30 * 86_400 * 1_000_000
+
+    /// Records that `oldID` is now `newID`, with the item's revision then (microseconds; `nil` for a folder or an
+    /// item that went from this device), and forgets swaps older than 30 days.
+    public func record(kind: PendingItemKind, from oldID: String, to newID: String, revision: Int64?, at now: Int64) throws {
+        try db.cachedStatement(sql: "DELETE FROM idSwap WHERE userID = ? AND swappedAt < ?").execute(arguments: [userID, now - Self.kept])
+        try db.cachedStatement(sql: """
+            INSERT INTO idSwap (userID, itemKind, oldID, newID, revisionDate, swappedAt) VALUES (?, ?, ?, ?, ?, ?)
+            ON CONFLICT (userID, itemKind, oldID) DO UPDATE SET newID = excluded.newID, revisionDate = excluded.revisionDate,
+                swappedAt = excluded.swappedAt
+            """).execute(arguments: [userID, kind.rawValue, oldID, newID, revision, now])
+    }
+
+    /// The id `oldID` was given and the revision the item had then, or `nil` when it was never swapped.
+    public func swap(kind: PendingItemKind, from oldID: String) throws -> (newID: String, revision: Int64?)? {
+        let row = try Row.fetchOne(db.cachedStatement(sql: "SELECT newID, revisionDate FROM idSwap WHERE userID = ? AND itemKind = ? AND oldID = ?"),
+                                   arguments: [userID, kind.rawValue, oldID])
+        return row.map { ($0[0], $0[1]) }
     }
 }
 

@@ -302,6 +302,18 @@ public final class VaultStore: Sendable {
                 t.add(column: "names", .text)
             }
         }
+        migrator.registerMigration("v14: where items and folders created here went when they got their server ids") { db in
+            try db.create(table: "idSwap") { t in
+                t.column("userID", .text).notNull().references("account", onDelete: .cascade)
+                t.column("itemKind", .text).notNull()
+                t.column("oldID", .text).notNull()
+                t.column("newID", .text).notNull()
+                // The revision the item had at the swap (microseconds), nil for a folder or an item removed here.
+                t.column("revisionDate", .integer)
+                t.column("swappedAt", .integer).notNull()
+                t.primaryKey(["userID", "itemKind", "oldID"])
+            }
+        }
         return migrator
     }
 }

@@ -20,14 +20,42 @@ struct OfflineAndConflictTests {
         let edit = try await a.expect(["edit", "Shared", "--password", "-"], stdin: "second-Pa55\n")
         #expect(edit.stderr.contains("the item changed on the server since it was read here"), "\(edit.stderr)")
         #expect(!edit.stderr.contains("saved offline"))
+        // A second edit joins the queued one without asking the server, which is up: not "saved offline" either.
+        let second = try await a.expect(["edit", "Shared", "--username", "alice2"])
+        #expect(second.stderr.contains("the item has an earlier change waiting to sync, and this one joins it"), "\(second.stderr)")
+        #expect(!second.stderr.contains("saved offline"))
         #expect(try await a.json(["status"])["pending"]?.intValue == 1)
         let report = try await a.json(["sync"])
         #expect(report["stillPending"]?.intValue == 0, "\(report)")
         let shared = try await a.json(["get", "Shared"])
-        #expect(shared["login"]?["password"]?.stringValue == "second-Pa55" && shared["notes"]?.stringValue == "from B",
+        #expect(shared["login"]?["password"]?.stringValue == "second-Pa55" && shared["notes"]?.stringValue == "from B"
+                    && shared["login"]?["username"]?.stringValue == "alice2",
                 "both edits kept (different fields merge): \(shared)")
         try await b.expect(["sync"])
         #expect(try await b.json(["get", "Shared"])["login"]?["password"]?.stringValue == "second-Pa55")
+    }
+
+    /// A script that kept the id `list` showed for an item added offline still reaches the item after the sync
+    /// that gave it its server id (docs/ARCHITECTURE.md, "Ids that change").
+    @Test("the temporary id of an item added offline still works after sync: get, edit, trash")
+    func temporaryIDAfterSync() async throws {
+        let scenario = try await CLIScenario.start()
+        let device = try await scenario.device(register: true)
+        await scenario.server.stop()
+        try await device.expect(["add", "login", "--name", "Made offline", "--username", "alice"])
+        let temporaryID = try #require(itemID(try await device.json(["list"]), named: "Made offline"))
+        try await scenario.server.start()
+        try await device.expect(["sync"])
+        let serverID = try #require(itemID(try await device.json(["list"]), named: "Made offline"))
+        #expect(serverID != temporaryID)
+
+        #expect(try await device.json(["get", temporaryID])["id"]?.stringValue == serverID)
+        try await device.expect(["edit", temporaryID, "--notes", "kept the id"])
+        #expect(try await device.json(["get", serverID])["notes"]?.stringValue == "kept the id")
+        try await device.expect(["delete", temporaryID])
+        #expect(try await device.json(["list"]).count == 0, "trashed")
+        #expect(try await device.json(["status"])["pending"]?.intValue == 0, "every change reached the server")
+        await scenario.finish([device])
     }
 
     @Test("offline saves are queued and visible; sync resolves the conflict; review and settle it")

@@ -116,18 +116,12 @@ struct GetCommand: VaultCommand {
     func execute(_ context: CLIContext) async throws {
         // Only the names are decrypted to find the item, then only the item itself, not the whole vault
         // (docs/BENCHMARKS.md, P7).
-        var id = try await context.itemID(item)
+        // A sync running beside this command may give the item its server id meanwhile: the engine follows it.
         let entry: VaultItem
         do {
-            entry = try await context.engine.listedItem(id: id)
+            entry = try await context.engine.listedItem(id: try await context.itemID(item))
         } catch VaultError.itemNotFound {
-            // A sync running beside this command may have just given the item its server id: found by its name
-            // again, once.
-            guard id != item.lowercased(), let again = try? await context.itemID(item), again != id,
-                  let found = try? await context.engine.listedItem(id: again) else {
-                throw CLIError.notFound(what: "item", reference: item)
-            }
-            (id, entry) = (again, found)
+            throw CLIError.notFound(what: "item", reference: item)
         }
         let view = try entry.result.get()
         if let field {
@@ -170,7 +164,7 @@ struct GetCommand: VaultCommand {
         // One column for every value, however long the longest label ("card.cardholderName").
         let width = max(10, (fields.map(\.label.count).max() ?? 0) + 2)
         func label(_ text: String) -> String { text.padding(toLength: width, withPad: " ", startingAt: 0) }
-        print(label("id") + id)
+        print(label("id") + entry.id)
         for field in fields {
             print(label(field.label) + Presentation.oneLine(Presentation.masked(field, reveal: reveal)))
         }

@@ -183,6 +183,8 @@ func noteOutcome(_ outcome: SaveOutcome) {
         break
     case .savedOffline(let pending):
         Console.note("saved offline — \(pending) change\(pending == 1 ? "" : "s") pending (they sync when the server is reachable)")
+    case .savedBehindQueuedChange(let pending):
+        Console.note("saved on this device — the item has an earlier change waiting to sync, and this one joins it: run vaultsync sync to send them (\(pending) change\(pending == 1 ? "" : "s") pending)")
     case .savedForConflict(let pending):
         Console.note("saved on this device — the item changed on the server since it was read here: run vaultsync sync to resolve the two versions, nothing is lost (\(pending) change\(pending == 1 ? "" : "s") pending)")
     case .savedUntrustedServer(let pending, let problem):
