@@ -139,6 +139,14 @@ public enum CSV {
                 entry: "line \(header.line)",
                 reason: "not a \(format) header: column \(missing.map { "'\($0)'" }.joined(separator: ", ")) missing (found: \(header.cells.joined(separator: ",")))")
         }
+        // A row with more or fewer values than the header is a damaged file (a line break or a comma in a value
+        // that was not quoted): its values would land in the wrong fields, or one entry would become two.
+        for row in rows.dropFirst() where row.cells.count != header.cells.count && row.cells.contains(where: { !$0.trimmingSpaces.isEmpty }) {
+            throw ExchangeError.malformed(
+                entry: "line \(row.line)",
+                reason: "\(row.cells.count) value\(row.cells.count == 1 ? "" : "s") where the header has \(header.cells.count) "
+                    + "(a line break or a comma inside a value that is not in quotes?): the file looks damaged")
+        }
         return Table(header: header.cells, rows: Array(rows.dropFirst()))
     }
 

@@ -41,4 +41,18 @@ struct CSVTests {
         #expect(throws: ExchangeError.self) { try CSV.table("a,b\n", required: ["name"], format: "test") }
         #expect(throws: ExchangeError.self) { try CSV.table("", format: "test") }
     }
+
+    /// A line break or a comma in a value that was not quoted shifts the values: refused, naming the line,
+    /// instead of importing the values into the wrong fields or one entry as two.
+    @Test("a row with more or fewer values than the header is refused, naming its line; a row of empty cells is not")
+    func raggedRows() throws {
+        let split = "name,url,username,password,note\nBank,https://bank.example,alice\nS3cret!,\nMail,https://mail.example,bob,pw,\n"
+        #expect(throws: ExchangeError.malformed(entry: "line 2", reason: "3 values where the header has 5 (a line break or a comma inside a value that is not in quotes?): the file looks damaged")) {
+            try CSV.table(split, required: ["url"], format: "test")
+        }
+        #expect(throws: ExchangeError.malformed(entry: "line 3", reason: "6 values where the header has 5 (a line break or a comma inside a value that is not in quotes?): the file looks damaged")) {
+            try CSV.table("name,url,username,password,note\nA,https://a,u,p,\nB,https://b,u,p,a,b\n", required: ["url"], format: "test")
+        }
+        #expect(try CSV.table("name,url,username\n,,\n,\nA,https://a,u\n", required: ["url"], format: "test").rows.count == 3)
+    }
 }
