@@ -21,6 +21,11 @@ public struct SymmetricCryptoKey: Sendable {
     let encryptionKey: SymmetricKey
     /// The HMAC key: the last 32 bytes of a 64-byte key; `nil` for a 32-byte legacy key.
     let macKey: SymmetricKey?
+    /// HMAC-SHA256 keyed with ``macKey`` and fed nothing yet: each MAC with this key starts from a copy
+    /// (swift-crypto's hash states copy themselves on first write), instead of deriving the two padded key
+    /// states again for every field. A list of a large vault computes three MACs per item; this halved the
+    /// MACs' cost there (docs/BENCHMARKS.md, session 26). `nil` for a 32-byte key.
+    let macTemplate: HMAC<SHA256>?
 
     /// Creates a key from its raw bytes (32 or 64).
     /// - Throws: ``CryptoError/wrongKeySize(expected:actual:)`` for any other length.
@@ -31,10 +36,12 @@ public struct SymmetricCryptoKey: Sendable {
             full = SymmetricKey(data: raw)
             encryptionKey = SymmetricKey(data: raw[0..<32])
             macKey = SymmetricKey(data: raw[32..<64])
+            macTemplate = HMAC<SHA256>(key: SymmetricKey(data: raw[32..<64]))
         case 32:
             full = SymmetricKey(data: raw)
             encryptionKey = full
             macKey = nil
+            macTemplate = nil
         case 65...:
             // Padded COSE keys of V2 accounts are longer than 64 bytes.
             throw CryptoError.unsupportedAccountEncryptionVersion

@@ -30,7 +30,7 @@ extension EncString {
     public static func encrypt<Plaintext: DataProtocol>(
         _ plaintext: Plaintext, key: SymmetricCryptoKey, iv: [UInt8]
     ) throws -> EncString {
-        guard let macKey = key.macKey else {
+        guard var hmac = key.macTemplate else {
             throw CryptoError.wrongKeySize(expected: [64], actual: key.byteCount)
         }
         guard iv.count == 16 else {
@@ -42,7 +42,6 @@ extension EncString {
         } catch {
             throw CryptoError.decryptionFailed("AES-CBC encryption failed: \(error)")
         }
-        var hmac = HMAC<SHA256>(key: macKey)
         hmac.update(data: iv)
         hmac.update(data: ciphertext)
         let mac = Data(hmac.finalize())
@@ -71,12 +70,12 @@ extension EncString {
             }
             let raw = key.rawBytes
             aesKey = SymmetricKey(data: raw[0..<16])
-            try Self.verifyMAC(mac, iv: iv, ciphertext: ciphertext, macKey: SymmetricKey(data: raw[16..<32]))
+            try Self.verifyMAC(mac, iv: iv, ciphertext: ciphertext, hmac: HMAC<SHA256>(key: SymmetricKey(data: raw[16..<32])))
         case .aesCbc256HmacSha256B64:
-            guard let macKey = key.macKey, let mac else {
+            guard let hmac = key.macTemplate, let mac else {
                 throw CryptoError.wrongKeyType(encryptionType: 2, keyBytes: key.byteCount)
             }
-            try Self.verifyMAC(mac, iv: iv, ciphertext: ciphertext, macKey: macKey)
+            try Self.verifyMAC(mac, iv: iv, ciphertext: ciphertext, hmac: hmac)
             aesKey = key.encryptionKey
         default:
             throw CryptoError.unsupportedEncryptionType(type.rawValue)
@@ -111,8 +110,9 @@ extension EncString {
         try keyToWrap.withUnsafeBytes { try encrypt($0, key: key, random: random) }
     }
 
-    private static func verifyMAC(_ mac: Data, iv: Data, ciphertext: Data, macKey: SymmetricKey) throws {
-        var hmac = HMAC<SHA256>(key: macKey)
+    /// `hmac`: keyed, fed nothing yet (a copy of the key's template).
+    private static func verifyMAC(_ mac: Data, iv: Data, ciphertext: Data, hmac: HMAC<SHA256>) throws {
+        var hmac = hmac
         hmac.update(data: iv)
         hmac.update(data: ciphertext)
         // HashedAuthenticationCode's == is swift-crypto's constant-time comparison.

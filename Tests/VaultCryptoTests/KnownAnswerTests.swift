@@ -213,6 +213,22 @@ struct OrganizationVectorTests {
         let orgKey = try SymmetricCryptoKey(base64: Self.orgKey)
         #expect(throws: CryptoError.macMismatch) { try EncString(expected).decryptString(key: orgKey) }
     }
+
+    /// Every MAC starts from a copy of the key's keyed HMAC state (`macTemplate`): a MAC computed before must
+    /// not feed the next one.
+    @Test("one key, many MACs in turn: OV1 and OV2's vectors again and again, encrypting and decrypting")
+    func macsInTurn() throws {
+        let key = try SymmetricCryptoKey(base64: Self.orgKey)
+        let cipherKey = try SymmetricCryptoKey(base64: Self.cipherKey)
+        let name = "2.AAECAwQFBgcICQoLDA0ODw==|+VcCOuIP1y5ZDtjoLc1r0NhPaE2g01dMMFRhB5frXZ0=|F2O7fNTtIHTV98p5ockRfH9cKII0IBo3oUQxT2uTquY="
+        let wrapped = "2.EBESExQVFhcYGRobHB0eHw==|cg3g2kFB3hM66Viv1gRBAXF2nge2ruPmN2VSipkn1FDxscKIiGHp9zVK4uCDe3H5IPwCnQnrp0BuDpcMFYf91mYkZr38wTArP6QjbZDdZlw=|LoL/GJVfPojG4qqh+7iuiTjQ81IM6675MHURqZZiLfI="
+        for _ in 0..<3 {
+            #expect(try EncString.encrypt(Array("Default collection".utf8), key: key, iv: Self.iv(from: 0)).serialized == name)
+            #expect(try EncString(name).decryptString(key: key) == "Default collection")
+            #expect(try cipherKey.withUnsafeBytes { try EncString.encrypt($0, key: key, iv: Self.iv(from: 0x10)) }.serialized == wrapped)
+            #expect(try EncString(wrapped).decryptKey(key: key) == cipherKey)
+        }
+    }
 }
 
 @Suite("Purpose keys derived from the master key")
