@@ -95,11 +95,16 @@ struct QueueCountTests {
                 "SELECT * FROM pendingChange WHERE userID = 'a' AND itemID = 'i'",
                 "SELECT * FROM draft WHERE userID = 'a' AND itemID = 'i'",
                 "SELECT n FROM pendingChangeCount WHERE userID = 'a'",
+                // Every settled create records its id swap and forgets the old ones (a sync of n creates).
+                "DELETE FROM idSwap WHERE userID = 'a' AND swappedAt < 5",
+                "SELECT newID, revisionDate FROM idSwap WHERE userID = 'a' AND itemKind = 'cipher' AND oldID = 'i'",
             ].map { sql in try Row.fetchAll(db, sql: "EXPLAIN QUERY PLAN " + sql).map { $0["detail"] as String }.joined(separator: "; ") }
         }
         #expect(plans[0].contains("USING INDEX pendingChange_item"), "\(plans[0])")
         #expect(plans[1].contains("USING INDEX draft_item"), "\(plans[1])")
         #expect(plans[2].contains("USING PRIMARY KEY"), "\(plans[2])")
+        #expect(plans[3].contains("USING COVERING INDEX idSwap_age") || plans[3].contains("USING INDEX idSwap_age"), "\(plans[3])")
+        #expect(plans[4].contains("USING PRIMARY KEY") || plans[4].contains("USING INDEX sqlite_autoindex_idSwap"), "\(plans[4])")
         #expect(!plans.joined().contains("SCAN"), "\(plans)")
     }
 
