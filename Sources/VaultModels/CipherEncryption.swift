@@ -228,11 +228,16 @@ extension CipherWire {
                 try decryptOptional(login?.password, key: key, itemID: id, field: "login.password"))
     }
 
+    /// What ``summary(jsonBytes:keys:)`` reads of a stored item; the rest is read over, not built.
+    static let summaryFields = JSONParser.Selection(paths: [
+        "id", "organizationId", "key", "name", "type", "folderId", "favorite", "deletedDate", "archivedDate", "login.username",
+    ])
+
     /// The summary of the item stored as `jsonBytes` (``ItemSummary``): the text is parsed once, and
     /// only its key, name and username are decrypted, where ``decrypted(with:)`` builds and decrypts
     /// every field (a list of a large vault spent most of its time there).
     public static func summary<Bytes: Collection>(jsonBytes: Bytes, keys: VaultKeys) throws -> ItemSummary where Bytes.Element == UInt8 {
-        var reader = JSONReader(try JSONParser.parseObject(jsonBytes), path: "cipher")
+        var reader = JSONReader(try JSONParser.parseObject(jsonBytes, keeping: summaryFields), path: "cipher")
         let id = try reader.id("id")
         let organizationId = try reader.id("organizationId")
         let key = try keys.fieldKey(itemKey: try reader.encString("key"), organizationId: organizationId, itemID: id)

@@ -71,6 +71,45 @@ public struct JSONParser {
         }
     }
 
+    /// The keys of an object to build, by path ("id", "login.username"), for ``parseObject(_:keeping:)``.
+    public struct Selection: Sendable {
+        /// Each kept key (camelCase) with the selection inside its value; `nil`: the whole value.
+        var keys: [String: Selection?]
+
+        public init(paths: [String]) {
+            var keys: [String: [String]] = [:]
+            var whole: Set<String> = []
+            for path in paths {
+                let parts = path.split(separator: ".", maxSplits: 1).map(String.init)
+                if parts.count == 2 { keys[parts[0], default: []].append(parts[1]) } else { whole.insert(parts[0]) }
+            }
+            var selection: [String: Selection?] = [:]
+            for key in whole { selection[key] = .some(nil) }
+            for (key, inner) in keys where !whole.contains(key) { selection[key] = Selection(paths: inner) }
+            self.keys = selection
+        }
+    }
+
+    /// Parses a JSON text that must be an object, building only the values `selection` names: the others are
+    /// read over and checked as JSON (structure, escapes) but never built, nor are their strings checked as
+    /// UTF-8. For a stored item of which only a few fields are wanted (a list's names and usernames): its
+    /// history, fields and notes cost a scan, not a tree (docs/BENCHMARKS.md, session 26).
+    public static func parseObject<Bytes: Collection>(_ bytes: Bytes, keeping selection: Selection) throws -> JSONObject where Bytes.Element == UInt8 {
+        func run(_ buffer: UnsafeBufferPointer<UInt8>) throws -> JSONObject {
+            var parser = JSONParser(buffer: buffer)
+            parser.skipWhitespace()
+            guard parser.position < buffer.count, buffer[parser.position] == UInt8(ascii: "{") else {
+                throw parser.error("expected a JSON object")
+            }
+            let object = try parser.parseObject(depth: 1, keeping: selection)
+            parser.skipWhitespace()
+            guard parser.position == buffer.count else { throw parser.error("unexpected data after the JSON value") }
+            return object
+        }
+        if let result = try bytes.withContiguousStorageIfAvailable({ try run($0) }) { return result }
+        return try Array(bytes).withUnsafeBufferPointer { try run($0) }
+    }
+
     static func parse(buffer: UnsafeBufferPointer<UInt8>) throws -> JSONValue {
         var parser = JSONParser(buffer: buffer)
         parser.skipWhitespace()
@@ -136,10 +175,12 @@ public struct JSONParser {
         position += count
     }
 
-    private mutating func parseObject(depth: Int) throws -> JSONObject {
+    private mutating func parseObject(depth: Int, keeping selection: Selection? = nil) throws -> JSONObject {
         position += 1  // {
         var entries: [JSONObject.Entry] = []
         var seen: Set<String>? = nil
+        // With a selection, every key read (kept or not), for the duplicate check.
+        var keysRead: [String] = []
         skipWhitespace()
         if position < buffer.count, buffer[position] == UInt8(ascii: "}") {
             position += 1
@@ -151,11 +192,14 @@ public struct JSONParser {
                 throw error("expected a string key")
             }
             let key = try parseString()
+            if selection != nil { keysRead.append(key) }
             // Duplicate keys: linear for small objects, hashed for large ones (no quadratic blow-up).
-            if entries.count < 32 {
-                if entries.contains(where: { $0.key == key }) { throw error("duplicate key '\(key.prefix(40))'") }
+            let earlier = selection == nil ? entries.count : keysRead.count - 1
+            if earlier < 32 {
+                let duplicate = selection == nil ? entries.contains(where: { $0.key == key }) : keysRead.dropLast().contains(key)
+                if duplicate { throw error("duplicate key '\(key.prefix(40))'") }
             } else {
-                if seen == nil { seen = Set(entries.map(\.key)) }
+                if seen == nil { seen = Set(selection == nil ? entries.map(\.key) : Array(keysRead.dropLast())) }
                 if !seen!.insert(key).inserted { throw error("duplicate key '\(key.prefix(40))'") }
             }
             skipWhitespace()
@@ -163,7 +207,19 @@ public struct JSONParser {
             position += 1
             skipWhitespace()
             let value: JSONValue
-            if depth == 1, let streamed, position < buffer.count, buffer[position] == UInt8(ascii: "["),
+            if let selection {
+                guard let inner = selection.keys[JSONObject.camelCase(key)] else {
+                    try skipValue(depth: depth)
+                    if try endOfEntry() { return JSONObject(entries: entries) }
+                    continue
+                }
+                if let inner, position < buffer.count, buffer[position] == UInt8(ascii: "{") {
+                    guard depth < Self.maximumDepth else { throw error("nesting deeper than \(Self.maximumDepth)") }
+                    value = .object(try parseObject(depth: depth + 1, keeping: inner))
+                } else {
+                    value = try parseValue(depth: depth)
+                }
+            } else if depth == 1, let streamed, position < buffer.count, buffer[position] == UInt8(ascii: "["),
                streamed.keys.contains(JSONObject.camelCase(key)) {
                 try parseArray(depth: depth + 1) { index, element, end in try streamed.sink(key, index, element, end) }
                 value = .array([])
@@ -171,18 +227,105 @@ public struct JSONParser {
                 value = try parseValue(depth: depth)
             }
             entries.append(JSONObject.Entry(key: key, value: value))
-            skipWhitespace()
-            guard position < buffer.count else { throw error("unexpected end of input in an object") }
-            if buffer[position] == UInt8(ascii: ",") {
-                position += 1
-                continue
-            }
-            if buffer[position] == UInt8(ascii: "}") {
-                position += 1
-                return JSONObject(entries: entries)
-            }
-            throw error("expected ',' or '}'")
+            if try endOfEntry() { return JSONObject(entries: entries) }
         }
+    }
+
+    /// After an object's value: `true` at its closing brace, `false` past a comma.
+    private mutating func endOfEntry() throws -> Bool {
+        skipWhitespace()
+        guard position < buffer.count else { throw error("unexpected end of input in an object") }
+        if buffer[position] == UInt8(ascii: ",") {
+            position += 1
+            return false
+        }
+        if buffer[position] == UInt8(ascii: "}") {
+            position += 1
+            return true
+        }
+        throw error("expected ',' or '}'")
+    }
+
+    /// Reads over one value, checking its structure, building nothing.
+    private mutating func skipValue(depth: Int) throws {
+        guard position < buffer.count else { throw error("unexpected end of input") }
+        switch buffer[position] {
+        case UInt8(ascii: "{"):
+            guard depth < Self.maximumDepth else { throw error("nesting deeper than \(Self.maximumDepth)") }
+            position += 1
+            skipWhitespace()
+            if position < buffer.count, buffer[position] == UInt8(ascii: "}") {
+                position += 1
+                return
+            }
+            while true {
+                skipWhitespace()
+                guard position < buffer.count, buffer[position] == UInt8(ascii: "\"") else { throw error("expected a string key") }
+                try skipString()
+                skipWhitespace()
+                guard position < buffer.count, buffer[position] == UInt8(ascii: ":") else { throw error("expected ':'") }
+                position += 1
+                skipWhitespace()
+                try skipValue(depth: depth + 1)
+                if try endOfEntry() { return }
+            }
+        case UInt8(ascii: "["):
+            guard depth < Self.maximumDepth else { throw error("nesting deeper than \(Self.maximumDepth)") }
+            position += 1
+            skipWhitespace()
+            if position < buffer.count, buffer[position] == UInt8(ascii: "]") {
+                position += 1
+                return
+            }
+            while true {
+                skipWhitespace()
+                try skipValue(depth: depth + 1)
+                skipWhitespace()
+                guard position < buffer.count else { throw error("unexpected end of input in an array") }
+                if buffer[position] == UInt8(ascii: ",") {
+                    position += 1
+                    continue
+                }
+                if buffer[position] == UInt8(ascii: "]") {
+                    position += 1
+                    return
+                }
+                throw error("expected ',' or ']'")
+            }
+        case UInt8(ascii: "\""):
+            try skipString()
+        default:
+            _ = try parseValue(depth: depth)  // a literal or a number: nothing to build worth avoiding
+        }
+    }
+
+    /// Reads over a string, checking its escapes and that it has no raw control characters.
+    private mutating func skipString() throws {
+        position += 1  // opening quote
+        while position < buffer.count {
+            let byte = buffer[position]
+            position += 1
+            switch byte {
+            case UInt8(ascii: "\""):
+                return
+            case UInt8(ascii: "\\"):
+                guard position < buffer.count else { throw error("unexpected end of input in an escape") }
+                let escaped = buffer[position]
+                position += 1
+                switch escaped {
+                case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"), UInt8(ascii: "b"), UInt8(ascii: "f"),
+                     UInt8(ascii: "n"), UInt8(ascii: "r"), UInt8(ascii: "t"):
+                    break
+                case UInt8(ascii: "u"):
+                    _ = try parseHex4()
+                default:
+                    throw error("invalid escape '\\\(Unicode.Scalar(escaped))'")
+                }
+            default:
+                if byte < 0x20 { throw error("unescaped control character in a string") }
+            }
+        }
+        throw error("unterminated string")
     }
 
     private mutating func parseArray(depth: Int) throws -> [JSONValue] {

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import VaultCrypto
 @testable import VaultModels
 
 @Suite("JSON parser and serializer")
@@ -135,6 +136,45 @@ struct JSONParserTests {
         }
         #expect(handed == 3)
         #expect(throws: ModelError.self) { try JSONParser.parseObject(Array(#"[{"ciphers":[1]}]"#.utf8), streaming: ["ciphers"]) { _, _, _ in } }
+    }
+
+    /// Only the selected values are built; the rest is read over but still checked as JSON.
+    @Test("a selective parse builds what it keeps exactly as the whole parse does, and refuses what the whole parse refuses")
+    func selectiveParse() throws {
+        let selection = JSONParser.Selection(paths: ["id", "name", "login.username", "type"])
+        func expected(_ whole: JSONObject) -> JSONObject {
+            JSONObject(entries: whole.entries.filter { ["id", "name", "type", "login"].contains(JSONObject.camelCase($0.key)) }.map { entry in
+                guard JSONObject.camelCase(entry.key) == "login", let login = entry.value.objectValue else { return entry }
+                return JSONObject.Entry(key: entry.key, value: .object(JSONObject(entries: login.entries.filter { JSONObject.camelCase($0.key) == "username" })))
+            })
+        }
+        let texts = [
+            #"{"Id":"1","notes":"a \"quoted\" \\ note \u00e9\ud83d\udd10","fields":[{"name":"x","value":null}],"Login":{"Username":"u","password":"p","uris":[{"uri":"\n"}]},"name":"n","type":1}"#,
+            #"{"login":null,"passwordHistory":[],"x":{"deep":[[[{}]]]},"y":-1.5e3,"z":true}"#,
+            #"{"login":"not an object","name":"é"}"#,
+            #"{}"#,
+        ]
+        for text in texts {
+            let kept = try JSONParser.parseObject(Array(text.utf8), keeping: selection)
+            let whole = try JSONParser.parseObject(Array(text.utf8))
+            #expect(kept.entries.map(\.key) == expected(whole).entries.map(\.key) && kept == expected(whole), "\(text)")
+        }
+        // Stored items of every type, with unknown fields at every level.
+        var random = RandomViews(rng: SplitMix64(seed: 2026_11_27), keys: VaultKeys(userKey: SymmetricCryptoKey.generate()))
+        for index in 0..<200 {
+            let wire = try random.cipher(type: CipherType.supported[index % CipherType.supported.count]).encrypted(with: random.keys)
+            let bytes = wire.jsonBytes()
+            #expect(try JSONParser.parseObject(bytes, keeping: selection) == expected(try JSONParser.parseObject(bytes)), "item \(index)")
+        }
+        // Damage in a value that is read over is still found, and so is a repeated key, kept or not.
+        for text in [
+            #"{"notes":"\x","name":"n"}"#, "{\"notes\":\"\u{1}\",\"name\":\"n\"}", #"{"notes":"open,"name":"n"}"#, #"{"fields":[1 2],"name":"n"}"#,
+            #"{"fields":[1,],"name":"n"}"#, #"{"x":{"a" 1},"name":"n"}"#, #"{"x":tru,"name":"n"}"#, #"{"x":1,"x":2}"#, #"{"name":"a","name":"b"}"#,
+            #"{"x":1,}"#, #"{"name":"n"} {}"#, #"{"x":"\u12"}"#, String(repeating: "[", count: 300),
+            "{\"x\":" + String(repeating: "[", count: 300) + String(repeating: "]", count: 300) + "}",
+        ] {
+            #expect(throws: ModelError.self, "\(text.prefix(60))") { try JSONParser.parseObject(Array(text.utf8), keeping: selection) }
+        }
     }
 
     @Test("lookup is first-letter case-insensitive and setting replaces either spelling")
