@@ -19,14 +19,21 @@ extension VaultEngine {
     /// the save path follows an id only once it was not found (``savingThroughRaces(of:_:)``).
     func currentID(of id: String, kind: PendingItemKind = .cipher) throws -> String {
         let userID = try requireSession().userID
-        return try readNow { tx in
-            let present = switch kind {
+        return try readNow { tx in try Self.located(id, kind: kind, userID: userID, tx).id }
+    }
+
+    /// Where `id` is now: itself when something has it, else the id a sync swapped it for (`exists`: whether
+    /// something has that one); `id` itself, not existing, when it was never swapped.
+    static func located(_ id: String, kind: PendingItemKind, userID: String, _ tx: StoreTransaction) throws -> (id: String, exists: Bool) {
+        func exists(_ id: String) throws -> Bool {
+            switch kind {
             case .cipher: try tx.ciphers(of: userID).find(id: id) != nil
             case .folder: try tx.folders(of: userID).find(id: id) != nil
             }
-            guard !present, let swap = try tx.idSwaps(of: userID).swap(kind: kind, from: id) else { return id }
-            return swap.newID
         }
+        if try exists(id) { return (id, true) }
+        guard let swap = try tx.idSwaps(of: userID).swap(kind: kind, from: id) else { return (id, false) }
+        return (swap.newID, try exists(swap.newID))
     }
 
     /// An edit made on a view read under `edited.id`, which a sync has swapped for `id` since: the edit, and the
@@ -37,9 +44,10 @@ extension VaultEngine {
     func followed(_ edited: CipherView, basedOn original: CipherView?, to id: String) throws -> (CipherView, CipherView?) {
         guard let oldID = edited.id, oldID != id else { return (edited, original) }
         let userID = try requireSession().userID
-        let swap = try swappedID(of: oldID, kind: .cipher)
-        let stored = try readNow { tx in try tx.ciphers(of: userID).find(id: id)?.revisionDate }
-        let unchanged = swap?.id == id && swap?.revision != nil && swap?.revision == stored
+        let (swap, stored) = try readNow { tx in
+            (try tx.idSwaps(of: userID).swap(kind: .cipher, from: oldID), try tx.ciphers(of: userID).find(id: id)?.revisionDate)
+        }
+        let unchanged = swap?.newID == id && swap?.revision != nil && swap?.revision == stored
         func moved(_ view: CipherView) -> CipherView {
             var view = view
             view.id = id

@@ -103,11 +103,7 @@ extension VaultEngine {
     /// swapped: docs/ARCHITECTURE.md, "Ids that change"); nothing decrypted.
     public func hasItem(id: String) throws -> Bool {
         let userID = try requireSession().userID
-        return try readNow { tx in
-            if try tx.ciphers(of: userID).find(id: id) != nil { return true }
-            guard let swap = try tx.idSwaps(of: userID).swap(kind: .cipher, from: id) else { return false }
-            return try tx.ciphers(of: userID).find(id: swap.newID) != nil
-        }
+        return try readNow { tx in try Self.located(id, kind: .cipher, userID: userID, tx).exists }
     }
 
     /// One item as ``items()`` lists it (decrypted, or why not, with its queued change), without

@@ -181,26 +181,18 @@ public struct JSONParser {
         var seen: Set<String>? = nil
         // With a selection, every key read (kept or not), for the duplicate check.
         var keysRead: [String] = []
-        skipWhitespace()
-        if position < buffer.count, buffer[position] == UInt8(ascii: "}") {
-            position += 1
-            return JSONObject(entries: entries)
-        }
+        if closesAtOnce(UInt8(ascii: "}")) { return JSONObject(entries: entries) }
         while true {
             skipWhitespace()
             guard position < buffer.count, buffer[position] == UInt8(ascii: "\"") else {
                 throw error("expected a string key")
             }
             let key = try parseString()
-            if selection != nil { keysRead.append(key) }
-            // Duplicate keys: linear for small objects, hashed for large ones (no quadratic blow-up).
-            let earlier = selection == nil ? entries.count : keysRead.count - 1
-            if earlier < 32 {
-                let duplicate = selection == nil ? entries.contains(where: { $0.key == key }) : keysRead.dropLast().contains(key)
-                if duplicate { throw error("duplicate key '\(key.prefix(40))'") }
+            if selection == nil {
+                try refuseRepeated(key, among: entries.lazy.map(\.key), seen: &seen)
             } else {
-                if seen == nil { seen = Set(selection == nil ? entries.map(\.key) : Array(keysRead.dropLast())) }
-                if !seen!.insert(key).inserted { throw error("duplicate key '\(key.prefix(40))'") }
+                try refuseRepeated(key, among: keysRead, seen: &seen)
+                keysRead.append(key)
             }
             skipWhitespace()
             guard position < buffer.count, buffer[position] == UInt8(ascii: ":") else { throw error("expected ':'") }
@@ -231,6 +223,17 @@ public struct JSONParser {
         }
     }
 
+    /// Refuses `key` when `earlier` (the object's keys before it) holds it: linear for small objects, hashed
+    /// for large ones (no quadratic blow-up); `seen` is the hash, made once an object grows large.
+    private func refuseRepeated<Keys: Collection>(_ key: String, among earlier: Keys, seen: inout Set<String>?) throws where Keys.Element == String {
+        if earlier.count < 32 {
+            if earlier.contains(key) { throw error("duplicate key '\(key.prefix(40))'") }
+        } else {
+            if seen == nil { seen = Set(earlier) }
+            if !seen!.insert(key).inserted { throw error("duplicate key '\(key.prefix(40))'") }
+        }
+    }
+
     /// After an object's value: `true` at its closing brace, `false` past a comma.
     private mutating func endOfEntry() throws -> Bool {
         skipWhitespace()
@@ -253,11 +256,7 @@ public struct JSONParser {
         case UInt8(ascii: "{"):
             guard depth < Self.maximumDepth else { throw error("nesting deeper than \(Self.maximumDepth)") }
             position += 1
-            skipWhitespace()
-            if position < buffer.count, buffer[position] == UInt8(ascii: "}") {
-                position += 1
-                return
-            }
+            if closesAtOnce(UInt8(ascii: "}")) { return }
             while true {
                 skipWhitespace()
                 guard position < buffer.count, buffer[position] == UInt8(ascii: "\"") else { throw error("expected a string key") }
@@ -272,25 +271,11 @@ public struct JSONParser {
         case UInt8(ascii: "["):
             guard depth < Self.maximumDepth else { throw error("nesting deeper than \(Self.maximumDepth)") }
             position += 1
-            skipWhitespace()
-            if position < buffer.count, buffer[position] == UInt8(ascii: "]") {
-                position += 1
-                return
-            }
+            if closesAtOnce(UInt8(ascii: "]")) { return }
             while true {
                 skipWhitespace()
                 try skipValue(depth: depth + 1)
-                skipWhitespace()
-                guard position < buffer.count else { throw error("unexpected end of input in an array") }
-                if buffer[position] == UInt8(ascii: ",") {
-                    position += 1
-                    continue
-                }
-                if buffer[position] == UInt8(ascii: "]") {
-                    position += 1
-                    return
-                }
-                throw error("expected ',' or ']'")
+                if try endOfElement() { return }
             }
         case UInt8(ascii: "\""):
             try skipString()
@@ -337,29 +322,38 @@ public struct JSONParser {
     /// Parses an array, handing each element to `take` in order, with the offset just past it.
     private mutating func parseArray(depth: Int, _ take: (Int, JSONValue, Int) throws -> Void) throws {
         position += 1  // [
-        skipWhitespace()
-        if position < buffer.count, buffer[position] == UInt8(ascii: "]") {
-            position += 1
-            return
-        }
+        if closesAtOnce(UInt8(ascii: "]")) { return }
         var index = 0
         while true {
             skipWhitespace()
             let value = try parseValue(depth: depth)
             try take(index, value, position)
             index += 1
-            skipWhitespace()
-            guard position < buffer.count else { throw error("unexpected end of input in an array") }
-            if buffer[position] == UInt8(ascii: ",") {
-                position += 1
-                continue
-            }
-            if buffer[position] == UInt8(ascii: "]") {
-                position += 1
-                return
-            }
-            throw error("expected ',' or ']'")
+            if try endOfElement() { return }
         }
+    }
+
+    /// After an array's element: `true` at its closing bracket, `false` past a comma.
+    private mutating func endOfElement() throws -> Bool {
+        skipWhitespace()
+        guard position < buffer.count else { throw error("unexpected end of input in an array") }
+        if buffer[position] == UInt8(ascii: ",") {
+            position += 1
+            return false
+        }
+        if buffer[position] == UInt8(ascii: "]") {
+            position += 1
+            return true
+        }
+        throw error("expected ',' or ']'")
+    }
+
+    /// Just past an opening bracket or brace: whether the container is empty (then read past `closing`).
+    private mutating func closesAtOnce(_ closing: UInt8) -> Bool {
+        skipWhitespace()
+        guard position < buffer.count, buffer[position] == closing else { return false }
+        position += 1
+        return true
     }
 
     private mutating func parseNumber() throws -> String {

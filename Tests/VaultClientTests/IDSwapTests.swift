@@ -24,7 +24,7 @@ struct IDSwapTests {
         return (online, item, folderID)
     }
 
-    @Test("an edit, a move into the folder, a rename and a trash under the temporary ids reach the item and the folder")
+    @Test("an edit, a move into the folder, a rename, an attachment, trash and deletes under the temporary ids reach the item and the folder")
     func temporaryIDsFollowed() async throws {
         let devices = try await TwoDevices.start()
         let (online, item, temporaryFolderID) = try await createdOfflineThenSynced(devices)
@@ -50,8 +50,15 @@ struct IDSwapTests {
         #expect(onB.first?.passwordHistory.map(\.password) == ["first"])
         #expect(try await devices.b.engine.folders().map(\.name) == ["Renamed"])
 
+        let attached = try await online.engine.addAttachment(itemID: temporaryID, fileName: "a.txt", contents: Array("kept".utf8))
+        #expect(try await online.engine.attachmentContents(itemID: temporaryID, attachmentID: attached.id) == Array("kept".utf8))
         #expect(try await online.engine.softDeleteItem(id: temporaryID) == .synced)
         #expect(try await online.engine.item(id: serverID).deletedDate != nil)
+        #expect(try await online.engine.deleteFolder(id: temporaryFolderID) == .synced)
+        #expect(try await online.engine.folders().isEmpty)
+        #expect(try await online.engine.permanentlyDeleteItem(id: temporaryID) == .synced)
+        #expect(try await !online.engine.hasItem(id: temporaryID))
+        #expect(try await !online.engine.hasItem(id: serverID))
         await online.engine.shutdown()
         await devices.finish()
     }
