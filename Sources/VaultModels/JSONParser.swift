@@ -235,18 +235,23 @@ public struct JSONParser {
     }
 
     /// After an object's value: `true` at its closing brace, `false` past a comma.
-    private mutating func endOfEntry() throws -> Bool {
+    private mutating func endOfEntry() throws -> Bool { try endOfPart(closing: "}", in: "an object") }
+
+    /// After an array's element: `true` at its closing bracket, `false` past a comma.
+    private mutating func endOfElement() throws -> Bool { try endOfPart(closing: "]", in: "an array") }
+
+    private mutating func endOfPart(closing: Unicode.Scalar, in container: String) throws -> Bool {
         skipWhitespace()
-        guard position < buffer.count else { throw error("unexpected end of input in an object") }
+        guard position < buffer.count else { throw error("unexpected end of input in \(container)") }
         if buffer[position] == UInt8(ascii: ",") {
             position += 1
             return false
         }
-        if buffer[position] == UInt8(ascii: "}") {
+        if buffer[position] == UInt8(ascii: closing) {
             position += 1
             return true
         }
-        throw error("expected ',' or '}'")
+        throw error("expected ',' or '\(closing)'")
     }
 
     /// Reads over one value, checking its structure, building nothing.
@@ -331,21 +336,6 @@ public struct JSONParser {
             index += 1
             if try endOfElement() { return }
         }
-    }
-
-    /// After an array's element: `true` at its closing bracket, `false` past a comma.
-    private mutating func endOfElement() throws -> Bool {
-        skipWhitespace()
-        guard position < buffer.count else { throw error("unexpected end of input in an array") }
-        if buffer[position] == UInt8(ascii: ",") {
-            position += 1
-            return false
-        }
-        if buffer[position] == UInt8(ascii: "]") {
-            position += 1
-            return true
-        }
-        throw error("expected ',' or ']'")
     }
 
     /// Just past an opening bracket or brace: whether the container is empty (then read past `closing`).
