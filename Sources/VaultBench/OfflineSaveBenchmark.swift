@@ -48,6 +48,7 @@ enum OfflineSaveBenchmark {
         var ours: [Double] = []
         var oursCPU = 0.0  // the process's CPU time during the saves (all threads: the background checkpoints too)
         var reference: [Double] = []
+        var storedBytes = (item: 0, record: 0)
         let batch = 50
         // `VAULTSYNC_PERF_CTL` (see ``PerfControl``): the profile covers the save loop only.
         let perf = PerfControl.fromEnvironment()
@@ -75,6 +76,10 @@ enum OfflineSaveBenchmark {
                      try String.fetchOne(db, sql: "SELECT sealed FROM pendingChange WHERE userID = ? AND itemID = ?", arguments: [userID, id])!)
                 }
             }
+            for (_, (json, sealed)) in zip(edited, stored) {
+                storedBytes.item += json.utf8.count
+                storedBytes.record += sealed.utf8.count
+            }
             for (view, (json, sealed)) in zip(edited, stored) {
                 let plaintexts = Self.plaintexts(of: view) + [Array(repeating: UInt8(ascii: "m"), count: sealed.utf8.count * 3 / 4)]
                 reference.append(try measure {
@@ -100,6 +105,12 @@ enum OfflineSaveBenchmark {
         try await client.shutdown()
         print(String(format: "P1 parts: p50 %.3f ms per store write transaction (async), %.3f ms per refused server call; CPU %.3f ms per save (mean, every thread)",
                      percentile(emptyWrites, 0.5) * 1000, percentile(deadCalls, 0.5) * 1000, oursCPU / Double(ours.count) * 1000))
+        // The slow tail, save by save (which saves, how slow), next to the reference's.
+        func tail(_ times: [Double]) -> String {
+            let slow = times.enumerated().filter { $0.element > 0.002 }
+            return "\(slow.count) over 2 ms" + (slow.isEmpty ? "" : " (" + slow.prefix(8).map { String(format: "#%d %.1f ms", $0.offset, $0.element * 1000) }.joined(separator: ", ") + ")")
+        }
+        print("P1 tail: ours \(tail(ours)); bare \(tail(reference)); stored per save: item \(storedBytes.item / ours.count) bytes, queue record \(storedBytes.record / ours.count) bytes")
         await engine.shutdown()
         let p50 = percentile(ours, 0.5) * 1000, p99 = percentile(ours, 0.99) * 1000
         let r50 = percentile(reference, 0.5) * 1000, r99 = percentile(reference, 0.99) * 1000

@@ -240,7 +240,7 @@ extension VaultEngine {
         let current = try requireSession()
         let itemID = try local.id ?? { throw VaultError.itemNotFound(previous.id ?? "") }()
         let existing = try await pendingChange(itemKind: .cipher, itemID: itemID, userID: current.userID)
-        _ = try await queue(itemID: itemID, operation: operation, local: local, previous: previous, existing: existing, reason: .offline, session: current)
+        _ = try queue(itemID: itemID, SaveInput(operation: operation, local: local, previous: previous, isOrganization: false), existing: existing, reason: .offline)
     }
 
     /// The decrypted contents of an attachment (in memory: for small files; see ``saveAttachment``).

@@ -98,8 +98,12 @@ extension CipherView {
     /// Every user-visible string becomes a fresh type 2 EncString; URI checksums are computed; the data
     /// object matching ``type`` is always written (empty if the view has none) and ``unknown`` keys are
     /// carried over at every level.
-    public func encrypted(with keys: VaultKeys, random: any RandomSource = SystemRandomSource()) throws -> CipherWire {
-        let key = try keys.fieldKey(itemKey: itemKey, organizationId: organizationId, itemID: id)
+    ///
+    /// `fieldKey`: the key ``itemKey`` opens to, when the caller opened it already (``CipherWire/fieldKey(with:)``
+    /// of the stored version whose item key and owner this view carries).
+    public func encrypted(with keys: VaultKeys, fieldKey: SymmetricCryptoKey? = nil,
+                          random: any RandomSource = SystemRandomSource()) throws -> CipherWire {
+        let key = try fieldKey ?? keys.fieldKey(itemKey: itemKey, organizationId: organizationId, itemID: id)
         func text(_ value: String, _ field: String) throws -> EncString {
             try encryptField(value, key: key, random: random, field: field)
         }
@@ -220,10 +224,17 @@ extension CipherView {
 }
 
 extension CipherWire {
+    /// The key this item's fields are encrypted with: its item key opened with its owner's key (the user's or
+    /// its organization's), or that owner key for an item without one.
+    public func fieldKey(with keys: VaultKeys) throws -> SymmetricCryptoKey {
+        try keys.fieldKey(itemKey: key, organizationId: organizationId, itemID: id)
+    }
+
     /// The name and the login password alone: what a save compares its edit with (a changed password goes
     /// to the history), where ``decrypted(with:)`` decrypts every field.
-    public func decryptedNameAndPassword(with keys: VaultKeys) throws -> (name: String, password: String?) {
-        let key = try keys.fieldKey(itemKey: self.key, organizationId: organizationId, itemID: id)
+    /// `fieldKey`: this item's ``fieldKey(with:)``, when the caller opened it already.
+    public func decryptedNameAndPassword(with keys: VaultKeys, fieldKey: SymmetricCryptoKey? = nil) throws -> (name: String, password: String?) {
+        let key = try fieldKey ?? self.fieldKey(with: keys)
         return (try decryptField(name, key: key, itemID: id, field: "name"),
                 try decryptOptional(login?.password, key: key, itemID: id, field: "login.password"))
     }

@@ -277,6 +277,18 @@ public struct SyncStateRow: Codable, Sendable, Equatable, FetchableRecord, Persi
         self.userID = userID
         lastContactFailed = false
     }
+
+    /// Read by column name, not through `Decodable`: every save reads it (the known-offline check), and
+    /// GRDB's keyed decoding container was 5% of an offline save's time (docs/BENCHMARKS.md, session 27).
+    public init(row: Row) throws {
+        userID = try row.decode(forColumn: CodingKeys.userID.stringValue)
+        lastSyncDate = try row.decode(forColumn: CodingKeys.lastSyncDate.stringValue)
+        accountRevisionDate = try row.decode(forColumn: CodingKeys.accountRevisionDate.stringValue)
+        clockOffset = try row.decode(forColumn: CodingKeys.clockOffset.stringValue)
+        lastContactDate = try row.decode(forColumn: CodingKeys.lastContactDate.stringValue)
+        lastContactFailed = try row.decode(forColumn: CodingKeys.lastContactFailed.stringValue)
+        lastContactProblem = try row.decode(forColumn: CodingKeys.lastContactProblem.stringValue)
+    }
 }
 
 /// What this device keeps of an account across logout (migration v8): the device identifier the

@@ -221,6 +221,14 @@ struct OfflineOperationTests {
         let scenario = try await Scenario.start()
         let a = try await scenario.device(register: true)
         await #expect(throws: VaultError.invalidItem("a name is required")) { try await a.engine.addItem(loginItem("  ")) }
+        // White space of every kind (tab, line breaks, no-break and ideographic spaces, line separator) is no name.
+        for blank in ["", "\t\n\r", "\u{A0}\u{2003}", "\u{3000}\u{2028}\u{85}"] {
+            await #expect(throws: VaultError.invalidItem("a name is required")) { try await a.engine.addItem(loginItem(blank)) }
+        }
+        // A zero-width space is not white space: Foundation's `whitespacesAndNewlines` does not hold it either.
+        let zeroWidth = try await a.engine.addItem(loginItem("\u{200B}")).value
+        #expect(zeroWidth.name == "\u{200B}")
+        _ = try await a.engine.permanentlyDeleteItem(id: zeroWidth.id!)
         var mixed = loginItem("Mixed")
         mixed.card = CardView(values: [.number: "4111111111111111"])
         await #expect(throws: VaultError.self) { try await a.engine.addItem(mixed) }
