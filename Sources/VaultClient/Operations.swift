@@ -14,6 +14,8 @@ extension VaultEngine {
         let current = try requireSession()
         var view = item
         if view.id == nil { view.id = UUID().uuidString.lowercased() }
+        // A folder id shown before a sync gave the folder its server id is followed (docs/ARCHITECTURE.md, "Ids that change").
+        if let folderID = view.folderId { view.folderId = try currentFolderID(folderID) ?? folderID }
         if view.itemKey == nil {
             view.itemKey = try modelCall { try current.keys.wrapNewItemKey(organizationId: view.organizationId, random: random) }
         }
@@ -24,7 +26,7 @@ extension VaultEngine {
         let local = try encrypt(view, keys: current.keys)
         let collections = view.collectionIds ?? []
         let input = SaveInput(operation: .create, local: local, previous: nil, isOrganization: view.organizationId != nil)
-        let result = try await save(itemID: view.id!) { _ in input } online: { api, token, _ in
+        let result = try await save(itemID: view.id!) { _, _ in input } online: { api, token, _ in
             // The temporary id names this create in every attempt, renames included (the queued create keeps it).
             try await api.createCipher(local, collectionIDs: collections, idempotencyKey: local.id, token: token)
         }
@@ -72,8 +74,8 @@ extension VaultEngine {
         var prepared: PreparedEdit?
         let result: SaveResult<CipherWire?>
         do {
-            result = try await save(itemID: id, readingItem: true) { facts in
-                let edit = try self.preparedEdit(of: id, edited, basedOn: original, stored: facts.stored, keys: current.keys)
+            result = try await save(itemID: id, readingItem: true) { facts, tx in
+                let edit = try self.preparedEdit(of: id, edited, basedOn: original, stored: facts.stored, session: current, tx)
                 prepared = edit
                 return edit.input
             } online: { api, token, input in
@@ -99,7 +101,9 @@ extension VaultEngine {
         var previousView: CipherView?
     }
 
-    func preparedEdit(of id: String, _ edited: CipherView, basedOn original: CipherView?, stored: CipherRow?, keys: VaultKeys) throws -> PreparedEdit {
+    func preparedEdit(of id: String, _ edited: CipherView, basedOn original: CipherView?, stored: CipherRow?, session current: UnlockedSession,
+                      _ tx: StoreTransaction) throws -> PreparedEdit {
+        let keys = current.keys
         let (previous, previousRow) = try Self.parsedItem(stored, id: id)
         // Every field of the stored version is decrypted only to carry an edit over onto it; otherwise its name
         // and password are what the save compares (an offline save's decryption: docs/BENCHMARKS.md, session 26).
@@ -120,6 +124,11 @@ extension VaultEngine {
         // The item key and ownership are the stored ones; an edit cannot move an item between owners.
         view.itemKey = previous.key
         view.organizationId = previous.organizationId
+        // A folder id shown before a sync gave the folder its server id is followed (docs/ARCHITECTURE.md, "Ids that change").
+        if let folderID = view.folderId, folderID != previous.folderId {
+            let found = try Self.located(folderID, kind: .folder, userID: current.userID, tx)
+            if found.exists { view.folderId = found.id }
+        }
         let newPassword = view.login?.password
         let passwordChanged = (oldPassword ?? "") != (newPassword ?? "")
         let now = clock.now()
@@ -186,7 +195,7 @@ extension VaultEngine {
     public func permanentlyDeleteItem(id: String) async throws -> SaveOutcome {
         let id = try currentID(of: id)
         return try await oneSaveAtATime(of: id) {
-            try await self.save(itemID: id, readingItem: true) { facts in
+            try await self.save(itemID: id, readingItem: true) { facts, _ in
                 let previous = try Self.parsedItem(facts.stored, id: id).0
                 return SaveInput(operation: .hardDelete, local: nil, previous: previous, isOrganization: previous.organizationId != nil)
             } online: { api, token, _ in
@@ -203,7 +212,7 @@ extension VaultEngine {
                      online: @escaping @Sendable (String, CipherWire, BitwardenAPI, String) async throws -> CipherWire?) async throws -> SaveResult<CipherWire?> {
         // Applied to the item as stored when the save writes: another process's save meanwhile is kept.
         try await savingThroughRaces(of: id) { id, _ in
-            try await self.save(itemID: id, readingItem: true) { facts in
+            try await self.save(itemID: id, readingItem: true) { facts, _ in
                 let (previous, previousRow) = try Self.parsedItem(facts.stored, id: id)
                 var changed = previous
                 change(&changed)
@@ -257,18 +266,18 @@ extension VaultEngine {
     }
 
     /// The one path every item change takes (docs/ARCHITECTURE.md, "The path of a change"). `prepare` makes
-    /// what the save stores from what is stored now (``SaveFacts``). A save that is queued without asking
+    /// what the save stores from what is stored now (``SaveFacts``, and the transaction for anything else it reads). A save that is queued without asking
     /// the server (it was unreachable moments ago, or the item has queued work) reads, decides and stores in
     /// one write transaction: nothing, not even another process's save, comes in between. Otherwise the
     /// server comes first; a refusal is reported; when the server cannot be reached the encrypted result is
     /// kept with its queue record, atomically, unless the item was stored again meanwhile (``SaveRaced``).
-    func save(itemID: String, readingItem: Bool = false, prepare: (SaveFacts) throws -> SaveInput,
+    func save(itemID: String, readingItem: Bool = false, prepare: (SaveFacts, StoreTransaction) throws -> SaveInput,
               online: @escaping @Sendable (BitwardenAPI, String, SaveInput) async throws -> CipherWire?) async throws -> SaveResult<CipherWire?> {
         let current = try requireSession()
         let (userID, key) = (current.userID, current.keys.userKey)
         let (input, queued) = try writeNow { tx -> (SaveInput, (QueuedReason, Int)?) in
             let facts = try Self.saveFacts(kind: .cipher, itemID: itemID, userID: userID, key: key, readingItem: readingItem, tx)
-            let input = try prepare(facts)
+            let input = try prepare(facts, tx)
             guard case .queue(let reason) = try route(facts, isOrganization: input.isOrganization) else { return (input, nil) }
             return (input, (reason, try queueItem(input, itemID: itemID, existing: facts.existing, userID: userID, key: key, tx)))
         }

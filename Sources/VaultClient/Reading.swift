@@ -106,6 +106,14 @@ extension VaultEngine {
         return try readNow { tx in try Self.located(id, kind: .cipher, userID: userID, tx).exists }
     }
 
+    /// The id a folder has now: `id` itself, or the server's id a sync gave it since `id` was shown (a folder
+    /// created offline: docs/ARCHITECTURE.md, "Ids that change"); `nil` when no folder has either.
+    public func currentFolderID(_ id: String) throws -> String? {
+        let userID = try requireSession().userID
+        let found = try readNow { tx in try Self.located(id, kind: .folder, userID: userID, tx) }
+        return found.exists ? found.id : nil
+    }
+
     /// One item as ``items()`` lists it (decrypted, or why not, with its queued change), without
     /// reading the others.
     public func listedItem(id: String) async throws -> VaultItem {

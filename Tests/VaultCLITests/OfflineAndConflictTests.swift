@@ -37,17 +37,28 @@ struct OfflineAndConflictTests {
 
     /// A script that kept the id `list` showed for an item added offline still reaches the item after the sync
     /// that gave it its server id (docs/ARCHITECTURE.md, "Ids that change").
-    @Test("the temporary id of an item added offline still works after sync: get, edit, trash")
+    @Test("the temporary ids of an item and a folder added offline still work after sync: get, edit, trash; add into the folder, list it")
     func temporaryIDAfterSync() async throws {
         let scenario = try await CLIScenario.start()
         let device = try await scenario.device(register: true)
         await scenario.server.stop()
         try await device.expect(["add", "login", "--name", "Made offline", "--username", "alice"])
         let temporaryID = try #require(itemID(try await device.json(["list"]), named: "Made offline"))
+        try await device.expect(["folder", "add", "Folder made offline"])
+        let temporaryFolderID = try #require(try await device.json(["folder", "list"]).arrayValue?.first?["id"]?.stringValue)
         try await scenario.server.start()
         try await device.expect(["sync"])
         let serverID = try #require(itemID(try await device.json(["list"]), named: "Made offline"))
         #expect(serverID != temporaryID)
+        let serverFolderID = try #require(try await device.json(["folder", "list"]).arrayValue?.first?["id"]?.stringValue)
+        #expect(serverFolderID != temporaryFolderID)
+
+        // The folder's temporary id, as `folder list` showed it offline, names the folder under its server id.
+        try await device.expect(["add", "note", "--name", "Filed by the old id", "--notes", "n", "--folder", temporaryFolderID])
+        let filed = try await device.json(["list", "--folder", temporaryFolderID])
+        #expect(filed.arrayValue?.compactMap { $0["name"]?.stringValue } == ["Filed by the old id"])
+        #expect(try await device.json(["get", "Filed by the old id"])["folderId"]?.stringValue == serverFolderID)
+        try await device.expect(["delete", "Filed by the old id"])
 
         #expect(try await device.json(["get", temporaryID])["id"]?.stringValue == serverID)
         try await device.expect(["edit", temporaryID, "--notes", "kept the id"])

@@ -24,7 +24,7 @@ struct IDSwapTests {
         return (online, item, folderID)
     }
 
-    @Test("an edit, a move into the folder, a rename, an attachment, trash and deletes under the temporary ids reach the item and the folder")
+    @Test("an edit, a move into the folder, an item added into it, a rename, an attachment, trash and deletes under the temporary ids reach the item and the folder")
     func temporaryIDsFollowed() async throws {
         let devices = try await TwoDevices.start()
         let (online, item, temporaryFolderID) = try await createdOfflineThenSynced(devices)
@@ -42,6 +42,18 @@ struct IDSwapTests {
         #expect(try await online.engine.moveItem(id: temporaryID, toFolder: temporaryFolderID) == .synced)
         #expect(try await online.engine.renameFolder(id: temporaryFolderID, name: "Renamed") == .synced)
         #expect(try await online.engine.attachments(itemID: temporaryID).isEmpty)
+        #expect(try await online.engine.currentFolderID(temporaryFolderID) == serverFolderID)
+        var filed = loginItem("Filed by the old folder id")
+        filed.folderId = temporaryFolderID
+        let added = try await online.engine.addItem(filed)
+        #expect(added.outcome == .synced && added.value.folderId == serverFolderID)
+        var refiled = added.value
+        refiled.folderId = nil
+        refiled = try await online.engine.updateItem(refiled).value
+        #expect(refiled.folderId == nil)
+        refiled.folderId = temporaryFolderID
+        #expect(try await online.engine.updateItem(refiled).value.folderId == serverFolderID, "an edit into the folder by its old id")
+        #expect(try await online.engine.permanentlyDeleteItem(id: try #require(added.value.id)) == .synced)
 
         _ = try await devices.b.engine.sync()
         let onB = try await devices.b.engine.views()

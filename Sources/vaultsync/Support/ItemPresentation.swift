@@ -214,6 +214,9 @@ extension CLIContext {
     /// Resolves FOLDER (id or name) to an id; "none" means no folder.
     func folderID(_ reference: String) async throws -> String? {
         if reference.lowercased() == "none" || reference.isEmpty { return nil }
+        // An exact id first, as for items: one a sync has swapped for the server's since it was shown (a folder
+        // created offline) is the folder under its server id now.
+        if let current = try await engine.currentFolderID(reference.lowercased()) { return current }
         let folders = try await engine.folders()
         let candidates = folders.compactMap { folder in folder.id.map { (id: $0, name: folder.name) } }
         return try await Presentation.find(reference, in: candidates, what: "folder")
