@@ -36,6 +36,12 @@ extension VaultEngine {
         return (swap.newID, try exists(swap.newID))
     }
 
+    /// ``currentFolderID(_:)`` inside a transaction.
+    static func currentFolderID(_ id: String, userID: String, _ tx: StoreTransaction) throws -> String? {
+        let found = try located(id, kind: .folder, userID: userID, tx)
+        return found.exists ? found.id : nil
+    }
+
     /// An edit made on a view read under `edited.id`, which a sync has swapped for `id` since: the edit, and the
     /// version it was made on, under the new id. When the stored item is still the version the swap stored,
     /// the view was read from that content and the edit is based on it; when a sync has brought another

@@ -112,7 +112,7 @@ extension VaultEngine {
         // The item key is opened once, for the comparison and the encryption (the edit keeps the stored key and owner).
         let fieldKey = try modelCall { try previous.fieldKey(with: keys) }
         let (previousName, oldPassword) = try previousView.map { ($0.name, $0.login?.password) }
-            ?? modelCall { try previous.decryptedNameAndPassword(with: keys, fieldKey: fieldKey) }
+            ?? modelCall { try previous.decryptedNameAndPassword(key: fieldKey) }
         // The revision the caller's view was read at. When the cache has moved on since (a sync stored
         // another device's version while the item was open), that revision is what this edit started from:
         // the server checks the push against it, and a queued edit records it, so the resolver keeps both
@@ -125,10 +125,8 @@ extension VaultEngine {
         view.itemKey = previous.key
         view.organizationId = previous.organizationId
         // A folder id shown before a sync gave the folder its server id is followed (docs/ARCHITECTURE.md, "Ids that change").
-        if let folderID = view.folderId, folderID != previous.folderId {
-            let found = try Self.located(folderID, kind: .folder, userID: current.userID, tx)
-            if found.exists { view.folderId = found.id }
-        }
+        if let folderID = view.folderId, folderID != previous.folderId,
+           let current = try Self.currentFolderID(folderID, userID: current.userID, tx) { view.folderId = current }
         let newPassword = view.login?.password
         let passwordChanged = (oldPassword ?? "") != (newPassword ?? "")
         let now = clock.now()
@@ -176,9 +174,10 @@ extension VaultEngine {
 
     /// Moves an item to a folder (`nil`: no folder).
     public func moveItem(id: String, toFolder folderID: String?) async throws -> SaveOutcome {
-        let current = try requireSession()
-        let folderID = try folderID.map { try currentID(of: $0, kind: .folder) }
-        if let folderID { _ = try await cachedFolder(id: folderID, userID: current.userID) }
+        let folderID = try folderID.map { shown in
+            guard let current = try currentFolderID(shown) else { throw VaultError.folderNotFound(shown) }
+            return current
+        }
         return try await changeState(id: id, operation: .move, change: { [folderID] in $0.folderId = folderID }) { [folderID] id, local, api, token in
             try await api.updateCipherState(id: id, folderID: folderID, favorite: local.favorite ?? false, token: token)
         }.outcome

@@ -110,8 +110,7 @@ extension VaultEngine {
     /// created offline: docs/ARCHITECTURE.md, "Ids that change"); `nil` when no folder has either.
     public func currentFolderID(_ id: String) throws -> String? {
         let userID = try requireSession().userID
-        let found = try readNow { tx in try Self.located(id, kind: .folder, userID: userID, tx) }
-        return found.exists ? found.id : nil
+        return try readNow { tx in try Self.currentFolderID(id, userID: userID, tx) }
     }
 
     /// One item as ``items()`` lists it (decrypted, or why not, with its queued change), without

@@ -232,11 +232,10 @@ extension CipherWire {
 
     /// The name and the login password alone: what a save compares its edit with (a changed password goes
     /// to the history), where ``decrypted(with:)`` decrypts every field.
-    /// `fieldKey`: this item's ``fieldKey(with:)``, when the caller opened it already.
-    public func decryptedNameAndPassword(with keys: VaultKeys, fieldKey: SymmetricCryptoKey? = nil) throws -> (name: String, password: String?) {
-        let key = try fieldKey ?? self.fieldKey(with: keys)
-        return (try decryptField(name, key: key, itemID: id, field: "name"),
-                try decryptOptional(login?.password, key: key, itemID: id, field: "login.password"))
+    /// `key`: this item's ``fieldKey(with:)`` (a save opens it once, for this and for its encryption).
+    public func decryptedNameAndPassword(key: SymmetricCryptoKey) throws -> (name: String, password: String?) {
+        (try decryptField(name, key: key, itemID: id, field: "name"),
+         try decryptOptional(login?.password, key: key, itemID: id, field: "login.password"))
     }
 
     /// What ``summary(jsonBytes:keys:)`` reads of a stored item; the rest is read over, not built.

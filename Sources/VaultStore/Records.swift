@@ -278,7 +278,7 @@ public struct SyncStateRow: Codable, Sendable, Equatable, FetchableRecord, Persi
         lastContactFailed = false
     }
 
-    /// Read by column name, not through `Decodable`: every save reads it (the known-offline check), and
+    /// Read by column name (``FetchableRecord``'s initializer, in place of the one `Decodable` gives): every save reads it (the known-offline check), and
     /// GRDB's keyed decoding container was 5% of an offline save's time (docs/BENCHMARKS.md, session 27).
     public init(row: Row) throws {
         userID = try row.decode(forColumn: CodingKeys.userID.stringValue)

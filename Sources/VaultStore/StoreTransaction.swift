@@ -176,7 +176,7 @@ public struct SyncStateTable {
     /// The stored state, or `nil` before the first contact.
     public func current() throws -> SyncStateRow? {
         // A cached statement: read by every save (the known-offline check) and every recorded contact.
-        try Row.fetchOne(try db.cachedStatement(sql: "SELECT * FROM syncState WHERE userID = ?"), arguments: [userID]).map(SyncStateRow.init(row:))
+        try SyncStateRow.fetchOne(try db.cachedStatement(sql: "SELECT * FROM syncState WHERE userID = ?"), arguments: [userID])
     }
 
     /// Reads the state (a fresh one if none), lets `change` edit it, stores it.
