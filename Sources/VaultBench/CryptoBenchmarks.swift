@@ -1,6 +1,7 @@
 import Crypto
 import Foundation
 import VaultCrypto
+import VaultModels
 import _CryptoExtras
 
 /// P4: EncString encrypt/decrypt throughput next to raw BoringSSL AES-256-CBC + HMAC-SHA256 on the
@@ -49,7 +50,33 @@ enum CryptoBenchmarks {
         })
         precondition(checksum > 0)
         results.append(throughput("P4-dec", "EncString parse + decrypt (\(count) fields)", oursDecrypt, referenceDecrypt, count))
+        results.append(try json(options: options))
         return results
+    }
+
+    /// P4-json (a report): an item's stored text written straight out (`jsonBytes()`, what storing an item
+    /// and sealing a queue record do) next to the same text through a tree (`jsonObject().serialized()`,
+    /// how it was written before session 28), on the benchmark vault's items.
+    static func json(options: BenchOptions) throws -> BenchResult {
+        let count = options.quick ? 2_000 : 10_000
+        let keys = VaultKeys(userKey: SymmetricCryptoKey.generate())
+        let wires = try (0..<count).map { index in
+            var view = try keys.newItem(type: .login, name: "Item \(index) at site\(index % 977).example")
+            view.login = LoginView(uris: [LoginURIView(uri: "https://login.site\(index % 977).example/account/\(index)")],
+                                   username: "user\(index)@mail.example", password: "pw-\(index)-xK9!")
+            if index % 4 == 0 { view.notes = "Recovery codes: \(index * 104_729)" }
+            return try view.encrypted(with: keys)
+        }
+        var bytes = 0
+        let (direct, tree) = try compare(rounds: 5, ours: {
+            for wire in wires { bytes &+= wire.jsonBytes().count }
+        }, reference: {
+            for wire in wires { bytes &+= wire.jsonObject().serialized().count }
+        })
+        precondition(bytes > 0)
+        return BenchResult(id: "P4-json", what: "an item's JSON text written directly (\(count) items)", value: Double(count) / direct, unit: "ops/s",
+                           reference: Double(count) / tree, referenceWhat: "the same text through a tree", ratio: direct / tree,
+                           goal: "report", met: nil)
     }
 
     static func throughput(_ id: String, _ what: String, _ ours: Double, _ reference: Double, _ count: Int) -> BenchResult {

@@ -84,14 +84,21 @@ enum FullSyncBenchmark {
     static func child() async throws {
         let input = try readChildInput(AccountProfile.self)
         let engine = try VaultEngine(databasePath: input.profile, configuration: EngineConfiguration(serverURL: input.url))
+        // `VAULTSYNC_PERF_CTL` (see ``PerfControl``) profiles one phase: `VAULTSYNC_PERF_P3=sync` (the default) or `list`.
+        let perfPhase = ProcessInfo.processInfo.environment["VAULTSYNC_PERF_P3"] ?? "sync"
+        let perf = PerfControl.fromEnvironment()
+        if perfPhase == "sync" { perf?.send("enable") }
         let syncSeconds = try await measureAsync { try await engine.login(email: input.email, password: input.password, acceptingKdf: BenchAccount.kdf) }
+        if perfPhase == "sync" { perf?.send("disable") }
         let syncPeak = peakRSSMiB()
         var listed = 0
         let cpuBefore = processCPUSeconds()
+        if perfPhase == "list" { perf?.send("enable") }
         let decryptSeconds = try await measureAsync {
             // What `vaultsync list` decrypts: each item's name and username (the rest when an item is opened).
             listed = try await engine.itemSummaries().filter { (try? $0.result.get()) != nil }.count
         }
+        if perfPhase == "list" { perf?.send("disable") }
         let decryptCPU = processCPUSeconds() - cpuBefore
         await engine.shutdown()
         try writeChildOutput(ChildOutput(syncSeconds: syncSeconds, decryptSeconds: decryptSeconds, items: listed, peakRSSMiB: peakRSSMiB(),

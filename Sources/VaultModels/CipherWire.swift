@@ -76,8 +76,7 @@ public struct CipherWire: JSONObjectConvertible {
         unknown = r.unknown
     }
 
-    public func jsonObject() -> JSONObject {
-        var w = JSONWriter()
+    public func write(into w: inout JSONWriter) {
         w.putIfPresent("object", object.map(JSONValue.string))
         w.put("id", id)
         w.put("organizationId", organizationId)
@@ -107,7 +106,6 @@ public struct CipherWire: JSONObjectConvertible {
         w.put("archivedDate", archivedDate)
         w.putIfPresent("lastKnownRevisionDate", lastKnownRevisionDate.map { .string($0.iso8601) })
         w.append(unknown: unknown)
-        return w.object
     }
 
     /// Every EncString the item carries, with its field path (for server-side validation and scans).
@@ -164,8 +162,7 @@ public struct LoginWire: JSONObjectConvertible {
         unknown = r.unknown
     }
 
-    public func jsonObject() -> JSONObject {
-        var w = JSONWriter()
+    public func write(into w: inout JSONWriter) {
         w.put("uris", uris)
         w.put("username", username)
         w.put("password", password)
@@ -175,7 +172,6 @@ public struct LoginWire: JSONObjectConvertible {
         w.put("fido2Credentials", fido2Credentials)
         w.putIfPresent("uri", uri.map { .string($0.serialized) })
         w.append(unknown: unknown)
-        return w.object
     }
 
     var encryptedFields: [(String, EncString)] {
@@ -218,13 +214,11 @@ public struct LoginURIWire: JSONObjectConvertible {
         unknown = r.unknown
     }
 
-    public func jsonObject() -> JSONObject {
-        var w = JSONWriter()
+    public func write(into w: inout JSONWriter) {
         w.put("uri", uri)
         w.put("uriChecksum", uriChecksum)
         w.put("match", match?.rawValue)
         w.append(unknown: unknown)
-        return w.object
     }
 }
 
@@ -245,12 +239,10 @@ public struct Fido2CredentialWire: JSONObjectConvertible {
         fields = try EncryptedFields(json: r.unknown, path: path)
     }
 
-    public func jsonObject() -> JSONObject {
-        var w = JSONWriter()
+    public func write(into w: inout JSONWriter) {
         fields.write(to: &w)
         w.put("creationDate", creationDate)
         w.append(unknown: fields.unknown)
-        return w.object
     }
 }
 
@@ -279,14 +271,12 @@ public struct FieldWire: JSONObjectConvertible {
         unknown = r.unknown
     }
 
-    public func jsonObject() -> JSONObject {
-        var w = JSONWriter()
+    public func write(into w: inout JSONWriter) {
         w.put("type", type.rawValue)
         w.put("name", name)
         w.put("value", value)
         w.put("linkedId", linkedId)
         w.append(unknown: unknown)
-        return w.object
     }
 }
 
@@ -309,12 +299,10 @@ public struct PasswordHistoryWire: JSONObjectConvertible {
         unknown = r.unknown
     }
 
-    public func jsonObject() -> JSONObject {
-        var w = JSONWriter()
+    public func write(into w: inout JSONWriter) {
         w.put("password", password)
         w.put("lastUsedDate", lastUsedDate)
         w.append(unknown: unknown)
-        return w.object
     }
 }
 
@@ -356,8 +344,7 @@ public struct AttachmentWire: JSONObjectConvertible {
         unknown = r.unknown
     }
 
-    public func jsonObject() -> JSONObject {
-        var w = JSONWriter()
+    public func write(into w: inout JSONWriter) {
         w.putIfPresent("object", object.map(JSONValue.string))
         w.put("id", id)
         w.put("url", url)
@@ -366,7 +353,6 @@ public struct AttachmentWire: JSONObjectConvertible {
         w.put("size", size)
         w.put("sizeName", sizeName)
         w.append(unknown: unknown)
-        return w.object
     }
 }
 
@@ -386,11 +372,9 @@ public struct SecureNoteWire: JSONObjectConvertible {
         unknown = r.unknown
     }
 
-    public func jsonObject() -> JSONObject {
-        var w = JSONWriter()
+    public func write(into w: inout JSONWriter) {
         w.put("type", type?.rawValue)
         w.append(unknown: unknown)
-        return w.object
     }
 }
 
@@ -413,12 +397,10 @@ public struct CipherPermissionsWire: JSONObjectConvertible {
         unknown = r.unknown
     }
 
-    public func jsonObject() -> JSONObject {
-        var w = JSONWriter()
+    public func write(into w: inout JSONWriter) {
         w.put("delete", delete)
         w.put("restore", restore)
         w.append(unknown: unknown)
-        return w.object
     }
 }
 
@@ -446,14 +428,12 @@ public struct FolderWire: JSONObjectConvertible {
         unknown = r.unknown
     }
 
-    public func jsonObject() -> JSONObject {
-        var w = JSONWriter()
+    public func write(into w: inout JSONWriter) {
         w.putIfPresent("object", object.map(JSONValue.string))
         w.put("id", id)
         w.put("name", name)
         w.put("revisionDate", revisionDate)
         w.append(unknown: unknown)
-        return w.object
     }
 }
 

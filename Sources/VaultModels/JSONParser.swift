@@ -227,11 +227,24 @@ public struct JSONParser {
     /// for large ones (no quadratic blow-up); `seen` is the hash, made once an object grows large.
     private func refuseRepeated<Keys: Collection>(_ key: String, among earlier: Keys, seen: inout Set<String>?) throws where Keys.Element == String {
         if earlier.count < 32 {
-            if earlier.contains(key) { throw error("duplicate key '\(key.prefix(40))'") }
+            if earlier.contains(where: { Self.sameKey($0, key) }) { throw error("duplicate key '\(key.prefix(40))'") }
         } else {
             if seen == nil { seen = Set(earlier) }
             if !seen!.insert(key).inserted { throw error("duplicate key '\(key.prefix(40))'") }
         }
+    }
+
+    /// `a == b` (Swift's canonical equivalence, the equality every lookup of a key uses), with a fast answer
+    /// for the common case of keys whose first or last bytes are different ASCII characters: an ASCII
+    /// character is a starter that never decomposes, so two texts that begin (or end) with different ones
+    /// are never canonically equivalent. The full comparison costs about as much as a short key's parse,
+    /// and an object's keys were compared pairwise.
+    @inline(__always)
+    static func sameKey(_ a: String, _ b: String) -> Bool {
+        let (left, right) = (a.utf8, b.utf8)
+        if let x = left.first, let y = right.first, x != y, x < 0x80, y < 0x80 { return false }
+        if let x = left.last, let y = right.last, x != y, x < 0x80, y < 0x80 { return false }
+        return a == b
     }
 
     /// After an object's value: `true` at its closing brace, `false` past a comma.
@@ -516,18 +529,38 @@ extension JSONValue {
         out.append(UInt8(ascii: "\""))
         var text = text
         text.withUTF8 { bytes in
-            // Copy runs that need no escaping in one go (EncStrings and ids never do).
-            var runStart = 0
-            for index in bytes.indices {
+            // Copy runs that need no escaping in one go (EncStrings and ids never do), looking at eight bytes
+            // at a time while none of them needs it.
+            var (runStart, index) = (0, 0)
+            let raw = UnsafeRawBufferPointer(bytes)
+            while index < bytes.count {
+                if index + 8 <= bytes.count, !needsEscaping(raw.loadUnaligned(fromByteOffset: index, as: UInt64.self)) {
+                    index += 8
+                    continue
+                }
                 let byte = bytes[index]
-                guard byte < 0x20 || byte == 0x22 || byte == 0x5C else { continue }
-                out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[runStart..<index]))
-                appendEscaped(byte, to: &out)
-                runStart = index + 1
+                if byte < 0x20 || byte == 0x22 || byte == 0x5C {
+                    out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[runStart..<index]))
+                    appendEscaped(byte, to: &out)
+                    runStart = index + 1
+                }
+                index += 1
             }
             out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[runStart...]))
         }
         out.append(UInt8(ascii: "\""))
+    }
+
+    /// Whether any of eight bytes is a control character, `"` or `\\` (the bytes JSON text escapes). Exact: a
+    /// byte is zero in `x ^ pattern` only where it equals the pattern's byte, and `(x - 0x01…) & ~x & 0x80…` is
+    /// nonzero exactly when some byte of `x` is zero (a byte of 0x80 or more, such as UTF-8's, never counts
+    /// as below 0x20: `~x` clears its top bit).
+    @inline(__always)
+    static func needsEscaping(_ word: UInt64) -> Bool {
+        let ones: UInt64 = 0x0101_0101_0101_0101, highs: UInt64 = 0x8080_8080_8080_8080
+        func hasZero(_ x: UInt64) -> Bool { (x &- ones) & ~x & highs != 0 }
+        let control = (word &- ones &* 0x20) & ~word & highs != 0
+        return control || hasZero(word ^ (ones &* 0x22)) || hasZero(word ^ (ones &* 0x5C))
     }
 
     private static func appendEscaped(_ byte: UInt8, to out: inout [UInt8]) {

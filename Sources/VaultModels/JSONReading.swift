@@ -9,8 +9,8 @@ import VaultCrypto
 public protocol JSONObjectConvertible: Sendable, Equatable {
     /// Reads the value; `path` names the object in error messages.
     init(json: JSONObject, path: String) throws
-    /// Writes the value, modelled keys first (camelCase), then the unknown keys it was read with.
-    func jsonObject() -> JSONObject
+    /// Writes the value's keys, modelled keys first (camelCase), then the unknown keys it was read with.
+    func write(into writer: inout JSONWriter)
 }
 
 extension JSONObjectConvertible {
@@ -19,8 +19,15 @@ extension JSONObjectConvertible {
         try self.init(json: JSONParser.parseObject(jsonBytes), path: path)
     }
 
-    /// Compact JSON text.
-    public func jsonBytes() -> [UInt8] { jsonObject().serialized() }
+    /// The value as a JSON object.
+    public func jsonObject() -> JSONObject {
+        var writer = JSONWriter()
+        write(into: &writer)
+        return writer.object
+    }
+
+    /// Compact JSON text (the same as `jsonObject().serialized()`, written without the tree).
+    public func jsonBytes() -> [UInt8] { JSONWriter.text(of: self) }
 
     /// The value as a ``JSONValue``.
     public var jsonValue: JSONValue { .object(jsonObject()) }
@@ -185,13 +192,66 @@ public struct JSONReader {
 
 /// Writes modelled keys (camelCase, in order, nulls included as the official server does) and then
 /// the unknown keys a model was read with.
+///
+/// It writes either a tree (``object``, for ``JSONObjectConvertible/jsonObject()``) or compact text
+/// straight out (``JSONObjectConvertible/jsonBytes()``), from the same `write(into:)` of each model: the
+/// text is byte for byte the tree's `serialized()` (`JSONWriterTests`), without building the tree first
+/// (storing an item or sealing a queue record spent about as long on the tree as on writing it out).
 public struct JSONWriter {
     public private(set) var object = JSONObject()
+    /// Text mode: the text written so far.
+    private var text: [UInt8] = []
+    private let writesText: Bool
+    /// Text mode: the keys written, the objects around the current one first (one array for every level,
+    /// so that no object allocates its own), for ``append(unknown:)`` (modelled keys win).
+    private var keys: [String] = []
+    /// Text mode: where the current object's keys begin in ``keys``.
+    private var level = 0
 
-    public init() {}
+    /// A writer of a tree.
+    public init() {
+        writesText = false
+    }
+
+    /// A writer of compact text.
+    init(textCapacity: Int) {
+        writesText = true
+        text.reserveCapacity(textCapacity)
+    }
+
+    /// The compact text of `value`.
+    static func text<T: JSONObjectConvertible>(of value: T, capacity: Int = 2048) -> [UInt8] {
+        var writer = JSONWriter(textCapacity: capacity)
+        writer.writeObject(value)
+        return writer.text
+    }
+
+    /// Text mode: `{`, the value's keys, `}` (the keys of the object around it kept aside meanwhile).
+    private mutating func writeObject<T: JSONObjectConvertible>(_ value: T) {
+        let outer = level
+        level = keys.count
+        text.append(UInt8(ascii: "{"))
+        value.write(into: &self)
+        text.append(UInt8(ascii: "}"))
+        keys.removeSubrange(level...)
+        level = outer
+    }
+
+    /// Text mode: a key of the object being written, after a comma unless it is the first.
+    private mutating func writeKey(_ key: String) {
+        if keys.count > level { text.append(UInt8(ascii: ",")) }
+        keys.append(key)
+        JSONValue.writeString(key, to: &text)
+        text.append(UInt8(ascii: ":"))
+    }
 
     public mutating func put(_ key: String, _ value: JSONValue?) {
-        object.appendNew(key, value ?? .null)
+        guard writesText else {
+            object.appendNew(key, value ?? .null)
+            return
+        }
+        writeKey(key)
+        (value ?? .null).write(to: &text)
     }
 
     public mutating func put(_ key: String, _ value: String?) { put(key, value.map(JSONValue.string)) }
@@ -199,25 +259,49 @@ public struct JSONWriter {
     public mutating func put(_ key: String, _ value: Bool?) { put(key, value.map(JSONValue.bool)) }
     public mutating func put(_ key: String, _ value: EncString?) { put(key, value.map { JSONValue.string($0.serialized) }) }
     public mutating func put(_ key: String, _ value: WireDate?) { put(key, value.map { JSONValue.string($0.iso8601) }) }
-    public mutating func put<T: JSONObjectConvertible>(_ key: String, _ value: T?) { put(key, value.map { JSONValue.object($0.jsonObject()) }) }
-    public mutating func put<T: JSONObjectConvertible>(_ key: String, _ values: [T]?) {
-        put(key, values.map { JSONValue.array($0.map { .object($0.jsonObject()) }) })
+
+    public mutating func put<T: JSONObjectConvertible>(_ key: String, _ value: T?) {
+        guard writesText else { return put(key, value.map { JSONValue.object($0.jsonObject()) }) }
+        guard let value else { return put(key, JSONValue.null) }
+        writeKey(key)
+        writeObject(value)
     }
+
+    public mutating func put<T: JSONObjectConvertible>(_ key: String, _ values: [T]?) {
+        guard writesText else { return put(key, values.map { JSONValue.array($0.map { .object($0.jsonObject()) }) }) }
+        guard let values else { return put(key, JSONValue.null) }
+        writeKey(key)
+        text.append(UInt8(ascii: "["))
+        for (index, value) in values.enumerated() {
+            if index > 0 { text.append(UInt8(ascii: ",")) }
+            writeObject(value)
+        }
+        text.append(UInt8(ascii: "]"))
+    }
+
     public mutating func put(_ key: String, _ values: [String]?) { put(key, values.map { JSONValue.array($0.map(JSONValue.string)) }) }
 
     /// Puts the key only when the value is present (for keys whose absence differs from null).
     public mutating func putIfPresent(_ key: String, _ value: JSONValue?) {
-        if let value { object.appendNew(key, value) }
+        if let value { put(key, value) }
     }
 
     public mutating func putIfPresent(_ key: String, _ value: String?) { putIfPresent(key, value.map(JSONValue.string)) }
     public mutating func putIfPresent(_ key: String, _ value: Bool?) { putIfPresent(key, value.map(JSONValue.bool)) }
     public mutating func putIfPresent(_ key: String, _ value: WireDate?) { putIfPresent(key, value.map { JSONValue.string($0.iso8601) }) }
-    public mutating func putIfPresent<T: JSONObjectConvertible>(_ key: String, _ value: T?) { putIfPresent(key, value.map(\.jsonValue)) }
+    public mutating func putIfPresent<T: JSONObjectConvertible>(_ key: String, _ value: T?) {
+        if let value { put(key, value) }
+    }
     public mutating func putIfPresent(_ key: String, _ values: [String]?) { putIfPresent(key, values.map { JSONValue.array($0.map(JSONValue.string)) }) }
 
-    /// Appends the unknown keys a model was read with (modelled keys win).
+    /// Appends the unknown keys a model was read with (modelled keys win: a key already written, exactly or
+    /// with its first letter's case flipped, is left out, as ``JSONObject/merge(missingFrom:)`` does).
     public mutating func append(unknown: JSONObject) {
-        object.merge(missingFrom: unknown)
+        guard writesText else { return object.merge(missingFrom: unknown) }
+        for entry in unknown.entries
+        where !keys[level...].contains(where: { $0 == entry.key || JSONObject.equalWithFirstLetterFlipped($0, entry.key) }) {
+            writeKey(entry.key)
+            entry.value.write(to: &text)
+        }
     }
 }

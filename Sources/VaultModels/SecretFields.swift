@@ -51,11 +51,9 @@ public struct EncryptedFields<Field: SecretFieldName>: JSONObjectConvertible {
         unknown = reader.unknown
     }
 
-    public func jsonObject() -> JSONObject {
-        var writer = JSONWriter()
+    public func write(into writer: inout JSONWriter) {
         write(to: &writer)
         writer.append(unknown: unknown)
-        return writer.object
     }
 
     func write(to writer: inout JSONWriter) {

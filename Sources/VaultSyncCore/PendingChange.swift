@@ -176,13 +176,11 @@ extension ItemState: JSONObjectConvertible {
         favorite = try reader.requiredBool("favorite")
     }
 
-    public func jsonObject() -> JSONObject {
-        var writer = JSONWriter()
+    public func write(into writer: inout JSONWriter) {
         writer.put("deleted", deleted)
         writer.put("archived", archived)
         writer.putIfPresent("folderID", folderID)
         writer.put("favorite", favorite)
-        return writer.object
     }
 }
 
@@ -221,8 +219,7 @@ extension PendingChangeMetadata: JSONObjectConvertible {
         attachmentDeletes = try reader.stringArray("attachmentDeletes")
     }
 
-    public func jsonObject() -> JSONObject {
-        var writer = JSONWriter()
+    public func write(into writer: inout JSONWriter) {
         writer.put("kind", kind.rawValue)
         writer.putIfPresent("originalRevisionDate", originalRevisionDate)
         writer.put("passwordChangeCount", passwordChangeCount)
@@ -246,7 +243,6 @@ extension PendingChangeMetadata: JSONObjectConvertible {
         writer.putIfPresent("mergedContentDate", mergedContentDate)
         if let attachmentAdds { writer.put("attachmentAdds", attachmentAdds) }
         writer.putIfPresent("attachmentDeletes", attachmentDeletes)
-        return writer.object
     }
 }
 
@@ -263,12 +259,10 @@ extension BackedUpVersion: JSONObjectConvertible {
         self.init(version: version, date: WireDate(microsecondsSinceEpoch: micros), backupID: "")
     }
 
-    public func jsonObject() -> JSONObject {
-        var writer = JSONWriter()
+    public func write(into writer: inout JSONWriter) {
         writer.put("version", version.rawValue)
         writer.put("date", date)
         writer.put("backupID", backupID)
-        return writer.object
     }
 }
 
@@ -280,15 +274,13 @@ extension BackupInFlight: JSONObjectConvertible {
                   body: try reader.requiredString("body"), attachments: try reader.array("attachments"))
     }
 
-    public func jsonObject() -> JSONObject {
-        var writer = JSONWriter()
+    public func write(into writer: inout JSONWriter) {
         writer.put("version", version.rawValue)
         writer.put("date", date)
         writer.put("originalID", originalID)
         writer.putIfPresent("idempotencyKey", idempotencyKey)
         writer.put("body", body)
         if let attachments { writer.put("attachments", attachments) }
-        return writer.object
     }
 }
 
@@ -298,11 +290,9 @@ extension PushedMerge: JSONObjectConvertible {
         self.init(body: try reader.requiredString("body"), local: try reader.requiredString("local"))
     }
 
-    public func jsonObject() -> JSONObject {
-        var writer = JSONWriter()
+    public func write(into writer: inout JSONWriter) {
         writer.put("body", body)
         writer.put("local", local)
-        return writer.object
     }
 }
 
@@ -313,13 +303,11 @@ extension AttachmentCopy: JSONObjectConvertible {
                   fileName: try reader.requiredString("fileName"), key: try reader.requiredString("key"))
     }
 
-    public func jsonObject() -> JSONObject {
-        var writer = JSONWriter()
+    public func write(into writer: inout JSONWriter) {
         writer.put("sourceItemID", sourceItemID)
         writer.put("sourceAttachmentID", sourceAttachmentID)
         writer.put("fileName", fileName)
         writer.put("key", key)
-        return writer.object
     }
 }
 
@@ -353,13 +341,11 @@ extension StagedAttachment: JSONObjectConvertible {
                   size: try reader.requiredInt("size"), serverID: try reader.string("serverID"))
     }
 
-    public func jsonObject() -> JSONObject {
-        var writer = JSONWriter()
+    public func write(into writer: inout JSONWriter) {
         writer.put("id", id)
         writer.put("fileName", fileName)
         writer.put("key", key)
         writer.put("size", size)
         writer.putIfPresent("serverID", serverID)
-        return writer.object
     }
 }

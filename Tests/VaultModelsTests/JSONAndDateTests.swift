@@ -97,6 +97,26 @@ struct JSONParserTests {
         #expect(throws: ModelError.self) { try JSONParser.parse("{" + keys.joined(separator: ",") + ",\"k5\":1}") }
     }
 
+    @Test("duplicate keys in small objects: the same text, or canonically equivalent text (what every key lookup treats as equal)")
+    func smallObjectDuplicates() throws {
+        let duplicates: [(String, String)] = [
+            ("name", "name"), ("a", "a"), ("", ""),
+            ("caf\u{E9}", "cafe\u{301}"),          // é precomposed, and e + combining acute: equal to Swift
+            ("\u{E9}t\u{E9}", "e\u{301}te\u{301}"),  // differs in the first and the last byte, both non-ASCII
+            ("x\u{1E0B}\u{323}", "x\u{1E0D}\u{307}"),  // combining marks in another order
+        ]
+        let distinct: [(String, String)] = [("name", "notes"), ("creationDate", "revisionDate"), ("ab", "abc"), ("a", "A"), ("caf\u{E9}", "cafe")]
+        for (first, second) in duplicates {
+            #expect(throws: ModelError.self, "\(first) / \(second)") { try JSONParser.parse(#"{"\#(first)":1,"b":2,"\#(second)":3}"#) }
+            #expect(throws: ModelError.self) {
+                try JSONParser.parseObject(Array(#"{"\#(first)":1,"\#(second)":3}"#.utf8), keeping: CipherWire.summaryFields)
+            }
+        }
+        for (first, second) in distinct {
+            #expect(try JSONParser.parseObject(Array(#"{"\#(first)":1,"\#(second)":3}"#.utf8)).count == 2)
+        }
+    }
+
     @Test("a streamed array's elements reach the sink in order and are not kept; the rest parses as before")
     func streamedArray() throws {
         var random = SplitMix64(seed: 2026_11_26)
@@ -174,6 +194,57 @@ struct JSONParserTests {
             "{\"x\":" + String(repeating: "[", count: 300) + String(repeating: "]", count: 300) + "}",
         ] {
             #expect(throws: ModelError.self, "\(text.prefix(60))") { try JSONParser.parseObject(Array(text.utf8), keeping: selection) }
+        }
+    }
+
+    @Test("a model's text written without the tree is the tree's text, byte for byte, unknown keys and their spellings included")
+    func textIsTheTreesText() throws {
+        var random = RandomViews(rng: SplitMix64(seed: 2026_11_28), keys: VaultKeys(userKey: SymmetricCryptoKey.generate()))
+        for index in 0..<300 {
+            var wire = try random.cipher(type: CipherType.supported[index % CipherType.supported.count]).encrypted(with: random.keys)
+            #expect(wire.jsonBytes() == wire.jsonObject().serialized(), "item \(index)")
+            // Unknown keys: new ones, one that repeats a modelled key with its first letter's case flipped (the
+            // modelled key wins), and two spellings of one unknown key (the first wins).
+            wire.unknown = ["futureField": .object(["a": .array([.number("1.5e3"), .null, .bool(true)])]), "Name": .string("shadow"),
+                            "Extra": .string("first"), "extra": .string("second"), "ünicode \"key\"": .string("\u{1}\n")]
+            wire.login?.unknown = ["Password": .string("shadow"), "passkeyHint": .number("7")]
+            let text = wire.jsonBytes()
+            #expect(text == wire.jsonObject().serialized(), "item \(index) with unknown keys")
+            let object = try JSONParser.parseObject(text)
+            #expect(object["name"] == .string(wire.name.serialized) && object.entries.filter { $0.key == "Name" }.isEmpty)
+            #expect(object["Extra"] == .string("first") && object.entries.filter { $0.key == "extra" }.isEmpty)
+        }
+        let folder = FolderWire(id: "f-1", name: try EncString.encrypt("folder", key: random.keys.userKey), revisionDate: WireDate(microsecondsSinceEpoch: 1))
+        #expect(folder.jsonBytes() == folder.jsonObject().serialized())
+    }
+
+    @Test("strings are escaped wherever the byte to escape falls, eight bytes at a time or one")
+    func escapingAtEveryOffset() throws {
+        // The word test against the byte rule, on every single byte in every lane and on random words.
+        for lane in 0..<8 {
+            for byte in 0...255 {
+                let word = (UInt64(0x41) &* 0x0101_0101_0101_0101 & ~(UInt64(0xFF) << (lane * 8))) | UInt64(byte) << (lane * 8)
+                #expect(JSONValue.needsEscaping(word) == (byte < 0x20 || byte == 0x22 || byte == 0x5C), "byte \(byte) in lane \(lane)")
+            }
+        }
+        var random = SplitMix64(seed: 2026_11_28)
+        for _ in 0..<20_000 {
+            let word = random.next()
+            let bytes = (0..<8).map { UInt8(truncatingIfNeeded: word >> ($0 * 8)) }
+            #expect(JSONValue.needsEscaping(word) == bytes.contains { $0 < 0x20 || $0 == 0x22 || $0 == 0x5C })
+        }
+        // Text of every length up to 40 with a character to escape at every offset, and with none.
+        for length in 0..<40 {
+            for special in ["\"", "\\", "\n", "\u{1}", "é", "🔐", nil] as [String?] {
+                for offset in 0...length {
+                    var text = String(repeating: "a", count: length)
+                    if let special { text.insert(contentsOf: special, at: text.index(text.startIndex, offsetBy: offset)) }
+                    let written = JSONValue.string(text).serialized()
+                    #expect(try JSONParser.parse(written) == .string(text))
+                    #expect(!written.dropFirst().dropLast().contains { $0 < 0x20 })
+                    if special == nil { break }
+                }
+            }
         }
     }
 
