@@ -23,34 +23,37 @@ extension VaultEngine {
         let text = try await fetchSnapshot { api, token in try await api.syncText(token: token, spoolDirectory: spool) }
         let now = clock.now().microsecondsSinceEpoch
         let (keys, logger) = (current.keys, logger)
-        // One write transaction: the answer is parsed in it, each item compared with its cached row and
-        // stored as it is parsed (the parsed object dropped at once), so a large vault is held as the
-        // answer's text only, never as a tree or as rows; an error anywhere in the text stores nothing.
+        // One write transaction: each item is compared with its cached row and stored as it arrives from the
+        // parse (a thread of its own reads the answer into rows, a batch at a time, while this one stores the
+        // batch before), so a large vault is held as the answer's text and a few batches, never as a tree or
+        // as all its rows; an error anywhere in the text stores nothing.
+        let rows = ParsedRows.start(text, userID: userID)
+        defer { rows.abandon() }
         let (snapshot, kept, knownOrganizations, unreadable) = try await write { tx -> (SyncResponse, [RefusedVersion: [String]], Set<String>, Int) in
             let pending = try tx.queue(of: userID).items()
             // Ciphers (unchanged rows skipped; one upsert statement per changed row). A damaged item from the
             // server is skipped and reported, never stored.
             let ciphers = tx.ciphers(of: userID)
+            let cacheWasEmpty = try ciphers.isEmpty()
             var serverIDs = Set<String>()
             var kept: [RefusedVersion: [String]] = [:]
             var unreadableCiphers = 0
-            let snapshot = try text.parse { _, object in
+            func store(_ built: Result<CipherRow, SkippedItem>) throws {
                 let row: CipherRow
-                do {
-                    let wire = try CipherWire(json: object, path: "cipher")
-                    guard wire.id != nil else { throw ModelError.invalidValue(path: "cipher.id", reason: "missing") }
-                    row = CipherRow(userID: userID, wire: wire)
-                } catch {
+                switch built {
+                case .success(let success): row = success
+                case .failure(let skipped):
                     unreadableCiphers += 1
                     // A few examples are enough; the count goes into the returned messages.
                     if unreadableCiphers <= 5 {
-                        logger.warning("server item skipped", metadata: ["id": "\(object["id"]?.stringValue ?? "?")", "reason": "\(error)"])
+                        logger.warning("server item skipped", metadata: ["id": "\(skipped.id)", "reason": "\(skipped.reason)"])
                     }
                     return
                 }
-                serverIDs.insert(row.id)
+                // An item seen first in this answer, on a device that had none cached: nothing to compare with.
+                let firstSighting = serverIDs.insert(row.id).inserted
                 guard !pending.contains(QueuedItem(kind: .cipher, itemID: row.id)) else { return }
-                if let local = try ciphers.find(id: row.id) {
+                if !(firstSighting && cacheWasEmpty), let local = try ciphers.find(id: row.id) {
                     if local.json == row.json { return }
                     if let serverWire = try? row.wire(), let localWire = try? local.wire(),
                        let refusal = Self.refusal(server: serverWire, local: localWire, keys: keys) {
@@ -60,6 +63,7 @@ extension VaultEngine {
                 }
                 try ciphers.store(row)
             }
+            let snapshot = try rows.drain(into: store)
             if unreadableCiphers == 0 {
                 for id in try ciphers.ids() where !serverIDs.contains(id) && !pending.contains(QueuedItem(kind: .cipher, itemID: id)) {
                     try ciphers.remove(id: id)
@@ -175,6 +179,99 @@ extension VaultEngine {
         } catch let error as ServerCallError {
             await recordContact(success: false, certificateProblem: error.certificateProblem)
             throw Self.onlineOnly(error)
+        }
+    }
+}
+
+/// An item of the answer that could not be read (never stored; counted and reported).
+struct SkippedItem: Error {
+    var id: String
+    var reason: any Error
+}
+
+/// The pull's pipeline: a thread of its own parses the answer and reads each item into its stored row
+/// (checked, and written in the stored form), handing them over a batch at a time, at most two batches
+/// ahead, to the write transaction that compares and stores them, in the answer's order. The two halves
+/// take about as long as each other on a large vault, so the pull takes about half the time it took with
+/// both on one thread (docs/BENCHMARKS.md, session 28).
+final class ParsedRows: @unchecked Sendable {
+    typealias Built = Result<CipherRow, SkippedItem>
+    static let batchSize = 500
+    static let batchesAhead = 2
+
+    private let condition = NSCondition()
+    // Guarded by `condition`.
+    private var batches: [[Built]] = []
+    private var end: Result<SyncResponse, any Error>?
+    private var abandoned = false
+
+    /// Starts parsing `text` on a thread of its own.
+    static func start(_ text: SyncText, userID: String) -> ParsedRows {
+        let rows = ParsedRows()
+        Thread.detachNewThread {
+            let result = Result {
+                var batch: [Built] = []
+                batch.reserveCapacity(batchSize)
+                let snapshot = try text.parse { _, object in
+                    batch.append(Result {
+                        let wire = try CipherWire(json: object, path: "cipher")
+                        guard wire.id != nil else { throw ModelError.invalidValue(path: "cipher.id", reason: "missing") }
+                        return CipherRow(userID: userID, wire: wire)
+                    }.mapError { SkippedItem(id: object["id"]?.stringValue ?? "?", reason: $0) })
+                    if batch.count == batchSize {
+                        try rows.hand(batch)
+                        batch.removeAll(keepingCapacity: true)
+                    }
+                }
+                try rows.hand(batch)
+                return snapshot
+            }
+            rows.condition.withLock {
+                rows.end = result
+                rows.condition.broadcast()
+            }
+        }
+        return rows
+    }
+
+    /// The parsing thread: waits while `batchesAhead` batches wait to be stored; throws once the storing
+    /// side gave up (an error, or a pull that never began), which ends the parse.
+    private func hand(_ batch: [Built]) throws {
+        guard !batch.isEmpty else { return }
+        try condition.withLock {
+            while batches.count >= Self.batchesAhead && !abandoned { condition.wait() }
+            if abandoned { throw CancellationError() }
+            batches.append(batch)
+            condition.broadcast()
+        }
+    }
+
+    /// The storing side: hands every item to `store`, in order, and returns the rest of the answer (its
+    /// profile, folders and collections); throws what the parse threw.
+    func drain(into store: (Built) throws -> Void) throws -> SyncResponse {
+        while true {
+            let (batch, finished) = condition.withLock { () -> ([Built]?, Result<SyncResponse, any Error>?) in
+                while batches.isEmpty && end == nil { condition.wait() }
+                guard batches.isEmpty else {
+                    condition.broadcast()
+                    return (batches.removeFirst(), nil)
+                }
+                return (nil, end)
+            }
+            if let batch {
+                for built in batch { try store(built) }
+            } else if let finished {
+                return try finished.get()
+            }
+        }
+    }
+
+    /// The storing side is done (or never began): a parse still running stops at its next batch.
+    func abandon() {
+        condition.withLock {
+            abandoned = true
+            batches = []
+            condition.broadcast()
         }
     }
 }

@@ -16,6 +16,11 @@ public struct CipherCache {
         try CipherRow.fetchOne(try db.cachedStatement(sql: "SELECT * FROM cipher WHERE userID = ? AND id = ?"), arguments: [userID, id])
     }
 
+    /// Whether the user has no cached item (a fresh device before its first sync).
+    public func isEmpty() throws -> Bool {
+        try !Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM cipher WHERE userID = ?)", arguments: [userID])!
+    }
+
     /// Every cached item of the user.
     public func all() throws -> [CipherRow] {
         try mine.fetchAll(db)

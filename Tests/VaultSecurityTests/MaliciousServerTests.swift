@@ -312,6 +312,68 @@ struct MaliciousServerTests {
         #expect(bankNow.login?.password == "new password")
     }
 
+    @Test("a fresh device's first answer that lists an item twice, the older copy second, keeps the newer one")
+    func repeatedItemOnFreshDevice() async throws {
+        let setup = try await Setup.start()
+        defer { Task { await setup.stop() } }
+        let device = try await setup.device(register: securityKDF)
+        var bank = CipherView(type: .login, name: "Bank")
+        bank.login = LoginView(username: "alice", password: "old password")
+        let saved = try await device.engine.addItem(bank).value
+        let bankID = try #require(saved.id)
+        let session = try await Self.rawSession(url: await setup.server.url, email: setup.email, password: setup.password)
+        let oldJSON = try JSONParser.parseObject(try await session.api.getCipher(id: bankID, token: session.tokens.accessToken).jsonBytes())
+        var changed = saved
+        changed.login?.password = "new password"
+        _ = try await device.engine.updateItem(changed)
+        // The answer lists the current version, then the old one again under the same id. A device with nothing
+        // cached skips the comparison with its cache (there is nothing to compare with), but not for an id the
+        // same answer has already given it.
+        await setup.proxy.setTamper(Self.sync { object in
+            var ciphers = object["ciphers"]?.arrayValue ?? []
+            guard let current = ciphers.first?.objectValue else { return }
+            var old = oldJSON
+            old["object"] = current["object"]
+            ciphers.append(.object(old))
+            object["ciphers"] = .array(ciphers)
+        })
+        let fresh = try await setup.device()
+        try await fresh.engine.login(email: setup.email, password: setup.password)
+        let bankNow = try #require(try await fresh.engine.items().compactMap { try? $0.result.get() }.first { $0.id == bankID })
+        #expect(bankNow.login?.password == "new password")
+    }
+
+    @Test("an answer damaged after more than two of the pull's batches of items stores none of them")
+    func damagedAfterBatches() async throws {
+        let setup = try await Setup.start()
+        defer { Task { await setup.stop() } }
+        let device = try await setup.device(register: securityKDF)
+        let bank = try await device.engine.addItem(CipherView(type: .login, name: "Bank")).value
+        // Another client imports 1,300 items: more than two batches of the pull's pipeline (500 each).
+        let session = try await Self.rawSession(url: await setup.server.url, email: setup.email, password: setup.password)
+        let keys = VaultKeys(userKey: session.userKey)
+        for start in stride(from: 0, to: 1_300, by: 325) {
+            let ciphers = try (start..<(start + 325)).map { index in
+                JSONValue.object(try keys.newItem(type: .secureNote, name: "Imported \(index)").encrypted(with: keys).requestObject())
+            }
+            _ = try await session.api.rawJSON(.POST, "/api/ciphers/import", token: session.tokens.accessToken,
+                                              body: .object(["ciphers": .array(ciphers), "folders": .array([]), "folderRelationships": .array([])]))
+        }
+        // The answer ends in an entry that is not an item: the pull fails, and the items stored before the entry
+        // was reached go with the transaction.
+        await setup.proxy.setTamper(Self.sync { object in
+            object["ciphers"] = .array((object["ciphers"]?.arrayValue ?? []) + [.number("7")])
+        })
+        await #expect(throws: ServerCallError.self) { try await device.engine.pull() }
+        #expect(try await device.engine.items().map(\.id) == [bank.id])
+        // The same answer undamaged stores them all.
+        await setup.proxy.setTamper(nil)
+        try await device.engine.pull()
+        let items = try await device.engine.items().compactMap { try? $0.result.get() }
+        #expect(items.count == 1_301)
+        #expect(Set(items.map(\.name)).count == 1_301)
+    }
+
     @Test("an item key of 32 bytes (no MAC half) is refused: its type 0 fields are never shown")
     func shortItemKey() async throws {
         let setup = try await Setup.start()
