@@ -203,6 +203,9 @@ public actor VaultEngine {
     /// starts again: ``VaultEngine/updateItem(_:basedOn:)``), anything else as ``VaultError/storage(_:)``.
     static func storageError(_ error: any Error) -> any Error {
         if error is VaultError || error is SaveRaced { return error }
+        // A server's answer read inside a transaction (a full sync's parse) that turns out damaged: the
+        // transaction rolled back, and the problem is the answer, not this device's storage.
+        if case ServerCallError.invalidResponse(let reason) = error { return VaultError.serverAnswerInvalid(reason) }
         return VaultError.storage(String(describing: error))
     }
 
