@@ -285,21 +285,27 @@ struct MaliciousServerTests {
         #expect(bankNow.name == "Bank" && bankNow.login?.password == "bank password" && bankNow.itemKey != nil)
     }
 
-    @Test("an older version of an item served again (a rollback) does not replace the newer local copy")
-    func rolledBackItem() async throws {
-        let setup = try await Setup.start()
-        defer { Task { await setup.stop() } }
+    /// A device with an item "Bank" whose password went from "old password" to "new password", and the
+    /// server's answer for the old version, as an attacker who kept it would serve it again.
+    static func bankWithOldVersion(_ setup: Setup) async throws -> (device: SecureDevice, bankID: String, oldJSON: JSONObject) {
         let device = try await setup.device(register: securityKDF)
         var bank = CipherView(type: .login, name: "Bank")
         bank.login = LoginView(username: "alice", password: "old password")
         let saved = try await device.engine.addItem(bank).value
         let bankID = try #require(saved.id)
-        // The server's answer with the old password, kept by the attacker.
-        let session = try await Self.rawSession(url: await setup.server.url, email: setup.email, password: setup.password)
+        let session = try await rawSession(url: await setup.server.url, email: setup.email, password: setup.password)
         let oldJSON = try JSONParser.parseObject(try await session.api.getCipher(id: bankID, token: session.tokens.accessToken).jsonBytes())
         var changed = saved
         changed.login?.password = "new password"
         _ = try await device.engine.updateItem(changed)
+        return (device, bankID, oldJSON)
+    }
+
+    @Test("an older version of an item served again (a rollback) does not replace the newer local copy")
+    func rolledBackItem() async throws {
+        let setup = try await Setup.start()
+        defer { Task { await setup.stop() } }
+        let (device, bankID, oldJSON) = try await Self.bankWithOldVersion(setup)
         // The server now serves the old version (as it was: a valid, authenticated old ciphertext).
         await setup.proxy.setTamper(Self.cipher(bankID) { cipher in
             let object = cipher["object"]
@@ -316,16 +322,7 @@ struct MaliciousServerTests {
     func repeatedItemOnFreshDevice() async throws {
         let setup = try await Setup.start()
         defer { Task { await setup.stop() } }
-        let device = try await setup.device(register: securityKDF)
-        var bank = CipherView(type: .login, name: "Bank")
-        bank.login = LoginView(username: "alice", password: "old password")
-        let saved = try await device.engine.addItem(bank).value
-        let bankID = try #require(saved.id)
-        let session = try await Self.rawSession(url: await setup.server.url, email: setup.email, password: setup.password)
-        let oldJSON = try JSONParser.parseObject(try await session.api.getCipher(id: bankID, token: session.tokens.accessToken).jsonBytes())
-        var changed = saved
-        changed.login?.password = "new password"
-        _ = try await device.engine.updateItem(changed)
+        let (_, bankID, oldJSON) = try await Self.bankWithOldVersion(setup)
         // The answer lists the current version, then the old one again under the same id. A device with nothing
         // cached skips the comparison with its cache (there is nothing to compare with), but not for an id the
         // same answer has already given it.
