@@ -192,8 +192,9 @@ struct SkippedItem: Error {
 /// The pull's pipeline: a thread of its own parses the answer and reads each item into its stored row
 /// (checked, and written in the stored form), handing them over a batch at a time, at most two batches
 /// ahead, to the write transaction that compares and stores them, in the answer's order. The two halves
-/// take about as long as each other on a large vault, so the pull takes about half the time it took with
-/// both on one thread (docs/BENCHMARKS.md, session 28).
+/// take about as long as each other on a large vault, so the pull takes about the longer half's time
+/// instead of their sum (a fresh device's sync of 50,000 items: 4.6 s → 2.6–3.2 s, docs/BENCHMARKS.md,
+/// session 28).
 final class ParsedRows: @unchecked Sendable {
     typealias Built = Result<CipherRow, SkippedItem>
     static let batchSize = 500
