@@ -64,7 +64,8 @@ extension VaultEngine {
                 try ciphers.store(row)
             }
             let snapshot = try rows.drain(into: store)
-            if unreadableCiphers == 0 {
+            // Items this device has and the answer has not go (none to look for on a device that had none).
+            if unreadableCiphers == 0 && !cacheWasEmpty {
                 for id in try ciphers.ids() where !serverIDs.contains(id) && !pending.contains(QueuedItem(kind: .cipher, itemID: id)) {
                     try ciphers.remove(id: id)
                 }
@@ -266,6 +267,9 @@ final class ParsedRows: @unchecked Sendable {
             }
         }
     }
+
+    /// Whether the parsing thread has ended (its answer parsed, or stopped by an error or by ``abandon()``).
+    var parseEnded: Bool { condition.withLock { end != nil } }
 
     /// The storing side is done (or never began): a parse still running stops at its next batch.
     func abandon() {
