@@ -68,7 +68,7 @@ enum CryptoBenchmarks {
             return try view.encrypted(with: keys)
         }
         var bytes = 0
-        let (direct, tree) = try compare(rounds: 5, ours: {
+        let (direct, tree) = compare(rounds: 5, ours: {
             for wire in wires { bytes &+= wire.jsonBytes().count }
         }, reference: {
             for wire in wires { bytes &+= wire.jsonObject().serialized().count }

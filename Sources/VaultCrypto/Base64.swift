@@ -27,6 +27,24 @@ public enum Base64 {
         return ok ? output : nil
     }
 
+    /// Decodes two or three parts (each padded standard base64) into one buffer, one after the other: one
+    /// allocation where decoding them apart made three. `nil` if a part is not valid. Returns the buffer
+    /// and where the first two parts end in it.
+    public static func decodeJoined(_ first: UnsafeBufferPointer<UInt8>, _ second: UnsafeBufferPointer<UInt8>,
+                                    _ third: UnsafeBufferPointer<UInt8>?) -> (bytes: Data, firstEnd: Int, secondEnd: Int)? {
+        guard let one = decodedLength(first), let two = decodedLength(second) else { return nil }
+        let three = third.map(decodedLength) ?? 0
+        guard let three else { return nil }
+        var output = Data(count: one + two + three)
+        let ok = output.withUnsafeMutableBytes { raw -> Bool in
+            let out = raw.bindMemory(to: UInt8.self)
+            return walk(first, decodedLength: one, into: UnsafeMutableBufferPointer(rebasing: out[0..<one]))
+                && walk(second, decodedLength: two, into: UnsafeMutableBufferPointer(rebasing: out[one..<(one + two)]))
+                && (third.map { walk($0, decodedLength: three, into: UnsafeMutableBufferPointer(rebasing: out[(one + two)...])) } ?? true)
+        }
+        return ok ? (output, one, one + two) : nil
+    }
+
     /// The length `input` decodes to, after checking it is valid padded base64 without decoding it
     /// (EncStrings are validated far more often than decrypted).
     public static func validatedLength(_ input: UnsafeBufferPointer<UInt8>) -> Int? {

@@ -179,21 +179,31 @@ public struct JSONParser {
         position += 1  // {
         var entries: [JSONObject.Entry] = []
         var seen: Set<String>? = nil
-        // With a selection, every key read (kept or not), for the duplicate check.
+        // The prints of the keys read, for the duplicate check; with a selection, every key read (kept or not).
+        var prints: [KeyPrint] = []
         var keysRead: [String] = []
+        if selection != nil {
+            prints.reserveCapacity(24)
+            keysRead.reserveCapacity(24)
+        }
         if closesAtOnce(UInt8(ascii: "}")) { return JSONObject(entries: entries) }
         while true {
             skipWhitespace()
             guard position < buffer.count, buffer[position] == UInt8(ascii: "\"") else {
                 throw error("expected a string key")
             }
+            let start = position + 1
             let key = try parseString()
+            // Without escapes, the key's bytes are the text's own.
+            let raw = key.utf8.count == position - 1 - start ? UnsafeBufferPointer(rebasing: buffer[start..<(position - 1)]) : nil
+            let print = raw.map(KeyPrint.init(bytes:)) ?? KeyPrint(bytes: Array(key.utf8))
             if selection == nil {
-                try refuseRepeated(key, among: entries.lazy.map(\.key), seen: &seen)
+                try refuseRepeated(key, print, among: prints, seen: &seen) { entries[$0].key }
             } else {
-                try refuseRepeated(key, among: keysRead, seen: &seen)
+                try refuseRepeated(key, print, among: prints, seen: &seen) { keysRead[$0] }
                 keysRead.append(key)
             }
+            prints.append(print)
             skipWhitespace()
             guard position < buffer.count, buffer[position] == UInt8(ascii: ":") else { throw error("expected ':'") }
             position += 1
@@ -223,28 +233,19 @@ public struct JSONParser {
         }
     }
 
-    /// Refuses `key` when `earlier` (the object's keys before it) holds it: linear for small objects, hashed
-    /// for large ones (no quadratic blow-up); `seen` is the hash, made once an object grows large.
-    private func refuseRepeated<Keys: Collection>(_ key: String, among earlier: Keys, seen: inout Set<String>?) throws where Keys.Element == String {
-        if earlier.count < 32 {
-            if earlier.contains(where: { Self.sameKey($0, key) }) { throw error("duplicate key '\(key.prefix(40))'") }
+    /// Refuses `key` when an earlier key of the object (`prints` theirs, `earlier` the key at an index) is
+    /// the same: linear for small objects, comparing prints first; hashed for large ones (no quadratic
+    /// blow-up); `seen` is the hash, made once an object grows large.
+    private func refuseRepeated(_ key: String, _ print: KeyPrint, among prints: [KeyPrint], seen: inout Set<String>?,
+                                earlier: (Int) -> String) throws {
+        if prints.count < 32 {
+            for index in prints.indices where prints[index].mayEqual(print) && earlier(index) == key {
+                throw error("duplicate key '\(key.prefix(40))'")
+            }
         } else {
-            if seen == nil { seen = Set(earlier) }
+            if seen == nil { seen = Set(prints.indices.map(earlier)) }
             if !seen!.insert(key).inserted { throw error("duplicate key '\(key.prefix(40))'") }
         }
-    }
-
-    /// `a == b` (Swift's canonical equivalence, the equality every lookup of a key uses), with a fast answer
-    /// for the common case of keys whose first or last bytes are different ASCII characters: an ASCII
-    /// character is a starter that never decomposes, so two texts that begin (or end) with different ones
-    /// are never canonically equivalent. The full comparison costs about as much as a short key's parse,
-    /// and an object's keys were compared pairwise.
-    @inline(__always)
-    static func sameKey(_ a: String, _ b: String) -> Bool {
-        let (left, right) = (a.utf8, b.utf8)
-        if let x = left.first, let y = right.first, x != y, x < 0x80, y < 0x80 { return false }
-        if let x = left.last, let y = right.last, x != y, x < 0x80, y < 0x80 { return false }
-        return a == b
     }
 
     /// After an object's value: `true` at its closing brace, `false` past a comma.
@@ -595,5 +596,44 @@ extension JSONObject {
             entry.value.write(to: &out)
         }
         out.append(UInt8(ascii: "}"))
+    }
+}
+
+/// What the duplicate-key check knows of a key before comparing it with another in full, made once per
+/// key. The check's rule is Swift's equality of strings (canonical equivalence, the equality every lookup
+/// of a key uses), so that "é" precomposed and "e" + a combining accent are one key; comparing every pair
+/// of an object's keys that way, and reading their first and last bytes pair by pair, was a third of the
+/// selective parse a list makes of each item (docs/BENCHMARKS.md, session 29).
+struct KeyPrint {
+    /// An ASCII key's length and bytes hashed (FNV-1a); 0 for any other key.
+    let asciiHash: UInt64
+    /// The first and last bytes (0 for an empty key).
+    let first: UInt8
+    let last: UInt8
+
+    /// The print of a key's UTF-8 bytes.
+    init<Bytes: RandomAccessCollection>(bytes: Bytes) where Bytes.Element == UInt8 {
+        var hash: UInt64 = 0xCBF2_9CE4_8422_2325
+        var high: UInt8 = 0
+        for byte in bytes {
+            high |= byte
+            hash = (hash ^ UInt64(byte)) &* 0x0000_0100_0000_01B3
+        }
+        first = bytes.first ?? 0
+        last = bytes.last ?? 0
+        asciiHash = high < 0x80 ? (hash ^ UInt64(bytes.count)) | 1 : 0
+    }
+
+    /// Whether two keys can be equal: two ASCII keys only when their hashes match (an ASCII character
+    /// never decomposes and nothing composes with it into another ASCII text, so ASCII keys are equal only
+    /// byte for byte); otherwise unless they begin, or end, with different ASCII characters (an ASCII
+    /// character is a starter that never decomposes, so texts that begin or end differently there are
+    /// never equivalent; a non-ASCII key can still equal an ASCII one: U+212A KELVIN SIGN is "K").
+    @inline(__always)
+    func mayEqual(_ other: KeyPrint) -> Bool {
+        if asciiHash != 0, other.asciiHash != 0 { return asciiHash == other.asciiHash }
+        if first != other.first, first < 0x80, other.first < 0x80 { return false }
+        if last != other.last, last < 0x80, other.last < 0x80 { return false }
+        return true
     }
 }

@@ -104,8 +104,12 @@ struct JSONParserTests {
             ("caf\u{E9}", "cafe\u{301}"),          // é precomposed, and e + combining acute: equal to Swift
             ("\u{E9}t\u{E9}", "e\u{301}te\u{301}"),  // differs in the first and the last byte, both non-ASCII
             ("x\u{1E0B}\u{323}", "x\u{1E0D}\u{307}"),  // combining marks in another order
+            ("K", "\u{212A}"), ("sK", "s\u{212A}"),     // an ASCII key and the KELVIN SIGN, which is "K"
+            (";", "\u{37E}"),                            // GREEK QUESTION MARK is ";"
+            ("\u{C5}", "\u{212B}"),                      // ANGSTROM SIGN is Å
         ]
-        let distinct: [(String, String)] = [("name", "notes"), ("creationDate", "revisionDate"), ("ab", "abc"), ("a", "A"), ("caf\u{E9}", "cafe")]
+        let distinct: [(String, String)] = [("name", "notes"), ("name", "nome"), ("creationDate", "revisionDate"), ("ab", "abc"), ("a", "A"),
+                                            ("caf\u{E9}", "cafe"), ("K", "\u{212A}x"), ("", "\u{E9}")]
         for (first, second) in duplicates {
             #expect(throws: ModelError.self, "\(first) / \(second)") { try JSONParser.parse(#"{"\#(first)":1,"b":2,"\#(second)":3}"#) }
             #expect(throws: ModelError.self) {
@@ -114,6 +118,30 @@ struct JSONParserTests {
         }
         for (first, second) in distinct {
             #expect(try JSONParser.parseObject(Array(#"{"\#(first)":1,"\#(second)":3}"#.utf8)).count == 2)
+        }
+    }
+
+    @Test("the duplicate-key check agrees with Swift's equality of strings, on small objects and large, selective or not")
+    func duplicatesAsSwiftSeesThem() throws {
+        // ASCII keys, keys that are equal to Swift in other bytes (precomposed and decomposed, KELVIN SIGN and
+        // "K", GREEK QUESTION MARK and ";"), and keys that differ in one byte in the middle.
+        let pool = ["a", "b", "K", "\u{212A}", "caf\u{E9}", "cafe\u{301}", "name", "nome", "nmae", ";", "\u{37E}", "", "ab", "ba",
+                    "\u{C5}", "\u{212B}", "A\u{30A}", "x\u{1E0B}\u{323}", "x\u{1E0D}\u{307}", "key", "login", "Login"]
+        var random = SplitMix64(seed: 2026_11_28)
+        for round in 0..<3_000 {
+            let count = round % 10 == 0 ? 30 + Int(random.next() % 10) : 1 + Int(random.next() % 8)
+            // Large objects take distinct filler keys besides a few from the pool (the hashed path past 32 keys).
+            let keys = (0..<count).map { index in count > 16 && index % 4 != 0 ? "filler\(index)" : pool[Int(random.next() % UInt64(pool.count))] }
+            let text = "{" + keys.enumerated().map { "\"\($0.element)\":\($0.offset)" }.joined(separator: ",") + "}"
+            let repeated = Set(keys).count < keys.count
+            let bytes = Array(text.utf8)
+            if repeated {
+                #expect(throws: ModelError.self, "\(keys)") { try JSONParser.parseObject(bytes) }
+                #expect(throws: ModelError.self, "\(keys)") { try JSONParser.parseObject(bytes, keeping: CipherWire.summaryFields) }
+            } else {
+                #expect(try JSONParser.parseObject(bytes).count == keys.count, "\(keys)")
+                _ = try JSONParser.parseObject(bytes, keeping: CipherWire.summaryFields)
+            }
         }
     }
 
