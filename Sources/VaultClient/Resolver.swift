@@ -412,16 +412,5 @@ struct PhaseTimer {
 /// snapshot, opening queue records); small inputs stay on the calling task.
 func concurrentCompactMap<Element: Sendable, Result: Sendable>(_ elements: [Element],
                                                              _ transform: @escaping @Sendable (Element) -> Result?) async -> [Result] {
-    let parts = max(1, min(ProcessInfo.processInfo.activeProcessorCount, elements.count / 500))
-    guard parts > 1 else { return elements.compactMap(transform) }
-    let size = (elements.count + parts - 1) / parts
-    return await withTaskGroup(of: (Int, [Result]).self) { group in
-        for part in 0..<parts {
-            let slice = elements[min(part * size, elements.count)..<min((part + 1) * size, elements.count)]
-            group.addTask { (part, slice.compactMap(transform)) }
-        }
-        var results = Array(repeating: [Result](), count: parts)
-        for await (part, values) in group { results[part] = values }
-        return results.flatMap { $0 }
-    }
+    await VaultEngine.inSlices(elements, transform).compactMap { $0 }
 }
