@@ -190,12 +190,12 @@ struct SkippedItem: Error {
     var reason: any Error
 }
 
-/// The pull's pipeline: a thread of its own parses the answer and reads each item into its stored row
-/// (checked, and written in the stored form), handing them over a batch at a time, at most two batches
-/// ahead, to the write transaction that compares and stores them, in the answer's order. The two halves
-/// take about as long as each other on a large vault, so the pull takes about the longer half's time
-/// instead of their sum (a fresh device's sync of 50,000 items: 4.6 s → 2.6–3.2 s, docs/BENCHMARKS.md,
-/// session 28).
+/// The pull's pipeline: a thread of its own parses the answer, and each batch of parsed items is read into
+/// stored rows (checked, and written in the stored form) on every core while the thread parses the next
+/// batch; the rows are handed over a batch at a time, at most two batches ahead, to the write transaction
+/// that compares and stores them, in the answer's order. The pull takes about the longest part's time
+/// instead of their sum (a fresh device's sync of 50,000 items: 4.6 s → 2.6–3.2 s with two threads,
+/// docs/BENCHMARKS.md, sessions 28 and 29).
 final class ParsedRows: @unchecked Sendable {
     typealias Built = Result<CipherRow, SkippedItem>
     static let batchSize = 500
@@ -212,20 +212,36 @@ final class ParsedRows: @unchecked Sendable {
         let rows = ParsedRows()
         Thread.detachNewThread {
             let result = Result {
-                var batch: [Built] = []
-                batch.reserveCapacity(batchSize)
-                let snapshot = try text.parse { _, object in
-                    batch.append(Result {
-                        let wire = try CipherWire(json: object, path: "cipher")
-                        guard wire.id != nil else { throw ModelError.invalidValue(path: "cipher.id", reason: "missing") }
-                        return CipherRow(userID: userID, wire: wire)
-                    }.mapError { SkippedItem(id: object["id"]?.stringValue ?? "?", reason: $0) })
-                    if batch.count == batchSize {
-                        try rows.hand(batch)
-                        batch.removeAll(keepingCapacity: true)
+                // The parse is one pass over one text; reading each parsed item into its row is not: a batch of
+                // trees is read into rows on every core (`SlicedTransform`) while this thread parses the next.
+                var trees: [JSONObject] = []
+                trees.reserveCapacity(batchSize)
+                var previous: SlicedTransform<Built>?
+                func build() throws {
+                    let batch = SlicedTransform(trees) { object in
+                        Result {
+                            let wire = try CipherWire(json: object, path: "cipher")
+                            guard wire.id != nil else { throw ModelError.invalidValue(path: "cipher.id", reason: "missing") }
+                            return CipherRow(userID: userID, wire: wire)
+                        }.mapError { SkippedItem(id: object["id"]?.stringValue ?? "?", reason: $0) }
                     }
+                    trees.removeAll(keepingCapacity: true)
+                    if let previous { try rows.hand(previous.results()) }
+                    previous = batch
                 }
-                try rows.hand(batch)
+                let snapshot: SyncResponse
+                do {
+                    snapshot = try text.parse { _, object in
+                        trees.append(object)
+                        if trees.count == batchSize { try build() }
+                    }
+                } catch {
+                    // The items read before the damage still go first, then the error (as one thread did).
+                    if let previous { try? rows.hand(previous.results()) }
+                    throw error
+                }
+                try build()
+                if let previous { try rows.hand(previous.results()) }
                 return snapshot
             }
             rows.condition.withLock {
