@@ -194,8 +194,8 @@ struct SkippedItem: Error {
 /// stored rows (checked, and written in the stored form) on every core while the thread parses the next
 /// batch; the rows are handed over a batch at a time, at most two batches ahead, to the write transaction
 /// that compares and stores them, in the answer's order. The pull takes about the longest part's time
-/// instead of their sum (a fresh device's sync of 50,000 items: 4.6 s → 2.6–3.2 s with two threads,
-/// docs/BENCHMARKS.md, sessions 28 and 29).
+/// instead of their sum (a fresh device's sync of 50,000 items: 4.6 s with one thread, 2.6–3.2 s with two,
+/// 2.2–2.6 s with the rows read on both cores; docs/BENCHMARKS.md, sessions 28 and 29).
 final class ParsedRows: @unchecked Sendable {
     typealias Built = Result<CipherRow, SkippedItem>
     static let batchSize = 500
