@@ -99,12 +99,12 @@ public struct EncString: Sendable, Hashable {
         let iv: Data?
         let ciphertext: Data
         let mac: Data?
-        /// The IV and the ciphertext in one piece, what the MAC covers (symmetric types; `nil` for RSA).
-        /// Updating a MAC with one piece instead of two saves a generic call that cost more than the
-        /// hashing of a short field.
+        /// The IV and the ciphertext as one slice, what the MAC covers, when they were decoded into one
+        /// buffer (`nil`: two pieces). Updating a MAC with one piece instead of two saves a generic call
+        /// that cost more than the hashing of a short field.
         let ivAndCiphertext: Data?
 
-        init(iv: Data?, ciphertext: Data, mac: Data?, ivAndCiphertext: Data?) {
+        init(iv: Data?, ciphertext: Data, mac: Data?, ivAndCiphertext: Data? = nil) {
             self.iv = iv
             self.ciphertext = ciphertext
             self.mac = mac
@@ -138,8 +138,8 @@ public struct EncString: Sendable, Hashable {
             switch type {
             case .aesCbc256B64: return symmetric(mac: false)
             case .aesCbc128HmacSha256B64, .aesCbc256HmacSha256B64: return symmetric(mac: true)
-            case .rsa2048OaepSha256B64, .rsa2048OaepSha1B64: return Decoded(iv: nil, ciphertext: part(0), mac: nil, ivAndCiphertext: nil)
-            case .rsa2048OaepSha256HmacSha256B64, .rsa2048OaepSha1HmacSha256B64: return Decoded(iv: nil, ciphertext: part(0), mac: part(1), ivAndCiphertext: nil)
+            case .rsa2048OaepSha256B64, .rsa2048OaepSha1B64: return Decoded(iv: nil, ciphertext: part(0), mac: nil)
+            case .rsa2048OaepSha256HmacSha256B64, .rsa2048OaepSha1HmacSha256B64: return Decoded(iv: nil, ciphertext: part(0), mac: part(1))
             }
         }
     }
@@ -243,8 +243,7 @@ public struct EncString: Sendable, Hashable {
         try EncString.validateLengths(type: type, lengths: lengths)
         self.type = type
         self.serialized = Base64.join(prefix: type.header, parts: parts, separator: UInt8(ascii: "|"))
-        self.assembled = Decoded(iv: type.isSymmetric ? iv : nil, ciphertext: ciphertext, mac: hasMAC ? mac : nil,
-                                 ivAndCiphertext: type.isSymmetric ? parts[0] + ciphertext : nil)
+        self.assembled = Decoded(iv: type.isSymmetric ? iv : nil, ciphertext: ciphertext, mac: hasMAC ? mac : nil)
     }
 
     /// Checks IV, MAC and ciphertext lengths; `lengths` are the decoded parts' byte counts in the type's part order.

@@ -55,8 +55,8 @@ extension EncString {
     /// downgrade the SDK refuses (``CryptoError/wrongKeyType(encryptionType:keyBytes:)``).
     public func decrypt(key: SymmetricCryptoKey) throws -> Data {
         let parts = decoded()
-        guard let iv = parts.iv, let covered = parts.ivAndCiphertext else { throw CryptoError.unsupportedEncryptionType(type.rawValue) }
-        let (ciphertext, mac) = (parts.ciphertext, parts.mac)
+        guard let iv = parts.iv else { throw CryptoError.unsupportedEncryptionType(type.rawValue) }
+        let (ciphertext, mac, covered) = (parts.ciphertext, parts.mac, parts.ivAndCiphertext)
         let aesKey: SymmetricKey
         switch type {
         case .aesCbc256B64:
@@ -70,12 +70,12 @@ extension EncString {
             }
             let raw = key.rawBytes
             aesKey = SymmetricKey(data: raw[0..<16])
-            try Self.verifyMAC(mac, covering: covered, hmac: HMAC<SHA256>(key: SymmetricKey(data: raw[16..<32])))
+            try Self.verifyMAC(mac, iv: iv, ciphertext: ciphertext, covered: covered, hmac: HMAC<SHA256>(key: SymmetricKey(data: raw[16..<32])))
         case .aesCbc256HmacSha256B64:
             guard let hmac = key.macTemplate, let mac else {
                 throw CryptoError.wrongKeyType(encryptionType: 2, keyBytes: key.byteCount)
             }
-            try Self.verifyMAC(mac, covering: covered, hmac: hmac)
+            try Self.verifyMAC(mac, iv: iv, ciphertext: ciphertext, covered: covered, hmac: hmac)
             aesKey = key.encryptionKey
         default:
             throw CryptoError.unsupportedEncryptionType(type.rawValue)
@@ -110,10 +110,16 @@ extension EncString {
         try keyToWrap.withUnsafeBytes { try encrypt($0, key: key, random: random) }
     }
 
-    /// `hmac`: keyed, fed nothing yet (a copy of the key's template); `covered`: the IV and the ciphertext.
-    private static func verifyMAC(_ mac: Data, covering covered: Data, hmac: HMAC<SHA256>) throws {
+    /// `hmac`: keyed, fed nothing yet (a copy of the key's template); `covered`: the IV and the ciphertext
+    /// as one piece, when they are at hand that way.
+    private static func verifyMAC(_ mac: Data, iv: Data, ciphertext: Data, covered: Data?, hmac: HMAC<SHA256>) throws {
         var hmac = hmac
-        hmac.update(data: covered)
+        if let covered {
+            hmac.update(data: covered)
+        } else {
+            hmac.update(data: iv)
+            hmac.update(data: ciphertext)
+        }
         // HashedAuthenticationCode's == is swift-crypto's constant-time comparison.
         guard hmac.finalize() == mac else { throw CryptoError.macMismatch }
     }
