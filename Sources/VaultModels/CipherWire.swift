@@ -73,7 +73,7 @@ public struct CipherWire: JSONObjectConvertible {
         deletedDate = try r.date("deletedDate")
         archivedDate = try r.date("archivedDate")
         lastKnownRevisionDate = try r.date("lastKnownRevisionDate")
-        unknown = r.unknown
+        unknown = try r.unknown
     }
 
     public func write(into w: inout JSONWriter) {
@@ -159,7 +159,7 @@ public struct LoginWire: JSONObjectConvertible {
         autofillOnPageLoad = try r.bool("autofillOnPageLoad")
         fido2Credentials = try r.array("fido2Credentials")
         uri = try r.encString("uri")
-        unknown = r.unknown
+        unknown = try r.unknown
     }
 
     public func write(into w: inout JSONWriter) {
@@ -211,7 +211,7 @@ public struct LoginURIWire: JSONObjectConvertible {
         uri = try r.encString("uri")
         uriChecksum = try r.encString("uriChecksum")
         match = try r.int("match").map(URIMatchType.init(rawValue:))
-        unknown = r.unknown
+        unknown = try r.unknown
     }
 
     public func write(into w: inout JSONWriter) {
@@ -268,7 +268,7 @@ public struct FieldWire: JSONObjectConvertible {
         name = try r.encString("name")
         value = try r.encString("value")
         linkedId = try r.int("linkedId")
-        unknown = r.unknown
+        unknown = try r.unknown
     }
 
     public func write(into w: inout JSONWriter) {
@@ -296,7 +296,7 @@ public struct PasswordHistoryWire: JSONObjectConvertible {
         var r = JSONReader(json, path: path)
         password = try r.requiredEncString("password")
         lastUsedDate = try r.requiredDate("lastUsedDate")
-        unknown = r.unknown
+        unknown = try r.unknown
     }
 
     public func write(into w: inout JSONWriter) {
@@ -341,7 +341,7 @@ public struct AttachmentWire: JSONObjectConvertible {
         case let other?: throw ModelError.wrongType(path: "\(path).size", expected: "a string", found: other.kindName)
         }
         sizeName = try r.string("sizeName")
-        unknown = r.unknown
+        unknown = try r.unknown
     }
 
     public func write(into w: inout JSONWriter) {
@@ -369,7 +369,7 @@ public struct SecureNoteWire: JSONObjectConvertible {
     public init(json: JSONObject, path: String) throws {
         var r = JSONReader(json, path: path)
         type = try r.int("type").map(SecureNoteType.init(rawValue:))
-        unknown = r.unknown
+        unknown = try r.unknown
     }
 
     public func write(into w: inout JSONWriter) {
@@ -394,7 +394,7 @@ public struct CipherPermissionsWire: JSONObjectConvertible {
         var r = JSONReader(json, path: path)
         delete = try r.bool("delete") ?? false
         restore = try r.bool("restore") ?? false
-        unknown = r.unknown
+        unknown = try r.unknown
     }
 
     public func write(into w: inout JSONWriter) {
@@ -425,7 +425,7 @@ public struct FolderWire: JSONObjectConvertible {
         id = try r.id("id")
         name = try r.requiredEncString("name")
         revisionDate = try r.date("revisionDate")
-        unknown = r.unknown
+        unknown = try r.unknown
     }
 
     public func write(into w: inout JSONWriter) {

@@ -60,12 +60,23 @@ public struct JSONReader {
     }
 
     /// The entries nobody read, in their original order.
+    ///
+    /// Keys match with the first letter's case flipped, so an object holding both spellings of one
+    /// key ("id" and "Id") is ambiguous: a read takes the exact spelling, and writing the value back
+    /// could keep only one of the two. Such an object is refused, as a repeated key is.
     public var unknown: JSONObject {
-        var rest = JSONObject()
-        for (index, entry) in object.entries.enumerated() where !consumed[index] {
-            rest.appendNew(entry.key, entry.value)
+        get throws {
+            var rest = JSONObject()
+            for (index, entry) in object.entries.enumerated() where !consumed[index] {
+                if let twin = object.entries.first(where: { JSONObject.equalWithFirstLetterFlipped($0.key, entry.key) }) {
+                    throw ModelError.invalidValue(
+                        path: fieldPath(entry.key),
+                        reason: "the key '\(twin.key.prefix(40))' is repeated with its first letter's case changed")
+                }
+                rest.appendNew(entry.key, entry.value)
+            }
+            return rest
         }
-        return rest
     }
 
     private func wrongType(_ key: String, _ expected: String, _ found: JSONValue) -> ModelError {

@@ -48,7 +48,7 @@ public struct EncryptedFields<Field: SecretFieldName>: JSONObjectConvertible {
             if let value = try reader.encString(field.rawValue) { values[field] = value }
         }
         self.values = values
-        unknown = reader.unknown
+        unknown = try reader.unknown
     }
 
     public func write(into writer: inout JSONWriter) {

@@ -69,6 +69,39 @@ struct LosslessWireTests {
         #expect(!out.entries.contains { $0.key == "Name" })
     }
 
+    /// Found by the parser fuzz in CI (stop 46): a folder with "id" and "Id" was accepted, and writing it
+    /// back kept one of the two, so the second read differed from the first.
+    @Test("an object with both spellings of a key (\"id\" and \"Id\") is refused at every level, not half kept")
+    func firstLetterTwins() throws {
+        let name = try EncString.encrypt("Twin", key: keys.userKey).serialized
+        let id = "b84d8309-72b6-4409-ad8f-dcc6e16d5761"
+        let cases: [(String, String, String)] = [
+            (#"{"id":"\#(id)","name":"\#(name)","Id":"\#(id)"}"#, "folder", "folder.Id"),
+            (#"{"Name":"\#(name)","name":"\#(name)"}"#, "folder", "folder.Name"),
+            (#"{"name":"\#(name)","future":1,"Future":2}"#, "folder", "folder.future"),
+            (#"{"type":2,"name":"\#(name)","secureNote":{"type":0,"Type":0}}"#, "cipher", "cipher.secureNote.Type"),
+            (#"{"type":1,"name":"\#(name)","login":{"uris":[{"uri":"\#(name)","Uri":"\#(name)"}]}}"#, "cipher", "cipher.login.uris[0].Uri"),
+        ]
+        for (text, kind, path) in cases {
+            let error: (any Error)?
+            do {
+                if kind == "folder" { _ = try FolderWire(jsonBytes: Array(text.utf8), path: kind) } else { _ = try CipherWire(jsonBytes: Array(text.utf8), path: kind) }
+                error = nil
+            } catch let caught {
+                error = caught
+            }
+            guard case .invalidValue(let found, let reason)? = error as? ModelError else {
+                Issue.record("\(text): expected an invalid value, got \(String(describing: error))")
+                continue
+            }
+            #expect(found == path, "\(text)")
+            #expect(reason.contains("first letter's case"), "\(text)")
+        }
+        // One spelling of each, in either case, is still read and written back losslessly.
+        let single = try FolderWire(jsonBytes: Array(#"{"Id":"\#(id)","name":"\#(name)","Future":1}"#.utf8), path: "folder")
+        #expect(try FolderWire(jsonBytes: single.jsonBytes(), path: "folder") == single)
+    }
+
     @Test("a damaged field names the item and the field")
     func damagedField() throws {
         var view = try keys.newItem(type: .login, name: "Bank")
