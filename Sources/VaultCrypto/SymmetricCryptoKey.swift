@@ -35,8 +35,9 @@ public struct SymmetricCryptoKey: Sendable {
         case 64:
             full = SymmetricKey(data: raw)
             encryptionKey = SymmetricKey(data: raw[0..<32])
-            macKey = SymmetricKey(data: raw[32..<64])
-            macTemplate = HMAC<SHA256>(key: SymmetricKey(data: raw[32..<64]))
+            let mac = SymmetricKey(data: raw[32..<64])
+            macKey = mac
+            macTemplate = HMAC<SHA256>(key: mac)
         case 32:
             full = SymmetricKey(data: raw)
             encryptionKey = full
