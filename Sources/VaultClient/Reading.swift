@@ -39,16 +39,16 @@ extension VaultEngine {
     /// Every item, decrypted one by one: a damaged item is reported and never hides the others.
     /// Large vaults are decrypted on every core, a page of rows at a time (``eachItem(_:)``).
     public func items() async throws -> [VaultItem] {
-        try await eachItem({ try $0.forEachPage(of: 1_000, $1) }) { row, keys, pending in Self.listed(row, keys: keys, pending: pending) }
+        try await eachItem { row, keys, pending in Self.listed(row, keys: keys, pending: pending) }
     }
 
     /// Every item as a list shows it (``ItemSummary``: name, username and state), without decrypting the
     /// other fields: a list of a large vault need not open every secret in it.
     public func itemSummaries() async throws -> [VaultItemSummary] {
-        try await eachItem({ try $0.forEachListedPage(of: 1_000, $1) }) { row, keys, pending in
+        try await eachItem { row, keys, pending in
             let result: Result<ItemSummary, ModelError>
             do {
-                result = .success(try CipherWire.summary(jsonBytes: row.text.utf8, keys: keys))
+                result = .success(try CipherWire.summary(jsonBytes: row.json.utf8, keys: keys))
             } catch let error as ModelError {
                 result = .failure(error)
             } catch {
@@ -62,12 +62,8 @@ extension VaultEngine {
     /// read a page at a time in one read transaction, and each page is transformed on every core while the
     /// transaction reads the next one (reading the rows out of SQLite was a tenth of a list's time, all of it
     /// on one core while the other waited). Memory holds two pages of rows and the results, not every row
-    /// of a large vault. `pages`: how the cache hands its rows over, a page at a time (whole rows, or what a
-    /// list reads of them).
-    func eachItem<Row: Identifiable & Sendable, Output: Sendable>(
-        _ pages: @escaping @Sendable (CipherCache, ([Row]) throws -> Void) throws -> Void,
-        _ transform: @escaping @Sendable (Row, VaultKeys, PendingChange?) -> Output
-    ) async throws -> [Output] where Row.ID == String {
+    /// of a large vault.
+    func eachItem<Output: Sendable>(_ transform: @escaping @Sendable (CipherRow, VaultKeys, PendingChange?) -> Output) async throws -> [Output] {
         let current = try requireSession()
         let (userID, keys) = (current.userID, current.keys)
         return try await read { tx in
@@ -76,7 +72,7 @@ extension VaultEngine {
             }, uniquingKeysWith: { first, _ in first })
             var outputs: [Output] = []
             var previous: SlicedTransform<Output>?
-            try pages(tx.ciphers(of: userID)) { rows in
+            try tx.ciphers(of: userID).forEachPage(of: 1_000) { rows in
                 let page = SlicedTransform(rows) { row in transform(row, keys, pending[row.id]) }
                 if let previous { outputs += previous.results() }
                 previous = page

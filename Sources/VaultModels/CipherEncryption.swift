@@ -243,33 +243,9 @@ extension CipherWire {
         "id", "organizationId", "key", "name", "type", "folderId", "favorite", "deletedDate", "archivedDate", "login.username",
     ])
 
-    /// What a list reads of this item (``summaryFields``), as compact JSON of the whole item's shape, so that
-    /// ``summary(jsonBytes:keys:)`` reads either text. A store keeps it beside the item (docs/ARCHITECTURE.md,
-    /// "Large vaults"): a list of a large vault then reads and parses a few hundred bytes of each item, not the
-    /// whole of it. Nothing is decrypted: the key, name and username are the item's own EncStrings. The
-    /// revision date is not read: it makes the text change with every server-side change of the item, even
-    /// one to fields a list does not show, which a store's check of the summary against its item relies on
-    /// (`cipher_summary_follows_json`).
-    public func summaryJSONBytes() -> [UInt8] {
-        JSONWriter.text(capacity: 360 + name.serialized.utf8.count) { w in
-            w.put("id", id)
-            w.put("revisionDate", revisionDate)
-            w.put("organizationId", organizationId)
-            w.put("folderId", folderId)
-            w.put("type", type.rawValue)
-            w.put("favorite", favorite)
-            w.put("key", key)
-            w.put("name", name)
-            if let login { w.put("login", JSONValue.object(["username": login.username.map { .string($0.serialized) } ?? .null])) }
-            w.put("deletedDate", deletedDate)
-            w.put("archivedDate", archivedDate)
-        }
-    }
-
-    /// The summary of the item stored as `jsonBytes` (``ItemSummary``), the whole item's text or its
-    /// ``summaryJSONBytes()``: the text is parsed once, and only its key, name and username are decrypted,
-    /// where ``decrypted(with:)`` builds and decrypts every field (a list of a large vault spent most of its
-    /// time there).
+    /// The summary of the item stored as `jsonBytes` (``ItemSummary``): the text is parsed once, and
+    /// only its key, name and username are decrypted, where ``decrypted(with:)`` builds and decrypts
+    /// every field (a list of a large vault spent most of its time there).
     public static func summary<Bytes: Collection>(jsonBytes: Bytes, keys: VaultKeys) throws -> ItemSummary where Bytes.Element == UInt8 {
         var reader = JSONReader(try JSONParser.parseObject(jsonBytes, keeping: summaryFields), path: "cipher")
         let id = try reader.id("id")

@@ -237,15 +237,6 @@ public struct JSONWriter {
         return writer.text
     }
 
-    /// The compact text of one object whose keys `body` writes (for a part of a model written on its own).
-    static func text(capacity: Int, _ body: (inout JSONWriter) -> Void) -> [UInt8] {
-        var writer = JSONWriter(textCapacity: capacity)
-        writer.text.append(UInt8(ascii: "{"))
-        body(&writer)
-        writer.text.append(UInt8(ascii: "}"))
-        return writer.text
-    }
-
     /// Text mode: `{`, the value's keys, `}` (the keys of the object around it kept aside meanwhile).
     private mutating func writeObject<T: JSONObjectConvertible>(_ value: T) {
         let outer = level

@@ -51,15 +51,8 @@ public struct AccountRecord: Codable, Sendable, Equatable, FetchableRecord, Pers
     }
 }
 
-/// What a list reads of one cached item: its id, and its ``CipherRow/summary``, or its whole `json` where it
-/// has none (``CipherWire/summary(jsonBytes:keys:)`` reads either).
-public struct ListedCipherRow: Sendable, Identifiable {
-    public var id: String
-    public var text: String
-}
-
 /// One cached item exactly as the server sent it (or as it was encrypted here, offline).
-public struct CipherRow: Codable, Sendable, Equatable, Identifiable, FetchableRecord, PersistableRecord {
+public struct CipherRow: Codable, Sendable, Equatable, FetchableRecord, PersistableRecord {
     public static let databaseTableName = "cipher"
 
     /// The table's columns, for requests.
@@ -67,17 +60,12 @@ public struct CipherRow: Codable, Sendable, Equatable, Identifiable, FetchableRe
         public static let userID = Column(CodingKeys.userID)
         public static let id = Column(CodingKeys.id)
         public static let json = Column(CodingKeys.json)
-        public static let summary = Column(CodingKeys.summary)
     }
     public var userID: String
     public var id: String
     public var organizationID: String?
     public var revisionDate: Int64?
     public var json: String
-    /// What a list reads of the item (``CipherWire/summaryJSONBytes()``), written with `json` from the same
-    /// item. `nil` in rows stored before it existed, and cleared by a trigger when `json` changes without
-    /// it (a writer that knows only `json`): the list then reads `json` (``CipherCache/forEachListedPage(of:_:)``).
-    public var summary: String?
 
     public init(userID: String, wire: CipherWire) {
         self.userID = userID
@@ -85,7 +73,6 @@ public struct CipherRow: Codable, Sendable, Equatable, Identifiable, FetchableRe
         organizationID = wire.organizationId
         revisionDate = wire.revisionDate?.microsecondsSinceEpoch
         json = String(decoding: wire.jsonBytes(), as: UTF8.self)
-        summary = String(decoding: wire.summaryJSONBytes(), as: UTF8.self)
     }
 
     /// Read by column name, not through `Decodable`: every listing and every name lookup reads every
@@ -96,7 +83,6 @@ public struct CipherRow: Codable, Sendable, Equatable, Identifiable, FetchableRe
         organizationID = row[CodingKeys.organizationID.stringValue]
         revisionDate = row[CodingKeys.revisionDate.stringValue]
         json = row[CodingKeys.json.stringValue]
-        summary = row[CodingKeys.summary.stringValue]
     }
 
     public func wire() throws -> CipherWire {

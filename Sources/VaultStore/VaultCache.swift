@@ -40,23 +40,11 @@ public struct CipherCache {
     /// Every cached item of the user, handed to `body` a page of `size` rows at a time: the rows of a large
     /// vault are never all in memory at once.
     public func forEachPage(of size: Int, _ body: ([CipherRow]) throws -> Void) throws {
-        try Self.inPages(of: size, try mine.fetchCursor(db), { $0 }, body)
-    }
-
-    /// What a list reads of every cached item (``ListedCipherRow``: the summary, or the json of a row without
-    /// one), in the order of ``forEachPage(of:_:)``, handed to `body` a page of `size` rows at a time.
-    public func forEachListedPage(of size: Int, _ body: ([ListedCipherRow]) throws -> Void) throws {
-        let cursor = try mine.select(CipherRow.Columns.id, CipherRow.Columns.summary ?? CipherRow.Columns.json).asRequest(of: Row.self).fetchCursor(db)
-        try Self.inPages(of: size, cursor, { ListedCipherRow(id: $0[0], text: $0[1]) }, body)
-    }
-
-    /// The cursor's elements as `item`s, handed to `body` a page of `size` at a time.
-    private static func inPages<Elements: Cursor, Item>(of size: Int, _ cursor: Elements, _ item: (Elements.Element) throws -> Item,
-                                                        _ body: ([Item]) throws -> Void) throws {
-        var page: [Item] = []
+        let cursor = try mine.fetchCursor(db)
+        var page: [CipherRow] = []
         page.reserveCapacity(size)
-        while let element = try cursor.next() {
-            page.append(try item(element))
+        while let row = try cursor.next() {
+            page.append(row)
             if page.count == size {
                 try body(page)
                 page.removeAll(keepingCapacity: true)
@@ -101,11 +89,11 @@ public struct CipherCache {
     /// bulk settles and full syncs).
     public func store(_ row: CipherRow) throws {
         let statement = try db.cachedStatement(sql: """
-            INSERT INTO cipher (userID, id, organizationID, revisionDate, json, summary) VALUES (?, ?, ?, ?, ?, ?)
+            INSERT INTO cipher (userID, id, organizationID, revisionDate, json) VALUES (?, ?, ?, ?, ?)
             ON CONFLICT (userID, id) DO UPDATE SET organizationID = excluded.organizationID,
-                revisionDate = excluded.revisionDate, json = excluded.json, summary = excluded.summary
+                revisionDate = excluded.revisionDate, json = excluded.json
             """)
-        try statement.execute(arguments: [userID, row.id, row.organizationID, row.revisionDate, row.json, row.summary])
+        try statement.execute(arguments: [userID, row.id, row.organizationID, row.revisionDate, row.json])
     }
 
     /// Removes the item from the cache (nothing if it is not there).

@@ -316,25 +316,6 @@ public final class VaultStore: Sendable {
             // Forgetting the old swaps, at every swap, is a seek: a sync of 10,000 creates records 10,000 swaps.
             try db.create(index: "idSwap_age", on: "idSwap", columns: ["userID", "swappedAt"])
         }
-        migrator.registerMigration("v15: what a list reads of each item, beside the item") { db in
-            // Filled as rows are written (CipherRow.summary); the rows already there keep none, and a list
-            // reads their json until they are written again.
-            try db.alter(table: "cipher") { t in
-                t.add(column: "summary", .text)
-            }
-            // A write that changes an item's json and leaves its summary as it was (a writer that knows only
-            // json) clears the summary, so that no list shows what the item no longer holds. Our own writes
-            // set both from one item, and the summary holds the revision date and the EncStrings (a new IV at
-            // every encryption), so it changes with the item; where it does not, it is cleared too, which
-            // costs that row the slower read, never a wrong answer.
-            try db.execute(sql: """
-                CREATE TRIGGER cipher_summary_follows_json AFTER UPDATE OF json ON cipher
-                WHEN NEW.json IS NOT OLD.json AND OLD.summary IS NOT NULL AND NEW.summary IS OLD.summary
-                BEGIN
-                    UPDATE cipher SET summary = NULL WHERE userID = NEW.userID AND id = NEW.id;
-                END;
-                """)
-        }
         return migrator
     }
 }

@@ -51,48 +51,4 @@ struct ListPagesTests {
         #expect(numbers.count == count - 1)
         await scenario.finish([a])
     }
-
-    /// A list reads each row's summary column (what it shows, written with the row), not the whole item;
-    /// a row whose json changed without it, or stored before it existed, is read from its json.
-    @Test("a list reads each item's summary, and the item itself where a write changed the json alone or left no summary")
-    func summaryColumnFollowsTheItem() async throws {
-        let scenario = try await Scenario.start()
-        let a = try await scenario.device(register: true)
-        await scenario.server.stop()
-        var added: [String] = []
-        for index in 0..<4 {
-            added.append(try #require(try await a.engine.addItem(loginItem("Item \(index)", username: "user\(index)")).value.id))
-        }
-        let ids = added
-        let queue = try DatabaseQueue(path: a.profile + "/vault.sqlite")
-        func summaries() async throws -> [String: ItemSummary] {
-            Dictionary(uniqueKeysWithValues: try await a.engine.itemSummaries().map { ($0.id, try $0.result.get()) })
-        }
-        func storedSummary(_ id: String) async throws -> String? {
-            try await queue.read { db in try String.fetchOne(db, sql: "SELECT summary FROM cipher WHERE id = ?", arguments: [id]) }
-        }
-        for (index, id) in ids.enumerated() {
-            let summary = try #require(try await storedSummary(id))
-            #expect(!summary.contains("Item \(index)") && !summary.contains("user\(index)"), "the summary is encrypted")
-        }
-        // A writer that knows only json puts item 1's text in item 0's row: the trigger clears item 0's
-        // summary and the list reads the json (a stale summary would still say "Item 0").
-        try await queue.write { db in
-            try db.execute(sql: "UPDATE cipher SET json = (SELECT json FROM cipher WHERE id = ?) WHERE id = ?", arguments: [ids[1], ids[0]])
-        }
-        #expect(try await storedSummary(ids[0]) == nil)
-        // A row from before the column: no summary.
-        try await queue.write { db in try db.execute(sql: "UPDATE cipher SET summary = NULL WHERE id = ?", arguments: [ids[2]]) }
-        var listed = try await summaries()
-        #expect(listed[ids[0]]?.name == "Item 1" && listed[ids[0]]?.username == "user1")
-        #expect(listed[ids[2]]?.name == "Item 2" && listed[ids[2]]?.username == "user2")
-        #expect(listed[ids[3]]?.name == "Item 3" && listed[ids[3]]?.favorite == false)
-        // Our own writes set both: a favourite item's summary says so, and a row without one gets it back.
-        _ = try await a.engine.setFavorite(id: ids[3], true)
-        _ = try await a.engine.setFavorite(id: ids[2], true)
-        listed = try await summaries()
-        #expect(listed[ids[3]]?.favorite == true && listed[ids[2]]?.favorite == true)
-        #expect(try await storedSummary(ids[2]) != nil)
-        await scenario.finish([a])
-    }
 }
