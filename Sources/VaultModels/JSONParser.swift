@@ -87,6 +87,24 @@ public struct JSONParser {
             for key in whole { selection[key] = .some(nil) }
             for (key, inner) in keys where !whole.contains(key) { selection[key] = Selection(paths: inner) }
             self.keys = selection
+            keyBytes = selection.map { (Array($0.key.utf8), $0.value) }
+        }
+
+        /// The kept keys' bytes: a key read from the text is looked up by its bytes, without a string or a
+        /// hash (the lookup by string was a sixth of a list's selective parse, docs/BENCHMARKS.md session 30).
+        private let keyBytes: [(bytes: [UInt8], inner: Selection?)]
+
+        /// The selection inside the value of the key spelled `raw` in the text: `.some(nil)` for the whole
+        /// value, `nil` when the key is not kept. The same rule as `keys[JSONObject.camelCase(key)]`: a
+        /// first letter A–Z is read as lowercase, every other byte compared as it is.
+        func inner(forKey raw: UnsafeBufferPointer<UInt8>) -> Selection?? {
+            guard let first = raw.first else { return keys[""] }
+            let lowered = (0x41...0x5A).contains(first) ? first | 0x20 : first
+            for entry in keyBytes where entry.bytes.count == raw.count && entry.bytes[0] == lowered
+                && entry.bytes.dropFirst().elementsEqual(raw.dropFirst()) {
+                return .some(entry.inner)
+            }
+            return nil
         }
     }
 
@@ -210,7 +228,9 @@ public struct JSONParser {
             skipWhitespace()
             let value: JSONValue
             if let selection {
-                guard let inner = selection.keys[JSONObject.camelCase(key)] else {
+                let kept: Selection??
+                if let raw { kept = selection.inner(forKey: raw) } else { kept = selection.keys[JSONObject.camelCase(key)] }
+                guard let inner = kept else {
                     try skipValue(depth: depth)
                     if try endOfEntry() { return JSONObject(entries: entries) }
                     continue

@@ -225,6 +225,26 @@ struct JSONParserTests {
         }
     }
 
+    @Test("a selection finds a key by its bytes exactly as by its camelCase string")
+    func selectionByBytes() {
+        let selection = CipherWire.summaryFields
+        var candidates = ["", "N", "n", "nam", "names", "_name", "1d", "ID", "Id", "iD", "id", "idd", "Name", "NAME", "nAme", "key", "Key", "kEy",
+                          "login", "Login", "LOGIN", "type", "Type", "folderId", "FolderId", "folderID", "favorite", "deletedDate",
+                          "DeletedDate", "archivedDate", "organizationId", "OrganizationId", "username", "é", "Éd"]
+        candidates += selection.keys.keys.flatMap { [$0, JSONObject.flipFirstLetter($0), String($0.dropLast()), $0 + "x", $0.uppercased()] }
+        for key in candidates {
+            let bytes = Array(key.utf8)
+            let found = bytes.withUnsafeBufferPointer { selection.inner(forKey: $0) }
+            let expected = selection.keys[JSONObject.camelCase(key)]
+            #expect((found == nil) == (expected == nil), "\(key)")
+            // The nested selection found is the same one: login's holds username alone.
+            if case .some(.some(let inner)) = found, case .some(.some(let wanted)) = expected {
+                #expect(inner.keys.keys.sorted() == wanted.keys.keys.sorted(), "\(key)")
+            }
+            if case .some(.none) = found { #expect(expected! == nil, "\(key)") }
+        }
+    }
+
     @Test("a model's text written without the tree is the tree's text, byte for byte, unknown keys and their spellings included")
     func textIsTheTreesText() throws {
         var random = RandomViews(rng: SplitMix64(seed: 2026_11_28), keys: VaultKeys(userKey: SymmetricCryptoKey.generate()))
