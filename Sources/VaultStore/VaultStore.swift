@@ -98,6 +98,8 @@ public final class VaultStore: Sendable {
 
     /// How many background checkpoints have finished (for tests).
     package var backgroundCheckpointsDone: Int { checkpoints.done }
+    /// The nice value the last background checkpoint ran at, on Linux (for tests).
+    package var backgroundCheckpointNice: Int32? { checkpoints.lastNice }
 
     static var migrator: DatabaseMigrator {
         var migrator = DatabaseMigrator()
@@ -365,6 +367,9 @@ public enum Sealed {
 /// connection of its own while writes go on: a passive checkpoint neither waits for nor holds up the
 /// writer or any reader, and copies what no reader still needs. One runs at a time. Durability is as
 /// before: a commit survives a crash of the process; the log is synced when a checkpoint copies it.
+/// The thread runs at a background priority: after a large sync the copy took about a tenth of the CPU
+/// of the list that followed it, on the same two cores (docs/BENCHMARKS.md, session 30); it still
+/// runs, only later, when both are busy.
 final class BackgroundCheckpoint: @unchecked Sendable {
     static let logPages: Int32 = 1000
     let path: String
@@ -377,6 +382,9 @@ final class BackgroundCheckpoint: @unchecked Sendable {
     }
 
     var done: Int { lock.withLock { finished } }
+    /// The nice value the last checkpoint's thread ran at (Linux; for tests).
+    var lastNice: Int32? { lock.withLock { nice } }
+    private var nice: Int32?
 
     /// Called by SQLite after each commit, on the committing thread: must return quickly.
     func committed(logPages pages: Int32) {
@@ -387,13 +395,29 @@ final class BackgroundCheckpoint: @unchecked Sendable {
             return true
         }
         guard start else { return }
-        Thread.detachNewThread { [self] in
+        let thread = Thread { [self] in
+            let nice = Self.lowerThisThreadsPriority()
             checkpoint()
             lock.withLock {
                 running = false
                 finished += 1
+                self.nice = nice
             }
         }
+        thread.qualityOfService = .utility
+        thread.start()
+    }
+
+    /// Apple platforms take the thread's quality of service; on Linux the nice value is the thread's own
+    /// (setpriority(2): with NPTL, `who` 0 is the calling thread), so the copy yields to the threads a
+    /// person waits for, and is never starved (nice 10 still gets about a tenth of a busy core).
+    private static func lowerThisThreadsPriority() -> Int32? {
+        #if os(Linux)
+        _ = setpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0, 10)
+        return getpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0)
+        #else
+        return nil
+        #endif
     }
 
     private func checkpoint() {

@@ -266,6 +266,10 @@ struct QueueCountTests {
             written += 1
         }
         #expect(await waitUntil { store.backgroundCheckpointsDone >= 1 }, "a background checkpoint finished")
+        #if os(Linux)
+        // At a background priority (nice 10, or the process's own if that is lower already).
+        #expect((store.backgroundCheckpointNice ?? 0) >= 10)
+        #endif
         // Nothing but a checkpoint copies the log into the database file (the automatic one is replaced).
         #expect(fileSize() > before + 1_000_000, "the log was copied into the file: \(before) → \(fileSize())")
         #expect(try await store.readDatabase { db in try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM cipher") } == written)
