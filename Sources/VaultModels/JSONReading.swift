@@ -67,16 +67,32 @@ public struct JSONReader {
     public var unknown: JSONObject {
         get throws {
             var rest = JSONObject()
+            // A large object's spellings are looked up hashed: a hostile object of many unknown keys must
+            // not cost a comparison of every pair.
+            let spellings = object.count > 16 ? Set(object.entries.map { Array($0.key.utf8) }) : nil
             for (index, entry) in object.entries.enumerated() where !consumed[index] {
-                if let twin = object.entries.first(where: { JSONObject.equalWithFirstLetterFlipped($0.key, entry.key) }) {
+                let hasTwin = if let spellings {
+                    Self.firstLetterFlipped(entry.key).map(spellings.contains) ?? false
+                } else {
+                    object.entries.contains { JSONObject.equalWithFirstLetterFlipped($0.key, entry.key) }
+                }
+                if hasTwin {
                     throw ModelError.invalidValue(
                         path: fieldPath(entry.key),
-                        reason: "the key '\(twin.key.prefix(40))' is repeated with its first letter's case changed")
+                        reason: "the key is repeated with its first letter's case changed")
                 }
                 rest.appendNew(entry.key, entry.value)
             }
             return rest
         }
+    }
+
+    /// The key's bytes with its first letter's ASCII case flipped; `nil` when it does not begin with a letter.
+    static func firstLetterFlipped(_ key: String) -> [UInt8]? {
+        var bytes = Array(key.utf8)
+        guard let first = bytes.first, (0x61...0x7A).contains(first | 0x20) else { return nil }
+        bytes[0] = first ^ 0x20
+        return bytes
     }
 
     private func wrongType(_ key: String, _ expected: String, _ found: JSONValue) -> ModelError {

@@ -97,6 +97,18 @@ struct LosslessWireTests {
             #expect(found == path, "\(text)")
             #expect(reason.contains("first letter's case"), "\(text)")
         }
+        // Large objects take the hashed path (past 16 keys): the same rule.
+        let many = (0..<40).map { #""k\#($0)":\#($0)"# }.joined(separator: ",")
+        for (extra, refused) in [(#""K7":1"#, true), (#""Name":1"#, true), (#""_k7":1,"1d":2,"1D":3"#, false)] {
+            let text = #"{"name":"\#(name)",\#(many),\#(extra)}"#
+            if refused {
+                #expect(throws: ModelError.self, "\(extra)") { try FolderWire(jsonBytes: Array(text.utf8), path: "folder") }
+            } else {
+                let wire = try FolderWire(jsonBytes: Array(text.utf8), path: "folder")
+                #expect(wire.unknown.count == 43)
+                #expect(try FolderWire(jsonBytes: wire.jsonBytes(), path: "folder") == wire)
+            }
+        }
         // One spelling of each, in either case, is still read and written back losslessly.
         let single = try FolderWire(jsonBytes: Array(#"{"Id":"\#(id)","name":"\#(name)","Future":1}"#.utf8), path: "folder")
         #expect(try FolderWire(jsonBytes: single.jsonBytes(), path: "folder") == single)
