@@ -69,10 +69,10 @@ public struct JSONReader {
             var rest = JSONObject()
             // A large object's spellings are looked up hashed: a hostile object of many unknown keys must
             // not cost a comparison of every pair.
-            let spellings = object.count > 16 ? Set(object.entries.map { Array($0.key.utf8) }) : nil
+            let spellings = object.count > KeySpellings.linearLimit ? KeySpellings(object.entries.lazy.map(\.key)) : nil
             for (index, entry) in object.entries.enumerated() where !consumed[index] {
                 let hasTwin = if let spellings {
-                    Self.firstLetterFlipped(entry.key).map(spellings.contains) ?? false
+                    spellings.containsTwin(of: entry.key)
                 } else {
                     object.entries.contains { JSONObject.equalWithFirstLetterFlipped($0.key, entry.key) }
                 }
@@ -87,13 +87,6 @@ public struct JSONReader {
         }
     }
 
-    /// The key's bytes with its first letter's ASCII case flipped; `nil` when it does not begin with a letter.
-    static func firstLetterFlipped(_ key: String) -> [UInt8]? {
-        var bytes = Array(key.utf8)
-        guard let first = bytes.first, (0x61...0x7A).contains(first | 0x20) else { return nil }
-        bytes[0] = first ^ 0x20
-        return bytes
-    }
 
     private func wrongType(_ key: String, _ expected: String, _ found: JSONValue) -> ModelError {
         .wrongType(path: fieldPath(key), expected: expected, found: found.kindName)
@@ -325,6 +318,15 @@ public struct JSONWriter {
     /// with its first letter's case flipped, is left out, as ``JSONObject/merge(missingFrom:)`` does).
     public mutating func append(unknown: JSONObject) {
         guard writesText else { return object.merge(missingFrom: unknown) }
+        if unknown.count + keys.count - level > KeySpellings.linearLimit {
+            var present = KeySpellings(keys[level...])
+            for entry in unknown.entries where !present.contains(entry.key) {
+                present.insert(entry.key)
+                writeKey(entry.key)
+                entry.value.write(to: &text)
+            }
+            return
+        }
         for entry in unknown.entries
         where !keys[level...].contains(where: { $0 == entry.key || JSONObject.equalWithFirstLetterFlipped($0, entry.key) }) {
             writeKey(entry.key)

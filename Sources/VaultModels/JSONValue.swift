@@ -106,9 +106,25 @@ public struct JSONObject: Sendable, Hashable, Sequence, ExpressibleByDictionaryL
 
     /// Adds every entry of `other` whose key is not present yet.
     public mutating func merge(missingFrom other: JSONObject) {
-        for entry in other.entries where index(of: entry.key) == nil {
+        guard entries.count + other.count > KeySpellings.linearLimit else {
+            for entry in other.entries where index(of: entry.key) == nil {
+                entries.append(entry)
+            }
+            return
+        }
+        var present = KeySpellings(entries.lazy.map(\.key))
+        for entry in other.entries where !present.contains(entry.key) {
+            present.insert(entry.key)
             entries.append(entry)
         }
+    }
+
+    /// The key's bytes with its first letter's ASCII case flipped; `nil` when it does not begin with a letter.
+    static func firstLetterFlipped(_ key: String) -> [UInt8]? {
+        var bytes = Array(key.utf8)
+        guard let first = bytes.first, (0x61...0x7A).contains(first | 0x20) else { return nil }
+        bytes[0] = first ^ 0x20
+        return bytes
     }
 
     /// `key` with its first character's case flipped ("Key" ⇄ "key").
@@ -218,4 +234,31 @@ struct AnyCodingKey: CodingKey {
     init(_ string: String) { stringValue = string }
     init?(stringValue: String) { self.stringValue = stringValue }
     init?(intValue: Int) { return nil }
+}
+
+/// The keys of an object, looked up as ``JSONObject/index(of:)`` matches them (exactly, or with the first
+/// letter's ASCII case flipped), but hashed: for objects too large to compare key by key (a hostile object
+/// of many keys must not cost a comparison of every pair). Smaller objects are compared key by key.
+struct KeySpellings {
+    /// Up to this many keys, an object's keys are compared one by one.
+    static let linearLimit = 32
+    private var exact: Set<String> = []
+    private var spelled: Set<[UInt8]> = []
+
+    init<Keys: Sequence>(_ keys: Keys) where Keys.Element == String {
+        for key in keys { insert(key) }
+    }
+
+    mutating func insert(_ key: String) {
+        exact.insert(key)
+        spelled.insert(Array(key.utf8))
+    }
+
+    /// Whether `key` is present, exactly or with its first letter's case flipped.
+    func contains(_ key: String) -> Bool { exact.contains(key) || containsTwin(of: key) }
+
+    /// Whether `key` with its first letter's case flipped is present.
+    func containsTwin(of key: String) -> Bool {
+        JSONObject.firstLetterFlipped(key).map(spelled.contains) ?? false
+    }
 }

@@ -114,6 +114,29 @@ struct LosslessWireTests {
         #expect(try FolderWire(jsonBytes: single.jsonBytes(), path: "folder") == single)
     }
 
+    /// Past `KeySpellings.linearLimit` keys, merging and writing unknown keys look keys up hashed; the result
+    /// must be what comparing key by key gives: modelled keys win, then the first spelling of each key.
+    @Test("many unknown keys are written as key by key would: modelled keys first, each key's first spelling once")
+    func manyUnknownKeys() throws {
+        let name = try EncString.encrypt("Many", key: keys.userKey)
+        let alphabet = ["name", "Name", "id", "Id", "a", "A", "ab", "Ab", "aB", "é", "É", "e\u{301}", "_x", "_X", "1a", "1A",
+                        "revisionDate", "RevisionDate", "object", "K", "\u{212A}"]
+        var rng = SplitMix64(seed: 30)
+        for round in 0..<60 {
+            var unknown = JSONObject()
+            for index in 0..<[5, 20, 40, 90][round % 4] {
+                let base = alphabet[Int(rng.next() % UInt64(alphabet.count))]
+                unknown.appendNew(rng.next() % 3 == 0 ? base : base + "\(index % 7)", .number("\(index)"))
+            }
+            var wire = FolderWire(id: "b84d8309-72b6-4409-ad8f-dcc6e16d5761", name: name, revisionDate: nil)
+            wire.unknown = unknown
+            var expected: JSONObject = ["id": .string(wire.id!), "name": .string(name.serialized), "revisionDate": .null]
+            for entry in unknown.entries where expected.index(of: entry.key) == nil { expected.appendNew(entry.key, entry.value) }
+            #expect(wire.jsonObject() == expected, "round \(round)")
+            #expect(try JSONParser.parse(wire.jsonBytes()) == .object(expected), "round \(round)")
+        }
+    }
+
     @Test("a damaged field names the item and the field")
     func damagedField() throws {
         var view = try keys.newItem(type: .login, name: "Bank")
