@@ -69,7 +69,8 @@ public struct JSONReader {
             var rest = JSONObject()
             // A large object's spellings are looked up hashed: a hostile object of many unknown keys must
             // not cost a comparison of every pair.
-            let spellings = object.count > KeySpellings.linearLimit ? KeySpellings(object.entries.lazy.map(\.key)) : nil
+            let unread = consumed.reduce(0) { $1 ? $0 : $0 + 1 }
+            let spellings = unread > KeySpellings.linearLimit ? KeySpellings(object.entries.lazy.map(\.key)) : nil
             for (index, entry) in object.entries.enumerated() where !consumed[index] {
                 let hasTwin = if let spellings {
                     spellings.containsTwin(of: entry.key)
@@ -318,7 +319,7 @@ public struct JSONWriter {
     /// with its first letter's case flipped, is left out, as ``JSONObject/merge(missingFrom:)`` does).
     public mutating func append(unknown: JSONObject) {
         guard writesText else { return object.merge(missingFrom: unknown) }
-        if unknown.count + keys.count - level > KeySpellings.linearLimit {
+        if unknown.count > KeySpellings.linearLimit {
             var present = KeySpellings(keys[level...])
             for entry in unknown.entries where !present.contains(entry.key) {
                 present.insert(entry.key)

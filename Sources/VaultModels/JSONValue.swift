@@ -106,7 +106,7 @@ public struct JSONObject: Sendable, Hashable, Sequence, ExpressibleByDictionaryL
 
     /// Adds every entry of `other` whose key is not present yet.
     public mutating func merge(missingFrom other: JSONObject) {
-        guard entries.count + other.count > KeySpellings.linearLimit else {
+        guard other.count > KeySpellings.linearLimit else {
             for entry in other.entries where index(of: entry.key) == nil {
                 entries.append(entry)
             }
@@ -237,10 +237,12 @@ struct AnyCodingKey: CodingKey {
 }
 
 /// The keys of an object, looked up as ``JSONObject/index(of:)`` matches them (exactly, or with the first
-/// letter's ASCII case flipped), but hashed: for objects too large to compare key by key (a hostile object
-/// of many keys must not cost a comparison of every pair). Smaller objects are compared key by key.
+/// letter's ASCII case flipped), but hashed: for many unknown keys (a hostile object of many keys must not
+/// cost a comparison of every pair). A model's own keys are few, so up to ``linearLimit`` unknown keys are
+/// compared one by one, as before: an item of a real server carries a few (building the hash for those
+/// would cost more than the comparisons).
 struct KeySpellings {
-    /// Up to this many keys, an object's keys are compared one by one.
+    /// Up to this many unknown keys, keys are compared one by one.
     static let linearLimit = 32
     private var exact: Set<String> = []
     private var spelled: Set<[UInt8]> = []

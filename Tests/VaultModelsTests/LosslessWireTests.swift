@@ -97,7 +97,7 @@ struct LosslessWireTests {
             #expect(found == path, "\(text)")
             #expect(reason.contains("first letter's case"), "\(text)")
         }
-        // Large objects take the hashed path (past 16 keys): the same rule.
+        // Objects of many unknown keys take the hashed path (past 32 of them): the same rule.
         let many = (0..<40).map { #""k\#($0)":\#($0)"# }.joined(separator: ",")
         for (extra, refused) in [(#""K7":1"#, true), (#""Name":1"#, true), (#""_k7":1,"1d":2,"1D":3"#, false)] {
             let text = #"{"name":"\#(name)",\#(many),\#(extra)}"#
