@@ -88,7 +88,6 @@ public struct JSONReader {
         }
     }
 
-
     private func wrongType(_ key: String, _ expected: String, _ found: JSONValue) -> ModelError {
         .wrongType(path: fieldPath(key), expected: expected, found: found.kindName)
     }
