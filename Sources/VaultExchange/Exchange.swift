@@ -101,7 +101,7 @@ public enum ExchangeError: Error, Equatable, CustomStringConvertible {
     public var description: String {
         switch self {
         case .malformed(let entry, let reason): return "\(entry): \(reason)"
-        case .passwordRequired: return "this export is password-protected; give its password (--password-stdin, or at the prompt)"
+        case .passwordRequired: return "this export is password-protected; give its password (--file-password-stdin, VAULTSYNC_FILE_PASSWORD, or at the prompt)"
         case .wrongPassword: return "the password does not open this export (its check value does not decrypt)"
         case .accountEncrypted:
             return "this is an account-restricted encrypted export, readable only by the account that made it; export it again as plain JSON or with a password"

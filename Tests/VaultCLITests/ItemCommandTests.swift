@@ -204,6 +204,59 @@ struct ItemCommandTests {
         await scenario.finish([device])
     }
 
+    /// What `get --json` prints is what `edit --json` takes back, field for field (docs/CLI.md, "--json input"):
+    /// a linked field's link, every group key (null when absent), and the same checks as the flags.
+    @Test("the item JSON round-trips linked fields and whole groups; --field keeps a field's type; JSON input is checked like flags")
+    func jsonRoundTrip() async throws {
+        let scenario = try await CLIScenario.start()
+        let device = try await scenario.device(register: true)
+        let item = #"{"type":"login","name":"Linked","login":{"username":"u","password":"p"},"fields":[{"name":"lu","value":null,"type":"linked","linkedId":100},{"name":"pin","value":"1234","type":"hidden"},{"name":"flag","value":"true","type":"boolean"},{"name":"dup","value":"1"},{"name":"dup","value":"2"}]}"#
+        try await device.expect(["add", "--json", "-"], stdin: item)
+        let printed = try await device.json(["get", "Linked"])
+        #expect(printed["fields"]?[0]?["linkedId"]?.intValue == 100 && printed["fields"]?[1]?["linkedId"]?.isNull == true)
+        #expect(printed["card"]?.isNull == true && printed["identity"]?.isNull == true && printed["sshKey"]?.isNull == true)
+
+        // Fed back unchanged, through --json and through the editor: nothing moves.
+        try await device.expect(["edit", "Linked", "--json", "-"], stdin: printed.jsonText)
+        #expect(try await device.json(["get", "Linked"])["fields"] == printed["fields"])
+        try await device.expect(["edit", "Linked"], environment: ["EDITOR": #"edit() { sed -i 's/"notes": null/"notes": "n"/' "$1"; }; edit"#], removing: ["VISUAL"])
+        let afterEditor = try await device.json(["get", "Linked"])
+        #expect(afterEditor["notes"]?.stringValue == "n" && afterEditor["fields"] == printed["fields"], "\(afterEditor)")
+        // --field keeps the field's type; a linked field, a non-boolean value and a shared name are refused.
+        try await device.expect(["edit", "Linked", "--field", "pin=5678", "--field", "new=1"])
+        let typed = try await device.json(["get", "Linked"])
+        #expect(typed["fields"]?[1]?["type"]?.stringValue == "hidden" && typed["fields"]?[1]?["value"]?.stringValue == "5678")
+        #expect(!(try await device.expect(["get", "Linked"]).stdout.contains("5678")), "a hidden field stays masked")
+        try await device.expect(["edit", "Linked", "--field", "lu=x"], status: 64)
+        try await device.expect(["edit", "Linked", "--field", "flag=maybe"], status: 64)
+        try await device.expect(["edit", "Linked", "--field", "dup=3"], status: 64)
+        try await device.expect(["edit", "Linked", "--field", "flag=false"])
+        #expect(try await device.json(["get", "Linked"])["fields"]?[2] == .object(["name": .string("flag"), "value": .string("false"), "type": .string("boolean"), "linkedId": .null]))
+
+        // An older script's JSON without linkedId keeps the link.
+        let withoutLink = #"{"fields":[{"name":"lu","value":null,"type":"linked"},{"name":"pin","value":"1234","type":"hidden"}]}"#
+        try await device.expect(["edit", "Linked", "--json", "-"], stdin: withoutLink)
+        #expect(try await device.json(["get", "Linked"])["fields"]?[0]?["linkedId"]?.intValue == 100)
+        try await device.expect(["edit", "Linked", "--json", "-"], status: 64, stdin: #"{"fields":[{"name":"t","value":"x","linkedId":1}]}"#)
+
+        // A card prints every card key, and the JSON input is checked as the flags are.
+        try await device.expect(["add", "--json", "-"], stdin: #"{"type":"card","name":"Visa","card":{"expMonth":"07"}}"#)
+        let card = try await device.json(["get", "Visa"])
+        #expect(card["card"]?["cardholderName"]?.isNull == true && card["card"]?["expMonth"]?.stringValue == "07" && card["login"]?.isNull == true)
+        try await device.expect(["edit", "Visa", "--json", "-"], stdin: card.jsonText)
+        for bad in [#"{"type":"card","name":"J3","card":{"expMonth":"13"}}"#, #"{"type":"card","name":"J3","card":{"expYear":"20x9"}}"#,
+                    #"{"type":"login","name":"J3","login":{"totp":"!!!notbase32"}}"#, #"{"type":"login","name":"J3","login":{"totp":"steam://!!!!"}}"#,
+                    #"{"type":"login","name":"J3","login":{"uris":[{"uri":"https://b.example","match":9}]}}"#] {
+            try await device.expect(["add", "--json", "-"], status: 64, stdin: bad)
+        }
+        try await device.expect(["edit", "Visa", "--json", "-"], status: 64, stdin: #"{"card":{"expMonth":"0"}}"#)
+        let steamFile = (device.home as NSString).deletingLastPathComponent + "/steam"
+        try Data("steam://!!!!\n".utf8).write(to: URL(fileURLWithPath: steamFile))
+        try await device.expect(["add", "login", "--name", "J3", "--totp", "@" + steamFile], status: 64)
+        try await device.expect(["get", "J3"], status: 4)
+        await scenario.finish([device])
+    }
+
     /// `list` without --json decrypts only what it prints (names and usernames, `VaultEngine.itemSummaries`):
     /// the same items as `list --json`, under every filter, with what each line shows.
     @Test("list as text: the same items as --json under every filter, with username, folder and marks")

@@ -103,12 +103,26 @@ struct ItemOptions: ParsableArguments {
 
     /// A TOTP value must give codes: a base32 secret or an otpauth://totp URI (Steam's `steam://` secrets,
     /// which Bitwarden's clients accept, are kept as given). Never echoed: it is a secret.
-    static func checkTOTP(_ value: String?) throws {
-        guard let value, !value.isEmpty, !value.lowercased().hasPrefix("steam://") else { return }
+    static func checkTOTP(_ value: String?, name: String = "--totp") throws {
+        guard let value, !value.isEmpty else { return }
         do {
-            _ = try TOTP(secretOrURI: value)
+            if value.lowercased().hasPrefix("steam://") {
+                _ = try TOTP(secret: try TOTP.base32Decode(String(value.dropFirst("steam://".count))))
+            } else {
+                _ = try TOTP(secretOrURI: value)
+            }
         } catch {
-            throw CLIError.usage("--totp: not a TOTP secret (base32, as sites show it) or an otpauth://totp URI: \(error)")
+            throw CLIError.usage("\(name): not a TOTP secret (base32, as sites show it), an otpauth://totp URI or a steam:// secret: \(error)")
+        }
+    }
+
+    /// A card's expiry as people write it: a month 1–12 (`7` or `07`), a year of two or four digits.
+    static func checkExpiry(month: String?, year: String?, names: (month: String, year: String) = ("--exp-month", "--exp-year")) throws {
+        if let month, !month.isEmpty, !(month.count <= 2 && month.allSatisfy(\.isASCII) && Int(month).map { (1...12).contains($0) } == true) {
+            throw CLIError.usage("\(names.month): \"\(month)\" is not a month (1 to 12)")
+        }
+        if let year, !year.isEmpty, !((year.count == 2 || year.count == 4) && year.allSatisfy(\.isASCII) && Int(year) != nil) {
+            throw CLIError.usage("\(names.year): \"\(year)\" is not a year (e.g. 2029, or 29)")
         }
     }
 
@@ -183,12 +197,7 @@ struct ItemOptions: ParsableArguments {
         }
         if view.type == .card {
             var card = view.card ?? CardView()
-            if let expMonth, !expMonth.isEmpty, !(Int(expMonth).map { (1...12).contains($0) } ?? false) {
-                throw CLIError.usage("--exp-month: \"\(expMonth)\" is not a month (1 to 12)")
-            }
-            if let expYear, !expYear.isEmpty, !((expYear.count == 2 || expYear.count == 4) && expYear.allSatisfy(\.isASCII) && Int(expYear) != nil) {
-                throw CLIError.usage("--exp-year: \"\(expYear)\" is not a year (e.g. 2029, or 29)")
-            }
+            try Self.checkExpiry(month: expMonth, year: expYear)
             let values: [(CardField, String?)] = [(.cardholderName, cardholderName), (.brand, brand), (.expMonth, expMonth), (.expYear, expYear)]
             for (field, value) in values { if let value { card[field] = value.isEmpty ? nil : value } }
             for (field, value) in [(CardField.number, secrets.number), (.code, secrets.code)] { if let value { card[field] = value } }
@@ -221,14 +230,33 @@ struct ItemOptions: ParsableArguments {
             fields.append((String(entry[..<equals]), String(entry[entry.index(after: equals)...]), .text))
         }
         fields += secrets.hiddenFields.map { ($0.name, $0.value, .hidden) }
-        for (name, value, type) in fields {
-            if let index = view.fields.firstIndex(where: { $0.name == name }) {
-                view.fields[index].value = value
-                view.fields[index].type = type
-            } else {
-                view.fields.append(FieldView(type: type, name: name, value: value))
-            }
+        for (name, value, type) in fields { try Self.setField(name, value: value, flagType: type, in: &view) }
+    }
+
+    /// `--field NAME=VALUE` / `--hidden-field NAME=SOURCE` on an item. A field of that name keeps its type
+    /// under `--field` (a hidden field stays hidden, a boolean stays a boolean); `--hidden-field` makes it
+    /// hidden. A linked field has no value of its own, and a name several fields share is ambiguous: both
+    /// are refused rather than guessed.
+    static func setField(_ name: String, value: String?, flagType: FieldType, in view: inout CipherView) throws {
+        let flag = flagType == .hidden ? "--hidden-field" : "--field"
+        let matches = view.fields.indices.filter { view.fields[$0].name == name }
+        guard let index = matches.first else {
+            view.fields.append(FieldView(type: flagType, name: name, value: value))
+            return
         }
+        guard matches.count == 1 else {
+            throw CLIError.usage("\(flag) \(name): the item has \(matches.count) fields named \"\(name)\"; edit them with --json (or the editor)")
+        }
+        switch view.fields[index].type {
+        case .linked:
+            throw CLIError.usage("\(flag) \(name): a linked field shows another of the item's values and has none of its own; edit it with --json (or the editor)")
+        case .boolean where flagType == .text && !(value == nil || value == "true" || value == "false"):
+            throw CLIError.usage("--field \(name): a boolean field is true or false")
+        default:
+            break
+        }
+        view.fields[index].value = value
+        if flagType == .hidden { view.fields[index].type = .hidden }
     }
 }
 
@@ -309,51 +337,89 @@ enum ItemJSONInput {
         } else if let folder = try text(object["folder"], "folder") {
             view.folderId = try await folder.asyncMap { try await context.folderID($0) } ?? nil
         }
-        if let value = object["login"] {
-            guard view.type == .login else { throw CLIError.usage("login data on a \(view.type.name) item") }
+        // `get --json` prints every type's group, `null` where the item is of another type.
+        func given(_ key: String, for type: CipherType) throws -> JSONValue? {
+            guard let value = object[key], !(value.isNull && view.type != type) else { return nil }
+            guard view.type == type else { throw CLIError.usage("\(key) data on a \(view.type.name) item") }
+            return value
+        }
+        if let value = try given("login", for: .login) {
             guard let login = value.objectValue else { throw CLIError.usage("login must be an object") }
             try checkKeys(login, allowed: ["username", "password", "totp", "uris", "passwordRevisionDate", "passkeys"], path: "login")
             var result = view.login ?? LoginView()
             if let username = try text(login["username"], "login.username") { result.username = username }
             if let password = try text(login["password"], "login.password") { result.password = password }
-            if let totp = try text(login["totp"], "login.totp") { result.totp = totp }
+            if let totp = try text(login["totp"], "login.totp") {
+                if totp != result.totp { try ItemOptions.checkTOTP(totp, name: "login.totp") }
+                result.totp = totp
+            }
             if let uris = login["uris"] {
                 guard let array = uris.arrayValue else { throw CLIError.usage("login.uris must be an array") }
+                let before = result.uris
                 result.uris = try array.enumerated().map { index, entry in
                     if let text = entry.stringValue { return LoginURIView(uri: text) }
                     guard let uri = entry.objectValue else { throw CLIError.usage("login.uris[\(index)] must be a string or an object") }
                     try checkKeys(uri, allowed: ["uri", "match"], path: "login.uris[\(index)]")
-                    let match = uri["match"].flatMap { $0.isNull ? nil : $0.intValue }.map(URIMatchType.init(rawValue:))
-                    return LoginURIView(uri: try text(uri["uri"], "login.uris[\(index)].uri") ?? nil, match: match)
+                    let earlier = before.first { $0.uri == uri["uri"]?.stringValue }
+                    let match = try uri["match"].flatMap { value -> URIMatchType? in
+                        if value.isNull { return nil }
+                        // A value another client stored is kept as it is; a new one is one this client knows.
+                        guard let number = value.intValue, (0...5).contains(number) || earlier?.match?.rawValue == number else {
+                            throw CLIError.usage("login.uris[\(index)].match must be null or 0–5 (domain, host, starts with, exact, regular expression, never)")
+                        }
+                        return URIMatchType(rawValue: number)
+                    }
+                    var entry = LoginURIView(uri: try text(uri["uri"], "login.uris[\(index)].uri") ?? nil, match: match)
+                    // What the CLI form does not show (an unknown key the server sent) stays with the same URI.
+                    entry.unknown = earlier?.unknown ?? JSONObject()
+                    return entry
                 }
             }
             view.login = result
         }
-        if object["card"] != nil {
-            guard view.type == .card else { throw CLIError.usage("card data on a \(view.type.name) item") }
-            try group(object["card"], into: &view.card, path: "card")
+        if let card = try given("card", for: .card) {
+            let before = view.card
+            try group(card, into: &view.card, path: "card")
+            // Checked where the JSON changes them: a value another client stored stays editable around.
+            func changed(_ field: CardField) -> String? { view.card?[field] == before?[field] ? nil : view.card?[field] }
+            try ItemOptions.checkExpiry(month: changed(.expMonth), year: changed(.expYear), names: ("card.expMonth", "card.expYear"))
         }
-        if object["identity"] != nil {
-            guard view.type == .identity else { throw CLIError.usage("identity data on a \(view.type.name) item") }
-            try group(object["identity"], into: &view.identity, path: "identity")
-        }
-        if object["sshKey"] != nil {
-            guard view.type == .sshKey else { throw CLIError.usage("sshKey data on a \(view.type.name) item") }
-            try group(object["sshKey"], into: &view.sshKey, path: "sshKey")
-        }
+        if let identity = try given("identity", for: .identity) { try group(identity, into: &view.identity, path: "identity") }
+        if let sshKey = try given("sshKey", for: .sshKey) { try group(sshKey, into: &view.sshKey, path: "sshKey") }
         if let fields = object["fields"] {
             guard let array = fields.arrayValue else { throw CLIError.usage("fields must be an array") }
-            view.fields = try array.enumerated().map { index, entry in
-                guard let field = entry.objectValue else { throw CLIError.usage("fields[\(index)] must be an object") }
-                try checkKeys(field, allowed: ["name", "value", "type"], path: "fields[\(index)]")
-                let typeName = field["type"]?.stringValue ?? "text"
-                guard let type = Presentation.fieldTypeNames.first(where: { $0.1 == typeName })?.0 else {
-                    throw CLIError.usage("fields[\(index)].type must be text, hidden, boolean or linked")
-                }
-                return FieldView(type: type, name: try text(field["name"], "fields[\(index)].name") ?? nil,
-                                 value: try text(field["value"], "fields[\(index)].value") ?? nil)
-            }
+            let before = view.fields
+            view.fields = try array.enumerated().map { index, entry in try customField(entry, index: index, before: before) }
         }
+    }
+
+    /// A custom field of the JSON form. What the form leaves out is kept from the item's field of the same
+    /// name and type: a linked field's `linkedId` when the entry has none (an older script's JSON), and keys the
+    /// server sent that this client does not model.
+    static func customField(_ entry: JSONValue, index: Int, before: [FieldView]) throws -> FieldView {
+        guard let field = entry.objectValue else { throw CLIError.usage("fields[\(index)] must be an object") }
+        try checkKeys(field, allowed: ["name", "value", "type", "linkedId"], path: "fields[\(index)]")
+        let typeName = field["type"]?.stringValue ?? "text"
+        guard let type = Presentation.fieldTypeNames.first(where: { $0.1 == typeName })?.0 else {
+            throw CLIError.usage("fields[\(index)].type must be text, hidden, boolean or linked")
+        }
+        var result = FieldView(type: type, name: try text(field["name"], "fields[\(index)].name") ?? nil,
+                               value: try text(field["value"], "fields[\(index)].value") ?? nil)
+        let earlier = before.first { $0.name == result.name && $0.type == type }
+        result.unknown = earlier?.unknown ?? JSONObject()
+        switch field["linkedId"] {
+        case .none:
+            result.linkedId = earlier?.linkedId
+        case .some(let value) where value.isNull:
+            result.linkedId = nil
+        case .some(let value):
+            guard let linked = value.intValue else { throw CLIError.usage("fields[\(index)].linkedId must be a number or null") }
+            result.linkedId = linked
+        }
+        if type != .linked, result.linkedId != nil {
+            throw CLIError.usage("fields[\(index)].linkedId is only for a linked field")
+        }
+        return result
     }
 }
 

@@ -17,7 +17,7 @@ enum Presentation {
     static func secretGroup<Field: SecretFieldName>(_ fields: PlainFields<Field>?) -> JSONValue {
         guard let fields else { return .null }
         var object = JSONObject()
-        for field in Field.allCases { if let value = fields[field] { object[field.rawValue] = .string(value) } }
+        for field in Field.allCases { object[field.rawValue] = string(fields[field]) }
         return .object(object)
     }
 
@@ -33,6 +33,7 @@ enum Presentation {
         object["reprompt"] = .bool(view.reprompt == .password)
         object["notes"] = string(view.notes)
         object["organizationId"] = string(view.organizationId)
+        object["login"] = .null
         if let login = view.login {
             object["login"] = .object([
                 "username": string(login.username),
@@ -43,11 +44,12 @@ enum Presentation {
                 "passkeys": .int(login.fido2Credentials?.count ?? 0),
             ])
         }
-        if view.card != nil { object["card"] = secretGroup(view.card) }
-        if view.identity != nil { object["identity"] = secretGroup(view.identity) }
-        if view.sshKey != nil { object["sshKey"] = secretGroup(view.sshKey) }
+        object["card"] = secretGroup(view.card)
+        object["identity"] = secretGroup(view.identity)
+        object["sshKey"] = secretGroup(view.sshKey)
         object["fields"] = .array(view.fields.map {
-            .object(["name": string($0.name), "value": string($0.value), "type": .string(fieldTypeName($0.type))])
+            .object(["name": string($0.name), "value": string($0.value), "type": .string(fieldTypeName($0.type)),
+                     "linkedId": $0.linkedId.map { .int($0) } ?? .null])
         })
         object["passwordHistory"] = .array(view.passwordHistory.map {
             .object(["password": .string($0.password), "lastUsedDate": .string($0.lastUsedDate.iso8601)])
