@@ -17,13 +17,22 @@ extension VaultEngine {
     func syncAttachments(_ run: inout PlanRun<CipherWire>, report: inout SyncReport) async throws {
         let (userID, itemID) = (try requireSession().userID, run.serverID)
         let staging = attachmentStaging(userID: userID)
+        // A file the server refuses (too large, say) waits for the user without holding back the others: they are
+        // uploaded, and the refusal is reported once the rest is done. A connection that fails stops them all.
+        var refused: ServerCallError?
         for staged in run.change.metadata.attachmentAdds ?? [] {
             guard let path = staging.existing(staged.id), let size = AttachmentFile.size(path) else {
                 report.messages.append("An attachment added here to \"\(decryptedName(run.local) ?? itemID)\" was no longer in the profile and could not be uploaded.")
                 try await noteInRecord(&run.change) { $0.attachmentAdds = $0.attachmentAdds?.filter { $0.id != staged.id } }
                 continue
             }
-            let attachmentID = try await upload(staged, file: path, size: size, to: itemID, change: &run.change)
+            let attachmentID: String
+            do {
+                attachmentID = try await upload(staged, file: path, size: size, to: itemID, change: &run.change)
+            } catch let error as ServerCallError where FailureClassification.classify(error.failure) == .refused {
+                refused = refused ?? error
+                continue
+            }
             try await noteInRecord(&run.change) { $0.attachmentAdds = $0.attachmentAdds?.filter { $0.id != staged.id } }
             // Moved to the read cache (when it fits), else removed: the staged file goes either way.
             attachmentCache(userID: userID).adopt(attachmentID, movingFrom: path)
@@ -36,6 +45,7 @@ extension VaultEngine {
             try await noteInRecord(&run.change) { $0.attachmentDeletes = $0.attachmentDeletes?.filter { $0 != attachmentID } }
         }
         run.result = try await authorized { api, token in try await api.getCipher(id: itemID, token: token) }
+        if let refused { throw refused }
     }
 
     /// Announces (unless an earlier attempt did, on this item) and uploads one staged attachment; returns

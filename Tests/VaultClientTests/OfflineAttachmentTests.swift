@@ -107,13 +107,16 @@ struct OfflineAttachmentTests {
         await devices.finish()
     }
 
-    @Test("an item created offline whose attachment the server refuses: the item settles under its server id (never shown twice), the attachment waits for the user")
+    @Test("an item created offline whose attachment the server refuses: the item settles under its server id (never shown twice), the attachment waits for the user, the item's other attachment goes")
     func createdOfflineAttachmentRefused() async throws {
         let devices = try await TwoDevices.start(server: { $0.maxAttachmentBytes = 64 * 1024 })
         let a = try await offline(devices)
         let temporaryID = try #require(try await a.engine.addItem(loginItem("Big scan")).value.id)
         let contents = SystemRandomSource().bytes(count: 100 * 1024)
         _ = try await a.engine.addAttachment(itemID: temporaryID, fileName: "big.pdf", contents: contents)
+        // Added after the refused one: uploaded all the same.
+        let small = SystemRandomSource().bytes(count: 1)
+        _ = try await a.engine.addAttachment(itemID: temporaryID, fileName: "small.txt", contents: small)
         await a.engine.shutdown()
 
         let back = try await online(devices)
@@ -123,8 +126,10 @@ struct OfflineAttachmentTests {
         #expect(mine.count == 1 && mine.first?.id != temporaryID, "one item, under the server's id: \(mine.map(\.id))")
         let id = try #require(mine.first?.id)
         let shown = try await back.engine.attachments(itemID: id)
-        #expect(shown.map(\.fileName) == ["big.pdf"] && shown.first?.pending == true, "the attachment stays, waiting: \(shown)")
-        #expect(try await back.engine.attachmentContents(itemID: id, attachmentID: try #require(shown.first?.id)) == contents)
+        let big = try #require(shown.first { $0.fileName == "big.pdf" })
+        #expect(shown.count == 2 && big.pending == true, "the refused attachment stays, waiting: \(shown)")
+        #expect(shown.first { $0.fileName == "small.txt" }?.pending == false, "the other one was uploaded: \(shown)")
+        #expect(try await back.engine.attachmentContents(itemID: id, attachmentID: big.id) == contents)
         let waiting = try await back.engine.pendingChanges()
         #expect(waiting.count == 1 && waiting.first?.itemID == id && waiting.first?.metadata.state == .needsAttention, "\(waiting)")
         // Another sync changes nothing: still one item here and on the server.
@@ -132,6 +137,9 @@ struct OfflineAttachmentTests {
         #expect(try await back.engine.views().filter { $0.name == "Big scan" }.count == 1)
         try await devices.b.engine.pull()
         #expect(try await devices.b.engine.views().filter { $0.name == "Big scan" }.map(\.id) == [id])
+        let onB = try await devices.b.engine.attachments(itemID: id)
+        #expect(onB.map(\.fileName) == ["small.txt"], "\(onB)")
+        #expect(try await devices.b.engine.attachmentContents(itemID: id, attachmentID: try #require(onB.first?.id)) == small)
         await back.engine.shutdown()
         await devices.finish()
     }
