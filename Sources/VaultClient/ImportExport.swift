@@ -113,7 +113,6 @@ extension VaultEngine {
             view.organizationId = nil
             view.collectionIds = nil
             view.attachments = []
-            view.deletedDate = nil
             view.folderId = item.folderName.flatMap { folderIDs[$0] }
             view.itemKey = try modelCall { try current.keys.wrapNewItemKey(organizationId: nil, random: random) }
             view.creationDate = view.creationDate ?? now

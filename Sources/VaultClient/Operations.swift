@@ -133,7 +133,9 @@ extension VaultEngine {
         if passwordChanged {
             if let oldPassword, !oldPassword.isEmpty,
                !view.passwordHistory.contains(where: { $0.password == oldPassword && $0.lastUsedDate >= now.adding(microseconds: -1_000_000) }) {
-                view.passwordHistory.append(PasswordHistoryView(password: oldPassword, lastUsedDate: now))
+                // Newest first, as Bitwarden's clients keep it (docs/PROTOCOL.md, "Password history"): a client that
+                // trims the list to its first five then drops the oldest, never the password just replaced.
+                view.passwordHistory.insert(PasswordHistoryView(password: oldPassword, lastUsedDate: now), at: 0)
             }
             view.login?.passwordRevisionDate = now
         }

@@ -278,8 +278,11 @@ struct ItemReader {
             let loginObject = try requireObject(object["login"] ?? .object([:]), "login")
             var login = LoginView(username: try string("username", in: loginObject), password: try string("password", in: loginObject),
                                   totp: try string("totp", in: loginObject))
+            login.passwordRevisionDate = try date("passwordRevisionDate", in: loginObject)
+            keepUnread(of: loginObject, at: "login", known: Self.loginKeys, in: &view)
             login.uris = try array("uris", in: loginObject).enumerated().map { position, value in
                 let uri = try requireObject(value, "login.uris[\(position)]")
+                keepUnread(of: uri, at: "login.uris[\(position)]", known: ["uri", "match", "uriChecksum"], in: &view)
                 return LoginURIView(uri: try string("uri", in: uri), match: try int("match", in: uri).map(URIMatchType.init(rawValue:)))
             }
             let passkeys = try array("fido2Credentials", in: loginObject).enumerated().map { position, value in
@@ -301,23 +304,37 @@ struct ItemReader {
         case .secureNote:
             view.secureNote = SecureNoteWire(type: SecureNoteType(rawValue: 0))
         case .card:
-            view.card = try fields("card")
+            view.card = try fields("card", into: &view)
         case .identity:
-            view.identity = try fields("identity")
+            view.identity = try fields("identity", into: &view)
         case .sshKey:
-            view.sshKey = try fields("sshKey")
+            view.sshKey = try fields("sshKey", into: &view)
         default:
             break
         }
+        // An item the export lists in the trash is imported into the trash.
+        view.deletedDate = try date("deletedDate", in: object)
         // Keys we do not model keep their values as custom fields: nothing the file carries is dropped.
-        for entry in object where !Self.metadata.contains(entry.key) {
+        keepUnread(of: object, at: "", known: Self.metadata, in: &view)
+        return view
+    }
+
+    /// The login keys Bitwarden's exports carry that the login is read from (or that are the server's own).
+    static let loginKeys: Set<String> = ["username", "password", "totp", "uris", "fido2Credentials", "passwordRevisionDate",
+                                          "autofillOnPageLoad"]
+
+    /// Keys of `group` (at `path` in the item) that are not `known` become text custom fields named by their
+    /// path (`login.loginExtra`, `card.cardExtra`), encrypted with the item like every field: nothing the file
+    /// carries is dropped, and nothing reaches the server in the clear.
+    func keepUnread(of group: JSONObject, at path: String, known: Set<String>, in view: inout CipherView) {
+        for entry in group where !known.contains(entry.key) {
+            let name = path.isEmpty ? entry.key : path + "." + entry.key
             if let text = Self.scalarText(entry.value) {
-                view.fields.append(FieldView(type: .text, name: entry.key, value: text))
+                view.fields.append(FieldView(type: .text, name: name, value: text))
             } else if !entry.value.isNull {
-                view.fields.append(FieldView(type: .text, name: entry.key, value: entry.value.jsonText))
+                view.fields.append(FieldView(type: .text, name: name, value: entry.value.jsonText))
             }
         }
-        return view
     }
 
     static func scalarText(_ value: JSONValue) -> String? {
@@ -329,8 +346,9 @@ struct ItemReader {
         }
     }
 
-    func fields<Field>(_ key: String) throws -> PlainFields<Field> {
+    func fields<Field>(_ key: String, into view: inout CipherView) throws -> PlainFields<Field> {
         let group = try requireObject(object[key] ?? .object([:]), key)
+        keepUnread(of: group, at: key, known: Set(Field.allCases.map(\.rawValue)), in: &view)
         var values: [Field: String] = [:]
         for field in Field.allCases {
             if let value = try string(field.rawValue, in: group), !value.isEmpty { values[field] = value }

@@ -330,9 +330,14 @@ public enum CSVImporter {
                 return
             }
             let lower = column.lowercased()
-            let secret = ["password", "secret", "key", "pin", "cvv", "code"].contains { lower.contains($0) }
+            let secret = Self.secretColumnWords.contains { lower.contains($0) }
             view.fields.append(FieldView(type: type ?? (secret ? .hidden : .text), name: column, value: value))
         }
+
+        /// A column whose name contains one of these is taken for a secret (a hidden field, masked when shown):
+        /// one-time-password seeds, card numbers and their verification codes as other managers name them.
+        static let secretColumnWords = ["password", "secret", "key", "pin", "cvv", "cvc", "code", "otp", "token", "verification",
+                                        "card number", "account number", "ssn"]
 
         /// Keeps every non-empty cell of `row` whose column is not in `known` (lower-case names).
         mutating func keepOthers(_ table: CSV.Table, _ row: CSV.Row, known: Set<String>) {

@@ -69,6 +69,26 @@ struct ImportExportTests {
         await scenario.finish([a])
     }
 
+    @Test("an item the file lists in the trash is imported into the trash, and is in the trash on the server after the sync")
+    func trashedItem() async throws {
+        let scenario = try await Scenario.start()
+        let a = try await scenario.device(register: true)
+        var trashed = loginItem("Old router")
+        trashed.deletedDate = WireDate(iso8601: "2025-02-03T04:05:06Z")
+        let vault = ImportedVault(items: [ImportedItem(view: trashed, folderName: nil, entry: "item 1"),
+                                          ImportedItem(view: loginItem("Live"), folderName: nil, entry: "item 2")], folderNames: [])
+        _ = try await a.engine.importItems(vault)
+        func state(_ device: Device) async throws -> [String: Bool] {
+            Dictionary(uniqueKeysWithValues: try await device.engine.items().compactMap { try? $0.result.get() }.map { ($0.name, $0.isDeleted) })
+        }
+        #expect(try await state(a) == ["Old router": true, "Live": false])
+        let report = try await a.engine.sync()
+        #expect(report.stillPending == 0 && report.needsAttention == 0)
+        let b = try await scenario.device()
+        #expect(try await state(b) == ["Old router": true, "Live": false])
+        await scenario.finish([a, b])
+    }
+
     @Test("nested folder names make their parents; existing folders are matched by name")
     func folders() async throws {
         let scenario = try await Scenario.start()

@@ -104,7 +104,8 @@ struct ResolutionTests {
         try await devices.b.engine.pull()
         let live = try #require(try await devices.b.engine.view(named: "Router"))
         #expect(live.login?.password == "offline-4")
-        #expect(live.passwordHistory.map(\.password) == ["hunter2", "offline-1", "offline-2", "offline-3"])
+        // Newest first, as Bitwarden's clients keep it (docs/PROTOCOL.md, "Password history").
+        #expect(live.passwordHistory.map(\.password) == ["offline-3", "offline-2", "offline-1", "hunter2"])
         let backup = try #require(try await backups(devices.b.engine).first)
         #expect(backup.name.hasPrefix("Router - offline conflict "))
         #expect(backup.login?.password == "hunter2")

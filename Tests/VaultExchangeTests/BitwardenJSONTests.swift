@@ -61,6 +61,29 @@ struct BitwardenJSONTests {
         #expect(vault.items[4].view.sshKey?.values[.keyFingerprint] == "SHA256:abcdefghijklmnopqrstuvwxyz0123456789ABCDEFG")
     }
 
+    /// docs/CLI.md: "a key we do not model becomes a text field … nothing a file carries is dropped silently",
+    /// at every level of an item, not only its top.
+    @Test("keys we do not model inside login, its URIs and a card become fields named by their path; the password's date and the trash are read")
+    func nestedUnknownKeys() throws {
+        let text = #"""
+        {"encrypted": false, "folders": [], "items": [
+          {"type": 1, "name": "Unknown keys", "topExtra": "t", "deletedDate": "2025-02-03T04:05:06.000Z",
+           "login": {"username": "u", "loginExtra": "l", "passwordRevisionDate": "2024-06-07T08:09:10.000Z",
+                     "uris": [{"uri": "https://a.example", "match": null, "uriExtra": 5}], "autofillOnPageLoad": null}},
+          {"type": 3, "name": "Card", "card": {"number": "4111", "cardExtra": {"nested": true}}}
+        ]}
+        """#
+        let vault = try BitwardenJSON.read(text)
+        let login = vault.items[0].view
+        #expect(login.fields == [FieldView(type: .text, name: "login.loginExtra", value: "l"),
+                                 FieldView(type: .text, name: "login.uris[0].uriExtra", value: "5"),
+                                 FieldView(type: .text, name: "topExtra", value: "t")])
+        #expect(login.login?.passwordRevisionDate == WireDate(iso8601: "2024-06-07T08:09:10Z"))
+        #expect(login.deletedDate == WireDate(iso8601: "2025-02-03T04:05:06Z"))
+        #expect(vault.items[1].view.fields == [FieldView(type: .text, name: "card.cardExtra", value: #"{"nested":true}"#)])
+        #expect(vault.items[1].view.card?.values == [.number: "4111"])
+    }
+
     @Test("export → import gives every field back")
     func roundTrip() throws {
         let vault = try BitwardenJSON.read(try fixture("bitwarden.json"))

@@ -151,6 +151,11 @@ struct CSVImporterTests {
         #expect(vault.items.map(\.entry) == ["line 2", "line 4"])
         let short = try CSVImporter.read("name,url,username,password,pin code\n,https://a.b,,,0000\n", format: .chromeCSV)
         #expect(short.items.map(\.view) == [login("a.b", uris: ["https://a.b"]).with { $0.fields = [hidden("pin code", "0000")] }])
+        // Secrets as other managers name their columns are hidden; a plain column stays text.
+        let named = try CSVImporter.read("name,url,username,password,login_totp,CARD NUMBER,VERIFICATION NUMBER,Phone\nS,,,,JBSW,4111,123,555\n",
+                                         format: .chromeCSV)
+        #expect(named.items.first?.view.fields == [hidden("login_totp", "JBSW"), hidden("CARD NUMBER", "4111"),
+                                                   hidden("VERIFICATION NUMBER", "123"), plain("Phone", "555")])
         let spaces = try CSVImporter.read("name,url,username,password\nSpaces,,,\"  \"\n", format: .chromeCSV)
         #expect(spaces.items.map(\.view) == [login("Spaces", password: "  ")])
     }
