@@ -176,9 +176,14 @@ extension VaultEngine {
                 return .present(revision: revision, holdsLocal: ownPush)
             }
         } ?? .gone
-        return ResolutionFacts(itemKind: .cipher, record: record, localPresent: run.local != nil, server: server,
-                               localEditedOnServerClock: onServerClock(record.contentEditDate), serverContentDate: run.serverContentDate,
-                               createKey: run.createKey)
+        var facts = ResolutionFacts(itemKind: .cipher, record: record, localPresent: run.local != nil, server: server,
+                                    localEditedOnServerClock: onServerClock(record.contentEditDate), serverContentDate: run.serverContentDate,
+                                    createKey: run.createKey)
+        if record.kind == .softDelete || record.kind == .hardDelete, ResolutionPlanner.serverMoved(facts), let server = run.server,
+           let base = record.baseVersion.flatMap({ try? CipherWire(jsonBytes: Array($0.utf8)) }) {
+            facts.serverContentIsBase = Self.sameContent(base, server)
+        }
+        return facts
     }
 
     /// The facts, the merge when the plan calls for one (both sides changed the content since the version the
@@ -653,6 +658,9 @@ extension VaultEngine {
             try await settleFolder(run, baseline: baseline)
         case .removeLocally:
             try await removeLocally(run)
+        case .tell(.deleteDropped):
+            let name = session.flatMap { try? run.server?.decrypted(with: $0.keys).name } ?? run.change.itemID
+            report.messages.append("Folder \"\(name)\" was renamed on another device after you deleted it here: the folder was kept and the delete dropped.")
         case .tell:
             if let notice = run.notice { report.messages.append(notice) }
         case .backUp, .replayState, .trash, .deleteLostCopy, .syncAttachments:

@@ -107,6 +107,9 @@ public struct ResolutionFacts: Sendable, Equatable {
     public var merge: MergeFacts
     /// The idempotency key of a create (the device-made id) or of a re-creation.
     public var createKey: String
+    /// The server's content is still the version the change started from, byte for byte: only its trash,
+    /// archive, folder or favorite state moved since (known for deletes; a state change is no edit to keep).
+    public var serverContentIsBase = false
 
     public init(itemKind: PendingItemKind, record: PendingChangeMetadata, localPresent: Bool, server: ServerFacts,
                 localEditedOnServerClock: WireDate, serverContentDate: WireDate? = nil, merge: MergeFacts = .notApplicable,
@@ -411,7 +414,8 @@ public enum ResolutionPlanner {
             }
             return mergedPlan(facts, localWins: false) ?? [.backUp(.local), .replayState, .settle(.keepBaseline)]
         case .softDelete, .hardDelete:
-            guard unchanged else {
+            // A favorite, folder, archive or trash move made elsewhere is no edit: the delete goes ahead.
+            guard unchanged || facts.serverContentIsBase else {
                 // Edited elsewhere after the delete was queued: the edit wins. Edits made here before the
                 // trash move are not dropped with the delete: they are backed up.
                 let backUp = record.kind == .softDelete && record.contentChanged && facts.localPresent
@@ -445,7 +449,8 @@ public enum ResolutionPlanner {
         }
     }
 
-    static func serverMoved(_ facts: ResolutionFacts) -> Bool {
+    /// Whether the server's version moved since the version the change started from (no such version: yes).
+    public static func serverMoved(_ facts: ResolutionFacts) -> Bool {
         guard case .present(let revision, _) = facts.server, let original = facts.record.originalRevisionDate else { return true }
         return !ConflictMatrix.isSameRevision(original, revision)
     }
@@ -472,7 +477,14 @@ public enum ResolutionPlanner {
             case .notApplicable:
                 return [.push(.local), .settle(.rebaseOnResult)]
             }
-        case (.softDelete, _), (.hardDelete, _):
+        case (.softDelete, .present(let revision, _)), (.hardDelete, .present(let revision, _)):
+            // Renamed elsewhere after the delete was queued (a folder's one field): the rename wins and the
+            // delete is dropped, as an edit wins over a delete for items.
+            if let original = facts.record.originalRevisionDate, !ConflictMatrix.isSameRevision(original, revision) {
+                return [.tell(.deleteDropped), .settle(.keepBaseline)]
+            }
+            return [.deleteForGood, .removeLocally]
+        case (.softDelete, .gone), (.hardDelete, .gone):
             return [.deleteForGood, .removeLocally]
         }
     }

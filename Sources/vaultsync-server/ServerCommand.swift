@@ -54,8 +54,14 @@ struct ServerCommand: AsyncParsableCommand {
     @Option(help: "trace, debug, info, notice, warning, error or critical (VAULTSYNC_LOG_LEVEL).")
     var logLevel: String = environment("VAULTSYNC_LOG_LEVEL") ?? "info"
 
+    // A flag's default must be false (ArgumentParser refuses a `true` one): the variable is read in `signupsDisabled`.
     @Flag(help: "Refuse new registrations (VAULTSYNC_DISABLE_SIGNUPS=true).")
-    var disableSignups: Bool = ["1", "true", "yes"].contains(environment("VAULTSYNC_DISABLE_SIGNUPS")?.lowercased() ?? "")
+    var disableSignups = false
+
+    /// The flag, or VAULTSYNC_DISABLE_SIGNUPS set to true, 1 or yes.
+    var signupsDisabled: Bool {
+        disableSignups || ["1", "true", "yes"].contains(environment("VAULTSYNC_DISABLE_SIGNUPS")?.lowercased() ?? "")
+    }
 
     @Option(name: .customLong("token-key-file"), help: ArgumentHelp("""
         Read the base64 token signing key shared by several instances from FILE (or VAULTSYNC_TOKEN_KEY: \
@@ -190,9 +196,14 @@ struct ServerCommand: AsyncParsableCommand {
         }
     }
 
+    /// The flag's name when the command line gave it, else its variable's: a message names what the person set.
+    static func source(_ flag: String, _ variable: String) -> String {
+        CommandLine.arguments.contains { $0 == flag || $0.hasPrefix(flag + "=") } ? flag : variable
+    }
+
     func validate() throws {
         for proxy in trustedProxies where !ServerConfiguration.isIPAddress(proxy) {
-            throw ValidationError("--trusted-proxy must be an IP address, not \"\(proxy)\".")
+            throw ValidationError("\(Self.source("--trusted-proxy", "VAULTSYNC_TRUSTED_PROXIES")) must be IP addresses; \"\(proxy)\" is not one.")
         }
         // A variable that is set but unreadable is an error, not a silent default (a typo in a unit file
         // would otherwise start the server on 8087 or with signups open).
@@ -203,10 +214,13 @@ struct ServerCommand: AsyncParsableCommand {
            !["1", "true", "yes", "0", "false", "no"].contains(text.lowercased()) {
             throw ValidationError("VAULTSYNC_DISABLE_SIGNUPS must be true or false (1/0, yes/no), not \"\(text)\".")
         }
-        guard (0...65535).contains(port) else { throw ValidationError("--port must be between 0 and 65535.") }
+        guard (0...65535).contains(port) else { throw ValidationError("\(Self.source("--port", "VAULTSYNC_PORT")) must be between 0 and 65535.") }
         guard Logger.Level(rawValue: logLevel) != nil else {
-            let source = CommandLine.arguments.contains(where: { $0 == "--log-level" || $0.hasPrefix("--log-level=") }) ? "--log-level" : "VAULTSYNC_LOG_LEVEL"
-            throw ValidationError("\(source) must be one of trace, debug, info, notice, warning, error, critical, not \"\(logLevel)\".")
+            throw ValidationError("\(Self.source("--log-level", "VAULTSYNC_LOG_LEVEL")) must be one of trace, debug, info, notice, warning, error, critical, not \"\(logLevel)\".")
+        }
+        // An address that can never be listened on is a usage error, said before anything is stored.
+        if host.isEmpty || (host.allSatisfy { $0.isNumber || $0 == "." } && !ServerConfiguration.isIPAddress(host)) {
+            throw ValidationError("\(Self.source("--host", "VAULTSYNC_HOST")) must be an IP address or a host name of this machine, not \"\(host)\".")
         }
         _ = try secrets()
         _ = try tlsFiles()
@@ -221,7 +235,7 @@ struct ServerCommand: AsyncParsableCommand {
         configuration.dataDirectory = dataDir
         configuration.databaseURL = secrets.databaseURL
         configuration.logLevel = Logger.Level(rawValue: logLevel) ?? .info
-        configuration.disableSignups = disableSignups
+        configuration.disableSignups = signupsDisabled
         configuration.trustedProxies = trustedProxies
         configuration.tls = try tlsFiles()
         configuration.maxAttachmentBytes = try attachmentLimit()
@@ -242,6 +256,19 @@ struct ServerCommand: AsyncParsableCommand {
                 another port with --port or VAULTSYNC_PORT.\n
                 """.utf8))
             throw ExitCode.failure
+        } catch is SocketAddressError.UnknownHost {
+            throw cannotListen(because: "no such host")
+        } catch is SocketAddressError {
+            throw cannotListen(because: "not an address this machine can listen on")
         }
+    }
+
+    /// Says why the address cannot be listened on, and the way out (exit 64: what was given is unusable).
+    func cannotListen(because reason: String) -> ExitCode {
+        FileHandle.standardError.write(Data("""
+            Error: cannot listen on \(host): \(reason). Give --host (or VAULTSYNC_HOST) an address of this machine, \
+            such as 127.0.0.1, or 0.0.0.0 for every interface.\n
+            """.utf8))
+        return ExitCode(64)
     }
 }

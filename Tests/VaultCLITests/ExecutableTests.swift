@@ -32,8 +32,11 @@ struct ExecutableTests {
         ([], ["VAULTSYNC_PORT": "eighty"], "VAULTSYNC_PORT must be a port number"),
         ([], ["VAULTSYNC_DISABLE_SIGNUPS": "maybe"], "VAULTSYNC_DISABLE_SIGNUPS must be true or false"),
         ([], ["VAULTSYNC_LOG_LEVEL": "loud"], "VAULTSYNC_LOG_LEVEL must be one of"),
-        (["--trusted-proxy", "proxy.local"], [:], "--trusted-proxy must be an IP address, not \"proxy.local\""),
-        ([], ["VAULTSYNC_TRUSTED_PROXIES": "10.0.0.1, bad"], "--trusted-proxy must be an IP address, not \"bad\""),
+        (["--trusted-proxy", "proxy.local"], [:], "--trusted-proxy must be IP addresses; \"proxy.local\" is not one"),
+        ([], ["VAULTSYNC_TRUSTED_PROXIES": "10.0.0.1, bad"], "VAULTSYNC_TRUSTED_PROXIES must be IP addresses; \"bad\" is not one"),
+        ([], ["VAULTSYNC_PORT": "70000"], "VAULTSYNC_PORT must be between 0 and 65535"),
+        (["--host", "999.1.1.1"], [:], "--host must be an IP address or a host name of this machine, not \"999.1.1.1\""),
+        ([], ["VAULTSYNC_HOST": "999.1.1.1"], "VAULTSYNC_HOST must be an IP address"),
     ] as [([String], [String: String], String)])
     func serverRefusals(arguments: [String], variables: [String: String], message: String) async throws {
         let folder = try emptyFolder()

@@ -178,6 +178,20 @@ struct ServerExecutableTests {
         #expect(!FileManager.default.fileExists(atPath: folder + "/vaultsync-data"))
     }
 
+    @Test("VAULTSYNC_DISABLE_SIGNUPS=true (and 1, yes) starts the server with registration refused; unset, it is open",
+          arguments: [("true", true), ("1", true), ("YES", true), ("false", false), ("", false)])
+    func signupsFromEnvironment(value: String, disabled: Bool) async throws {
+        let folder = try emptyFolder()
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let environment = freshEnvironment(home: folder).merging(["VAULTSYNC_PORT": "0", "VAULTSYNC_DISABLE_SIGNUPS": value]) { $1 }
+        let (server, log) = try await Self.startServer(in: folder, environment: environment)
+        defer { kill(server.processIdentifier, SIGTERM) }
+        let port = try #require(log.text.split(separator: "listening on http://127.0.0.1:").last?.prefix { $0.isNumber })
+        let response = try await HTTPClient.shared.execute(HTTPClientRequest(url: "http://127.0.0.1:\(port)/api/config"), timeout: .seconds(30))
+        let body = String(buffer: try await response.body.collect(upTo: 1 << 20))
+        #expect(response.status == .ok && body.contains("\"disableUserRegistration\":\(disabled)"), "\(body)")
+    }
+
     @Test("a port another program listens on: a clear message naming the port and the way out, exit 1")
     func portInUse() async throws {
         let folder = try emptyFolder()

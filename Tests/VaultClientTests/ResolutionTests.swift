@@ -247,6 +247,62 @@ struct ResolutionTests {
         await devices.finish()
     }
 
+    /// A version another device only favorited, archived or moved holds no edit to keep: the delete goes ahead
+    /// (docs/ARCHITECTURE.md, "Settling"); before, the favorite counted as an edit and undid the trash move.
+    @Test("delete, server only favorited or archived elsewhere: the delete goes ahead, nobody is told of an edit", arguments: [
+        (true, false), (false, false), (true, true), (false, true),
+    ])
+    func deleteAfterStateOnlyChange(permanent: Bool, archive: Bool) async throws {
+        let devices = try await TwoDevices.start()
+        let item = try await devices.a.engine.addItem(loginItem("Old router")).value
+        try await devices.b.engine.pull()
+        let offline = try await goOffline(devices)
+        if permanent {
+            _ = try await offline.engine.permanentlyDeleteItem(id: item.id!)
+        } else {
+            _ = try await offline.engine.softDeleteItem(id: item.id!)
+        }
+        if archive {
+            _ = try await devices.b.engine.setArchived(id: item.id!, true)
+        } else {
+            _ = try await devices.b.engine.setFavorite(id: item.id!, true)
+        }
+        let online = try await comeBack(devices)
+        let report = try await online.engine.sync()
+        #expect(report.messages.isEmpty && report.needsAttention == 0, "\(report)")
+        try await devices.b.engine.pull()
+        let left = try await devices.b.engine.views().filter { $0.name == "Old router" }
+        if permanent {
+            #expect(left.isEmpty, "deleted for good: \(left)")
+        } else {
+            #expect(left.count == 1 && left.first?.deletedDate != nil, "in the trash: \(left)")
+        }
+        await devices.finish()
+    }
+
+    @Test("folder deleted here, renamed on another device meanwhile: the rename wins, the folder stays, the user is told")
+    func folderDeleteMeetsRename() async throws {
+        let devices = try await TwoDevices.start()
+        let folder = try await devices.a.engine.createFolder(name: "Fam").value
+        let folderID = try #require(folder.id)
+        var card = loginItem("Card")
+        card.folderId = folderID
+        let item = try await devices.a.engine.addItem(card).value
+        try await devices.b.engine.pull()
+        let offline = try await goOffline(devices)
+        _ = try await offline.engine.deleteFolder(id: folderID)
+        _ = try await devices.b.engine.renameFolder(id: folderID, name: "Family")
+        let online = try await comeBack(devices)
+        let report = try await online.engine.sync()
+        #expect(report.messages.contains { $0.contains("Folder \"Family\" was renamed on another device") }, "\(report.messages)")
+        for device in [online, devices.b] {
+            _ = try await device.engine.sync()
+            #expect(try await device.engine.folders().map(\.name) == ["Family"])
+            #expect(try await device.engine.view(named: "Card")?.folderId == folderID, "the item stays filed: \(item.id!)")
+        }
+        await devices.finish()
+    }
+
     @Test("delete, item gone: removed locally")
     func deleteGone() async throws {
         let devices = try await TwoDevices.start()

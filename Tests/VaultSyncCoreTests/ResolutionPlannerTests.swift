@@ -70,6 +70,19 @@ struct ResolutionPlannerTests {
         #expect(ResolutionPlanner.plan(facts) == expected)
     }
 
+    @Test("a delete meets a version another device only favorited, archived, moved or trashed: no edit to keep, the delete goes ahead")
+    func deleteAfterStateOnlyChange() {
+        for (kind, content, expected) in [(PendingChangeKind.hardDelete, true, [ResolutionStep.deleteForGood, .removeLocally]),
+                                          (.softDelete, false, [.trash, .settle(.rebaseOnResult)]),
+                                          (.softDelete, true, [.push(.local), .replayState, .settle(.rebaseOnResult)])] {
+            var stateOnly = Self.facts(Self.record(kind, content: content), Self.moved, local: kind != .hardDelete)
+            stateOnly.serverContentIsBase = true
+            #expect(ResolutionPlanner.plan(stateOnly) == expected, "\(kind)")
+            stateOnly.serverContentIsBase = false
+            #expect(ResolutionPlanner.plan(stateOnly).contains(.tell(.deleteDropped)), "an edit elsewhere still wins: \(kind)")
+        }
+    }
+
     @Test("an item deleted for good elsewhere: a state change here goes with it; an attachment added here brings it back")
     func goneWithStateOnly() {
         var record = Self.record(.update, content: false)
@@ -138,6 +151,9 @@ struct ResolutionPlannerTests {
          [.push(.local), .tell(.merged), .settle(.rebaseOnResult)]),
         (facts(record(.update), moved, localTime: original, merge: .conflicting, kind: .folder), [.tell(.merged), .settle(.keepBaseline)]),
         (facts(record(.hardDelete), unchanged, local: false, kind: .folder), [.deleteForGood, .removeLocally]),
+        // renamed elsewhere after the delete was queued: the rename wins, the user is told
+        (facts(record(.hardDelete), moved, local: false, kind: .folder), [.tell(.deleteDropped), .settle(.keepBaseline)]),
+        (facts(record(.hardDelete), .gone, local: false, kind: .folder), [.deleteForGood, .removeLocally]),
         (facts(record(.create), .gone, local: false, kind: .folder), [.removeLocally]),
     ] as [(ResolutionFacts, [ResolutionStep])])
     func folders(facts: ResolutionFacts, expected: [ResolutionStep]) {
