@@ -82,7 +82,7 @@ extension VaultEngine {
         do {
             created = try await applyState(of: backup, to: try await createIdempotently(backup, idempotencyKey: flight.idempotencyKey, context: context))
             if flight.attachments?.isEmpty == false, let id = created.id {
-                try await copyAttachments(flight, to: created, report: &report)
+                try await copyAttachments(flight.attachments ?? [], keyPrefix: flight.idempotencyKey ?? id, to: created, report: &report)
                 created = try await authorized { api, token in try await api.getCipher(id: id, token: token) }
             }
         } catch let error as ServerCallError where error.isCreatedSinceDeleted {
@@ -114,11 +114,12 @@ extension VaultEngine {
     }
 
     /// Uploads the attachments a backup keeps (issue 23: a backup copy keeps every attachment of the
-    /// version it preserves), each under a key of its own so a retry makes no second copy; one that is
-    /// on the backup already ("already uploaded") is done. The file comes from this device's cache or
-    /// from the item it belongs to; one deleted everywhere meanwhile cannot be copied and the user is told.
-    func copyAttachments(_ flight: BackupInFlight, to backup: CipherWire, report: inout SyncReport) async throws {
-        guard let backupID = backup.id, let copies = flight.attachments, !copies.isEmpty else { return }
+    /// version it preserves), or a re-created item carries over from the version deleted elsewhere, each
+    /// under a key of its own (`keyPrefix` and the attachment's id) so a retry makes no second copy; one that
+    /// is on the item already ("already uploaded") is done. The file comes from this device's cache or from
+    /// the item it belongs to; one deleted everywhere meanwhile cannot be copied and the user is told.
+    func copyAttachments(_ copies: [AttachmentCopy], keyPrefix: String, to backup: CipherWire, report: inout SyncReport) async throws {
+        guard let backupID = backup.id, !copies.isEmpty else { return }
         for copy in copies {
             let file: (path: String, temporary: Bool)
             do {
@@ -130,7 +131,7 @@ extension VaultEngine {
             defer { if file.temporary { unlink(file.path) } }
             let size = AttachmentFile.size(file.path) ?? 0
             let (name, key) = (try EncString(copy.fileName), try EncString(copy.key))
-            let idempotencyKey = "\(flight.idempotencyKey ?? backupID)-attachment-\(copy.sourceAttachmentID)"
+            let idempotencyKey = "\(keyPrefix)-attachment-\(copy.sourceAttachmentID)"
             let upload = try await authorized { api, token in
                 try await api.createAttachment(cipherID: backupID, fileName: name, key: key, encryptedSize: size,
                                                lastKnownRevisionDate: nil, idempotencyKey: idempotencyKey, token: token)

@@ -287,7 +287,7 @@ extension VaultEngine {
         guard let answerID = answer.id else { throw ServerCallError.invalidResponse("created item has no id") }
         run.serverID = answerID
         if Self.sameContent(local, answer) {
-            run.result = answer
+            run.result = run.recreated ? try await carryAttachments(of: local, to: answer, run: run, report: &report) : answer
             run.carriesLocal = true
             return nil
         }
@@ -295,6 +295,23 @@ extension VaultEngine {
         let hasRecord = answerID == run.change.itemID ? false : try await hasQueueRecord(itemID: answerID)
         return ResolutionPlanner.planAfterAdoption(cipherFacts(run), untouched: !run.recreated && Self.isUntouched(answer),
                                                    adoptedHasRecord: hasRecord, progress: run.change.metadata.progress)
+    }
+
+    /// An item re-created from the local version after another device deleted it for good: the attachments that
+    /// version had on the server went with the deleted item, and are uploaded to the new one from this device's
+    /// copies (the ones staged here go by the `.syncAttachments` step). Returns the item as it is then.
+    func carryAttachments(of local: CipherWire, to created: CipherWire, run: PlanRun<CipherWire>,
+                          report: inout SyncReport) async throws -> CipherWire {
+        let staged = Set((run.change.metadata.attachmentAdds ?? []).map(\.id) + (run.change.metadata.attachmentDeletes ?? []))
+        guard let createdID = created.id, local.attachments?.contains(where: { !staged.contains($0.id ?? "") }) == true else { return created }
+        let keys = try requireSession().keys
+        let view = try modelCall { try local.decrypted(with: keys) }
+        let itemKey = try modelCall { try keys.fieldKey(itemKey: local.key, organizationId: local.organizationId, itemID: local.id) }
+        let copies = try view.attachments.filter { !staged.contains($0.id ?? "") }.compactMap { attachment in
+            try attachmentCopy(attachment, of: run.change.itemID, from: itemKey, to: itemKey)
+        }
+        try await copyAttachments(copies, keyPrefix: run.createKey, to: created, report: &report)
+        return try await authorized { api, token in try await api.getCipher(id: createdID, token: token) }
     }
 
     /// PUT the local or merged version over the server's with `lastKnownRevisionDate` = the revision the

@@ -107,6 +107,40 @@ struct OfflineAttachmentTests {
         await devices.finish()
     }
 
+    /// README's matrix: an item edited here and deleted for good elsewhere comes back from this device's version,
+    /// and that version's attachments come with it (from this device's copies: the server's went with the item).
+    @Test("edited offline here, deleted for good on another device: the item comes back with its uploaded attachment")
+    func recreatedWithAttachment() async throws {
+        let devices = try await TwoDevices.start()
+        let item = try await devices.a.engine.addItem(loginItem("Doc")).value
+        let contents = SystemRandomSource().bytes(count: 3_000)
+        _ = try await devices.a.engine.addAttachment(itemID: item.id!, fileName: "prec.txt", contents: contents)
+        try await devices.b.engine.pull()
+        let a = try await offline(devices)
+        var edit = try await a.engine.item(id: item.id!)
+        edit.login?.username = "edited-on-A"
+        _ = try await a.engine.updateItem(edit)
+        await a.engine.shutdown()
+        _ = try await devices.b.engine.permanentlyDeleteItem(id: item.id!)
+
+        let back = try await online(devices)
+        let report = try await back.engine.sync()
+        #expect(report.needsAttention == 0 && report.stillPending == 0, "\(report)")
+        let docs = try await back.engine.views().filter { $0.name == "Doc" }
+        #expect(docs.count == 1 && docs.first?.login?.username == "edited-on-A" && docs.first?.id != item.id, "\(docs.map(\.id))")
+        try await devices.b.engine.pull()
+        let id = try #require(docs.first?.id)
+        let onB = try await devices.b.engine.attachments(itemID: id)
+        #expect(onB.map(\.fileName) == ["prec.txt"], "\(onB)")
+        #expect(try await devices.b.engine.attachmentContents(itemID: id, attachmentID: try #require(onB.first?.id)) == contents)
+        // Another sync makes no second copy.
+        _ = try await back.engine.sync()
+        try await devices.b.engine.pull()
+        #expect(try await devices.b.engine.attachments(itemID: id).count == 1)
+        await back.engine.shutdown()
+        await devices.finish()
+    }
+
     @Test("an item created offline whose attachment the server refuses: the item settles under its server id (never shown twice), the attachment waits for the user, the item's other attachment goes")
     func createdOfflineAttachmentRefused() async throws {
         let devices = try await TwoDevices.start(server: { $0.maxAttachmentBytes = 64 * 1024 })
