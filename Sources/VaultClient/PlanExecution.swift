@@ -693,6 +693,14 @@ extension VaultEngine {
     func createFolder(_ run: inout PlanRun<FolderWire>, key: String, context: ResolutionContext) async throws -> [ResolutionStep]? {
         guard let local = run.local else { return [.removeLocally] }
         let found = context.folderCopy(names: [local.name.serialized] + (run.change.metadata.earlierNames ?? []).reversed())
+        // A folder of the same name made elsewhere meanwhile (two devices that each made "Bills" offline) is this
+        // folder: two folders of one name only make every later use of the name ambiguous. Its items join it.
+        if found == nil, let keys = session?.keys, let name = try? local.decrypted(with: keys).name,
+           let same = context.serverFolders.values.first(where: { (try? $0.decrypted(with: keys).name) == name }), let sameID = same.id {
+            run.serverID = sameID
+            run.result = same
+            return nil
+        }
         var answer: FolderWire
         if let found {
             answer = found

@@ -87,7 +87,9 @@ extension VaultError: LocalizedError {
         switch self {
         case .notLoggedIn: return "You are not logged in. Run `vaultsync login EMAIL` first."
         case .locked: return "The vault is locked. Unlock it with your master password."
-        case .wrongPassword: return "Invalid master password."
+        case .wrongPassword:
+            return "Invalid master password. If it was changed on another device, sign in again with the new one: until then "
+                + "this device's vault opens with the old one, and its pending changes are kept."
         case .sessionInvalid: return "The session has expired or was locked. Unlock again with your master password."
         case .accountNotFound(let email): return "No account \(email) on this device. Log in first."
         case .itemNotFound(let id): return "No item \(id) in this vault."

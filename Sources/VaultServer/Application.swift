@@ -59,7 +59,17 @@ public func openDatabase(_ configuration: ServerConfiguration, logger: Logger) t
         return try PostgresDatabase(url: url, logger: logger)
     }
     try ensureDataDirectory(configuration)
-    return try SQLiteDatabase(path: configuration.sqlitePath)
+    // The folder exists but this user may not be able to write it (another owner, a read-only mount): say
+    // which file and why, not SQLite's bare "unable to open database file".
+    let path = configuration.sqlitePath
+    if !FileManager.default.isWritableFile(atPath: configuration.dataDirectory)
+        || (FileManager.default.fileExists(atPath: path) && !FileManager.default.isWritableFile(atPath: path)) {
+        throw ServerConfigurationError.dataDirectory("""
+            cannot write \(path): this user (uid \(getuid())) has no write permission there. Give the server a data \
+            directory it owns (--data-dir or VAULTSYNC_DATA_DIR), or fix the folder's owner or permissions.
+            """)
+    }
+    return try SQLiteDatabase(path: path)
 }
 
 func ensureDataDirectory(_ configuration: ServerConfiguration) throws {

@@ -303,6 +303,35 @@ struct ResolutionTests {
         await devices.finish()
     }
 
+    @Test("a folder of one name made offline on two devices: one folder after both sync, holding both devices' items")
+    func sameFolderMadeTwice() async throws {
+        let devices = try await TwoDevices.start()
+        let offline = try await goOffline(devices)
+        var fromA = loginItem("Water bill")
+        fromA.folderId = try #require(try await offline.engine.createFolder(name: "Bills").value.id)
+        _ = try await offline.engine.addItem(fromA)
+        let offlineB = try devices.b.reopen(url: deadServerURL())
+        try await offlineB.engine.unlock(email: devices.scenario.email, password: devices.scenario.password)
+        var fromB = loginItem("Power bill")
+        fromB.folderId = try #require(try await offlineB.engine.createFolder(name: "Bills").value.id)
+        _ = try await offlineB.engine.addItem(fromB)
+        await offlineB.engine.shutdown()
+        let online = try await comeBack(devices)
+        _ = try await online.engine.sync()
+        let onlineB = try devices.b.reopen(url: await devices.scenario.server.url)
+        try await onlineB.engine.unlock(email: devices.scenario.email, password: devices.scenario.password)
+        _ = try await onlineB.engine.sync()
+        _ = try await online.engine.sync()
+        for engine in [online.engine, onlineB.engine] {
+            let folders = try await engine.folders()
+            #expect(folders.map(\.name) == ["Bills"], "\(folders)")
+            let filed = try await engine.views().filter { $0.folderId == folders.first?.id }.map(\.name).sorted()
+            #expect(filed == ["Power bill", "Water bill"])
+        }
+        await onlineB.engine.shutdown()
+        await devices.finish()
+    }
+
     @Test("delete, item gone: removed locally")
     func deleteGone() async throws {
         let devices = try await TwoDevices.start()
