@@ -17,7 +17,11 @@ extension VaultEngine {
         let date = side == .local ? run.change.metadata.contentEditDate : (run.serverContentDate ?? version.revisionDate ?? clock.now())
         let madeBefore = report.backups.count
         try await backUp(version, side: side, date: date, originalID: run.serverID, change: &run.change, report: &report, context: context)
-        if let merge = run.merge { keepDifference(merge.result.difference, for: report.backups[madeBefore...].map(\.backupID)) }
+        if let merge = run.merge {
+            var kept = merge.result.difference
+            kept.baseVersion = run.change.metadata.baseVersion
+            keepDifference(kept, for: report.backups[madeBefore...].map(\.backupID))
+        }
     }
 
     func backUp(_ version: CipherWire, side: PlanVersion, date: WireDate, originalID: String, change: inout PendingChange,

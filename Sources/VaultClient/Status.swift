@@ -160,7 +160,9 @@ extension VaultEngine {
         return reveal ? difference : difference.masked
     }
 
-    /// The backups conflict resolution made, newest first.
+    /// The backups conflict resolution made, newest first: this device's, and those another device of the
+    /// account made (found in the vault by their name, outside the trash; whose version each holds is not known
+    /// here, and the live item is the one item of the original name, if there is exactly one).
     public func conflictBackups() async throws -> [ConflictBackupSummary] {
         let current = try requireSession()
         let userID = current.userID
@@ -173,7 +175,18 @@ extension VaultEngine {
                                                 losingSide: ConflictSide(losingSide: row.losingSide),
                                                 reviewedAt: row.reviewedAt.map(WireDate.init(microsecondsSinceEpoch:))))
         }
-        return result
+        let known = Set(rows.map(\.backupID))
+        let summaries = try await itemSummaries().compactMap { try? $0.result.get() }.filter { !$0.isDeleted }
+        let live = Dictionary(grouping: summaries.filter { !BackupName.isBackup($0.name) }, by: \.name)
+        for summary in summaries where BackupName.isBackup(summary.name) {
+            guard let id = summary.id, !known.contains(id) else { continue }
+            let originals = live[BackupName.originalName(of: summary.name)] ?? []
+            let made = (try? await item(id: id).creationDate) ?? nil
+            result.append(ConflictBackupSummary(backupID: id, originalID: originals.count == 1 ? originals[0].id ?? "" : "",
+                                                name: summary.name, createdAt: made ?? WireDate(microsecondsSinceEpoch: 0),
+                                                losingSide: .unknown, reviewedAt: nil))
+        }
+        return result.sorted { $0.createdAt > $1.createdAt }
     }
 
     /// Settles a conflict the user has reviewed. `.both` leaves both items as they are; otherwise the
@@ -194,7 +207,8 @@ extension VaultEngine {
             if backupHoldsChoice {
                 let backup = try await item(id: backupID)
                 let live = try await item(id: summary.originalID)
-                let merged = Self.merge(backup: backup, into: live)
+                let base = try await conflictBase(backupID: backupID)
+                let merged = Self.merge(backup: backup, into: live, base: base)
                 resolution.outcome = try await updateItem(merged).outcome
                 resolution.mergedBackupIntoItem = true
             }
@@ -206,15 +220,34 @@ extension VaultEngine {
         }
         let userID = current.userID
         let now = clock.now().microsecondsSinceEpoch
-        try await write { tx in try tx.backups(of: userID).markReviewed(backupID, at: now) }
+        let made = summary.createdAt.microsecondsSinceEpoch
+        try await write { tx in
+            // A backup another device made is noted here once reviewed, so that it is no longer new here.
+            if summary.losingSide == .unknown, try !tx.backups(of: userID).newestFirst().contains(where: { $0.backupID == backupID }) {
+                try tx.backups(of: userID).note(backupID, of: summary.originalID, createdAt: made, losingSide: "", twinCheckPending: false)
+            }
+            try tx.backups(of: userID).markReviewed(backupID, at: now)
+        }
         publishStatus()
         return resolution
     }
 
+    /// The version the conflict's two sides started from, when the merge that made the backup kept it.
+    func conflictBase(backupID: String) async throws -> CipherView? {
+        guard let text = try await conflictDifference(backupID: backupID, reveal: true)?.baseVersion,
+              let wire = try? CipherWire(jsonBytes: Array(text.utf8)) else { return nil }
+        return try? wire.decrypted(with: try requireSession().keys)
+    }
+
     /// The live item with the backup's content: its id, item key, folder and trash/archive state stay;
-    /// both password histories are kept, so no password is lost either way.
-    static func merge(backup: CipherView, into live: CipherView) -> CipherView {
-        var merged = backup
+    /// both password histories are kept, so no password is lost either way. With the version both sides
+    /// started from (`base`), only what the backup's side changed is taken from it: a field the live item got
+    /// from the other side without a conflict (merged cleanly) stays, so choosing one side's password does
+    /// not drop the other side's new username.
+    static func merge(backup: CipherView, into live: CipherView, base: CipherView? = nil) -> CipherView {
+        var backup = backup
+        backup.name = BackupName.originalName(of: backup.name)
+        var merged = base.map { ItemMerge.merge(base: $0, mine: live, theirs: backup, winner: .theirs).merged } ?? backup
         merged.id = live.id
         merged.itemKey = live.itemKey
         merged.organizationId = live.organizationId
@@ -225,7 +258,6 @@ extension VaultEngine {
         merged.creationDate = live.creationDate
         merged.revisionDate = live.revisionDate
         merged.attachments = live.attachments
-        merged.name = BackupName.originalName(of: backup.name)
         var history = live.passwordHistory
         for entry in backup.passwordHistory where !history.contains(where: { $0.password == entry.password && $0.lastUsedDate == entry.lastUsedDate }) {
             history.append(entry)

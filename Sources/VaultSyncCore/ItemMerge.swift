@@ -47,6 +47,14 @@ public enum ItemMerge {
     /// The comparison the merge used (`ItemDifference` of issue 24): every field that differs anywhere.
     public struct ItemDifference: Sendable, Equatable, Codable {
         public var fields: [FieldDifference]
+        /// The version both sides started from, as wire JSON (every field encrypted), when the comparison is kept
+        /// with a backup: settling the conflict later takes only the fields that conflicted from the backup.
+        public var baseVersion: String?
+
+        public init(fields: [FieldDifference], baseVersion: String? = nil) {
+            self.fields = fields
+            self.baseVersion = baseVersion
+        }
 
         /// The fields both sides changed differently.
         public var conflicts: [FieldDifference] { fields.filter { $0.outcome == .conflict } }
@@ -60,7 +68,7 @@ public enum ItemMerge {
                 copy.mine = copy.mine.map { _ in "••••••" }
                 copy.theirs = copy.theirs.map { _ in "••••••" }
                 return copy
-            })
+            }, baseVersion: baseVersion)
         }
     }
 

@@ -111,6 +111,13 @@ struct OfflineAndConflictTests {
         let conflicts = try await a.json(["conflicts"])
         #expect(conflicts.count == 1 && conflicts[0]?["backupHolds"]?.stringValue == "mine" && conflicts[0]?["reviewed"]?.boolValue == false)
         #expect(try await a.json(["status"])["newConflicts"]?.intValue == 1)
+        // Another device of the account lists the backup too (whose version it holds is not known there) and shows it.
+        try await b.expect(["sync"])
+        let onB = try await b.json(["conflicts"])
+        let bankOnB = try await b.json(["get", "Bank"])["id"]?.stringValue
+        #expect(onB.count == 1 && onB[0]?["backupId"]?.stringValue == backupID && onB[0]?["backupHolds"]?.stringValue == "unknown"
+                && onB[0]?["itemId"]?.stringValue == bankOnB && onB[0]?["reviewed"]?.boolValue == false, "\(onB)")
+        #expect((try await b.json(["conflicts", "show", backupID])["fields"]?.count ?? 0) > 0)
 
         // conflicts show: side by side, differences marked, secrets masked unless --reveal.
         let shown = try await a.json(["conflicts", "show", backupID])
@@ -146,6 +153,7 @@ struct OfflineAndConflictTests {
         #expect(Set(bList.arrayValue?.compactMap { $0["name"]?.stringValue } ?? []) == ["Bank", "Offline note"])
         #expect(try await b.json(["get", "Bank"])["login"]?["password"]?.stringValue == "second-Pa55")
         #expect(try await b.json(["list", "--trash"]).count == 2)  // Doomed and the settled backup
+        #expect(try await b.json(["conflicts"]).count == 0, "a settled backup, in the trash, is no conflict to review")
         await scenario.finish([a, b])
     }
 

@@ -334,4 +334,48 @@ struct MergeResolutionTests {
         #expect(try await devices.b.engine.folders().map(\.name) == [kept])
         await devices.finish()
     }
+
+    /// Keeping the backup's side of a merged conflict takes only what that side changed: the field the live
+    /// item took from this device without a conflict stays (a QA pass found it dropped: a value typed here
+    /// ended up in no item).
+    @Test("keep theirs after a merge: the conflicting password from the backup, this device's cleanly merged username stays", arguments: [
+        ConflictChoice.theirs, .mine,
+    ])
+    func keepBackupSideAfterMerge(choice: ConflictChoice) async throws {
+        let devices = try await TwoDevices.start()
+        let item = try await devices.a.engine.addItem(loginItem("Mail")).value
+        let id = try #require(item.id)
+        try await devices.b.engine.pull()
+        let a = try await offline(devices)
+        var fromB = try await devices.b.engine.item(id: id)
+        var fromA = try await a.engine.item(id: id)
+        if choice == .theirs {
+            // B first, A later: A's password wins, the backup holds B's version.
+            fromB.login?.password = "pw-B"
+            _ = try await devices.b.engine.updateItem(fromB)
+            fromA.login?.username = "user-A"
+            fromA.login?.password = "pw-A"
+            _ = try await a.engine.updateItem(fromA)
+        } else {
+            // A first, B later: B's password wins, the backup holds A's version.
+            fromA.login?.username = "user-A"
+            fromA.login?.password = "pw-A"
+            _ = try await a.engine.updateItem(fromA)
+            try await Task.sleep(for: .milliseconds(5))
+            fromB.login?.password = "pw-B"
+            _ = try await devices.b.engine.updateItem(fromB)
+        }
+        let back = try await online(devices)
+        let report = try await back.engine.sync()
+        let backupID = try #require(report.backups.first?.backupID, "\(report)")
+        let live = try await back.engine.item(id: id)
+        #expect(live.login?.username == "user-A" && live.login?.password == (choice == .theirs ? "pw-A" : "pw-B"))
+        _ = try await back.engine.resolveConflict(backupID: backupID, keep: choice)
+        let settled = try await back.engine.item(id: id)
+        #expect(settled.login?.username == "user-A", "the cleanly merged username stays: \(settled.login?.username ?? "-")")
+        #expect(settled.login?.password == (choice == .theirs ? "pw-B" : "pw-A"))
+        #expect(settled.passwordHistory.map(\.password).contains(choice == .theirs ? "pw-A" : "pw-B"), "the replaced password is kept")
+        await back.engine.shutdown()
+        await devices.finish()
+    }
 }

@@ -78,7 +78,7 @@ struct OfflineOperationTests {
         #expect(local.login?.password == "offline-2")
         #expect(local.notes == "changed offline")
         #expect(local.folderId == folder.id)
-        #expect(local.passwordHistory.map(\.password) == ["hunter2", "offline-1"])
+        #expect(local.passwordHistory.map(\.password) == ["offline-1", "hunter2"], "newest first (docs/PROTOCOL.md, \"Password history\")")
         #expect(try await a.engine.view(named: "Mail")?.deletedDate != nil)
         #expect(try await a.engine.view(named: "Offline new") != nil)
 
