@@ -224,10 +224,9 @@ struct ResolutionTests {
         await devices.finish()
     }
 
-    @Test("delete, server changed: the edit wins, the delete is dropped and the user told", arguments: [true, false])
-    func deleteChanged(permanent: Bool) async throws {
-        let devices = try await TwoDevices.start()
-        let item = try await devices.a.engine.addItem(loginItem("Contested")).value
+    /// An item A made and B pulled, then trashed (or deleted for good) on A while offline.
+    func deletedOffline(_ devices: TwoDevices, named name: String, permanent: Bool) async throws -> CipherView {
+        let item = try await devices.a.engine.addItem(loginItem(name)).value
         try await devices.b.engine.pull()
         let offline = try await goOffline(devices)
         if permanent {
@@ -235,6 +234,13 @@ struct ResolutionTests {
         } else {
             _ = try await offline.engine.softDeleteItem(id: item.id!)
         }
+        return item
+    }
+
+    @Test("delete, server changed: the edit wins, the delete is dropped and the user told", arguments: [true, false])
+    func deleteChanged(permanent: Bool) async throws {
+        let devices = try await TwoDevices.start()
+        let item = try await deletedOffline(devices, named: "Contested", permanent: permanent)
         var fromB = try await devices.b.engine.item(id: item.id!)
         fromB.notes = "edited by B"
         _ = try await devices.b.engine.updateItem(fromB)
@@ -254,14 +260,7 @@ struct ResolutionTests {
     ])
     func deleteAfterStateOnlyChange(permanent: Bool, archive: Bool) async throws {
         let devices = try await TwoDevices.start()
-        let item = try await devices.a.engine.addItem(loginItem("Old router")).value
-        try await devices.b.engine.pull()
-        let offline = try await goOffline(devices)
-        if permanent {
-            _ = try await offline.engine.permanentlyDeleteItem(id: item.id!)
-        } else {
-            _ = try await offline.engine.softDeleteItem(id: item.id!)
-        }
+        let item = try await deletedOffline(devices, named: "Old router", permanent: permanent)
         if archive {
             _ = try await devices.b.engine.setArchived(id: item.id!, true)
         } else {
