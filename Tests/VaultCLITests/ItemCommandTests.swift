@@ -253,7 +253,17 @@ struct ItemCommandTests {
         let steamFile = (device.home as NSString).deletingLastPathComponent + "/steam"
         try Data("steam://!!!!\n".utf8).write(to: URL(fileURLWithPath: steamFile))
         try await device.expect(["add", "login", "--name", "J3", "--totp", "@" + steamFile], status: 64)
+        try await device.expect(["add", "login", "--name", "J3", "--length", "20"], status: 64)  // --length without --generate
         try await device.expect(["get", "J3"], status: 4)
+
+        // A state command that would change nothing says so and saves nothing.
+        let unchanged = try await device.json(["get", "Visa"])["revisionDate"]
+        for (arguments, said) in [(["restore", "Visa"], "is not in the trash"), (["unarchive", "Visa"], "is not archived"),
+                                  (["favorite", "Visa", "--off"], "is not a favorite already"), (["move", "Visa", "none"], "is in no folder already")] {
+            let result = try await device.expect(arguments)
+            #expect(result.stdout.contains(said), "\(arguments): \(result.stdout)")
+        }
+        #expect(try await device.json(["get", "Visa"])["revisionDate"] == unchanged)
         await scenario.finish([device])
     }
 

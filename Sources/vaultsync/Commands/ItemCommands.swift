@@ -410,8 +410,10 @@ struct RestoreCommand: VaultCommand {
 
     func execute(_ context: CLIContext) async throws {
         let id = try await context.itemID(item)
+        let current = try await context.engine.item(id: id)
+        guard current.isDeleted else { return print("\"\(current.name)\" is not in the trash: nothing to restore.") }
         let outcome = try await context.engine.restoreItem(id: id)
-        print("Restored \"\(try await context.engine.item(id: id).name)\"")
+        print("Restored \"\(current.name)\"")
         noteOutcome(outcome)
     }
 }
@@ -424,8 +426,10 @@ struct ArchiveCommand: VaultCommand {
 
     func execute(_ context: CLIContext) async throws {
         let id = try await context.itemID(item)
+        let current = try await context.engine.item(id: id)
+        guard !current.isArchived else { return print("\"\(current.name)\" is archived already.") }
         noteOutcome(try await context.engine.setArchived(id: id, true))
-        print("Archived \"\(try await context.engine.item(id: id).name)\"")
+        print("Archived \"\(current.name)\"")
     }
 }
 
@@ -438,8 +442,10 @@ struct UnarchiveCommand: VaultCommand {
 
     func execute(_ context: CLIContext) async throws {
         let id = try await context.itemID(item)
+        let current = try await context.engine.item(id: id)
+        guard current.isArchived else { return print("\"\(current.name)\" is not archived: nothing to take out.") }
         noteOutcome(try await context.engine.setArchived(id: id, false))
-        print("Unarchived \"\(try await context.engine.item(id: id).name)\"")
+        print("Unarchived \"\(current.name)\"")
     }
 }
 
@@ -454,6 +460,10 @@ struct MoveCommand: VaultCommand {
     func execute(_ context: CLIContext) async throws {
         let id = try await context.itemID(item)
         let folderID = try await context.folderID(folder)
+        let current = try await context.engine.item(id: id)
+        guard current.folderId != folderID else {
+            return print("\"\(current.name)\" is in \(folderID == nil ? "no folder" : "\"\(folder)\"") already.")
+        }
         let outcome = try await context.engine.moveItem(id: id, toFolder: folderID)
         print("Moved \"\(try await context.engine.item(id: id).name)\" to \(folderID == nil ? "no folder" : "\"\(folder)\"")")
         noteOutcome(outcome)
@@ -470,6 +480,10 @@ struct FavoriteCommand: VaultCommand {
 
     func execute(_ context: CLIContext) async throws {
         let id = try await context.itemID(item)
+        let current = try await context.engine.item(id: id)
+        guard current.favorite == off else {
+            return print("\"\(current.name)\" is \(off ? "not a favorite" : "a favorite") already.")
+        }
         let outcome = try await context.engine.setFavorite(id: id, !off)
         print("\(off ? "Unmarked" : "Marked") \"\(try await context.engine.item(id: id).name)\" as favorite")
         noteOutcome(outcome)

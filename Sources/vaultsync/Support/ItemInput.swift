@@ -16,7 +16,7 @@ struct ItemOptions: ParsableArguments {
     var password: String?
     @Flag(name: .customLong("password-stdin"), help: "Login: read the password from standard input (as --password -).") var passwordFromStdin = false
     @Flag(help: "Login: generate a random password (see --length).") var generate = false
-    @Option(help: "Length of a generated password (5–128).") var length = 24
+    @Option(help: "Length of a generated password (5–128; default 24).") var length: Int?
     @Option(help: ArgumentHelp("Login: a URI (repeat for several; replaces the item's URIs).", valueName: "URI")) var uri: [String] = []
     @Option(help: ArgumentHelp("Login: the TOTP secret (base32) or otpauth:// URI, read from SOURCE (- or @FILE).", valueName: "SOURCE"))
     var totp: String?
@@ -72,6 +72,9 @@ struct ItemOptions: ParsableArguments {
     func checkSecretSources(jsonFromStandardInput: Bool) throws {
         if [password != nil, passwordFromStdin, generate].filter({ $0 }).count > 1 {
             throw ValidationError("give only one of --password, --password-stdin and --generate")
+        }
+        if length != nil, !generate {
+            throw ValidationError("--length is the length of a generated password: give it with --generate")
         }
         for entry in hiddenFields {
             guard let equals = entry.firstIndex(of: "="), equals != entry.startIndex else {
@@ -187,7 +190,7 @@ struct ItemOptions: ParsableArguments {
             var login = view.login ?? LoginView()
             if let username { login.username = username.isEmpty ? nil : username }
             if let password = secrets.password { login.password = password }
-            if generate { login.password = try Self.generatedPassword(length: length) }
+            if generate { login.password = try Self.generatedPassword(length: length ?? 24) }
             if !uri.isEmpty { login.uris = uri.map { LoginURIView(uri: $0) } }
             if let totp = secrets.totp {
                 try Self.checkTOTP(totp)
