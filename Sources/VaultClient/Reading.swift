@@ -174,10 +174,16 @@ extension VaultEngine {
         return try rows.map { row in
             let change: PendingChange
             do { change = try row.open(key: current.keys.userKey) } catch { throw VaultError.storage(String(describing: error)) }
+            // An item deleted here is no longer cached: its name comes from the version the change started from.
+            let base = change.metadata.baseVersion.map { Array($0.utf8) }
             let name: String?
             switch change.itemKind {
-            case .cipher: name = try? cipherByID[change.itemID]?.wire().decrypted(with: current.keys).name
-            case .folder: name = try? folderByID[change.itemID]?.wire().decrypted(with: current.keys).name
+            case .cipher:
+                name = (try? cipherByID[change.itemID]?.wire().decrypted(with: current.keys).name)
+                    ?? base.flatMap { try? CipherWire(jsonBytes: $0).decrypted(with: current.keys).name }
+            case .folder:
+                name = (try? folderByID[change.itemID]?.wire().decrypted(with: current.keys).name)
+                    ?? base.flatMap { try? FolderWire(jsonBytes: $0).decrypted(with: current.keys).name }
             }
             return PendingChangeSummary(itemID: change.itemID, itemKind: change.itemKind, itemName: name, metadata: change.metadata)
         }.sorted { $0.metadata.createdDate < $1.metadata.createdDate }

@@ -46,6 +46,20 @@ struct OfflineOperationTests {
         await scenario.finish([a, b])
     }
 
+    @Test("a queued permanent delete of an item and of a folder is listed under the name they had")
+    func pendingDeleteNames() async throws {
+        let scenario = try await Scenario.start()
+        let a = try await scenario.device(register: true)
+        let item = try await a.engine.addItem(loginItem("Old router")).value
+        let folder = try await a.engine.createFolder(name: "Archive 2019").value
+        await scenario.server.stop()
+        _ = try await a.engine.permanentlyDeleteItem(id: item.id!)
+        _ = try await a.engine.deleteFolder(id: folder.id!)
+        let pending = try await a.engine.pendingChanges()
+        #expect(pending.map(\.itemName) == ["Old router", "Archive 2019"], "\(pending.map(\.itemName))")
+        await scenario.finish([a])
+    }
+
     @Test("offline: each operation saves locally, queues one record per item, and sends nothing")
     func offline() async throws {
         let scenario = try await Scenario.start()
