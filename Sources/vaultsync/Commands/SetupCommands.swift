@@ -256,7 +256,8 @@ struct LogoutCommand: VaultCommand {
         abstract: "Remove the account and all its data from this device.",
         discussion: """
         Changes still waiting for the server are lost; `logout` refuses while there are any unless --force.
-        A remembered two-step login ("login --remember") stays on this device, sealed so that only the         master password opens it; --forget-device removes it too, and the next login here needs a code.
+        A remembered two-step login ("login --remember") stays on this device, sealed so that only the \
+        master password opens it; --forget-device removes it too, and the next login here needs a code.
 
         Example:
           vaultsync logout
@@ -270,11 +271,9 @@ struct LogoutCommand: VaultCommand {
 
     func execute(_ context: CLIContext) async throws {
         let email = try context.requireEmail()
-        if !force {
-            let waiting = try await context.engine.queuedChangeCount(email: email)
-            if waiting > 0 {
-                throw CLIError.aborted("\(waiting) change\(waiting == 1 ? " is" : "s are") still waiting for the server and would be lost; run `vaultsync sync` first, or `logout --force`")
-            }
+        let waiting = try await context.engine.queuedChangeCount(email: email)
+        if !force, waiting > 0 {
+            throw CLIError.aborted("\(waiting) change\(waiting == 1 ? " is" : "s are") still waiting for the server and would be lost; run `vaultsync sync` first, or `logout --force`")
         }
         // Unlocked (a session or a password at hand), the server is asked to end this device's session too.
         try? await context.unlock(prompt: false)
@@ -285,6 +284,9 @@ struct LogoutCommand: VaultCommand {
         context.settings.email = nil
         try context.saveSettings()
         print("Logged out; the account's data was removed from this device.")
+        if waiting > 0 {
+            Console.note("\(waiting) change\(waiting == 1 ? "" : "s") that had not reached the server \(waiting == 1 ? "was" : "were") discarded (--force).")
+        }
         if remembered && !forgetDevice {
             Console.note("This device still remembers the two-step login (only your master password opens it); `logout --forget-device` would remove it.")
         }

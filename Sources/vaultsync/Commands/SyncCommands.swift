@@ -376,7 +376,8 @@ struct ConflictComparison {
             let mark = row.differs ? Console.styled("≠", .yellow) : " "
             lines.append("\(mark) " + pad(row.label, labelWidth) + pad(cell(row.live), 36) + cell(row.backup))
         }
-        lines.append("  password history: \(live?.passwordHistory.count ?? 0) entries (live), \(backup.passwordHistory.count) entries (backup)")
+        func entries(_ count: Int) -> String { count == 1 ? "1 entry" : "\(count) entries" }
+        lines.append("  password history: \(entries(live?.passwordHistory.count ?? 0)) (live), \(entries(backup.passwordHistory.count)) (backup)")
         if let difference = mergeShown(reveal: reveal) {
             lines.append("  what the merge compared (the version both started from → mine | theirs):")
             let fieldWidth = max(22, (difference.fields.map(\.field.count).max() ?? 0) + 2)
