@@ -197,7 +197,9 @@ public enum ItemMerge {
         // Attachments are wrapped by the item key: another side's attachment is only carried over when
         // both sides have the same key (an item key does not change in an edit).
         if mine.itemKey == theirs.itemKey {
-            merged.attachments = merger.list("attachment", base.attachments, mine.attachments, theirs.attachments,
+            // A download address is the server's, signed for minutes and new in every answer: not content.
+            func content(_ list: [AttachmentView]) -> [AttachmentView] { list.map { var kept = $0; kept.url = nil; return kept } }
+            merged.attachments = merger.list("attachment", content(base.attachments), content(mine.attachments), content(theirs.attachments),
                                              identity: { $0.id ?? "" }, secret: { _ in false }, render: { $0.fileName ?? "" })
         }
         merged.passwordHistory = passwordHistory(base: base, mine: mine, theirs: theirs, merged: merged)

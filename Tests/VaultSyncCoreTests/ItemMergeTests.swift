@@ -42,6 +42,24 @@ struct ItemMergeTests {
         }
     }
 
+    /// A server signs each attachment's download address for a few minutes, so every answer carries a new one.
+    @Test("an attachment whose download address alone differs is no change: nothing taken, nothing said")
+    func attachmentAddress() {
+        func attached(_ url: String) -> CipherView {
+            var view = Self.base()
+            var file = AttachmentView(id: "att-1", fileName: "scan.pdf", key: nil, size: "100")
+            file.url = url
+            view.attachments = [file]
+            return view
+        }
+        var mine = attached("https://server/attachments/item-1/att-1?token=one")
+        mine.name = "GitHub (work)"
+        let theirs = attached("https://server/attachments/item-1/att-1?token=two")
+        let result = ItemMerge.merge(base: attached("https://server/attachments/item-1/att-1?token=zero"), mine: mine, theirs: theirs, winner: .theirs)
+        #expect(result.isClean && result.takenFromMine == ["name"] && result.takenFromTheirs.isEmpty, "\(result.difference.fields.map(\.field))")
+        #expect(result.merged.attachments.map(\.id) == ["att-1"])
+    }
+
     @Test("the same field changed differently is a conflict: the winner's value, and the other side's other changes still merged")
     func sameField() {
         var mine = Self.base()
