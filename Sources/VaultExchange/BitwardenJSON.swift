@@ -275,7 +275,7 @@ struct ItemReader {
         }
         switch type {
         case .login:
-            let loginObject = try requireObject(object["login"] ?? .object([:]), "login")
+            let loginObject = try requireObject(Self.present(object["login"]) ?? .object([:]), "login")
             var login = LoginView(username: try string("username", in: loginObject), password: try string("password", in: loginObject),
                                   totp: try string("totp", in: loginObject))
             login.passwordRevisionDate = try date("passwordRevisionDate", in: loginObject)
@@ -337,6 +337,11 @@ struct ItemReader {
         }
     }
 
+    /// A value that is there and not `null` (other exporters write `"login": null` for an empty group).
+    static func present(_ value: JSONValue?) -> JSONValue? {
+        value.flatMap { $0.isNull ? nil : $0 }
+    }
+
     static func scalarText(_ value: JSONValue) -> String? {
         switch value {
         case .string(let text): return text.isEmpty ? nil : text
@@ -347,7 +352,7 @@ struct ItemReader {
     }
 
     func fields<Field>(_ key: String, into view: inout CipherView) throws -> PlainFields<Field> {
-        let group = try requireObject(object[key] ?? .object([:]), key)
+        let group = try requireObject(Self.present(object[key]) ?? .object([:]), key)
         keepUnread(of: group, at: key, known: Set(Field.allCases.map(\.rawValue)), in: &view)
         var values: [Field: String] = [:]
         for field in Field.allCases {

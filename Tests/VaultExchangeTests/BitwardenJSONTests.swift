@@ -70,7 +70,8 @@ struct BitwardenJSONTests {
           {"type": 1, "name": "Unknown keys", "topExtra": "t", "deletedDate": "2025-02-03T04:05:06.000Z",
            "login": {"username": "u", "loginExtra": "l", "passwordRevisionDate": "2024-06-07T08:09:10.000Z",
                      "uris": [{"uri": "https://a.example", "match": null, "uriExtra": 5}], "autofillOnPageLoad": null}},
-          {"type": 3, "name": "Card", "card": {"number": "4111", "cardExtra": {"nested": true}}}
+          {"type": 3, "name": "Card", "card": {"number": "4111", "cardExtra": {"nested": true}}},
+          {"type": 1, "name": "Empty login", "login": null}, {"type": 3, "name": "Empty card", "card": null}
         ]}
         """#
         let vault = try BitwardenJSON.read(text)
@@ -82,6 +83,8 @@ struct BitwardenJSONTests {
         #expect(login.deletedDate == WireDate(iso8601: "2025-02-03T04:05:06Z"))
         #expect(vault.items[1].view.fields == [FieldView(type: .text, name: "card.cardExtra", value: #"{"nested":true}"#)])
         #expect(vault.items[1].view.card?.values == [.number: "4111"])
+        // A group given as null is an empty one, not a malformed file.
+        #expect(vault.items[2].view.login == LoginView() && vault.items[3].view.card?.values == [:])
     }
 
     @Test("export → import gives every field back")
