@@ -625,7 +625,10 @@ extension VaultEngine {
 
     func folderFacts(_ run: PlanRun<FolderWire>) -> ResolutionFacts {
         let record = run.change.metadata
-        let server: ServerFacts = run.server.map { .present(revision: $0.revisionDate ?? WireDate(microsecondsSinceEpoch: 0), holdsLocal: false) } ?? .gone
+        // A server that sends no revision date for folders: taken as unchanged (never as a rename made elsewhere).
+        let server: ServerFacts = run.server.map {
+            .present(revision: $0.revisionDate ?? record.originalRevisionDate ?? WireDate(microsecondsSinceEpoch: 0), holdsLocal: false)
+        } ?? .gone
         return ResolutionFacts(itemKind: .folder, record: record, localPresent: run.local != nil, server: server,
                                localEditedOnServerClock: onServerClock(record.contentEditDate), createKey: run.createKey)
     }
