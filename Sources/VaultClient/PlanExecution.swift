@@ -181,7 +181,8 @@ extension VaultEngine {
                                     createKey: run.createKey)
         if record.kind == .softDelete || record.kind == .hardDelete, ResolutionPlanner.serverMoved(facts), let server = run.server,
            let base = record.baseVersion.flatMap({ try? CipherWire(jsonBytes: Array($0.utf8)) }) {
-            facts.serverContentIsBase = Self.sameContent(base, server)
+            // A restore from the trash is no state change to ignore: someone wants the item back.
+            facts.serverContentIsBase = Self.sameContent(base, server) && !(base.deletedDate != nil && server.deletedDate == nil)
         }
         return facts
     }

@@ -279,6 +279,23 @@ struct ResolutionTests {
         await devices.finish()
     }
 
+    @Test("deleted for good here from the trash, restored on another device meanwhile: the restore wins, the item stays, the user is told")
+    func deleteMeetsRestore() async throws {
+        let devices = try await TwoDevices.start()
+        let item = try await devices.a.engine.addItem(loginItem("Old router")).value
+        _ = try await devices.a.engine.softDeleteItem(id: item.id!)
+        try await devices.b.engine.pull()
+        let offline = try await goOffline(devices)
+        _ = try await offline.engine.permanentlyDeleteItem(id: item.id!)
+        _ = try await devices.b.engine.restoreItem(id: item.id!)
+        let online = try await comeBack(devices)
+        let report = try await online.engine.sync()
+        #expect(report.messages.count == 1, "\(report.messages)")
+        let kept = try #require(try await online.engine.view(named: "Old router"))
+        #expect(kept.deletedDate == nil)
+        await devices.finish()
+    }
+
     @Test("folder deleted here, renamed on another device meanwhile: the rename wins, the folder stays, the user is told")
     func folderDeleteMeetsRename() async throws {
         let devices = try await TwoDevices.start()
