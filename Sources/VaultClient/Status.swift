@@ -164,8 +164,13 @@ extension VaultEngine {
     /// account made (found in the vault by their name, outside the trash; whose version each holds is not known
     /// here, and the live item is the one item of the original name, if there is exactly one).
     public func conflictBackups() async throws -> [ConflictBackupSummary] {
-        let current = try requireSession()
-        let userID = current.userID
+        let made = try await conflictBackupsMadeHere()
+        return (made + (try await conflictBackupsMadeElsewhere(besides: Set(made.map(\.backupID))))).sorted { $0.createdAt > $1.createdAt }
+    }
+
+    /// The backups this device's resolution made (its own table), newest first.
+    func conflictBackupsMadeHere() async throws -> [ConflictBackupSummary] {
+        let userID = try requireSession().userID
         let rows = try await read { tx in try tx.backups(of: userID).newestFirst() }
         var result: [ConflictBackupSummary] = []
         for row in rows {
@@ -175,9 +180,15 @@ extension VaultEngine {
                                                 losingSide: ConflictSide(losingSide: row.losingSide),
                                                 reviewedAt: row.reviewedAt.map(WireDate.init(microsecondsSinceEpoch:))))
         }
-        let known = Set(rows.map(\.backupID))
+        return result
+    }
+
+    /// Backups in the vault that this device has no record of: made by another device's resolution. Reads every
+    /// item's name (the list's summaries), so it runs only for conflict commands, never for `status`.
+    func conflictBackupsMadeElsewhere(besides known: Set<String>) async throws -> [ConflictBackupSummary] {
         let summaries = try await itemSummaries().compactMap { try? $0.result.get() }.filter { !$0.isDeleted }
         let live = Dictionary(grouping: summaries.filter { !BackupName.isBackup($0.name) }, by: \.name)
+        var result: [ConflictBackupSummary] = []
         for summary in summaries where BackupName.isBackup(summary.name) {
             guard let id = summary.id, !known.contains(id) else { continue }
             let originals = live[BackupName.originalName(of: summary.name)] ?? []
@@ -186,7 +197,7 @@ extension VaultEngine {
                                                 name: summary.name, createdAt: made ?? WireDate(microsecondsSinceEpoch: 0),
                                                 losingSide: .unknown, reviewedAt: nil))
         }
-        return result.sorted { $0.createdAt > $1.createdAt }
+        return result
     }
 
     /// Settles a conflict the user has reviewed. `.both` leaves both items as they are; otherwise the
@@ -195,7 +206,11 @@ extension VaultEngine {
     /// goes through the same offline-aware saves as any edit. Either way the backup counts as reviewed.
     public func resolveConflict(backupID: String, keep choice: ConflictChoice) async throws -> ConflictResolution {
         let current = try requireSession()
-        guard let summary = try await conflictBackups().first(where: { $0.backupID == backupID }) else {
+        // This device's own backups first: the vault is searched only for one another device made.
+        let madeHere = try await conflictBackupsMadeHere()
+        let madeElsewhere = madeHere.contains { $0.backupID == backupID }
+            ? [] : try await conflictBackupsMadeElsewhere(besides: Set(madeHere.map(\.backupID)))
+        guard let summary = (madeHere + madeElsewhere).first(where: { $0.backupID == backupID }) else {
             throw VaultError.itemNotFound(backupID)
         }
         var resolution = ConflictResolution(mergedBackupIntoItem: false, trashedBackup: false, outcome: .synced)
@@ -223,7 +238,7 @@ extension VaultEngine {
         let made = summary.createdAt.microsecondsSinceEpoch
         try await write { tx in
             // A backup another device made is noted here once reviewed, so that it is no longer new here.
-            if summary.losingSide == .unknown, try !tx.backups(of: userID).newestFirst().contains(where: { $0.backupID == backupID }) {
+            if !madeElsewhere.isEmpty {
                 try tx.backups(of: userID).note(backupID, of: summary.originalID, createdAt: made, losingSide: "", twinCheckPending: false)
             }
             try tx.backups(of: userID).markReviewed(backupID, at: now)

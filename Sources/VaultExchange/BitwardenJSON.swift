@@ -279,6 +279,7 @@ struct ItemReader {
             var login = LoginView(username: try string("username", in: loginObject), password: try string("password", in: loginObject),
                                   totp: try string("totp", in: loginObject))
             login.passwordRevisionDate = try date("passwordRevisionDate", in: loginObject)
+            login.autofillOnPageLoad = try bool("autofillOnPageLoad", in: loginObject)
             keepUnread(of: loginObject, at: "login", known: Self.loginKeys, in: &view)
             login.uris = try array("uris", in: loginObject).enumerated().map { position, value in
                 let uri = try requireObject(value, "login.uris[\(position)]")

@@ -69,7 +69,7 @@ struct BitwardenJSONTests {
         {"encrypted": false, "folders": [], "items": [
           {"type": 1, "name": "Unknown keys", "topExtra": "t", "deletedDate": "2025-02-03T04:05:06.000Z",
            "login": {"username": "u", "loginExtra": "l", "passwordRevisionDate": "2024-06-07T08:09:10.000Z",
-                     "uris": [{"uri": "https://a.example", "match": null, "uriExtra": 5}], "autofillOnPageLoad": null}},
+                     "uris": [{"uri": "https://a.example", "match": null, "uriExtra": 5}], "autofillOnPageLoad": true}},
           {"type": 3, "name": "Card", "card": {"number": "4111", "cardExtra": {"nested": true}}},
           {"type": 1, "name": "Empty login", "login": null}, {"type": 3, "name": "Empty card", "card": null}
         ]}
@@ -79,7 +79,7 @@ struct BitwardenJSONTests {
         #expect(login.fields == [FieldView(type: .text, name: "login.loginExtra", value: "l"),
                                  FieldView(type: .text, name: "login.uris[0].uriExtra", value: "5"),
                                  FieldView(type: .text, name: "topExtra", value: "t")])
-        #expect(login.login?.passwordRevisionDate == WireDate(iso8601: "2024-06-07T08:09:10Z"))
+        #expect(login.login?.passwordRevisionDate == WireDate(iso8601: "2024-06-07T08:09:10Z") && login.login?.autofillOnPageLoad == true)
         #expect(login.deletedDate == WireDate(iso8601: "2025-02-03T04:05:06Z"))
         #expect(vault.items[1].view.fields == [FieldView(type: .text, name: "card.cardExtra", value: #"{"nested":true}"#)])
         #expect(vault.items[1].view.card?.values == [.number: "4111"])

@@ -259,9 +259,16 @@ struct ConflictsCommand: AsyncParsableCommand {
 
 extension CLIContext {
     func backupID(_ reference: String) async throws -> String {
+        try await backup(reference).backupID
+    }
+
+    /// The conflict backup REFERENCE names (id or name), from one listing.
+    func backup(_ reference: String) async throws -> ConflictBackupSummary {
         let backups = try await engine.conflictBackups()
         let candidates = backups.map { (id: $0.backupID, name: $0.name ?? "") }
-        return try await Presentation.find(reference, in: candidates, what: "conflict backup")
+        let id = try await Presentation.find(reference, in: candidates, what: "conflict backup")
+        guard let summary = backups.first(where: { $0.backupID == id }) else { throw CLIError.notFound(what: "conflict backup", reference: reference) }
+        return summary
     }
 }
 
@@ -276,10 +283,8 @@ struct ConflictComparison {
     var merge: ItemMerge.ItemDifference? = nil
 
     static func load(_ reference: String, context: CLIContext) async throws -> ConflictComparison {
-        let id = try await context.backupID(reference)
-        guard let summary = try await context.engine.conflictBackups().first(where: { $0.backupID == id }) else {
-            throw CLIError.notFound(what: "conflict backup", reference: reference)
-        }
+        let summary = try await context.backup(reference)
+        let id = summary.backupID
         let backup = try await context.engine.item(id: id)
         let live = try? await context.engine.item(id: summary.originalID)
         return ConflictComparison(summary: summary, backup: backup, live: live, folderNames: try await context.folderNames(),
