@@ -247,7 +247,8 @@ extension VaultEngine {
             }
             do {
                 let final = try await applyState(of: entry.local, to: item)
-                created.append(Settling(change: entry.change, settled: final, swapping: true, baseline: .rebaseOnResult))
+                created.append(Settling(change: entry.change, settled: final, swapping: true, baseline: .rebaseOnResult,
+                                        row: CipherRow(userID: session.userID, wire: final)))
             } catch let error as ServerCallError {
                 report.merge(try await failureReport(error, change: entry.change))
             }

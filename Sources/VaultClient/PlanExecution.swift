@@ -435,12 +435,18 @@ extension VaultEngine {
     /// way to the server's. Unless the user saved the item again meanwhile: then the saved-meanwhile rule
     /// (``keepSavedMeanwhile``) keeps the record and the newer local copy (under the server's id).
     static func settle(_ settling: Settling, userID: String, key: SymmetricCryptoKey, now: Int64, _ tx: StoreTransaction) throws {
-        let items = tx.ciphers(of: userID)
+        let (items, queue) = (tx.ciphers(of: userID), tx.queue(of: userID))
         let (change, settled) = (settling.change, settling.settled)
         let newID = settled.id ?? change.itemID
-        if settling.swapping, try waitsBesideCopy(change, newID: newID, key: key, tx) { return }
-        // Read before the swap removes it, parsed only if the user saved it again meanwhile.
-        let newerLocal = settling.swapping ? try items.find(id: change.itemID) : nil
+        // Each read once (a bulk settle runs this for 500 creates in one transaction): the record as stored if
+        // the user saved the item again meanwhile, and whether the server's copy has a record of its own here
+        // (pulled, and saved by the user while this run created it).
+        let savedAgain = try savedMeanwhile(change, key: key, tx)
+        let copyHasRecord = try settling.swapping && newID != change.itemID && queue.hasRecord(forItem: newID)
+        // Neither save moves onto the other's id (one record per item): see ``waitsBesideCopy``.
+        if copyHasRecord, savedAgain != nil { return }
+        // Read before the swap removes it, only if the user saved it again meanwhile.
+        let newerLocal = settling.swapping && savedAgain != nil ? try items.find(id: change.itemID) : nil
         if settling.swapping {
             try items.remove(id: change.itemID)
             try tx.drafts(of: userID).moveDrafts(ofItem: change.itemID, to: newID)
@@ -450,7 +456,8 @@ extension VaultEngine {
         let version = { SettledVersion(revision: settled.revisionDate, creationDate: settled.creationDate,
                                        body: String(decoding: settled.jsonBytes(), as: UTF8.self), state: state(of: settled),
                                        created: settling.swapping, mergedContentDate: settling.mergedContentDate) }
-        if let kept = try keepSavedMeanwhile(change, newID: newID, settled: version, baseline: settling.baseline, key: key, tx) {
+        if let savedAgain {
+            let kept = try keep(savedAgain, newID: newID, settled: version, baseline: settling.baseline, key: key, tx)
             if settling.swapping, kept.metadata.kind != .hardDelete, var local = newerLocal.flatMap({ try? $0.wire() }) {
                 local.id = newID
                 local.revisionDate = settled.revisionDate
@@ -461,20 +468,20 @@ extension VaultEngine {
         }
         if let unsent = settling.unsentAttachments {
             // One record per item: beside a pulled copy with a record of its own, everything stays as it is.
-            if settling.swapping, try tx.queue(of: userID).hasRecord(forItem: newID) { return }
+            if copyHasRecord { return }
             var kept = change
             kept.itemID = newID
             kept.metadata.keep(afterSettling: version(), baseline: .rebaseOnResult)
-            try tx.queue(of: userID).store(kept, key: key)
+            try queue.store(kept, key: key)
             var shown = settled
             let deleting = Set(kept.metadata.attachmentDeletes ?? [])
             shown.attachments = (settled.attachments ?? []).filter { !deleting.contains($0.id ?? "") } + unsent
             return try items.store(shown)
         }
-        try tx.queue(of: userID).remove(recordID: change.id)
+        try queue.remove(recordID: change.id)
         // The server's copy may be here already (pulled), saved by the user while this run created it: that
         // save has its own record and local copy, which the next run resolves. Never overwritten here.
-        if settling.swapping, try tx.queue(of: userID).hasRecord(forItem: newID) { return }
+        if copyHasRecord { return }
         if let row = settling.row { try items.store(row) } else { try items.store(settled) }
     }
 
@@ -502,10 +509,18 @@ extension VaultEngine {
     /// under `newID` by the saved-meanwhile rule (`PendingChangeMetadata.keep(afterSettling:baseline:)`).
     static func keepSavedMeanwhile(_ change: PendingChange, newID: String, settled: () -> SettledVersion, baseline: SettleBaseline,
                                    key: SymmetricCryptoKey, _ tx: StoreTransaction) throws -> PendingChange? {
-        guard var stored = try savedMeanwhile(change, key: key, tx) else { return nil }
+        guard let stored = try savedMeanwhile(change, key: key, tx) else { return nil }
+        return try keep(stored, newID: newID, settled: settled, baseline: baseline, key: key, tx)
+    }
+
+    /// The record as the user saved it again (``savedMeanwhile``) stays, under the server's id, noting the
+    /// version this run settled as its new base.
+    static func keep(_ savedAgain: PendingChange, newID: String, settled: () -> SettledVersion, baseline: SettleBaseline,
+                     key: SymmetricCryptoKey, _ tx: StoreTransaction) throws -> PendingChange {
+        var stored = savedAgain
         stored.itemID = newID
         stored.metadata.keep(afterSettling: settled(), baseline: baseline)
-        try tx.queue(of: change.userID).store(stored, key: key)
+        try tx.queue(of: stored.userID).store(stored, key: key)
         return stored
     }
 

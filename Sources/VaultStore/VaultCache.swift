@@ -291,7 +291,15 @@ public struct ChangeQueue {
     public func replaceIfUnchanged(_ change: PendingChange, key: SymmetricCryptoKey) throws -> PendingChange? {
         guard change.storedDigest != nil, let row = try record(id: change.id), row.storedDigest == change.storedDigest else { return nil }
         var written = change
-        written.storedDigest = try store(change, key: key)
+        guard row.itemID == change.itemID, row.itemKind == change.itemKind.rawValue else {
+            written.storedDigest = try store(change, key: key)
+            return written
+        }
+        // Only the sealed part changes: the item index's entry is left in place (an upsert rewrites it, one
+        // random page per record of a bulk create's "create sent" note).
+        let sealed = try PendingChangeRow(change, key: key)
+        try db.cachedStatement(sql: "UPDATE pendingChange SET sealed = ? WHERE id = ? AND userID = ?").execute(arguments: [sealed.sealed, change.id, userID])
+        written.storedDigest = sealed.storedDigest
         return written
     }
 

@@ -76,9 +76,14 @@ struct OfflineAndConflictTests {
         try await a.expect(["add", "login", "--name", "Bank", "--username", "alice", "--password", "-"], stdin: "first-Pa55\n")
         try await a.expect(["add", "note", "--name", "Doomed", "--notes", "bye"])
         let b = try await scenario.device()
+        let idle = try await scenario.device()
 
         // The server goes away: every change still succeeds (exit 0) with a visible note.
         await scenario.server.stop()
+        // A device with nothing queued is not told that changes stay queued.
+        let idleSync = try await idle.expect(["sync"], status: 7)
+        #expect(idleSync.stderr.contains("Nothing is queued on this device") && idleSync.stderr.contains("could not be reached"))
+        #expect(!idleSync.stderr.contains("stay queued"), "\(idleSync.stderr)")
         let edit = try await a.expect(["edit", "Bank", "--password", "-", "--notes", "from A"], stdin: "second-Pa55\n")
         #expect(edit.stderr.contains("saved offline — 1 change pending"))
         try await a.expect(["add", "note", "--name", "Offline note", "--notes", "written offline"])
@@ -154,7 +159,7 @@ struct OfflineAndConflictTests {
         #expect(try await b.json(["get", "Bank"])["login"]?["password"]?.stringValue == "second-Pa55")
         #expect(try await b.json(["list", "--trash"]).count == 2)  // Doomed and the settled backup
         #expect(try await b.json(["conflicts"]).count == 0, "a settled backup, in the trash, is no conflict to review")
-        await scenario.finish([a, b])
+        await scenario.finish([a, b, idle])
     }
 
     @Test("keep theirs and keep both; retry and discard of queued changes")

@@ -226,6 +226,14 @@ struct QueueCountTests {
         var inMemory = stored
         inMemory.storedDigest = nil
         #expect(try store.writeNow { tx in try tx.queue(of: "a").replaceIfUnchanged(inMemory, key: key) } == nil)
+        // Only the sealed part is rewritten when that is all that changed; a change carrying another item id
+        // is stored whole, and the item index finds it under its new id only.
+        var moved = stored
+        moved.itemID = "i2"
+        let movedWritten = try #require(try store.writeNow { tx in try tx.queue(of: "a").replaceIfUnchanged(moved, key: key) })
+        #expect(try store.readNow { tx in try tx.queue(of: "a").hasRecord(forItem: "i2") } == true)
+        #expect(try store.readNow { tx in try tx.queue(of: "a").hasRecord(forItem: "i1") } == false)
+        #expect(try store.readNow { tx in try tx.queue(of: "a").changedSince(movedWritten, key: otherKey) } == nil)
         // Gone: nothing written.
         _ = try store.writeNow { tx in try tx.queue(of: "a").remove(recordID: "r1") }
         #expect(try store.writeNow { tx in try tx.queue(of: "a").replaceIfUnchanged(stored, key: key) } == nil)

@@ -324,12 +324,12 @@ struct ResolutionTests {
         let devices = try await TwoDevices.start()
         let offline = try await goOffline(devices)
         var fromA = loginItem("Water bill")
-        fromA.folderId = try #require(try await offline.engine.createFolder(name: "Bills").value.id)
+        fromA.folderId = try await offline.engine.createFolder(name: "Bills").value.id
         _ = try await offline.engine.addItem(fromA)
         let offlineB = try devices.b.reopen(url: deadServerURL())
         try await offlineB.engine.unlock(email: devices.scenario.email, password: devices.scenario.password)
         var fromB = loginItem("Power bill")
-        fromB.folderId = try #require(try await offlineB.engine.createFolder(name: "Bills").value.id)
+        fromB.folderId = try await offlineB.engine.createFolder(name: "Bills").value.id
         _ = try await offlineB.engine.addItem(fromB)
         await offlineB.engine.shutdown()
         let online = try await comeBack(devices)

@@ -24,13 +24,18 @@ struct BulkCreateTests {
             let first = try await api.request(.post, "/api/vaultsync/ciphers/bulk-create", token: token, json: .object(["ciphers": .array([
                 try entry("one", key: "k-1"), try entry("two", key: "k-2"),
                 try entry("shared", key: "k-3", organization: UUID().uuidString.lowercased()),
+                try entry("one, sent twice", key: "k-1"),
             ])]))
             #expect(first.status == .ok)
             let results = try #require(first.object["data"]?.arrayValue)
-            #expect(results.map { $0.objectValue?["status"]?.intValue } == [200, 200, 400])
-            #expect(results.map { $0.objectValue?["idempotencyKey"]?.stringValue } == ["k-1", "k-2", "k-3"])
+            #expect(results.map { $0.objectValue?["status"]?.intValue } == [200, 200, 400, 200])
+            #expect(results.map { $0.objectValue?["idempotencyKey"]?.stringValue } == ["k-1", "k-2", "k-3", "k-1"])
             let ids = results.prefix(2).compactMap { $0.objectValue?["cipher"]?.objectValue?["id"]?.stringValue }
             #expect(ids.count == 2)
+            // Each answer is its own entry's item; a key repeated within the request answers with the first item.
+            let answered = try results.compactMap { try $0.objectValue?["cipher"]?.objectValue.map { try CipherWire(json: $0, path: "c") } }
+            #expect(try answered.map { try $0.decrypted(with: user.keys).name } == ["one", "two", "one"])
+            #expect(answered.last?.id == ids[0])
 
             // The same keys again (an answer that was lost), one renamed since: the first items, no new ones.
             let again = try await api.request(.post, "/api/vaultsync/ciphers/bulk-create", token: token, json: .object(["ciphers": .array([

@@ -232,35 +232,66 @@ extension VaultRepository {
     /// ``createCipher`` would, idempotency key included; one entry's refusal does not stop the others.
     func createCiphers(userID: String, writes: [CipherWrite], now: Int64) async throws -> [Result<CipherRecord, CipherWriteError>] {
         try await transaction { session in
-            var results: [Result<CipherRecord, CipherWriteError>] = []
-            results.reserveCapacity(writes.count)
+            var outcomes: [Result<CreateOutcome, CipherWriteError>] = []
+            outcomes.reserveCapacity(writes.count)
             for write in writes {
                 guard write.organizationID == nil else {
-                    results.append(.failure(CipherWriteError(outcome: .invalid("Bulk creates are for personal items only."))))
+                    outcomes.append(.failure(CipherWriteError(outcome: .invalid("Bulk creates are for personal items only."))))
                     continue
                 }
                 do {
-                    results.append(.success(try await Self.create(userID: userID, write: write, collectionIDs: [], requireCollections: false,
-                                                                  now: now, bumpRevision: false, session)))
+                    outcomes.append(.success(try await Self.insert(userID: userID, write: write, collectionIDs: [], requireCollections: false,
+                                                                   now: now, bumpRevision: false, session)))
                 } catch let error as CipherWriteError {
-                    results.append(.failure(error))
+                    outcomes.append(.failure(error))
                 }
             }
             // Personal items only: the account's revision moves once for the whole request.
             try await Self.bumpRevision([userID], now: now, session)
-            return results
+            // The new items read back in one query, not three per item.
+            let made = outcomes.compactMap { outcome in if case .success(.made(let id)) = outcome { id } else { nil } }
+            let records = Dictionary(try await Self.visibleCiphers(userID: userID, onlyIDs: made, session).map { ($0.id, $0) },
+                                     uniquingKeysWith: { first, _ in first })
+            return outcomes.map { outcome in
+                outcome.flatMap { created in
+                    switch created {
+                    case .earlier(let record): .success(record)
+                    case .made(let id): records[id].map { .success($0) } ?? .failure(CipherWriteError(outcome: .notFound))
+                    }
+                }
+            }
         }
     }
 
+    /// What a create did: made a new item (its id), or found the item an earlier attempt with the same
+    /// idempotency key made (as it is now).
+    enum CreateOutcome: Sendable {
+        case made(String)
+        case earlier(CipherRecord)
+    }
+
     static func create(userID: String, write: CipherWrite, collectionIDs: [String], requireCollections: Bool, now: Int64,
-                       bumpRevision bump: Bool = true, _ session: any SQLSession) async throws -> CipherRecord {
+                       _ session: any SQLSession) async throws -> CipherRecord {
+        switch try await insert(userID: userID, write: write, collectionIDs: collectionIDs, requireCollections: requireCollections,
+                                now: now, session) {
+        case .earlier(let record): return record
+        case .made(let id):
+            guard let record = try await Self.visibleCiphers(userID: userID, onlyID: id, session).first else {
+                throw CipherWriteError(outcome: .notFound)
+            }
+            return record
+        }
+    }
+
+    static func insert(userID: String, write: CipherWrite, collectionIDs: [String], requireCollections: Bool, now: Int64,
+                       bumpRevision bump: Bool = true, _ session: any SQLSession) async throws -> CreateOutcome {
         // A create retried after its answer was lost, or delayed past the client's timeout and overtaken
         // by the retry, carries the same idempotency key whatever the item was renamed to in between:
         // the key decides alone (docs/PROTOCOL.md, "Idempotent creates"). Without a key every create
         // makes an item: nothing is matched by name (ciphers.create_name, migration 2, is no longer written).
         let createKey = write.createKey.map { CreateKey(userID: userID, key: $0, kind: .cipher) }
         if let createKey, let earlier = try await Self.earlierCreate(createKey, session) {
-            return try await Self.earlierCipher(id: earlier, userID: userID, session)
+            return .earlier(try await Self.earlierCipher(id: earlier, userID: userID, session))
         }
         let id = newID()
         if let orgID = write.organizationID {
@@ -270,7 +301,7 @@ extension VaultRepository {
         if let createKey, try await !Self.claim(createKey, itemID: id, now: now, session) {
             // Another attempt with the same key committed first: answer with its item.
             guard let earlier = try await Self.earlierCreate(createKey, session) else { throw CipherWriteError(outcome: .notFound) }
-            return try await Self.earlierCipher(id: earlier, userID: userID, session)
+            return .earlier(try await Self.earlierCipher(id: earlier, userID: userID, session))
         }
         try await session.query("""
             INSERT INTO ciphers (id, user_id, organization_id, type, data, created_at, revision_date, deleted_date)
@@ -286,10 +317,7 @@ extension VaultRepository {
             try await Self.bumpRevision(try await Self.affectedUsers(userID: userID, organizationID: write.organizationID, session) + [userID],
                                         now: now, session)
         }
-        guard let record = try await Self.visibleCiphers(userID: userID, onlyID: id, session).first else {
-            throw CipherWriteError(outcome: .notFound)
-        }
-        return record
+        return .made(id)
     }
 
     /// Checks that `userID` may put an item into each collection (full access, or a row that is not read-only).

@@ -38,7 +38,13 @@ struct SyncCommand: VaultCommand {
         } catch {
             progress.cancel()
             if showProgress { FileHandle.standardError.write(Data("\r\u{1B}[K".utf8)) }
-            if [.serverUnreachable, .verificationFailed].contains(describe(error).status), let waiting = try? await engine.pendingCount() {
+            let (message, status) = describe(error)
+            if [.serverUnreachable, .verificationFailed].contains(status), let waiting = try? await engine.pendingCount() {
+                // Nothing waits here (all sent, or nothing made): say so, not "changes stay queued".
+                guard waiting > 0 else {
+                    throw CLIError.stated("Nothing is queued on this device (every change made here has reached the server), but the "
+                                          + "latest vault could not be fetched. " + message.replacingOccurrences(of: CLIError.changesStayQueued, with: ""), status)
+                }
                 Console.note("\(waiting) change\(waiting == 1 ? " stays" : "s stay") queued on this device.")
             }
             throw error

@@ -39,6 +39,11 @@ enum CLIError: Error, CustomStringConvertible {
     case verificationFailed(String)
     /// A login needs a code (two-step or new-device) and none was given where none can be asked for.
     case codeRequired(String)
+    /// A failure said in full, with the exit status of the failure it stands for.
+    case stated(String, ExitStatus)
+
+    /// What an unreachable server's message adds: true only while something is queued.
+    static let changesStayQueued = " Changes stay queued on this device."
 
     var description: String {
         switch self {
@@ -59,6 +64,7 @@ enum CLIError: Error, CustomStringConvertible {
         case .aborted(let message): return message
         case .verificationFailed(let message): return message
         case .codeRequired(let message): return message
+        case .stated(let message, _): return message
         }
     }
 
@@ -73,6 +79,7 @@ enum CLIError: Error, CustomStringConvertible {
         case .ambiguous: return .ambiguous
         case .verificationFailed: return .verificationFailed
         case .codeRequired: return .authenticationFailed
+        case .stated(_, let status): return status
         }
     }
 }
@@ -132,7 +139,7 @@ func describe(_ error: any Error) -> (message: String, status: ExitStatus) {
         case .createdSinceDeleted(_, let message): return ("The server refused (410): \(message)", .serverRefused)
         case .authenticationExpired: return (VaultError.sessionExpired.description, .authenticationFailed)
         case .transport(_, let detail):
-            return ("The server could not be reached (\(detail)). Changes stay queued on this device.", .serverUnreachable)
+            return ("The server could not be reached (\(detail))." + CLIError.changesStayQueued, .serverUnreachable)
         case .invalidResponse(let reason): return (VaultError.serverAnswerInvalid(reason).description, .serverUnreachable)
         case .certificate(let problem): return (VaultError.untrustedCertificate(problem).description, .verificationFailed)
         }
