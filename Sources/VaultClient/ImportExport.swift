@@ -98,7 +98,7 @@ extension VaultEngine {
         for name in wanted {
             if folderIDs[name] != nil { matched.append(name); continue }
             try validateFolderName(name)
-            let id = UUID().uuidString.lowercased()
+            let id = TimeOrderedID.make(milliseconds: now.microsecondsSinceEpoch / 1000)
             folderIDs[name] = id
             created.append(name)
             newFolders.append(try modelCall { try FolderView(id: id, name: name, revisionDate: now).encrypted(with: current.keys, random: random) })
@@ -109,7 +109,7 @@ extension VaultEngine {
         wires.reserveCapacity(chosen.count)
         for item in chosen {
             var view = item.view
-            view.id = UUID().uuidString.lowercased()
+            view.id = TimeOrderedID.make(milliseconds: now.microsecondsSinceEpoch / 1000)
             view.organizationId = nil
             view.collectionIds = nil
             view.attachments = []

@@ -13,13 +13,15 @@ extension VaultEngine {
     public func addItem(_ item: CipherView) async throws -> SaveResult<CipherView> {
         let current = try requireSession()
         var view = item
-        if view.id == nil { view.id = UUID().uuidString.lowercased() }
+        let now = clock.now()
+        // Time-ordered, by the time the item is made: the temporary id is the create's idempotency key too, and
+        // items queued one after another sit side by side in every index keyed by it (docs/ARCHITECTURE.md).
+        if view.id == nil { view.id = TimeOrderedID.make(milliseconds: now.microsecondsSinceEpoch / 1000) }
         // A folder id shown before a sync gave the folder its server id is followed (docs/ARCHITECTURE.md, "Ids that change").
         if let folderID = view.folderId { view.folderId = try currentFolderID(folderID) ?? folderID }
         if view.itemKey == nil {
             view.itemKey = try modelCall { try current.keys.wrapNewItemKey(organizationId: view.organizationId, random: random) }
         }
-        let now = clock.now()
         view.creationDate = view.creationDate ?? now
         view.revisionDate = now
         try validate(view)
@@ -462,7 +464,7 @@ extension VaultEngine {
     public func createFolder(name: String) async throws -> SaveResult<FolderView> {
         let current = try requireSession()
         try validateFolderName(name)
-        let id = UUID().uuidString.lowercased()
+        let id = TimeOrderedID.make(milliseconds: clock.now().microsecondsSinceEpoch / 1000)
         var view = FolderView(id: id, name: name, revisionDate: clock.now())
         let wire = try modelCall { try view.encrypted(with: current.keys, random: random) }
         let result = try await saveFolder(id: id, operation: .create, local: wire, previous: nil) { api, token in

@@ -172,6 +172,9 @@ struct OfflineOperationTests {
         let a = try registered.reopen(url: deadServerURL())
         try await a.engine.unlock(email: scenario.email, password: scenario.password)
         let created = try await a.engine.addItem(loginItem("Ephemeral")).value
+        // Its temporary id is time-ordered, by the time the item was made (docs/ARCHITECTURE.md, "Time-ordered ids").
+        let madeAt = try #require(created.creationDate).microsecondsSinceEpoch / 1000
+        #expect(TimeOrderedID.milliseconds(of: try #require(created.id)) == madeAt)
         var edit = created
         edit.login?.password = "edited"
         _ = try await a.engine.updateItem(edit)

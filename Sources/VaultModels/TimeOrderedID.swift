@@ -1,0 +1,33 @@
+import Foundation
+
+/// Temporary ids of items and folders made on this device: lowercase UUIDs of version 7 (RFC 9562), whose
+/// first 48 bits are the time in milliseconds and whose other 74 free bits are random (docs/ARCHITECTURE.md,
+/// "Time-ordered ids").
+///
+/// Ids made one after another sort one after another, so a B-tree keyed by them grows at its end: a bulk
+/// create of 500 items writes a few index pages instead of about one random page per item and index
+/// (docs/BENCHMARKS.md, session 32). Every reader treats an id as an opaque UUID string, of any version.
+public enum TimeOrderedID {
+    /// An id for something made at `milliseconds` since 1970 (clamped to the 48 bits the layout has).
+    public static func make(milliseconds: Int64) -> String {
+        var generator = SystemRandomNumberGenerator()
+        return make(milliseconds: milliseconds, random: (generator.next(), generator.next()))
+    }
+
+    /// The layout: time (48 bits, big-endian), version 7 (4 bits), random (12 bits), variant `10` (2 bits), random (62 bits).
+    static func make(milliseconds: Int64, random: (UInt64, UInt64)) -> String {
+        let time = UInt64(min(max(milliseconds, 0), (1 << 48) - 1))
+        let high = time << 16 | 0x7000 | random.0 & 0x0FFF
+        let low = 0x8000_0000_0000_0000 | random.1 & 0x3FFF_FFFF_FFFF_FFFF
+        func byte(_ value: UInt64, _ index: Int) -> UInt8 { UInt8(truncatingIfNeeded: value >> (56 - 8 * index)) }
+        let uuid = UUID(uuid: (byte(high, 0), byte(high, 1), byte(high, 2), byte(high, 3), byte(high, 4), byte(high, 5), byte(high, 6), byte(high, 7),
+                               byte(low, 0), byte(low, 1), byte(low, 2), byte(low, 3), byte(low, 4), byte(low, 5), byte(low, 6), byte(low, 7)))
+        return uuid.uuidString.lowercased()
+    }
+
+    /// The milliseconds an id of this layout was made at; `nil` for any other id (another version, or not a UUID).
+    public static func milliseconds(of id: String) -> Int64? {
+        guard let uuid = UUID(uuidString: id)?.uuid, uuid.6 >> 4 == 7, uuid.8 >> 6 == 2 else { return nil }
+        return [uuid.0, uuid.1, uuid.2, uuid.3, uuid.4, uuid.5].reduce(Int64(0)) { $0 << 8 | Int64($1) }
+    }
+}
