@@ -95,10 +95,17 @@ extension VaultEngine {
         var created: [String] = []
         var newFolders: [FolderWire] = []
         let now = clock.now()
+        // Temporary ids at consecutive microseconds from now: the import's folders and items, in order, sit side
+        // by side in every index keyed by them (docs/ARCHITECTURE.md, "Time-ordered ids").
+        var made = now.microsecondsSinceEpoch
+        func nextID() -> String {
+            made += 1
+            return TimeOrderedID.make(microseconds: made)
+        }
         for name in wanted {
             if folderIDs[name] != nil { matched.append(name); continue }
             try validateFolderName(name)
-            let id = TimeOrderedID.make(milliseconds: now.microsecondsSinceEpoch / 1000)
+            let id = nextID()
             folderIDs[name] = id
             created.append(name)
             newFolders.append(try modelCall { try FolderView(id: id, name: name, revisionDate: now).encrypted(with: current.keys, random: random) })
@@ -109,7 +116,7 @@ extension VaultEngine {
         wires.reserveCapacity(chosen.count)
         for item in chosen {
             var view = item.view
-            view.id = TimeOrderedID.make(milliseconds: now.microsecondsSinceEpoch / 1000)
+            view.id = nextID()
             view.organizationId = nil
             view.collectionIds = nil
             view.attachments = []

@@ -16,7 +16,7 @@ extension VaultEngine {
         let now = clock.now()
         // Time-ordered, by the time the item is made: the temporary id is the create's idempotency key too, and
         // items queued one after another sit side by side in every index keyed by it (docs/ARCHITECTURE.md).
-        if view.id == nil { view.id = TimeOrderedID.make(milliseconds: now.microsecondsSinceEpoch / 1000) }
+        if view.id == nil { view.id = TimeOrderedID.make(microseconds: now.microsecondsSinceEpoch) }
         // A folder id shown before a sync gave the folder its server id is followed (docs/ARCHITECTURE.md, "Ids that change").
         if let folderID = view.folderId { view.folderId = try currentFolderID(folderID) ?? folderID }
         if view.itemKey == nil {
@@ -464,7 +464,7 @@ extension VaultEngine {
     public func createFolder(name: String) async throws -> SaveResult<FolderView> {
         let current = try requireSession()
         try validateFolderName(name)
-        let id = TimeOrderedID.make(milliseconds: clock.now().microsecondsSinceEpoch / 1000)
+        let id = TimeOrderedID.make(microseconds: clock.now().microsecondsSinceEpoch)
         var view = FolderView(id: id, name: name, revisionDate: clock.now())
         let wire = try modelCall { try view.encrypted(with: current.keys, random: random) }
         let result = try await saveFolder(id: id, operation: .create, local: wire, previous: nil) { api, token in

@@ -89,6 +89,25 @@ struct ImportExportTests {
         await scenario.finish([a, b])
     }
 
+    @Test("an import's temporary ids follow the file's order, folders first (docs/ARCHITECTURE.md, \"Time-ordered ids\")")
+    func importIDsInOrder() async throws {
+        let scenario = try await Scenario.start()
+        let a = try await scenario.device(register: true)
+        await scenario.server.stop()
+        let names = (0..<300).map { String(format: "Item %03d", $0) }
+        let vault = ImportedVault(items: names.map { ImportedItem(view: loginItem($0), folderName: "Imported", entry: $0) },
+                                  folderNames: ["Imported"])
+        _ = try await a.engine.importItems(vault)
+        let folderID = try #require(try await a.engine.folders().first { $0.name == "Imported" }?.id)
+        let idOfName = Dictionary(uniqueKeysWithValues: try await a.engine.items().compactMap { try? $0.result.get() }.map { ($0.name, $0.id!) })
+        let ids = names.compactMap { idOfName[$0] }
+        #expect(ids.count == names.count)
+        let made = [folderID] + ids
+        #expect(zip(made, made.dropFirst()).allSatisfy { $0 < $1 }, "made one after another, they sort one after another")
+        #expect(ids.allSatisfy { TimeOrderedID.milliseconds(of: $0) != nil })
+        await scenario.finish([a])
+    }
+
     @Test("nested folder names make their parents; existing folders are matched by name")
     func folders() async throws {
         let scenario = try await Scenario.start()

@@ -14,20 +14,22 @@ struct TimeOrderedIDTests {
         #expect(TimeOrderedID.make(milliseconds: 0x017F_22E2_79B0, random: (.max, .max)) == "017f22e2-79b0-7fff-bfff-ffffffffffff")
     }
 
-    @Test("ids made at later times sort later as text; ids made at one time differ; other UUIDs carry no time")
+    @Test("ids made at later microseconds sort later as text, within one millisecond too; ids of one microsecond differ; other UUIDs carry no time")
     func ordering() {
-        let start: Int64 = 1_764_300_000_000
-        let ids = (0..<2_000).map { TimeOrderedID.make(milliseconds: start + Int64($0 / 3)) }
+        let start: Int64 = 1_764_300_000_000_000
+        // Consecutive microseconds across several milliseconds (an import), then each microsecond three times.
+        let times = (0..<3_000).map { start + Int64($0) } + (0..<600).map { start + 5_000 + Int64($0 / 3) }
+        let ids = times.map { TimeOrderedID.make(microseconds: $0) }
         #expect(Set(ids).count == ids.count)
-        for (earlier, later) in zip(ids, ids.dropFirst()) where TimeOrderedID.milliseconds(of: earlier)! < TimeOrderedID.milliseconds(of: later)! {
-            #expect(earlier < later)
+        for ((earlierTime, laterTime), (earlier, later)) in zip(zip(times, times.dropFirst()), zip(ids, ids.dropFirst())) where earlierTime < laterTime {
+            #expect(earlier < later, "\(earlierTime) \(laterTime)")
         }
-        #expect(ids.map { TimeOrderedID.milliseconds(of: $0)! } == (0..<2_000).map { start + Int64($0 / 3) })
+        #expect(ids.map { TimeOrderedID.milliseconds(of: $0)! } == times.map { $0 / 1000 })
         #expect(ids.allSatisfy { UUID(uuidString: $0) != nil && $0 == $0.lowercased() })
         #expect(TimeOrderedID.milliseconds(of: UUID().uuidString) == nil, "a version 4 id")
         #expect(TimeOrderedID.milliseconds(of: "not an id") == nil)
-        // Times outside the 48 bits are clamped, never wrapped into another time.
-        #expect(TimeOrderedID.milliseconds(of: TimeOrderedID.make(milliseconds: -5)) == 0)
-        #expect(TimeOrderedID.milliseconds(of: TimeOrderedID.make(milliseconds: .max)) == (1 << 48) - 1)
+        // Times outside the 48 bits of milliseconds are clamped, never wrapped into another time.
+        #expect(TimeOrderedID.milliseconds(of: TimeOrderedID.make(microseconds: -5)) == 0)
+        #expect(TimeOrderedID.milliseconds(of: TimeOrderedID.make(microseconds: .max)) == (1 << 48) - 1)
     }
 }
