@@ -34,7 +34,7 @@ struct ImportExportTests {
         let damaged = try await a.engine.addItem(loginItem("Damaged")).value
         // Another key's ciphertext in the stored name: its MAC check fails, as after a bad write or a hostile server.
         let foreign = try EncString.encrypt("x", key: SymmetricCryptoKey.generate()).serialized
-        let queue = try DatabaseQueue(path: a.profile + "/vault.sqlite")
+        let queue = try sideConnection(to: a.profile + "/vault.sqlite")
         try await queue.write { db in
             let json = try #require(try String.fetchOne(db, sql: "SELECT json FROM cipher WHERE id = ?", arguments: [damaged.id!]))
             var object = try JSONParser.parseObject(Array(json.utf8))

@@ -22,7 +22,7 @@ struct ListPagesTests {
         }, folderNames: [])
         _ = try await a.engine.importItems(vault)
         // One item in the second page made unreadable: another key's ciphertext in its name.
-        let queue = try DatabaseQueue(path: a.profile + "/vault.sqlite")
+        let queue = try sideConnection(to: a.profile + "/vault.sqlite")
         let storedOrder = try await queue.read { db in try String.fetchAll(db, sql: "SELECT id FROM cipher") }
         let damagedID = storedOrder[1_500]
         let foreign = try EncString.encrypt("x", key: SymmetricCryptoKey.generate()).serialized
