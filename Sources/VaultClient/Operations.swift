@@ -464,8 +464,9 @@ extension VaultEngine {
     public func createFolder(name: String) async throws -> SaveResult<FolderView> {
         let current = try requireSession()
         try validateFolderName(name)
-        let id = TimeOrderedID.make(microseconds: clock.now().microsecondsSinceEpoch)
-        var view = FolderView(id: id, name: name, revisionDate: clock.now())
+        let now = clock.now()
+        let id = TimeOrderedID.make(microseconds: now.microsecondsSinceEpoch)
+        var view = FolderView(id: id, name: name, revisionDate: now)
         let wire = try modelCall { try view.encrypted(with: current.keys, random: random) }
         let result = try await saveFolder(id: id, operation: .create, local: wire, previous: nil) { api, token in
             // The temporary id names this create in every attempt (the queued create keeps it).
