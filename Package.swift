@@ -61,6 +61,11 @@ let package = Package(
             ],
             swiftSettings: strict
         ),
+        // What both executables need before their commands run: the command line as ArgumentParser should read it.
+        .target(
+            name: "CommandLineSupport",
+            swiftSettings: strict
+        ),
         .target(
             name: "VaultModels",
             dependencies: ["VaultCrypto"],
@@ -156,7 +161,7 @@ let package = Package(
         .executableTarget(
             name: "vaultsync-server",
             dependencies: [
-                "VaultServer",
+                "VaultServer", "CommandLineSupport",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),
@@ -169,7 +174,7 @@ let package = Package(
             dependencies: [
                 "VaultCrypto", "VaultModels", "VaultSyncCore", "VaultClient", "VaultAPI", "VaultExchange",
                 // Only for `vaultsync demo`, which runs a throwaway server in-process.
-                "VaultServer",
+                "VaultServer", "CommandLineSupport",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -225,7 +230,7 @@ let package = Package(
         .testTarget(
             name: "VaultCLITests",
             dependencies: [
-                "VaultClient", "VaultModels", "VaultCrypto", "VaultExchange", "VaultTestSupport", "VaultServer",
+                "VaultClient", "VaultModels", "VaultCrypto", "VaultExchange", "VaultTestSupport", "VaultServer", "CommandLineSupport",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
             ],
             swiftSettings: strict

@@ -1,4 +1,5 @@
 import ArgumentParser
+import CommandLineSupport
 import Foundation
 import VaultModels
 import Hummingbird
@@ -30,6 +31,21 @@ struct ServerCommand: AsyncParsableCommand {
           vaultsync-server --host 0.0.0.0 --tls-cert-file /etc/vaultsync/fullchain.pem --tls-key-file /etc/vaultsync/key.pem
           VAULTSYNC_DATABASE_URL=postgres://vaultsync:…@127.0.0.1:5432/vaultsync vaultsync-server
         """)
+
+    /// Parses the command line as `NegativeNumbers` hands it on (`--port -5` is a value, refused by the range
+    /// check), then runs.
+    static func main() async {
+        do {
+            var command = try parseAsRoot(NegativeNumbers.rewrite(Array(CommandLine.arguments.dropFirst())))
+            if var asyncCommand = command as? any AsyncParsableCommand {
+                try await asyncCommand.run()
+            } else {
+                try command.run()
+            }
+        } catch {
+            exit(withError: error)
+        }
+    }
 
     @Option(help: "Address to listen on (VAULTSYNC_HOST).")
     var host: String = environment("VAULTSYNC_HOST") ?? "127.0.0.1"

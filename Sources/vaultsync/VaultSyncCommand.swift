@@ -1,4 +1,5 @@
 import ArgumentParser
+import CommandLineSupport
 import Foundation
 import Logging
 import VaultClient
@@ -48,7 +49,7 @@ struct VaultSyncCommand: AsyncParsableCommand {
             return handler
         }
         do {
-            var command = try parseAsRoot()
+            var command = try parseAsRoot(NegativeNumbers.rewrite(Array(CommandLine.arguments.dropFirst())))
             if var asyncCommand = command as? any AsyncParsableCommand {
                 try await asyncCommand.run()
             } else {

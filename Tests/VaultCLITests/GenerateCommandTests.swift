@@ -70,6 +70,9 @@ struct GenerateCommandTests {
         let cases: [([String], String)] = [
             (["--length", "2"], "length 2 is below the minimum of 5"),
             (["--length", "200"], "length 200 is above the maximum of 128"),
+            // A negative number is a value, not a flag (`NegativeNumbers`): the range check names it.
+            (["--length", "-5"], "length -5 is below the minimum of 5"),
+            (["--min-digits", "-1"], "the minimum number of digits must be between 0 and 9, not -1"),
             (["--passphrase", "--words", "50"], "50 words is above the maximum of 20"),
             (["--no-uppercase", "--no-lowercase", "--no-digits", "--no-symbols"], "no character class enabled"),
             (["--length", "10", "--min-digits", "6", "--min-symbols", "6"], "minimums add up to 14, more than the length 10"),

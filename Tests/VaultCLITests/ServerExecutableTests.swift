@@ -159,6 +159,16 @@ struct ServerExecutableTests {
         }
     }
 
+    @Test("a negative --port is read as a value and refused by the range check, before anything is stored")
+    func negativePortRefused() async throws {
+        let folder = try emptyFolder()
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let result = try await runExecutable("vaultsync-server", ["--port", "-5"], environment: freshEnvironment(home: folder), in: folder)
+        #expect(result.status == 64, "\(result)")
+        #expect(result.stderr.contains("--port must be between 0 and 65535"), "\(result.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: folder + "/vaultsync-data"))
+    }
+
     @Test("--attachment-limit and VAULTSYNC_ATTACHMENT_LIMIT: an unreadable size is refused with exit 64, naming where it came from")
     func attachmentLimitRefused() async throws {
         let folder = try emptyFolder()

@@ -122,6 +122,8 @@ struct SetupAndSessionTests {
         #expect(notLoggedIn.stderr.contains("not logged in"))
         try await device.expect(["frobnicate"], status: 64)
         try await device.expect(["config", "lock-timeout", "5"], status: 64)
+        let negative = try await device.expect(["config", "lock-timeout", "-5"], status: 64)
+        #expect(negative.stderr.contains("must be between 60 and 604800 seconds"), "\(negative.stderr)")
         try await device.expect(["config", "server", deadServerURL()])
         let unreachable = try await device.expect(["login", "a@example.com"], status: 7)
         #expect(unreachable.stderr.contains("could not be reached"))
