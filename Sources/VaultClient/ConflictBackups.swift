@@ -17,6 +17,9 @@ extension VaultEngine {
         let date = side == .local ? run.change.metadata.contentEditDate : (run.serverContentDate ?? version.revisionDate ?? clock.now())
         let madeBefore = report.backups.count
         try await backUp(version, side: side, date: date, originalID: run.serverID, change: &run.change, report: &report, context: context)
+        if side == .server, ResolutionPlanner.keepsPasswordHistory(cipherFacts(run)) {
+            for index in report.backups.indices.dropFirst(madeBefore) { report.backups[index].reason = .passwordHistory }
+        }
         if let merge = run.merge {
             var kept = merge.result.difference
             kept.baseVersion = run.change.metadata.baseVersion

@@ -12,6 +12,16 @@ public struct ConflictBackup: Sendable, Equatable {
     /// The item it is a copy of.
     public var originalID: String
     public var name: String
+    /// Why it was made.
+    public var reason: Reason = .conflict
+
+    public enum Reason: String, Sendable, Equatable {
+        /// Both versions changed: the one that lost is kept.
+        case conflict
+        /// No conflict: the password was changed several times offline, and the server's version is kept for
+        /// its password history (the soft conflict, docs/ARCHITECTURE.md).
+        case passwordHistory
+    }
 }
 
 /// What a sync did.

@@ -404,10 +404,7 @@ public enum ResolutionPlanner {
             if holdsLocal && record.contentChanged && !unchanged { return [.replayState, .settle(.rebaseOnResult)] }
             if !unchanged && !record.contentChanged { return [.replayState, .settle(.keepBaseline)] }
             guard facts.localPresent else { return [.removeLocally] }
-            if unchanged {
-                let soft = record.contentChanged && record.passwordChangeCount >= ConflictMatrix.softConflictPasswordChanges
-                return soft ? [.backUp(.server)] + push : push
-            }
+            if unchanged { return keepsPasswordHistory(facts) ? [.backUp(.server)] + push : push }
             // Both changed it: the newer wins and the other is backed up first, or they merge.
             if localIsNewer(facts, than: revision) {
                 return mergedPlan(facts, localWins: true) ?? [.backUp(.server)] + push
@@ -426,6 +423,17 @@ public enum ResolutionPlanner {
             guard record.contentChanged else { return [.trash, .settle(.rebaseOnResult)] }
             return facts.localPresent ? push : [.removeLocally]
         }
+    }
+
+    /// The soft conflict: the server did not move, but the password was changed here so often offline that
+    /// the server's version (whose password history is the only copy of older passwords) is backed up before
+    /// the push. No conflict: the user is told why the copy was made.
+    public static func keepsPasswordHistory(_ facts: ResolutionFacts) -> Bool {
+        let record = facts.record
+        guard facts.itemKind == .cipher, record.kind == .update, record.contentChanged, facts.localPresent,
+              case .present(let revision, _) = facts.server,
+              record.originalRevisionDate.map({ ConflictMatrix.isSameRevision($0, revision) }) == true else { return false }
+        return record.passwordChangeCount >= ConflictMatrix.softConflictPasswordChanges
     }
 
     /// Attachment work recorded here goes to the item wherever it lives on when the plan settles it (the

@@ -113,6 +113,7 @@ struct OfflineAndConflictTests {
         #expect(report["backups"]?.count == 1 && report["stillPending"]?.intValue == 0)
         let backupID = try #require(report["backups"]?[0]?["backupId"]?.stringValue)
         #expect(report["backups"]?[0]?["name"]?.stringValue?.hasPrefix("Bank - offline conflict ") == true)
+        #expect(report["backups"]?[0]?["reason"]?.stringValue == "conflict")
         let conflicts = try await a.json(["conflicts"])
         #expect(conflicts.count == 1 && conflicts[0]?["backupHolds"]?.stringValue == "mine" && conflicts[0]?["reviewed"]?.boolValue == false)
         #expect(try await a.json(["status"])["newConflicts"]?.intValue == 1)

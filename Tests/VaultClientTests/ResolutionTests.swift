@@ -101,6 +101,8 @@ struct ResolutionTests {
         let online = try await comeBack(devices)
         let report = try await online.engine.sync()
         #expect(report.backups.count == 1)
+        // No conflict: the user is told the copy keeps the server's password history.
+        #expect(report.backups.first?.reason == .passwordHistory)
         try await devices.b.engine.pull()
         let live = try #require(try await devices.b.engine.view(named: "Router"))
         #expect(live.login?.password == "offline-4")
@@ -129,6 +131,7 @@ struct ResolutionTests {
         let online = try await comeBack(devices)
         let report = try await online.engine.sync()
         #expect(report.backups.count == 1)
+        #expect(report.backups.first?.reason == .conflict)
         try await devices.b.engine.pull()
         #expect(try await devices.b.engine.view(named: "Shop")?.login?.password == "a-offline-later")
         let backup = try #require(try await backups(devices.b.engine).first)

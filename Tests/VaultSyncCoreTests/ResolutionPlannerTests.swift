@@ -207,6 +207,16 @@ struct ResolutionPlannerTests {
         #expect(merged.mergedPushRevision == Self.newer && merged.mergedContentDate == Self.later)
     }
 
+    @Test("the soft conflict is told apart: only an unmoved server version before a push of four or more password changes")
+    func passwordHistoryBackup() {
+        #expect(ResolutionPlanner.keepsPasswordHistory(Self.facts(Self.record(.update, passwordChanges: 4), Self.unchanged)))
+        #expect(!ResolutionPlanner.keepsPasswordHistory(Self.facts(Self.record(.update, passwordChanges: 3), Self.unchanged)))
+        // A moved server version backed up is a conflict, however often the password changed here.
+        #expect(!ResolutionPlanner.keepsPasswordHistory(Self.facts(Self.record(.update, passwordChanges: 4), Self.moved, localTime: Self.newer)))
+        #expect(!ResolutionPlanner.keepsPasswordHistory(Self.facts(Self.record(.update, passwordChanges: 4), .gone)))
+        #expect(!ResolutionPlanner.keepsPasswordHistory(Self.facts(Self.record(.softDelete, passwordChanges: 4), Self.unchanged)))
+    }
+
     @Test("whatever the facts, a backup comes before the push or take it protects, the plan ends by settling or removing, and an edit made here is never just removed")
     func invariants() {
         let kinds: [PendingChangeKind] = [.create, .update, .softDelete, .hardDelete]
@@ -224,6 +234,9 @@ struct ResolutionPlannerTests {
                                                            local: local, localTime: time, merge: merge, kind: itemKind)
                                     let steps = ResolutionPlanner.plan(facts)
                                     plans += 1
+                                    if ResolutionPlanner.keepsPasswordHistory(facts) {
+                                        #expect(steps.first == .backUp(.server), "told as a soft conflict: \(facts) → \(steps)")
+                                    }
                                     #expect(!steps.isEmpty)
                                     let last = steps.last
                                     #expect(last == .removeLocally || last == .settle(.rebaseOnResult) || last == .settle(.keepBaseline),

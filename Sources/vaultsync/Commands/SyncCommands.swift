@@ -56,14 +56,17 @@ struct SyncCommand: VaultCommand {
                 "resolved": .int(report.resolved),
                 "stillPending": .int(report.stillPending),
                 "needsAttention": .int(report.needsAttention),
-                "backups": .array(report.backups.map { .object(["backupId": .string($0.backupID), "itemId": .string($0.originalID), "name": .string($0.name)]) }),
+                "backups": .array(report.backups.map { .object(["backupId": .string($0.backupID), "itemId": .string($0.originalID), "name": .string($0.name),
+                                                                "reason": .string($0.reason == .conflict ? "conflict" : "password-history")]) }),
                 "messages": .array(report.messages.map(JSONValue.string)),
             ]))
             return
         }
         print("Synced: \(report.resolved) change\(report.resolved == 1 ? "" : "s") sent, \(report.stillPending) still pending, \(report.needsAttention) need attention.")
         for backup in report.backups {
-            print("  conflict, both versions kept: backup \"\(backup.name)\" (\(backup.backupID)); review with `vaultsync conflicts show \(backup.backupID)`")
+            let why = backup.reason == .conflict ? "conflict, both versions kept"
+                : "password changed several times offline, the server's earlier version kept for its password history"
+            print("  \(why): backup \"\(backup.name)\" (\(backup.backupID)); review with `vaultsync conflicts show \(backup.backupID)`")
         }
         for message in report.messages { print("  \(message)") }
     }
