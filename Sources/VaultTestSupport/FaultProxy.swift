@@ -28,6 +28,9 @@ public actor FaultProxy {
         case holdUntilReleased
         /// Forward, then answer with the full status line and length but only half the body, and close.
         case truncateBody
+        /// Forward unchanged: a counted rule that lets its matching requests through, so that a rule after it
+        /// fires on a later one (the second `GET /api/sync` of a sync, not the first). Not counted as a fault.
+        case forward
 
         /// A short name for statistics.
         public var name: String {
@@ -39,6 +42,7 @@ public actor FaultProxy {
             case .delay: return "delay"
             case .holdUntilReleased: return "hold"
             case .truncateBody: return "truncate"
+            case .forward: return "forward"
             }
         }
     }
@@ -376,6 +380,7 @@ final class FaultPlan: @unchecked Sendable {
                       !fault.actions.isEmpty, Double.random(in: 0..<1, using: &generator) < fault.probability {
                 chosen = fault.actions[Int.random(in: 0..<fault.actions.count, using: &generator)]
             }
+            if chosen == .forward { chosen = nil }
             if let chosen {
                 firedCount += 1
                 firedByAction[chosen.name, default: 0] += 1

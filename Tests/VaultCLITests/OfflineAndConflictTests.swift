@@ -69,6 +69,32 @@ struct OfflineAndConflictTests {
         await scenario.finish([device])
     }
 
+    @Test("every queued change reached the server, then fetching the latest vault failed: sync says nothing is queued, exit 7")
+    func sentThenDownloadFailed() async throws {
+        let scenario = try await CLIScenario.start()
+        let proxy = FaultProxy(upstream: await scenario.server.url)
+        try await proxy.start()
+        let a = CLIDevice(password: scenario.password)
+        try await a.expect(["config", "server", await proxy.url])
+        try await a.expect(["register", scenario.email, "--kdf-iterations", "100000"])
+        await proxy.setPartitioned(true)
+        let offline = try await a.expect(["add", "note", "--name", "Written offline", "--notes", "kept"])
+        #expect(offline.stderr.contains("saved offline — 1 change pending"))
+        await proxy.setPartitioned(false)
+        // The resolution's snapshot goes through; the full sync's download after it is lost (and any retry of it).
+        await proxy.add(.init(method: "GET", pathPrefix: "/api/sync", action: .forward, times: 1))
+        await proxy.add(.init(method: "GET", pathPrefix: "/api/sync", action: .dropBeforeForwarding, times: 100))
+        let sync = try await a.expect(["sync"], status: 7)
+        #expect(sync.stderr.contains("Nothing is queued on this device") && sync.stderr.contains("latest vault could not be fetched"), "\(sync.stderr)")
+        #expect(!sync.stderr.contains("stay queued"), "\(sync.stderr)")
+        #expect(try await a.json(["status"])["pending"]?.intValue == 0)
+        // The change is on the server: another device sees it.
+        let b = try await scenario.device()
+        #expect(itemID(try await b.json(["list"]), named: "Written offline") != nil)
+        await proxy.stop()
+        await scenario.finish([a, b])
+    }
+
     @Test("offline saves are queued and visible; sync resolves the conflict; review and settle it")
     func offlineConflictReview() async throws {
         let scenario = try await CLIScenario.start()
