@@ -438,13 +438,9 @@ extension VaultEngine {
         let (items, queue) = (tx.ciphers(of: userID), tx.queue(of: userID))
         let (change, settled) = (settling.change, settling.settled)
         let newID = settled.id ?? change.itemID
-        // Each read once (a bulk settle runs this for 500 creates in one transaction): the record as stored if
-        // the user saved the item again meanwhile, and whether the server's copy has a record of its own here
-        // (pulled, and saved by the user while this run created it).
-        let savedAgain = try savedMeanwhile(change, key: key, tx)
-        let copyHasRecord = try settling.swapping && newID != change.itemID && queue.hasRecord(forItem: newID)
-        // Neither save moves onto the other's id (one record per item): see ``waitsBesideCopy``.
-        if copyHasRecord, savedAgain != nil { return }
+        let reads = try SettleReads(change, newID: newID, swapping: settling.swapping, key: key, tx)
+        if reads.waitsBesideCopy { return }
+        let (savedAgain, copyHasRecord) = (reads.savedAgain, reads.copyHasRecord)
         // Read before the swap removes it, only if the user saved it again meanwhile.
         let newerLocal = settling.swapping && savedAgain != nil ? try items.find(id: change.itemID) : nil
         if settling.swapping {
@@ -485,15 +481,23 @@ extension VaultEngine {
         if let row = settling.row { try items.store(row) } else { try items.store(settled) }
     }
 
-    /// Inside a settling transaction that would swap ids: whether the user saved the temporary item again
-    /// meanwhile while the server's copy has a record of its own here (pulled and saved too: bug 19's
-    /// sibling). Neither save moves onto the other's id (one record per item): both stay as they are, and
-    /// the next run meets the temporary item's create answered with a copy that has its own record
-    /// (`planAfterAdoption`): its version is backed up, the copy's record resolves as usual.
-    static func waitsBesideCopy(_ change: PendingChange, newID: String, key: SymmetricCryptoKey, _ tx: StoreTransaction) throws -> Bool {
-        let queue = tx.queue(of: change.userID)
-        guard newID != change.itemID, try queue.hasRecord(forItem: newID) else { return false }
-        return try savedMeanwhile(change, key: key, tx) != nil
+    /// What a settle reads inside its transaction, each once (a bulk settle runs it for 500 creates in one
+    /// transaction): the record as stored if the user saved the item again meanwhile (``savedMeanwhile``), and,
+    /// for a settle that swaps ids, whether the server's copy has a record of its own here (pulled, and saved by
+    /// the user while this run created it).
+    struct SettleReads {
+        var savedAgain: PendingChange?
+        var copyHasRecord: Bool
+
+        init(_ change: PendingChange, newID: String, swapping: Bool, key: SymmetricCryptoKey, _ tx: StoreTransaction) throws {
+            savedAgain = try VaultEngine.savedMeanwhile(change, key: key, tx)
+            copyHasRecord = try swapping && newID != change.itemID && tx.queue(of: change.userID).hasRecord(forItem: newID)
+        }
+
+        /// Both were saved (bug 19's sibling): neither save moves onto the other's id (one record per item). Both
+        /// stay as they are, and the next run meets the temporary item's create answered with a copy that has its
+        /// own record (`planAfterAdoption`): its version is backed up, the copy's record resolves as usual.
+        var waitsBesideCopy: Bool { copyHasRecord && savedAgain != nil }
     }
 
     /// The saved-meanwhile rule's one test: the record as stored, if the user saved the item again since
@@ -502,15 +506,6 @@ extension VaultEngine {
         guard let stored = try tx.queue(of: change.userID).changedSince(change, key: key),
               stored.metadata.updatedDate != change.metadata.updatedDate else { return nil }
         return stored
-    }
-
-    /// Inside a settling transaction: the record as stored, if the user saved the item again since the
-    /// resolution read it (every save moves `updatedDate`; the resolution's own writes never do), kept
-    /// under `newID` by the saved-meanwhile rule (`PendingChangeMetadata.keep(afterSettling:baseline:)`).
-    static func keepSavedMeanwhile(_ change: PendingChange, newID: String, settled: () -> SettledVersion, baseline: SettleBaseline,
-                                   key: SymmetricCryptoKey, _ tx: StoreTransaction) throws -> PendingChange? {
-        guard let stored = try savedMeanwhile(change, key: key, tx) else { return nil }
-        return try keep(stored, newID: newID, settled: settled, baseline: baseline, key: key, tx)
     }
 
     /// The record as the user saved it again (``savedMeanwhile``) stays, under the server's id, noting the
@@ -748,7 +743,8 @@ extension VaultEngine {
         let current = try requireSession()
         let now = clock.now().microsecondsSinceEpoch
         try await write { [userID = current.userID, key = current.keys.userKey] tx in
-            if swapping, try Self.waitsBesideCopy(change, newID: newID, key: key, tx) { return }
+            let reads = try SettleReads(change, newID: newID, swapping: swapping, key: key, tx)
+            if reads.waitsBesideCopy { return }
             let folders = tx.folders(of: userID)
             let newerLocal = swapping ? try folders.find(id: change.itemID).flatMap { try? $0.wire() } : nil
             if swapping {
@@ -758,7 +754,8 @@ extension VaultEngine {
             }
             let version = { SettledVersion(revision: settled.revisionDate, creationDate: nil, body: String(decoding: settled.jsonBytes(), as: UTF8.self),
                                            state: nil, created: swapping) }
-            if let kept = try Self.keepSavedMeanwhile(change, newID: newID, settled: version, baseline: baseline, key: key, tx) {
+            if let savedAgain = reads.savedAgain {
+                let kept = try Self.keep(savedAgain, newID: newID, settled: version, baseline: baseline, key: key, tx)
                 if swapping, kept.metadata.kind == .update, var local = newerLocal {
                     local.id = newID
                     local.revisionDate = settled.revisionDate
