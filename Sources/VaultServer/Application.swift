@@ -180,7 +180,9 @@ public func buildApplication(
         configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "VaultSync"),
         onServerRunning: { channel in
             let port = channel.localAddress?.port ?? configuration.port
-            startLogger.info("vaultsync-server listening on \(configuration.scheme)://\(configuration.host):\(port); storing data in \(location)")
+            // An IPv6 address in brackets, so the URL printed is one a client takes (http://[::1]:8087).
+            let host = configuration.host.contains(":") && !configuration.host.hasPrefix("[") ? "[\(configuration.host)]" : configuration.host
+            startLogger.info("vaultsync-server listening on \(configuration.scheme)://\(host):\(port); storing data in \(location)")
             await onServerRunning(port)
         },
         logger: logger)

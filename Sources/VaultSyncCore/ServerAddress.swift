@@ -21,9 +21,16 @@ public enum ServerAddress {
 
     /// Checks `url` (the server's base URL).
     public static func check(_ url: String, allowPlainHTTP: Bool) -> Verdict {
+        if let authority = url.range(of: "://").map({ url[$0.upperBound...].prefix { $0 != "/" } }),
+           !authority.contains("["), authority.filter({ $0 == ":" }).count >= 2 {
+            return .refused("\"\(url)\" has an IPv6 address without brackets: write it as http://[ADDRESS]:PORT, e.g. http://[::1]:8087")
+        }
         guard let components = URLComponents(string: url), let scheme = components.scheme?.lowercased(),
               let host = components.host, !host.isEmpty else {
             return .refused("\"\(url)\" is not an http(s) URL with a host")
+        }
+        if let port = components.port, !(1...65_535).contains(port) {
+            return .refused("\"\(url)\" has port \(port): a port is between 1 and 65535")
         }
         switch scheme {
         case "https":

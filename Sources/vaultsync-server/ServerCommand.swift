@@ -272,6 +272,15 @@ struct ServerCommand: AsyncParsableCommand {
                 another port with --port or VAULTSYNC_PORT.\n
                 """.utf8))
             throw ExitCode.failure
+        } catch let error as IOError where error.errnoCode == EADDRNOTAVAIL {
+            throw cannotListen(because: "no interface of this machine has that address")
+        } catch let error as IOError where error.errnoCode == EACCES {
+            FileHandle.standardError.write(Data("""
+                Error: not allowed to listen on \(host) port \(port): ports below 1024 need privileges this user \
+                (uid \(getuid())) does not have. Choose a port of 1024 or above with --port or VAULTSYNC_PORT (e.g. 8087), \
+                and put a reverse proxy in front if the server must answer on 443.\n
+                """.utf8))
+            throw ExitCode.failure
         } catch is SocketAddressError.UnknownHost {
             throw cannotListen(because: "no such host")
         } catch is SocketAddressError {

@@ -217,6 +217,48 @@ struct ServerExecutableTests {
         #expect(!refused.stderr.contains("bind(descriptor"), "no raw system call in the message: \(refused.stderr)")
     }
 
+    @Test("an address no interface of this machine has: a clear message, exit 64, and no raw system call")
+    func addressNotHere() async throws {
+        let folder = try emptyFolder()
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        // TEST-NET-1 (RFC 5737): never assigned to a machine.
+        let refused = try await runExecutable("vaultsync-server", ["--host", "192.0.2.1", "--port", "0"], environment: freshEnvironment(home: folder), in: folder)
+        #expect(refused.status == 64, "\(refused)")
+        #expect(refused.stderr.contains("cannot listen on 192.0.2.1: no interface of this machine has that address"), "\(refused.stderr)")
+        #expect(!refused.stderr.contains("bind(descriptor"), "no raw system call in the message: \(refused.stderr)")
+    }
+
+    /// Whether this machine can listen on IPv6's loopback (a container may have IPv6 turned off).
+    static let hasIPv6Loopback: Bool = {
+        #if os(Linux)
+        let descriptor = socket(AF_INET6, Int32(SOCK_STREAM.rawValue), 0)
+        #else
+        let descriptor = socket(AF_INET6, SOCK_STREAM, 0)
+        #endif
+        guard descriptor >= 0 else { return false }
+        defer { close(descriptor) }
+        var address = sockaddr_in6()
+        address.sin6_family = sa_family_t(AF_INET6)
+        address.sin6_addr = in6addr_loopback
+        return withUnsafePointer(to: &address) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in6>.size)) == 0 }
+        }
+    }()
+
+    @Test("--host ::1: the URL printed has the address in brackets, and the CLI takes it", .enabled(if: hasIPv6Loopback, "no IPv6 loopback here"))
+    func ipv6Loopback() async throws {
+        let folder = try emptyFolder()
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let (server, log) = try await Self.startServer(in: folder, environment: freshEnvironment(home: folder), arguments: ["--host", "::1", "--port", "0"])
+        defer { kill(server.processIdentifier, SIGTERM) }
+        let port = try #require(log.text.split(separator: "listening on http://[::1]:").last?.prefix { $0.isNumber }, "\(log.text)")
+        let response = try await HTTPClient.shared.execute(HTTPClientRequest(url: "http://[::1]:\(port)/api/config"), timeout: .seconds(30))
+        #expect(response.status == .ok)
+        let device = CLIDevice(password: "correct horse battery staple")
+        try await device.expect(["config", "server", "http://[::1]:\(port)"])
+        try await device.expect(["register", "ipv6-\(port)@example.com", "--kdf-iterations", "100000"])
+    }
+
     /// Starts the built `vaultsync-server` in `folder` and waits until it listens (or ends); the start
     /// line goes to standard error (the log), as every other line the server prints.
     static func startServer(in folder: String, environment: [String: String], arguments: [String] = []) async throws

@@ -118,6 +118,11 @@ struct SetupAndSessionTests {
         let noServer = try await device.expect(["login", "a@example.com"], status: 64)
         #expect(noServer.stderr.contains("config server"))
         try await device.expect(["config", "server", "not a url"], status: 64)
+        // A port out of range trapped in the first connection once it was stored (QA, session 33): refused here.
+        let badPort = try await device.expect(["config", "server", "http://127.0.0.1:99999"], status: 64)
+        #expect(badPort.stderr.contains("a port is between 1 and 65535") && !badPort.stderr.contains("(--insecure-allow-plain-http)"), "\(badPort.stderr)")
+        let ipv6 = try await device.expect(["config", "server", "http://::1:18473"], status: 64)
+        #expect(ipv6.stderr.contains("http://[ADDRESS]:PORT"), "\(ipv6.stderr)")
         let notLoggedIn = try await device.expect(["list"], status: 3)
         #expect(notLoggedIn.stderr.contains("not logged in"))
         try await device.expect(["frobnicate"], status: 64)

@@ -87,4 +87,20 @@ struct SecurityPolicyTests {
         }
         #expect(!reason.isEmpty)
     }
+
+    @Test("a port out of range and an IPv6 address without brackets are refused, even where plain HTTP is allowed, saying how to write them",
+          arguments: [
+              ("http://127.0.0.1:99999", "port 99999: a port is between 1 and 65535"),
+              ("https://vault.example.com:70000", "port 70000"),
+              ("http://127.0.0.1:0", "port 0"),
+              ("http://::1:18473", "IPv6 address without brackets: write it as http://[ADDRESS]:PORT"),
+              ("https://fe80::1/base", "IPv6 address without brackets"),
+          ])
+    func malformedAddress(url: String, message: String) {
+        guard case .refused(let reason) = ServerAddress.check(url, allowPlainHTTP: true) else {
+            Issue.record("\(url) was not refused")
+            return
+        }
+        #expect(reason.contains(message), "\(reason)")
+    }
 }

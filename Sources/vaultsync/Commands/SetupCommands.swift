@@ -41,8 +41,9 @@ struct ConfigCommand: AsyncParsableCommand {
 
         func validate() throws {
             if case .refused(let reason) = ServerAddress.check(url, allowPlainHTTP: insecureAllowPlainHTTP) {
-                let plainHTTP = url.lowercased().hasPrefix("http://")
-                throw ValidationError(reason + (plainHTTP ? " (--insecure-allow-plain-http)." : ""))
+                // The flag is named only where it would help: the refusal is of plain HTTP to another machine.
+                let flagHelps = ServerAddress.check(url, allowPlainHTTP: true) != .refused(reason)
+                throw ValidationError(reason + (flagHelps ? " (--insecure-allow-plain-http)." : "."))
             }
         }
 
