@@ -417,6 +417,9 @@ extension VaultEngine {
     /// Errors of calls that only make sense online (login, register).
     static func onlineOnly(_ error: ServerCallError) -> VaultError {
         switch error {
+        case .http(let status, let message) where FailureClassification.classify(error.failure) == .offline:
+            // A 5xx (or a stray redirect) says "not now", not "no" (docs/RELIABILITY.md, "What a failed call means").
+            return .serverUnreachable("it answered \(status) (\(message)); try again later")
         case .http(let status, let message): return .serverRefused(status: status, message: message)
         case .createdSinceDeleted(_, let message): return .serverRefused(status: 410, message: message)
         case .authenticationExpired: return .sessionExpired

@@ -95,6 +95,27 @@ struct OfflineAndConflictTests {
         await scenario.finish([a, b])
     }
 
+    @Test("a server answering 503 is unavailable, not refusing: sync and login exit 7 and say so")
+    func serverUnavailable() async throws {
+        let scenario = try await CLIScenario.start()
+        let proxy = FaultProxy(upstream: await scenario.server.url)
+        try await proxy.start()
+        let a = CLIDevice(password: scenario.password)
+        try await a.expect(["config", "server", await proxy.url])
+        try await a.expect(["register", scenario.email, "--kdf-iterations", "100000"])
+        await proxy.add(.init(method: "GET", pathPrefix: "/api/sync", action: .fail(status: 503), times: 100))
+        let sync = try await a.expect(["sync"], status: 7)
+        #expect(sync.stderr.contains("it answered 503"), "\(sync.stderr)")
+        #expect(!sync.stderr.contains("refused"), "\(sync.stderr)")
+        let b = CLIDevice(password: scenario.password)
+        try await b.expect(["config", "server", await proxy.url])
+        await proxy.add(.init(method: "POST", pathPrefix: "/", action: .fail(status: 503), times: 100))
+        let login = try await b.expect(["login", scenario.email, "--accept-kdf", "pbkdf2:100000"], status: 7)
+        #expect(login.stderr.contains("it answered 503") && !login.stderr.contains("refused"), "\(login.stderr)")
+        await proxy.stop()
+        await scenario.finish([a, b])
+    }
+
     @Test("offline saves are queued and visible; sync resolves the conflict; review and settle it")
     func offlineConflictReview() async throws {
         let scenario = try await CLIScenario.start()

@@ -4,6 +4,7 @@ import VaultAPI
 import VaultClient
 import VaultCrypto
 import VaultExchange
+import VaultSyncCore
 
 /// The documented exit codes (README, "Exit codes").
 enum ExitStatus: Int32 {
@@ -135,6 +136,9 @@ func describe(_ error: any Error) -> (message: String, status: ExitStatus) {
         }
     case let error as ServerCallError:
         switch error {
+        case .http(let status, let message) where FailureClassification.classify(error.failure) == .offline:
+            // A 5xx (or a stray redirect) is "not now": the same exit as an unreachable server.
+            return ("The server is unavailable (it answered \(status): \(message))." + CLIError.changesStayQueued, .serverUnreachable)
         case .http(let status, let message): return ("The server refused (\(status)): \(message)", .serverRefused)
         case .createdSinceDeleted(_, let message): return ("The server refused (410): \(message)", .serverRefused)
         case .authenticationExpired: return (VaultError.sessionExpired.description, .authenticationFailed)
