@@ -154,7 +154,8 @@ extension VaultEngine {
 
     /// Moves an item to the trash.
     public func softDeleteItem(id: String) async throws -> SaveOutcome {
-        try await changeState(id: id, operation: .softDelete, change: { [clock] in $0.deletedDate = clock.now() }) { id, _, api, token in
+        // In the trash already: it keeps the date it was moved there.
+        try await changeState(id: id, operation: .softDelete, change: { [clock] in $0.deletedDate = $0.deletedDate ?? clock.now() }) { id, _, api, token in
             try await api.softDeleteCipher(id: id, token: token)
             return try await api.getCipher(id: id, token: token)
         }.outcome

@@ -264,6 +264,13 @@ struct ItemCommandTests {
             #expect(result.stdout.contains(said), "\(arguments): \(result.stdout)")
         }
         #expect(try await device.json(["get", "Visa"])["revisionDate"] == unchanged)
+        // Moved to the trash twice: the second says so, and the item keeps its trash date (QA, session 33).
+        try await device.expect(["delete", "Visa"])
+        let trashed = try await device.json(["get", "Visa"])
+        let again = try await device.expect(["delete", "Visa"])
+        #expect(again.stdout.contains("is in the trash already"), "\(again.stdout)")
+        let after = try await device.json(["get", "Visa"])
+        #expect(after["deletedDate"] == trashed["deletedDate"] && after["revisionDate"] == trashed["revisionDate"])
         await scenario.finish([device])
     }
 

@@ -82,6 +82,11 @@ struct OfflineOperationTests {
         #expect(try await a.engine.moveItem(id: bank.id!, toFolder: folder.id) == .savedOffline(pendingCount: 1))
         // Other operations on another item.
         #expect(try await a.engine.softDeleteItem(id: mail.id!) == .savedOffline(pendingCount: 2))
+        // In the trash already: it keeps the date it was moved there.
+        let trashedAt = try await a.engine.item(id: mail.id!).deletedDate
+        #expect(trashedAt != nil)
+        #expect(try await a.engine.softDeleteItem(id: mail.id!) == .savedOffline(pendingCount: 2))
+        #expect(try await a.engine.item(id: mail.id!).deletedDate == trashedAt)
         let created = try await a.engine.addItem(loginItem("Offline new"))
         #expect(created.outcome == .savedOffline(pendingCount: 3))
         let newFolder = try await a.engine.createFolder(name: "Offline folder")

@@ -394,7 +394,11 @@ struct DeleteCommand: VaultCommand {
 
     func execute(_ context: CLIContext) async throws {
         let id = try await context.itemID(item)
-        let name = try await context.engine.item(id: id).name
+        let current = try await context.engine.item(id: id)
+        let name = current.name
+        if !permanent, current.isDeleted {
+            return print("\"\(name)\" is in the trash already (`delete --permanent` deletes it for good).")
+        }
         let outcome = permanent ? try await context.engine.permanentlyDeleteItem(id: id) : try await context.engine.softDeleteItem(id: id)
         print(permanent ? "Deleted \"\(name)\" permanently" : "Moved \"\(name)\" to the trash")
         noteOutcome(outcome)
