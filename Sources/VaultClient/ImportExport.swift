@@ -122,8 +122,9 @@ extension VaultEngine {
             view.attachments = []
             view.folderId = item.folderName.flatMap { folderIDs[$0] }
             view.itemKey = try modelCall { try current.keys.wrapNewItemKey(organizationId: nil, random: random) }
+            // The file's dates are the item's until it reaches the server, which sets both (docs/IMPORT-FORMATS.md, "Dates").
             view.creationDate = view.creationDate ?? now
-            view.revisionDate = now
+            view.revisionDate = view.revisionDate ?? now
             do {
                 try validate(view)
                 wires.append(try encrypt(view, keys: current.keys))

@@ -75,6 +75,8 @@ struct ImportExportTests {
         let a = try await scenario.device(register: true)
         var trashed = loginItem("Old router")
         trashed.deletedDate = WireDate(iso8601: "2025-02-03T04:05:06Z")
+        trashed.creationDate = WireDate(iso8601: "2023-01-01T00:00:00Z")
+        trashed.revisionDate = WireDate(iso8601: "2024-01-02T03:04:05Z")
         let vault = ImportedVault(items: [ImportedItem(view: trashed, folderName: nil, entry: "item 1"),
                                           ImportedItem(view: loginItem("Live"), folderName: nil, entry: "item 2")], folderNames: [])
         _ = try await a.engine.importItems(vault)
@@ -82,6 +84,9 @@ struct ImportExportTests {
             Dictionary(uniqueKeysWithValues: try await device.engine.items().compactMap { try? $0.result.get() }.map { ($0.name, $0.isDeleted) })
         }
         #expect(try await state(a) == ["Old router": true, "Live": false])
+        // The file's dates until the first sync (docs/IMPORT-FORMATS.md, "Dates").
+        let imported = try #require(try await a.engine.view(named: "Old router"))
+        #expect(imported.creationDate == trashed.creationDate && imported.revisionDate == trashed.revisionDate)
         let report = try await a.engine.sync()
         #expect(report.stillPending == 0 && report.needsAttention == 0)
         let b = try await scenario.device()
