@@ -246,7 +246,10 @@ struct ItemCommandTests {
         try await device.expect(["edit", "Visa", "--json", "-"], stdin: card.jsonText)
         for bad in [#"{"type":"card","name":"J3","card":{"expMonth":"13"}}"#, #"{"type":"card","name":"J3","card":{"expYear":"20x9"}}"#,
                     #"{"type":"login","name":"J3","login":{"totp":"!!!notbase32"}}"#, #"{"type":"login","name":"J3","login":{"totp":"steam://!!!!"}}"#,
-                    #"{"type":"login","name":"J3","login":{"uris":[{"uri":"https://b.example","match":9}]}}"#] {
+                    #"{"type":"login","name":"J3","login":{"uris":[{"uri":"https://b.example","match":9}]}}"#,
+                    // As --field refuses them (QA, session 33): a boolean that is neither, a link to nothing.
+                    #"{"type":"note","name":"J3","fields":[{"name":"b","type":"boolean","value":"maybe"}]}"#,
+                    #"{"type":"note","name":"J3","fields":[{"name":"l","type":"linked"}]}"#] {
             try await device.expect(["add", "--json", "-"], status: 64, stdin: bad)
         }
         try await device.expect(["edit", "Visa", "--json", "-"], status: 64, stdin: #"{"card":{"expMonth":"0"}}"#)

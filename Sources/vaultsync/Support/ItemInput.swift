@@ -422,6 +422,14 @@ enum ItemJSONInput {
         if type != .linked, result.linkedId != nil {
             throw CLIError.usage("fields[\(index)].linkedId is only for a linked field")
         }
+        // The checks the flags make (`setField`), where the JSON changes the field: what another client stored
+        // (a boolean's odd value, a linked field without a linkedId) can be fed back as it is.
+        if type == .boolean, let value = result.value, value != "true", value != "false", earlier?.value != value {
+            throw CLIError.usage("fields[\(index)]: a boolean field is true or false, not \"\(value)\"")
+        }
+        if type == .linked, result.linkedId == nil, earlier.map({ $0.linkedId != nil }) ?? true {
+            throw CLIError.usage("fields[\(index)]: a linked field needs a linkedId (the value it shows, e.g. 100 for a login's username)")
+        }
         return result
     }
 }
