@@ -220,7 +220,7 @@ extension VaultEngine {
         case .invalidNewDeviceCode:
             throw VaultError.newDeviceCodeInvalid
         case .wrongPassword:
-            throw VaultError.wrongPassword
+            throw VaultError.loginRefused
         case .invalidClient:
             throw VaultError.serverRefused(status: 400, message: "invalid_client")
         }
@@ -417,8 +417,9 @@ extension VaultEngine {
     /// Errors of calls that only make sense online (login, register).
     static func onlineOnly(_ error: ServerCallError) -> VaultError {
         switch error {
-        case .http(let status, let message) where FailureClassification.classify(error.failure) == .offline:
+        case .http(let status, let message) where !(400..<500).contains(status):
             // A 5xx (or a stray redirect) says "not now", not "no" (docs/RELIABILITY.md, "What a failed call means").
+            // A 408 or 429 is also "not now" to the queue, but to a person it is the server's answer, reason and all.
             return .serverUnreachable("it answered \(status) (\(message)); try again later")
         case .http(let status, let message): return .serverRefused(status: status, message: message)
         case .createdSinceDeleted(_, let message): return .serverRefused(status: 410, message: message)

@@ -10,6 +10,8 @@ public enum VaultError: Error, Sendable, Equatable {
     case notLoggedIn
     case locked
     case wrongPassword
+    /// The server did not accept the email and master password of a login (it does not say which was wrong).
+    case loginRefused
     /// The session key does not open the saved session: wrong, expired, or the vault was locked.
     case sessionInvalid
     case accountNotFound(String)
@@ -90,6 +92,8 @@ extension VaultError: LocalizedError {
         case .wrongPassword:
             return "Invalid master password. If it was changed on another device, sign in again with the new one: until then "
                 + "this device's vault opens with the old one, and its pending changes are kept."
+        case .loginRefused:
+            return "The server did not accept this email and master password. Check both (the email is the one the account signs in with) and try again."
         case .sessionInvalid: return "The session has expired or was locked. Unlock again with your master password."
         case .accountNotFound(let email): return "No account \(email) on this device. Log in first."
         case .itemNotFound(let id): return "No item \(id) in this vault."

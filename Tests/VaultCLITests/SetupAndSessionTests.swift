@@ -13,6 +13,13 @@ struct SetupAndSessionTests {
         let registered = try await device.expect(["register", scenario.email, "--kdf-iterations", "100000"],
                                                  environment: ["VAULTSYNC_PASSWORD": scenario.password])
         #expect(registered.stdout.contains("export VAULTSYNC_SESSION=\""))
+        // A login the server refuses says so, not that the password changed elsewhere (QA, session 33).
+        let fresh = CLIDevice()
+        try await fresh.expect(["config", "server", await scenario.server.url])
+        let refused = try await fresh.expect(["login", scenario.email, "--accept-kdf", "pbkdf2:100000"], status: 3,
+                                             environment: ["VAULTSYNC_PASSWORD": "not the password"])
+        #expect(refused.stderr.contains("did not accept this email and master password") && !refused.stderr.contains("another device"),
+                "\(refused.stderr)")
 
         // Locked without a password or session: exit 2 with the way out.
         let locked = try await device.expect(["list"], status: 2)

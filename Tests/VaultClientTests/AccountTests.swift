@@ -146,7 +146,7 @@ struct AccountTests {
         let a = try await scenario.device(register: true)
         await a.engine.lock()
         await #expect(throws: VaultError.wrongPassword) { try await a.engine.unlock(email: scenario.email, password: "nope") }
-        await #expect(throws: VaultError.wrongPassword) { try await a.engine.login(email: scenario.email, password: "nope") }
+        await #expect(throws: VaultError.loginRefused) { try await a.engine.login(email: scenario.email, password: "nope") }
         await #expect(throws: VaultError.accountNotFound("nobody@example.com")) {
             try await a.engine.unlock(email: "nobody@example.com", password: "x")
         }

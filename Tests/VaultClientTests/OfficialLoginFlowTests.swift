@@ -113,7 +113,7 @@ struct OfficialLoginFlowTests {
         try await engine.login(email: scenario.email, password: scenario.password, options: options)
         try await engine.logout(email: scenario.email)
 
-        await #expect(throws: VaultError.wrongPassword) {
+        await #expect(throws: VaultError.loginRefused) {
             try await engine.login(email: scenario.email, password: "not the password", options: LoginOptions(acceptingKdf: testKDF))
         }
         let sent = try #require(gate.seen.last { $0.path == "/identity/connect/token" })

@@ -4,7 +4,6 @@ import VaultAPI
 import VaultClient
 import VaultCrypto
 import VaultExchange
-import VaultSyncCore
 
 /// The documented exit codes (README, "Exit codes").
 enum ExitStatus: Int32 {
@@ -97,7 +96,7 @@ func describe(_ error: any Error) -> (message: String, status: ExitStatus) {
         switch error {
         case .locked: status = .locked
         case .sessionInvalid: status = .locked
-        case .notLoggedIn, .wrongPassword, .sessionExpired, .accountNotFound: status = .authenticationFailed
+        case .notLoggedIn, .wrongPassword, .loginRefused, .sessionExpired, .accountNotFound: status = .authenticationFailed
         case .itemNotFound, .folderNotFound, .draftNotFound: status = .notFound
         case .serverRefused: status = .serverRefused
         case .serverUnreachable, .serverAnswerInvalid, .offlineEditsDisabled, .organizationItemOffline: status = .serverUnreachable
@@ -136,7 +135,7 @@ func describe(_ error: any Error) -> (message: String, status: ExitStatus) {
         }
     case let error as ServerCallError:
         switch error {
-        case .http(let status, let message) where FailureClassification.classify(error.failure) == .offline:
+        case .http(let status, let message) where !(400..<500).contains(status):
             // A 5xx (or a stray redirect) is "not now": the same exit as an unreachable server.
             return ("The server is unavailable (it answered \(status): \(message))." + CLIError.changesStayQueued, .serverUnreachable)
         case .http(let status, let message): return ("The server refused (\(status)): \(message)", .serverRefused)
