@@ -670,8 +670,8 @@ extension VaultEngine {
     }
 
     func validateFolderName(_ name: String) throws {
-        if name.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty { throw VaultError.invalidItem("a folder name is required") }
-        if name.utf8.count > 600 { throw VaultError.invalidItem("the folder name is longer than the server accepts") }
+        if name.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty { throw VaultError.invalidFolder("a folder name is required") }
+        if name.utf8.count > 600 { throw VaultError.invalidFolder("the name is longer than the server accepts") }
     }
 
     /// Encrypts and checks the server's length limits.

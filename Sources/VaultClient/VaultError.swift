@@ -32,6 +32,8 @@ public enum VaultError: Error, Sendable, Equatable {
     case sessionExpired
     /// The item cannot be saved as it is; nothing was changed.
     case invalidItem(String)
+    /// The folder cannot be saved as it is (an empty name, one too long); nothing was changed.
+    case invalidFolder(String)
     case draftNotFound(String)
     case crypto(CryptoError)
     case model(ModelError)
@@ -107,6 +109,7 @@ extension VaultError: LocalizedError {
         case .offlineEditsDisabled(let detail): return "The server could not be reached (\(detail)), and offline edits are turned off."
         case .sessionExpired: return "Your session has expired. Log in again; your local data and pending changes are kept."
         case .invalidItem(let reason): return "The item cannot be saved: \(reason)."
+        case .invalidFolder(let reason): return "The folder cannot be saved: \(reason)."
         case .draftNotFound(let id): return "No draft \(id)."
         case .crypto(let error): return error.description
         case .model(let error): return error.description

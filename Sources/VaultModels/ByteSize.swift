@@ -39,11 +39,13 @@ public enum ByteSize {
         return Int(bytes)
     }
 
-    /// The official server's wording: whole GiB/MiB/KiB as `N GB`/`N MB`/`N KB`, else bytes.
-    public static func readable(_ bytes: Int) -> String {
-        for (unit, factor) in [("GB", 1 << 30), ("MB", 1 << 20), ("KB", 1 << 10)] where bytes >= factor && bytes % factor == 0 {
+    /// The official server's wording: whole GiB/MiB/KiB as `N GB`/`N MB`/`N KB`, else bytes; `binaryUnits`:
+    /// named `GiB`/`MiB`/`KiB`, as the CLI takes them.
+    public static func readable(_ bytes: Int, binaryUnits: Bool = false) -> String {
+        let units = binaryUnits ? ["GiB", "MiB", "KiB"] : ["GB", "MB", "KB"]
+        for (unit, factor) in zip(units, [1 << 30, 1 << 20, 1 << 10]) where bytes >= factor && bytes % factor == 0 {
             return "\(bytes / factor) \(unit)"
         }
-        return "\(bytes) bytes"
+        return bytes == 1 ? "1 byte" : "\(bytes) bytes"
     }
 }

@@ -40,6 +40,11 @@ struct AttachmentCommandTests {
         try await b.expect(["config", "attachment-cache", "lots"], status: 64)
         try await b.expect(["config", "attachment-cache", "1GiB"])
         #expect(try await b.json(["config", "show"])["attachmentCache"]?.intValue == 1 << 30)
+        // A size under a MiB is shown as it is, never as "0 MiB" (which reads as none kept; QA, session 33).
+        let small = try await b.expect(["config", "attachment-cache", "512KiB"])
+        #expect(small.stdout.contains("Up to 512 KiB of downloaded attachments"), "\(small.stdout)")
+        #expect(try await b.expect(["config", "show"]).stdout.contains("attachment cache 512 KiB"))
+        try await b.expect(["config", "attachment-cache", "1GiB"])
 
         let missing = try await a.expect(["attachment", "add", "Recovery", folder + "/no-such-file"], status: 64)
         #expect(missing.stderr.contains("is not a file that can be read"))

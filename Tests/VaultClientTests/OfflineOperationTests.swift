@@ -243,6 +243,11 @@ struct OfflineOperationTests {
         let scenario = try await Scenario.start()
         let a = try await scenario.device(register: true)
         await #expect(throws: VaultError.invalidItem("a name is required")) { try await a.engine.addItem(loginItem("  ")) }
+        // A folder's errors name a folder (QA, session 33).
+        await #expect(throws: VaultError.invalidFolder("a folder name is required")) { try await a.engine.createFolder(name: " ") }
+        await #expect(throws: VaultError.invalidFolder("the name is longer than the server accepts")) {
+            try await a.engine.createFolder(name: String(repeating: "f", count: 601))
+        }
         // White space of every kind (tab, line breaks, no-break and ideographic spaces, line separator) is no name.
         for blank in ["", "\t\n\r", "\u{A0}\u{2003}", "\u{3000}\u{2028}\u{85}"] {
             await #expect(throws: VaultError.invalidItem("a name is required")) { try await a.engine.addItem(loginItem(blank)) }

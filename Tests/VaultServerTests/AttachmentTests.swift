@@ -677,5 +677,6 @@ struct AttachmentTests {
         #expect(ByteSize.readable(500 << 20) == "500 MB")
         #expect(ByteSize.readable(1 << 30) == "1 GB")
         #expect(ByteSize.readable(1000) == "1000 bytes")
+        #expect(ByteSize.readable(512 << 10, binaryUnits: true) == "512 KiB" && ByteSize.readable(1, binaryUnits: true) == "1 byte")
     }
 }

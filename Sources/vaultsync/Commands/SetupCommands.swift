@@ -137,7 +137,7 @@ struct ConfigCommand: AsyncParsableCommand {
             context.settings.attachmentCache = bytes
             try context.saveSettings()
             print(bytes == 0 ? "Downloaded attachments are not kept on this device"
-                             : "Up to \(bytes / 1_048_576) MiB of downloaded attachments are kept (encrypted) for reading offline")
+                             : "Up to \(ByteSize.readable(bytes, binaryUnits: true)) of downloaded attachments are kept (encrypted) for reading offline")
         }
     }
 
@@ -186,7 +186,7 @@ struct ConfigCommand: AsyncParsableCommand {
             print("account          \(settings.email ?? "(not logged in)")")
             print("lock timeout     \(settings.lockTimeout ?? ProfileSettings.defaultLockTimeout) s")
             print("conflicts        \(settings.effectiveConflictPolicy.rawValue)")
-            print("attachment cache \((settings.attachmentCache ?? EngineConfiguration(serverURL: "").attachmentCacheBytes) / 1_048_576) MiB")
+            print("attachment cache \(ByteSize.readable(settings.attachmentCache ?? EngineConfiguration(serverURL: "").attachmentCacheBytes, binaryUnits: true))")
             print("conflict folder  \(settings.conflictFolder ?? false ? "on" : "off")")
             print("CA file          \(ConnectionDescription.caFile(settings, environment: context.environment))")
             print("proxy            \(ConnectionDescription.proxy(settings, environment: context.environment))")

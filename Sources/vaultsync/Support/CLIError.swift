@@ -100,7 +100,7 @@ func describe(_ error: any Error) -> (message: String, status: ExitStatus) {
         case .itemNotFound, .folderNotFound, .draftNotFound: status = .notFound
         case .serverRefused: status = .serverRefused
         case .serverUnreachable, .serverAnswerInvalid, .offlineEditsDisabled, .organizationItemOffline: status = .serverUnreachable
-        case .invalidItem: status = .usage
+        case .invalidItem, .invalidFolder: status = .usage
         case .crypto, .model, .storage, .exportUnreadable: status = .failure
         case .duplicateImport: status = .usage
         // The server's answer was refused before anything was sent: a verification failure.
