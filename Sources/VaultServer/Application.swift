@@ -1,4 +1,5 @@
 import Foundation
+import GRDB
 import HTTPTypes
 import Hummingbird
 import HummingbirdCore
@@ -69,15 +70,39 @@ public func openDatabase(_ configuration: ServerConfiguration, logger: Logger) t
             directory it owns (--data-dir or VAULTSYNC_DATA_DIR), or fix the folder's owner or permissions.
             """)
     }
-    return try SQLiteDatabase(path: path)
+    do {
+        return try SQLiteDatabase(path: path)
+    } catch let error as DatabaseError where error.resultCode == .SQLITE_NOTADB || error.resultCode == .SQLITE_CORRUPT {
+        throw ServerConfigurationError.dataDirectory("""
+            \(path) is not a SQLite database this server can read (damaged, or another kind of file). Nothing was changed. \
+            Move it away and restore the last backup, or give the server another data directory (--data-dir or VAULTSYNC_DATA_DIR).
+            """)
+    }
 }
 
 func ensureDataDirectory(_ configuration: ServerConfiguration) throws {
+    let directory = configuration.dataDirectory
+    guard !directory.isEmpty else {
+        throw ServerConfigurationError.dataDirectory("the data directory is empty: give --data-dir (or VAULTSYNC_DATA_DIR) a folder")
+    }
+    // A file where the folder, or one of its parents, should be: named, rather than Foundation's "error 512".
+    var path = directory
+    while !path.isEmpty, path != "/" {
+        var isDirectory: ObjCBool = false
+        if FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) {
+            guard isDirectory.boolValue else {
+                throw ServerConfigurationError.dataDirectory("cannot create \(directory): \(path) is a file, not a folder. Give --data-dir (or VAULTSYNC_DATA_DIR) a folder")
+            }
+            break
+        }
+        path = (path as NSString).deletingLastPathComponent
+    }
     do {
-        try FileManager.default.createDirectory(atPath: configuration.dataDirectory, withIntermediateDirectories: true,
-                                                attributes: [.posixPermissions: 0o700])
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
     } catch {
-        throw ServerConfigurationError.dataDirectory("cannot create \(configuration.dataDirectory): \(error.localizedDescription)")
+        let underlying = (error as NSError).userInfo[NSUnderlyingErrorKey] as? NSError
+        let reason = underlying?.domain == NSPOSIXErrorDomain ? String(cString: strerror(Int32(underlying!.code))) : error.localizedDescription
+        throw ServerConfigurationError.dataDirectory("cannot create \(directory): \(reason)")
     }
 }
 

@@ -217,6 +217,29 @@ struct ServerExecutableTests {
         #expect(!refused.stderr.contains("bind(descriptor"), "no raw system call in the message: \(refused.stderr)")
     }
 
+    @Test("a data directory that cannot be one, or a database file that is not one: the message names the file and the way out, exit 1",
+          arguments: [
+              ("FILE/sub", "FILE is a file, not a folder"),
+              ("", "the data directory is empty"),
+              ("DAMAGED", "vaultsync.sqlite is not a SQLite database this server can read"),
+          ])
+    func unusableDataDirectory(given: String, message: String) async throws {
+        let folder = try emptyFolder()
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        _ = FileManager.default.createFile(atPath: folder + "/file", contents: Data("x".utf8))
+        try FileManager.default.createDirectory(atPath: folder + "/damaged", withIntermediateDirectories: true)
+        let garbage = Data((0..<4096).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ 7) })
+        _ = FileManager.default.createFile(atPath: folder + "/damaged/vaultsync.sqlite", contents: garbage)
+        let resolved = given.replacingOccurrences(of: "FILE", with: folder + "/file").replacingOccurrences(of: "DAMAGED", with: folder + "/damaged")
+        let result = try await runExecutable("vaultsync-server", ["--port", "0", "--data-dir", resolved], environment: freshEnvironment(home: folder), in: folder)
+        #expect(result.status == 1, "\(result)")
+        let expected = message.replacingOccurrences(of: "FILE", with: folder + "/file")
+        #expect(result.stderr.contains(expected), "\(result.stderr)")
+        #expect(!result.stderr.contains("NSCocoaErrorDomain") && !result.stderr.contains("SQLite error"), "\(result.stderr)")
+        // Nothing was changed: the damaged file is as it was.
+        #expect(FileManager.default.contents(atPath: folder + "/damaged/vaultsync.sqlite") == garbage)
+    }
+
     @Test("an address no interface of this machine has: a clear message, exit 64, and no raw system call")
     func addressNotHere() async throws {
         let folder = try emptyFolder()
