@@ -115,6 +115,9 @@ struct SetupAndSessionTests {
         try await other.expect(["config", "server", await scenario.server.url])
         let unconfirmed = try await other.expect(["login", scenario.email], status: 8)
         #expect(unconfirmed.stderr.contains("--accept-kdf pbkdf2:100000"), "\(unconfirmed)")
+        // Confirmed settings that are not the announced ones are named as such (QA, session 33).
+        let mismatch = try await other.expect(["login", scenario.email, "--accept-kdf", "pbkdf2:100001"], status: 8)
+        #expect(mismatch.stderr.contains("--accept-kdf pbkdf2:100001 is not what the server announces (pbkdf2:100000)"), "\(mismatch)")
         try await other.expect(["login", scenario.email, "--accept-kdf", "pbkdf2:100000"])
         await scenario.finish([device, other])
     }

@@ -113,6 +113,15 @@ struct LoginCommand: VaultCommand {
                 try await context.engine.login(email: normalised, password: password, options: options)
                 break
             } catch let refusal as VaultError {
+                // Settings confirmed with --accept-kdf that are not the ones announced: said, not only refused again.
+                let offered: KdfConfiguration? = switch refusal {
+                case .kdfBelowMinimums(let offered), .kdfWeakened(_, let offered): offered
+                default: nil
+                }
+                if let given = options.acceptingKdf, let offered, given != offered {
+                    throw CLIError.stated("--accept-kdf \(given.spec) is not what the server announces (\(offered.spec)). " + describe(refusal).message,
+                                          .verificationFailed)
+                }
                 options = try await flow.next(after: refusal, options: options, engine: context.engine, password: password)
             }
         }
