@@ -57,7 +57,13 @@ extension VaultEngine {
     public func sync() async throws -> SyncReport {
         guard session != nil else { return SyncReport(skippedLocked: true) }
         var report = try await resolveQueue()
-        report.messages += try await pull()
+        do {
+            report.messages += try await pull()
+        } catch let error as VaultError where !report.backups.isEmpty || !report.messages.isEmpty {
+            // What the resolution did is said even when the download after it fails (a dropped delete is told once).
+            report.stillPending = ((try? await pendingCount()) ?? report.stillPending + report.needsAttention) - report.needsAttention
+            throw VaultError.syncIncomplete(report, cause: error)
+        }
         // A twin check that could not reach the server after the resolution runs again now.
         report.backups = await mergeTwinBackups(report.backups)
         report.stillPending = try await pendingCount() - report.needsAttention

@@ -700,7 +700,10 @@ extension SimDevice {
             }
             ledger.count(operation.rawValue)
             return what
-        } catch let error as VaultError {
+        } catch let caught as VaultError {
+            // A sync whose download failed after its resolution is that failure (its report is for the person).
+            var error = caught
+            if case .syncIncomplete(_, let cause) = caught { error = cause }
             switch error {
             case .storage, .crypto, .model:
                 throw UnexpectedFailure(description: "device \(index), \(operation.rawValue): \(error)")
@@ -897,6 +900,9 @@ func settle(_ devices: [SimDevice], email: String, rounds: Int = 3, loggingInAga
             if loggingInAgain, device.sessionEnded { try await device.logInAgain(email: email) }
             try await call(device.engine)
         } catch VaultError.sessionExpired where loggingInAgain {
+            try await device.logInAgain(email: email)
+            try await call(device.engine)
+        } catch VaultError.syncIncomplete(_, cause: .sessionExpired) where loggingInAgain {
             try await device.logInAgain(email: email)
             try await call(device.engine)
         }

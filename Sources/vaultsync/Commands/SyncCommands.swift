@@ -38,6 +38,8 @@ struct SyncCommand: VaultCommand {
         } catch {
             progress.cancel()
             if showProgress { FileHandle.standardError.write(Data("\r\u{1B}[K".utf8)) }
+            // Resolved, then the download failed: what the resolution did is shown first, then why it stopped.
+            if case VaultError.syncIncomplete(let partial, _) = error { show(partial) }
             let (message, status) = describe(error)
             if [.serverUnreachable, .verificationFailed].contains(status), let waiting = try? await engine.pendingCount() {
                 // Nothing waits here (all sent, or nothing made): say so, not "changes stay queued".
@@ -51,6 +53,10 @@ struct SyncCommand: VaultCommand {
         }
         progress.cancel()
         if showProgress { FileHandle.standardError.write(Data("\r\u{1B}[K".utf8)) }
+        show(report)
+    }
+
+    func show(_ report: SyncReport) {
         if output.json {
             Presentation.printJSON(.object([
                 "resolved": .int(report.resolved),

@@ -92,6 +92,7 @@ func describe(_ error: any Error) -> (message: String, status: ExitStatus) {
     case let error as GeneratorError:
         return (error.description, .usage)
     case let error as VaultError:
+        if case .syncIncomplete(_, let cause) = error { return describe(cause) }
         let status: ExitStatus
         switch error {
         case .locked: status = .locked
@@ -101,6 +102,7 @@ func describe(_ error: any Error) -> (message: String, status: ExitStatus) {
         case .serverRefused: status = .serverRefused
         case .serverUnreachable, .serverAnswerInvalid, .offlineEditsDisabled, .organizationItemOffline: status = .serverUnreachable
         case .invalidItem, .invalidFolder: status = .usage
+        case .syncIncomplete: status = .serverUnreachable  // described by its cause, above
         case .crypto, .model, .storage, .exportUnreadable: status = .failure
         case .duplicateImport: status = .usage
         // The server's answer was refused before anything was sent: a verification failure.
