@@ -157,6 +157,7 @@ extension VaultEngine {
             case .success(let pushed):
                 do {
                     let final = try await applyState(of: entry.local, to: pushed)
+                    if let message = await folderDropped(wanted: entry.local.folderId, result: final, name: entry.local) { report.messages.append(message) }
                     settled.append(Settling(change: entry.change, settled: final, swapping: false, baseline: .rebaseOnResult,
                                             row: CipherRow(userID: userID, wire: final)))
                 } catch let error as ServerCallError {
@@ -247,6 +248,7 @@ extension VaultEngine {
             }
             do {
                 let final = try await applyState(of: entry.local, to: item)
+                if let message = await folderDropped(wanted: entry.local.folderId, result: final, name: entry.local) { report.messages.append(message) }
                 created.append(Settling(change: entry.change, settled: final, swapping: true, baseline: .rebaseOnResult,
                                         row: CipherRow(userID: session.userID, wire: final)))
             } catch let error as ServerCallError {

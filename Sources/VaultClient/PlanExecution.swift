@@ -219,7 +219,8 @@ extension VaultEngine {
         case .push(let version):
             try await push(version, &run)
         case .replayState:
-            try await replayState(&run)
+            let wanted = try await replayState(&run)
+            if let message = await folderDropped(wanted: wanted, result: run.result, name: run.local) { report.messages.append(message) }
         case .trash:
             try await authorized { api, token in try await api.softDeleteCipher(id: id, token: token) }
             run.result = try await authorized { api, token in try await api.getCipher(id: id, token: token) }
@@ -237,6 +238,8 @@ extension VaultEngine {
             try await removeLocally(run)
         case .tell(.deleteDropped):
             report.messages.append(Self.deleteDroppedMessage(name: decryptedName(run.server) ?? run.change.itemID))
+        case .tell(.folderRecreated):
+            break  // planned for folders only
         case .tell(.stateDropped):
             let name = decryptedName(run.local) ?? run.change.itemID
             report.messages.append("\"\(name)\" was deleted for good on another device: the trash, archive, folder or favorite change made here went with it.")
@@ -345,10 +348,13 @@ extension VaultEngine {
     /// Makes the server's trash/archive/folder/favorite state of the result what this device wants: the
     /// local version's state where the result carries it (a push or a create), else only what changed here
     /// since the change began (the intents), over the server's state.
-    func replayState(_ run: inout PlanRun<CipherWire>) async throws {
-        guard let local = run.local, let base = run.result ?? run.server else { return }
+    /// Returns the folder this device filed the item in, where the result should carry it (`nil`: none asked for).
+    @discardableResult
+    func replayState(_ run: inout PlanRun<CipherWire>) async throws -> String? {
+        guard let local = run.local, let base = run.result ?? run.server else { return nil }
         if run.carriesLocal || run.change.metadata.kind == .create {
             run.result = try await applyState(of: local, to: base)
+            return local.folderId
         } else if let original = run.change.metadata.originalState {
             var target = base
             let mine = Self.state(of: local)
@@ -357,7 +363,19 @@ extension VaultEngine {
             if mine.folderID != original.folderID { target.folderId = mine.folderID }
             if mine.favorite != original.favorite { target.favorite = mine.favorite }
             run.result = try await applyState(of: target, to: base)
+            return mine.folderID != original.folderID ? mine.folderID : nil
         }
+        return nil
+    }
+
+    /// What to tell when the item was filed in a folder here that the server no longer has (deleted on another
+    /// device): the server keeps the item in no folder, and nothing else would say so.
+    func folderDropped(wanted: String?, result: CipherWire?, name item: CipherWire?) async -> String? {
+        guard let wanted, let result, result.folderId != wanted else { return nil }
+        let folder = (try? await folders())?.first { $0.id == wanted }?.name
+        let itemName = decryptedName(item) ?? result.id ?? ""
+        return "\"\(itemName)\" was filed in folder \(folder.map { "\"\($0)\"" } ?? "(deleted)") here, but that folder was deleted on "
+            + "another device: the item is in no folder now."
     }
 
     /// Makes the server's per-user state of an item match `wanted` (restore, trash, archive, folder, favorite).
@@ -692,6 +710,10 @@ extension VaultEngine {
         case .tell(.deleteDropped):
             let name = session.flatMap { try? run.server?.decrypted(with: $0.keys).name } ?? run.change.itemID
             report.messages.append("Folder \"\(name)\" was renamed on another device after you deleted it here: the folder was kept and the delete dropped.")
+        case .tell(.folderRecreated):
+            let name = session.flatMap { try? run.local?.decrypted(with: $0.keys).name } ?? run.change.itemID
+            report.messages.append("Folder \"\(name)\" was deleted on another device after you renamed it here: it was made again under the new "
+                                   + "name, without the items the delete took out of it.")
         case .tell:
             if let notice = run.notice { report.messages.append(notice) }
         case .backUp, .replayState, .trash, .deleteLostCopy, .syncAttachments:

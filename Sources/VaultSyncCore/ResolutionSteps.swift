@@ -39,6 +39,9 @@ public enum PlanNotice: String, Sendable, Equatable, Codable {
     /// The item was deleted for good elsewhere and only its trash/archive/folder/favorite state changed
     /// here: the change goes with the item instead of bringing its content back.
     case stateDropped
+    /// A folder renamed here was deleted on another device: it was made again under the new name, without the
+    /// items the delete took out of it.
+    case folderRecreated
 }
 
 /// One step of a plan.
@@ -472,7 +475,7 @@ public enum ResolutionPlanner {
         case (.create, _):
             return facts.localPresent ? [.create(idempotencyKey: facts.createKey), .swapID, .settle(.rebaseOnResult)] : [.removeLocally]
         case (.update, .gone):
-            return facts.localPresent ? [.create(idempotencyKey: facts.createKey), .swapID, .settle(.rebaseOnResult)] : [.removeLocally]
+            return facts.localPresent ? [.create(idempotencyKey: facts.createKey), .swapID, .tell(.folderRecreated), .settle(.rebaseOnResult)] : [.removeLocally]
         case (.update, .present(let revision, _)):
             guard facts.localPresent else { return [.removeLocally] }
             switch facts.merge {

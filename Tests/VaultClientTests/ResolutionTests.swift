@@ -322,6 +322,49 @@ struct ResolutionTests {
         await devices.finish()
     }
 
+    @Test("filed offline in a folder another device deleted: the item is in no folder, and the user is told (QA, session 33)")
+    func filedInDeletedFolder() async throws {
+        let devices = try await TwoDevices.start()
+        let folder = try await devices.a.engine.createFolder(name: "Gone").value
+        let folderID = try #require(folder.id)
+        let mover = try await devices.a.engine.addItem(loginItem("Mover")).value
+        let editor = try await devices.a.engine.addItem(loginItem("Editor")).value
+        try await devices.b.engine.pull()
+        let offline = try await goOffline(devices)
+        _ = try await offline.engine.moveItem(id: mover.id!, toFolder: folderID)
+        var edit = try await offline.engine.item(id: editor.id!)
+        edit.folderId = folderID
+        edit.login?.username = "edited offline"
+        _ = try await offline.engine.updateItem(edit)
+        _ = try await devices.b.engine.deleteFolder(id: folderID)
+        let online = try await comeBack(devices)
+        let report = try await online.engine.sync()
+        for name in ["Mover", "Editor"] {
+            #expect(report.messages.contains { $0.contains("\"\(name)\" was filed in folder \"Gone\" here, but that folder was deleted") },
+                    "\(report.messages)")
+            #expect(try await online.engine.view(named: name)?.folderId == nil)
+        }
+        #expect(try await online.engine.view(named: "Editor")?.login?.username == "edited offline")
+        await devices.finish()
+    }
+
+    @Test("a folder renamed here and deleted on another device: made again under the new name, and the user is told")
+    func folderRenameMeetsDelete() async throws {
+        let devices = try await TwoDevices.start()
+        let folder = try await devices.a.engine.createFolder(name: "Work").value
+        let folderID = try #require(folder.id)
+        try await devices.b.engine.pull()
+        let offline = try await goOffline(devices)
+        _ = try await offline.engine.renameFolder(id: folderID, name: "Office")
+        _ = try await devices.b.engine.deleteFolder(id: folderID)
+        let online = try await comeBack(devices)
+        let report = try await online.engine.sync()
+        #expect(report.messages.contains { $0.contains("Folder \"Office\" was deleted on another device after you renamed it here") },
+                "\(report.messages)")
+        #expect(try await online.engine.folders().map(\.name) == ["Office"])
+        await devices.finish()
+    }
+
     @Test("a folder of one name made offline on two devices: one folder after both sync, holding both devices' items")
     func sameFolderMadeTwice() async throws {
         let devices = try await TwoDevices.start()

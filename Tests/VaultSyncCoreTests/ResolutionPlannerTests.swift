@@ -144,7 +144,8 @@ struct ResolutionPlannerTests {
 
     @Test("folders: created once by key, renamed (the newer rename wins when both renamed), deleted", arguments: [
         (facts(record(.create), .gone, kind: .folder), [ResolutionStep.create(idempotencyKey: "temp-1"), .swapID, .settle(.rebaseOnResult)]),
-        (facts(record(.update), .gone, kind: .folder), [.create(idempotencyKey: "temp-1"), .swapID, .settle(.rebaseOnResult)]),
+        // renamed here, deleted elsewhere: made again under the new name, and the user is told
+        (facts(record(.update), .gone, kind: .folder), [.create(idempotencyKey: "temp-1"), .swapID, .tell(.folderRecreated), .settle(.rebaseOnResult)]),
         (facts(record(.update), moved, kind: .folder), [.push(.local), .settle(.rebaseOnResult)]),
         (facts(record(.update), moved, merge: .clean, kind: .folder), [.settle(.keepBaseline)]),
         (facts(record(.update), moved, localTime: newer, merge: .conflicting, kind: .folder),
