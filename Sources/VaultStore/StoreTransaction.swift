@@ -273,6 +273,15 @@ public struct BackupLedger {
 
     private var mine: QueryInterfaceRequest<ConflictBackupRow> { ConflictBackupRow.filter(ConflictBackupRow.Columns.userID == userID) }
 
+    /// The backups still to be reviewed somewhere: in the vault and outside the trash. One deleted or settled
+    /// on any device (settling moves it to the trash) is in no device's list, nor in the count of new ones.
+    private var listed: QueryInterfaceRequest<ConflictBackupRow> {
+        mine.filter(sql: """
+            EXISTS (SELECT 1 FROM cipher WHERE cipher.userID = conflictBackup.userID AND cipher.id = conflictBackup.backupID
+                    AND json_extract(cipher.json, '$.deletedDate') IS NULL)
+            """)
+    }
+
     /// Lists a backup (replacing an entry with the same backup id). `twinCheckPending`: this device
     /// wrote it, so it waits for the check that merges a twin made by another device at the same moment.
     public func note(_ backupID: String, of originalID: String, createdAt: Int64, losingSide: String, twinCheckPending: Bool) throws {
@@ -280,9 +289,9 @@ public struct BackupLedger {
                               reviewedAt: nil, twinCheckPending: twinCheckPending).insert(db, onConflict: .replace)
     }
 
-    /// Every backup, newest first.
+    /// Every backup still listed (``listed``), newest first.
     public func newestFirst() throws -> [ConflictBackupRow] {
-        try mine.order(ConflictBackupRow.Columns.createdAt.desc).fetchAll(db)
+        try listed.order(ConflictBackupRow.Columns.createdAt.desc).fetchAll(db)
     }
 
     /// The ids of the backups waiting for the twin check, oldest first.
@@ -317,7 +326,7 @@ public struct BackupLedger {
 
     /// How many backups the user has not reviewed yet.
     public func unreviewedCount() throws -> Int {
-        try mine.filter(ConflictBackupRow.Columns.reviewedAt == nil).fetchCount(db)
+        try listed.filter(ConflictBackupRow.Columns.reviewedAt == nil).fetchCount(db)
     }
 
     /// The user reviewed this backup.

@@ -259,7 +259,16 @@ struct OfflineAndConflictTests {
         #expect(try await a.expect(["get", "Two", "--field", "password"]).stdout == "two-B\n")
         #expect(try await a.expect(["get", twoBackup, "--field", "password"]).stdout == "two-A\n")
         let reviewed = try await a.json(["conflicts"])
+        // The one settled (its backup in the trash) is in no list; the one kept both stays, reviewed (QA, session 33).
+        #expect(reviewed.arrayValue?.compactMap { $0["backupId"]?.stringValue } == [twoBackup])
         #expect(reviewed.arrayValue?.allSatisfy { $0["reviewed"]?.boolValue == true } == true)
+        // A backup deleted for good on another device leaves every list, and cannot be settled any more.
+        try await b.expect(["sync"])
+        try await b.expect(["delete", twoBackup, "--permanent"])
+        try await a.expect(["sync"])
+        #expect(try await a.json(["conflicts"]).count == 0)
+        #expect(try await a.json(["status"])["newConflicts"]?.intValue == 0)
+        try await a.expect(["conflicts", "resolve", twoBackup, "--keep", "both"], status: 4)
 
         // retry / discard with --yes: an offline-only item goes away, as announced.
         await scenario.server.stop()
