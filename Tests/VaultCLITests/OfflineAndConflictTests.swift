@@ -118,6 +118,28 @@ struct OfflineAndConflictTests {
         await scenario.finish([a, b])
     }
 
+    @Test("a change whose attempt failed waits for its next one: sync says so, when, and how to send it sooner (QA, session 33)")
+    func waitingAfterFailure() async throws {
+        let scenario = try await CLIScenario.start()
+        let proxy = FaultProxy(upstream: await scenario.server.url)
+        try await proxy.start()
+        let a = CLIDevice(password: scenario.password)
+        try await a.expect(["config", "server", await proxy.url])
+        try await a.expect(["register", scenario.email, "--kdf-iterations", "100000"])
+        await proxy.setPartitioned(true)
+        try await a.expect(["add", "note", "--name", "Waits", "--notes", "x"])
+        await proxy.setPartitioned(false)
+        await proxy.add(.init(method: "POST", pathPrefix: "/api/ciphers", action: .fail(status: 503), times: 100))
+        let sync = try await a.expect(["sync"])
+        #expect(sync.stdout.contains("Synced: 0 changes sent, 1 still pending"), "\(sync.stdout)")
+        #expect(sync.stdout.contains("1 of the pending changes failed its last attempt and is tried again from ")
+                && sync.stdout.contains("`vaultsync pending retry`"), "\(sync.stdout)")
+        let json = try await a.json(["sync"])
+        #expect(json["waitingAfterFailure"]?.intValue == 1 && json["nextAttempt"]?.stringValue != nil, "\(json)")
+        await proxy.stop()
+        await scenario.finish([a])
+    }
+
     @Test("a server answering 503 is unavailable, not refusing: sync and login exit 7 and say so")
     func serverUnavailable() async throws {
         let scenario = try await CLIScenario.start()

@@ -39,7 +39,7 @@ struct SyncCommand: VaultCommand {
             progress.cancel()
             if showProgress { FileHandle.standardError.write(Data("\r\u{1B}[K".utf8)) }
             // Resolved, then the download failed: what the resolution did is shown first, then why it stopped.
-            if case VaultError.syncIncomplete(let partial, _) = error { show(partial) }
+            if case VaultError.syncIncomplete(let partial, _) = error { await show(partial, engine: engine) }
             let (message, status) = describe(error)
             if [.serverUnreachable, .verificationFailed].contains(status), let waiting = try? await engine.pendingCount() {
                 // Nothing waits here (all sent, or nothing made): say so, not "changes stay queued".
@@ -53,14 +53,26 @@ struct SyncCommand: VaultCommand {
         }
         progress.cancel()
         if showProgress { FileHandle.standardError.write(Data("\r\u{1B}[K".utf8)) }
-        show(report)
+        await show(report, engine: engine)
     }
 
-    func show(_ report: SyncReport) {
+    /// The changes still pending whose last attempt failed, so they wait for a later one (backoff; a sync
+    /// leaves them in line until then, which a person would otherwise not see), and the first moment one goes.
+    static func waitingAfterFailure(_ engine: VaultEngine) async -> (count: Int, next: WireDate?) {
+        let waiting = ((try? await engine.pendingChanges()) ?? []).compactMap { change -> WireDate? in
+            change.metadata.state == .pending ? change.metadata.nextAttemptDate : nil
+        }
+        return (waiting.count, waiting.min())
+    }
+
+    func show(_ report: SyncReport, engine: VaultEngine) async {
+        let waiting = report.stillPending > 0 ? await Self.waitingAfterFailure(engine) : (count: 0, next: nil)
         if output.json {
             Presentation.printJSON(.object([
                 "resolved": .int(report.resolved),
                 "stillPending": .int(report.stillPending),
+                "waitingAfterFailure": .int(waiting.count),
+                "nextAttempt": Presentation.date(waiting.next),
                 "needsAttention": .int(report.needsAttention),
                 "backups": .array(report.backups.map { .object(["backupId": .string($0.backupID), "itemId": .string($0.originalID), "name": .string($0.name),
                                                                 "reason": .string($0.reason == .conflict ? "conflict" : "password-history")]) }),
@@ -69,6 +81,11 @@ struct SyncCommand: VaultCommand {
             return
         }
         print("Synced: \(report.resolved) change\(report.resolved == 1 ? "" : "s") sent, \(report.stillPending) still pending, \(report.needsAttention) need attention.")
+        if waiting.count > 0, let next = waiting.next {
+            let when = String(next.iso8601.prefix(19)).replacingOccurrences(of: "T", with: " ")
+            let counted = waiting.count == 1 ? "1 of the pending changes failed its last attempt and is" : "\(waiting.count) of the pending changes failed their last attempt and are"
+            print("  \(counted) tried again from \(when) UTC; `vaultsync pending retry` puts them back in line for the next sync.")
+        }
         for backup in report.backups {
             let why = backup.reason == .conflict ? "conflict, both versions kept"
                 : "password changed several times offline, the server's earlier version kept for its password history"
