@@ -153,8 +153,17 @@ extension VaultEngine {
         }
         let itemKey = try modelCall { try current.keys.fieldKey(itemKey: wire.key, organizationId: wire.organizationId, itemID: itemID) }
         let encryptedName = try cryptoCall { try EncString.encrypt(newName, key: itemKey, random: random) }
-        let file = try await attachmentCall {
-            try await self.encryptedFile(itemID: itemID, attachmentID: attachmentID, size: attachment.size.flatMap { Int($0) } ?? 0, progress: nil)
+        let file: (path: String, temporary: Bool)
+        do {
+            file = try await attachmentCall {
+                try await self.encryptedFile(itemID: itemID, attachmentID: attachmentID, size: attachment.size.flatMap { Int($0) } ?? 0, progress: nil)
+            }
+        } catch VaultError.attachmentNeedsServer {
+            // A rename attaches the same encrypted file again: offline, only a file this device holds can be.
+            let name = (try? wire.decrypted(with: current.keys).attachments.first { $0.id == attachmentID }?.fileName) ?? nil
+            throw VaultError.attachmentNeedsServer(
+                "The server could not be reached, and \"\(name ?? attachmentID)\" was never downloaded on this device: a rename attaches its file "
+                + "again, so it needs the file. Open it once online (or rename it online). Nothing was changed.")
         }
         defer { if file.temporary { unlink(file.path) } }
         let staged = StagedAttachment(id: UUID().uuidString.lowercased(), fileName: encryptedName.serialized, key: key.serialized,
@@ -311,8 +320,9 @@ extension VaultEngine {
 
     /// Deletes an attachment on the server and from the local copy. When the server cannot be reached,
     /// or the item has changes waiting for it, the delete goes with the item's queue record (an attachment
-    /// still staged here is simply dropped).
-    public func deleteAttachment(itemID: String, attachmentID: String) async throws {
+    /// still staged here is simply dropped). Returns whether the delete waits for the server (queued).
+    @discardableResult
+    public func deleteAttachment(itemID: String, attachmentID: String) async throws -> Bool {
         let current = try requireSession()
         let itemID = try currentID(of: itemID)
         let wire = try await cachedCipher(id: itemID, userID: current.userID)
@@ -321,10 +331,12 @@ extension VaultEngine {
         if existing == nil {
             do {
                 _ = try await authorized { api, token in try await api.deleteAttachment(cipherID: itemID, attachmentID: attachmentID, token: token) }
-                return try await forgetAttachment(attachmentID, of: itemID)
+                try await forgetAttachment(attachmentID, of: itemID)
+                return false
             } catch let error as ServerCallError where error.isGone {
                 // Deleted already (elsewhere, or an earlier attempt whose answer was lost).
-                return try await forgetAttachment(attachmentID, of: itemID)
+                try await forgetAttachment(attachmentID, of: itemID)
+                return false
             } catch let error as ServerCallError where !error.isOutOfDate {
                 try await acceptOffline(error, isOrganization: wire.organizationId != nil)
             }
@@ -336,6 +348,7 @@ extension VaultEngine {
         try await queueAttachmentChange(.attachmentDeleted(id: attachmentID), local: local, previous: wire)
         if staged { attachmentStaging(userID: current.userID).remove(attachmentID) }
         attachmentCache(userID: current.userID).remove(attachmentID)
+        return true
     }
 
     func forgetAttachment(_ attachmentID: String, of itemID: String) async throws {
@@ -367,7 +380,7 @@ extension VaultEngine {
             if case .transport = error {
                 await recordContact(success: false)
                 throw VaultError.attachmentNeedsServer(
-                    "The server could not be reached (\(error.description)); attachments are added, opened and deleted online. Nothing was changed.")
+                    "The server could not be reached (\(error.description)); this needs the server (adding and deleting attachments work offline). Nothing was changed.")
             }
             throw Self.onlineOnly(error)
         }

@@ -321,10 +321,12 @@ extension VaultEngine {
         var found = try await pendingChange(itemKind: .cipher, itemID: itemID, userID: current.userID)
         if found == nil { found = try await pendingChange(itemKind: .folder, itemID: itemID, userID: current.userID) }
         guard let change = found else { throw VaultError.itemNotFound(itemID) }
-        let name = (try? await item(id: itemID).name) ?? itemID
+        let isFolder = change.itemKind == .folder
+        let named = isFolder ? ((try? await folders())?.first { $0.id == itemID }?.name) : try? await item(id: itemID).name
+        let name = named ?? itemID
         let lost: String
         switch change.metadata.kind {
-        case .create: lost = "the item \"\(name)\", which exists only on this device, will be deleted"
+        case .create: lost = "the \(isFolder ? "folder" : "item") \"\(name)\", which exists only on this device, will be deleted"
         case .update: lost = "the changes made to \"\(name)\" on this device since \(change.metadata.createdDate.iso8601) will be replaced by the server's version"
         case .softDelete: lost = "the move of \"\(name)\" to the trash will be undone (and any edits made here before it)"
         case .hardDelete: lost = "the permanent deletion of \"\(name)\" will be undone; the server's version comes back"

@@ -298,6 +298,10 @@ struct OfflineAndConflictTests {
         let retried = try await a.expect(["pending", "retry"])
         #expect(retried.stdout.contains("0 changes"))  // nothing needed attention
         try await a.expect(["pending", "discard", "Scratch", "--yes"])
+        // A folder made here is named as a folder, by its name (QA, session 33).
+        try await a.expect(["folder", "add", "Temp"])
+        let folderGone = try await a.expect(["pending", "discard", "Temp", "--yes"])
+        #expect(folderGone.stdout.contains("Discarded: the folder \"Temp\", which exists only on this device"), "\(folderGone.stdout)")
         #expect(try await a.json(["pending"]).count == 0)
         try await a.expect(["get", "Scratch"], status: 4)
         try await scenario.server.start()

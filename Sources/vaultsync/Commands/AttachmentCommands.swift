@@ -11,7 +11,9 @@ struct AttachmentCommand: AsyncParsableCommand {
         discussion: """
         ITEM is an id, an id prefix (6+ characters) or a unique name; ATTACHMENT is a file name or an id. \
         Files are encrypted on this device before they leave it (a fresh key per file, wrapped by the item's \
-        key). Listing works offline; adding, getting and deleting need the server.
+        key). Listing, adding, deleting and renaming work offline (they wait in the queue for the next sync); \
+        getting, and renaming, a file this device has never downloaded need the server; a file once downloaded is kept \
+        for reading offline (`config attachment-cache`).
 
         Examples:
           vaultsync attachment list Bank
@@ -177,8 +179,9 @@ struct AttachmentCommand: AsyncParsableCommand {
         func execute(_ context: CLIContext) async throws {
             let id = try await context.itemID(item)
             let found = try await context.engine.attachment(itemID: id, reference: attachment)
-            try await context.engine.deleteAttachment(itemID: id, attachmentID: found.id)
-            Console.note("deleted \"\(found.fileName)\"")
+            let waits = try await context.engine.deleteAttachment(itemID: id, attachmentID: found.id)
+            let pending = waits ? ((try? await context.engine.pendingCount()) ?? 0) : 0
+            Console.note("deleted \"\(found.fileName)\"" + (waits ? " — waiting on this device, \(pending) change\(pending == 1 ? "" : "s") pending: it reaches the server with the next sync" : ""))
         }
     }
 }
