@@ -128,12 +128,15 @@ public enum ItemMerge {
     }
 
     /// The fields one side changed, in words; a field or list entry that side removed is "removal of …"
-    /// (a URI deleted on the other device is not "kept").
+    /// (a URI deleted on the other device is not "kept"), and a list entry it added is "new …" (a URI
+    /// replaced by another reads "removal of URI a, new URI b", not as two removals).
     static func describe(_ fields: [FieldDifference], side: Side) -> String {
         var words: [String] = []
         for field in fields {
-            let removed = field.base != nil && (side == .mine ? field.mine : field.theirs) == nil
-            let word = (removed ? "removal of " : "") + describe(field.field)
+            let value = side == .mine ? field.mine : field.theirs
+            let removed = field.base != nil && value == nil
+            let added = field.base == nil && value != nil && field.field.hasSuffix("]")
+            let word = (removed ? "removal of " : added ? "new " : "") + describe(field.field)
             if !words.contains(word) { words.append(word) }
         }
         switch words.count {

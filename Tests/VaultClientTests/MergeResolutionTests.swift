@@ -50,7 +50,7 @@ struct MergeResolutionTests {
         let a = try await online(devices)
         let report = try await a.engine.sync()
         #expect(report.backups.isEmpty)
-        #expect(report.messages == ["\"GitHub\": merged your username with the other device's notes and URI https://sso.example."])
+        #expect(report.messages == ["\"GitHub\": merged your username with the other device's notes and new URI https://sso.example."])
         #expect(try await a.engine.pendingCount() == 0)
         #expect(try await a.engine.status().lastResolution == report.messages, "the status stream says what was merged too")
         try await devices.b.engine.pull()

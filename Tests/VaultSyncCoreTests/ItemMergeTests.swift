@@ -247,12 +247,12 @@ struct ItemMergeTests {
         var theirs = Self.base()
         theirs.login?.uris.append(LoginURIView(uri: "https://github.example.com"))
         #expect(merge(mine, theirs).summary(itemName: "GitHub", winner: .mine)
-                == "\"GitHub\": merged your username with the other device's URI https://github.example.com.")
+                == "\"GitHub\": merged your username with the other device's new URI https://github.example.com.")
         mine.login?.password = "mine"
         theirs.login?.password = "theirs"
         theirs.fields[0].value = "platform"
         #expect(merge(mine, theirs, winner: .theirs).summary(itemName: "GitHub", winner: .theirs)
-                == "\"GitHub\": merged your username with the other device's URI https://github.example.com and field \"team\";"
+                == "\"GitHub\": merged your username with the other device's new URI https://github.example.com and field \"team\";"
                 + " password changed on both: the other device's (newer) kept, the other version is in a backup copy.")
         // A URI the other device removed is said to be removed, not kept.
         var replaced = Self.base()
@@ -260,7 +260,7 @@ struct ItemMergeTests {
         var renamed = Self.base()
         renamed.name = "GitHub (work)"
         let said = merge(renamed, replaced).summary(itemName: "GitHub (work)", winner: .mine)
-        #expect(said.hasPrefix("\"GitHub (work)\": merged your name with the other device's ") && said.contains("URI https://github.example.com/login")
+        #expect(said.hasPrefix("\"GitHub (work)\": merged your name with the other device's ") && said.contains("new URI https://github.example.com/login")
                 && said.contains("removal of URI https://github.com") && said.contains("removal of URI https://gist.github.com"), "\(said)")
         #expect(ItemMerge.describe(["card.number", "identity.ssn", "sshKey.privateKey", "login.passkey[x]", "attachment[a1]"])
                 == "card number, identity ssn, SSH key privateKey, passkey and attachment")
