@@ -140,7 +140,15 @@ extension VaultEngine {
         try await drive(&run, report: &report, plan: { try self.planCipher(&$0) },
                         perform: { step, run, report in try await self.perform(step, &run, &report, context: context) },
                         reread: reread)
-        if let failure = run.attachmentFailure { throw failure }
+        if let failure = run.attachmentFailure {
+            // The item reached the server; only the upload waits (for the user, when refused): said, with the item's name.
+            if FailureClassification.classify(failure.failure) == .refused {
+                let name = decryptedName(run.local) ?? run.serverID
+                report.messages.append("\"\(name)\" reached the server, but an attachment added here was refused (\(failure.description)); "
+                                       + "it waits on this device, marked pending (`vaultsync attachment list`).")
+            }
+            throw failure
+        }
     }
 
     /// The item as the server has it now, after "out of date". Its content unchanged (someone archived,

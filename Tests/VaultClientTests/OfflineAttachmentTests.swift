@@ -156,6 +156,8 @@ struct OfflineAttachmentTests {
         let back = try await online(devices)
         let report = try await back.engine.sync()
         #expect(report.needsAttention == 1 && report.resolved == 0, "\(report)")
+        // The item is named, and what waits (QA, session 33: the summary alone said "1 need attention").
+        #expect(report.messages.contains { $0.hasPrefix("\"Big scan\" reached the server, but an attachment added here was refused") }, "\(report.messages)")
         let mine = try await back.engine.views().filter { $0.name == "Big scan" }
         #expect(mine.count == 1 && mine.first?.id != temporaryID, "one item, under the server's id: \(mine.map(\.id))")
         let id = try #require(mine.first?.id)
