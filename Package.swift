@@ -64,6 +64,7 @@ let package = Package(
         // What both executables need before their commands run: the command line as ArgumentParser should read it.
         .target(
             name: "CommandLineSupport",
+            dependencies: [.product(name: "ArgumentParser", package: "swift-argument-parser")],
             swiftSettings: strict
         ),
         .target(

@@ -1,3 +1,5 @@
+import ArgumentParser
+
 /// ArgumentParser reads a token such as `-5` as short flags: `config lock-timeout -5` said "Missing expected
 /// argument '<seconds>'" and `generate --length -5` "Missing value for '--length <N>'", neither naming the
 /// mistake. No flag of this CLI is a digit, so a negative number is always a value: it is handed on in a form
@@ -25,5 +27,22 @@ public enum NegativeNumbers {
         }
         guard !positionals.isEmpty else { return result }
         return result + (result.contains("--") ? [] : ["--"]) + positionals
+    }
+}
+
+extension ParsableCommand {
+    /// Parses the process's command line as ``NegativeNumbers`` hands it on, then runs the command it names;
+    /// an error ends the process as ArgumentParser's own `main` would (its message, its exit code).
+    public static func parseAndRun() async {
+        do {
+            var command = try parseAsRoot(NegativeNumbers.rewrite(Array(CommandLine.arguments.dropFirst())))
+            if var asyncCommand = command as? any AsyncParsableCommand {
+                try await asyncCommand.run()
+            } else {
+                try command.run()
+            }
+        } catch {
+            exit(withError: error)
+        }
     }
 }

@@ -35,16 +35,7 @@ struct ServerCommand: AsyncParsableCommand {
     /// Parses the command line as `NegativeNumbers` hands it on (`--port -5` is a value, refused by the range
     /// check), then runs.
     static func main() async {
-        do {
-            var command = try parseAsRoot(NegativeNumbers.rewrite(Array(CommandLine.arguments.dropFirst())))
-            if var asyncCommand = command as? any AsyncParsableCommand {
-                try await asyncCommand.run()
-            } else {
-                try command.run()
-            }
-        } catch {
-            exit(withError: error)
-        }
+        await parseAndRun()
     }
 
     @Option(help: "Address to listen on (VAULTSYNC_HOST).")

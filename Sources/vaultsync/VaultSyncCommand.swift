@@ -48,15 +48,6 @@ struct VaultSyncCommand: AsyncParsableCommand {
             handler.logLevel = level
             return handler
         }
-        do {
-            var command = try parseAsRoot(NegativeNumbers.rewrite(Array(CommandLine.arguments.dropFirst())))
-            if var asyncCommand = command as? any AsyncParsableCommand {
-                try await asyncCommand.run()
-            } else {
-                try command.run()
-            }
-        } catch {
-            exit(withError: error)
-        }
+        await parseAndRun()
     }
 }

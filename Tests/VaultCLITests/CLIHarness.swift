@@ -156,6 +156,17 @@ struct CLIScenario {
         return device
     }
 
+    /// A device that registers the account through a fault proxy in front of the server (the test injects the
+    /// faults and stops the proxy).
+    func deviceBehindProxy() async throws -> (CLIDevice, FaultProxy) {
+        let proxy = FaultProxy(upstream: await server.url)
+        try await proxy.start()
+        let device = CLIDevice(password: password)
+        try await device.expect(["config", "server", await proxy.url])
+        try await device.expect(["register", email, "--kdf-iterations", "100000"])
+        return (device, proxy)
+    }
+
     func finish(_ devices: [CLIDevice]) async {
         for device in devices { try? FileManager.default.removeItem(atPath: (device.home as NSString).deletingLastPathComponent) }
         await server.destroy()
