@@ -20,6 +20,11 @@ extension VaultEngine {
         // The answer goes to a file with no name beside the vault as it arrives, and is read back mapped a
         // few MiB at a time: a vault of 100,000 items costs a window of its text, not the whole of it.
         let spool = profileFolder(of: store.path)
+        // The cached items' version (store migration v12) before the snapshot is asked for: moved by the time the
+        // answer is stored, something here (this process or another on the profile) wrote items meanwhile, maybe
+        // after the server made the snapshot. Then an item the snapshot lacks may be one just added, and one older
+        // than the copy here one just saved: neither is removed nor taken for a rollback; the next sync decides.
+        let versionBefore = try await read { tx in try tx.ciphers(of: userID).version() }
         let text = try await fetchSnapshot { api, token in try await api.syncText(token: token, spoolDirectory: spool) }
         let now = clock.now().microsecondsSinceEpoch
         let (keys, logger) = (current.keys, logger)
@@ -35,6 +40,7 @@ extension VaultEngine {
             // server is skipped and reported, never stored.
             let ciphers = tx.ciphers(of: userID)
             let cacheWasEmpty = try ciphers.isEmpty()
+            let writtenMeanwhile = try ciphers.version() != versionBefore
             var serverIDs = Set<String>()
             var kept: [RefusedVersion: [String]] = [:]
             var unreadableCiphers = 0
@@ -57,7 +63,7 @@ extension VaultEngine {
                     if local.json == row.json { return }
                     if let serverWire = try? row.wire(), let localWire = try? local.wire(),
                        let refusal = Self.refusal(server: serverWire, local: localWire, keys: keys) {
-                        kept[refusal, default: []].append(row.id)
+                        if !(refusal == .older && writtenMeanwhile) { kept[refusal, default: []].append(row.id) }
                         return
                     }
                 }
@@ -65,7 +71,7 @@ extension VaultEngine {
             }
             let snapshot = try rows.drain(into: store)
             // Items this device has and the answer has not go (none to look for on a device that had none).
-            if unreadableCiphers == 0 && !cacheWasEmpty {
+            if unreadableCiphers == 0 && !cacheWasEmpty && !writtenMeanwhile {
                 for id in try ciphers.ids() where !serverIDs.contains(id) && !pending.contains(QueuedItem(kind: .cipher, itemID: id)) {
                     try ciphers.remove(id: id)
                 }

@@ -100,4 +100,43 @@ struct ConcurrentSaveTests {
         #expect(notes == ["from a", "from b"], "both versions kept: \(notes)")
         await scenario.finish([a, b])
     }
+
+    /// QA, session 33: an item added by one process while another's sync was downloading disappeared until the
+    /// next sync (the snapshot, made before the add, lacked it), and an edit made meanwhile was reported as a
+    /// rollback by the server.
+    @Test("items added or edited while another process's sync downloads: kept, and no rollback is reported")
+    func writesDuringADownload() async throws {
+        let scenario = try await Scenario.start()
+        let registered = try await scenario.device(register: true)
+        let editedID = try #require(try await registered.engine.addItem(loginItem("Edited meanwhile")).value.id)
+        await registered.engine.shutdown()
+        let proxy = FaultProxy(upstream: await scenario.server.url)
+        try await proxy.start()
+        let syncing = try registered.reopen(url: await proxy.url)
+        let writing = try registered.reopen(url: await scenario.server.url)
+        for device in [syncing, writing] { try await device.engine.unlock(email: scenario.email, password: scenario.password) }
+        // The server has made the snapshot; before it reaches the syncing process, the other one writes.
+        let once = Once()
+        let writer = writing.engine
+        await proxy.setForwardHook { method, path in
+            guard method == "GET", path.hasPrefix("/api/sync"), once.first() else { return }
+            _ = try? await writer.addItem(loginItem("Added meanwhile"))
+            if var edited = try? await writer.item(id: editedID) {
+                edited.login?.password = "changed meanwhile"
+                _ = try? await writer.updateItem(edited)
+            }
+        }
+        let messages = try await syncing.engine.pull()
+        #expect(once.fired)
+        #expect(messages.isEmpty, "no rollback reported: \(messages)")
+        let names = Set(try await syncing.engine.views().map(\.name))
+        #expect(names == ["Added meanwhile", "Edited meanwhile"], "\(names)")
+        #expect(try await syncing.engine.view(named: "Edited meanwhile")?.login?.password == "changed meanwhile")
+        // The next sync sees both as the server has them.
+        await proxy.setForwardHook(nil)
+        _ = try await syncing.engine.pull()
+        #expect(Set(try await syncing.engine.views().map(\.name)) == names)
+        await proxy.stop()
+        await scenario.finish([syncing, writing])
+    }
 }
