@@ -143,6 +143,7 @@ public func buildApplication(
     let server: HTTPServerBuilder = try configuration.tls.map { try .tls(.http1(), tlsConfiguration: TLSSetup.serverConfiguration($0)) }
         ?? .http1()
     let database = try providedDatabase ?? openDatabase(configuration, logger: logger)
+    if let postgres = database as? PostgresDatabase { try await postgres.checkConnection() }
     let repository = VaultRepository(database: database)
     try await repository.migrate()
     let tokenKey = try loadTokenKey(configuration)

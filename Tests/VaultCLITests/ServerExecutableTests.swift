@@ -240,6 +240,16 @@ struct ServerExecutableTests {
         #expect(FileManager.default.contents(atPath: folder + "/damaged/vaultsync.sqlite") == garbage)
     }
 
+    @Test("a PostgreSQL nobody listens for: the server says so and stops, instead of waiting for ever (QA, session 33)")
+    func databaseUnreachable() async throws {
+        let folder = try emptyFolder()
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let result = try await runExecutable("vaultsync-server", ["--port", "0", "--database-url", "postgres://vaultsync@127.0.0.1:1/vaultsync"],
+                                             environment: freshEnvironment(home: folder), in: folder)
+        #expect(result.status == 1, "\(result)")
+        #expect(result.stderr.contains("cannot connect to PostgreSQL at 127.0.0.1:1/vaultsync: nothing listens there"), "\(result.stderr)")
+    }
+
     @Test("an address no interface of this machine has: a clear message, exit 64, and no raw system call")
     func addressNotHere() async throws {
         let folder = try emptyFolder()

@@ -11,6 +11,8 @@ public final class PostgresDatabase: SQLDatabase {
     let client: PostgresClient
     private let logger: Logger
     private let runTask: Task<Void, Never>
+    /// For ``checkConnection()``: one connection made outside the pool, whose failure is told at once.
+    private let connectionConfiguration: PostgresConnection.Configuration
 
     /// Connects to `postgres://user:password@host:port/database`.
     public init(url: String, logger: Logger) throws {
@@ -23,11 +25,35 @@ public final class PostgresDatabase: SQLDatabase {
             host: host, port: components.port ?? 5432, username: components.user ?? "postgres",
             password: components.password, database: database.isEmpty ? nil : database, tls: .disable)
         configuration.options.maximumConnections = 16
+        var single = PostgresConnection.Configuration(host: host, port: components.port ?? 5432, username: components.user ?? "postgres",
+                                                      password: components.password, database: database.isEmpty ? nil : database, tls: .disable)
+        single.options.connectTimeout = .seconds(10)
+        connectionConfiguration = single
         let client = PostgresClient(configuration: configuration, backgroundLogger: logger)
         self.client = client
         self.logger = logger
         runTask = Task { await client.run() }
         location = "PostgreSQL at \(host):\(components.port ?? 5432)/\(database)"
+    }
+
+    /// Connects once, outside the pool, and says why that fails: the pool itself retries a database it cannot
+    /// reach (or that refuses the password) for ever, and a server starting against one would wait without a word.
+    public func checkConnection() async throws {
+        do {
+            let connection = try await PostgresConnection.connect(configuration: connectionConfiguration, id: 0, logger: logger)
+            try await connection.close()
+        } catch {
+            let reason: String
+            if let error = error as? PSQLError {
+                reason = error.serverInfo?[.message] ?? error.underlying.map { "\($0)" } ?? "\(error.code)"
+            } else {
+                reason = "\(error)"
+            }
+            guard !reason.contains("Connection refused") else {
+                throw StorageError.database("cannot connect to \(location): nothing listens there (connection refused). Is PostgreSQL running, at that address?")
+            }
+            throw StorageError.database("cannot connect to \(location): \(reason)")
+        }
     }
 
     public func transaction<T: Sendable>(_ body: @Sendable (any SQLSession) async throws -> T) async throws -> T {
