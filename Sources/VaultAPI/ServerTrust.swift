@@ -246,7 +246,13 @@ extension BitwardenAPI {
     func failure(of error: any Error) async -> ServerCallError {
         guard ServerTrust.isCertificateFailure(error), let components = URLComponents(string: baseURL),
               let host = components.host else {
-            return Self.transportError(error)
+            let failure = Self.transportError(error)
+            // Through a proxy, a refused connection is the proxy's (nothing was sent to the server): named, not the server.
+            if let proxy = connection.proxy, case .transport(.unreachable, let detail) = failure, detail.contains("refused") {
+                return .transport(.unreachable, detail: "the proxy \(proxy.host):\(proxy.port) (HTTPS_PROXY, HTTP_PROXY or ALL_PROXY) could not be "
+                                  + "reached (\(detail))")
+            }
+            return failure
         }
         let port = components.port ?? (components.scheme?.lowercased() == "http" ? 80 : 443)
         let problem = await ServerTrust.diagnose(host: host, port: port, settings: connection, detail: String(describing: error))

@@ -232,6 +232,22 @@ struct ProxyTests {
         await scenario.finish([proxied, direct])
     }
 
+    @Test("a proxy nobody listens at is named as what could not be reached, not the server (QA, session 33)")
+    func proxyUnreachable() async throws {
+        let scenario = try await Scenario.start()
+        let registered = try await scenario.device(register: true)
+        let deadProxy = deadServerURL()
+        let proxied = try registered.reopen(url: await scenario.server.url) { $0.proxy = ProxySettings(httpProxy: deadProxy) }
+        try await proxied.engine.unlock(email: scenario.email, password: scenario.password)
+        await #expect {
+            _ = try await proxied.engine.sync()
+        } throws: { error in
+            guard case VaultError.serverUnreachable(let detail) = error else { return false }
+            return detail.contains("the proxy 127.0.0.1:") && detail.contains("could not be reached")
+        }
+        await scenario.finish([registered, proxied])
+    }
+
     @Test("a proxy that needs a password gets it from the proxy URL")
     func authenticatedProxy() async throws {
         let proxy = ConnectProxy(credentials: (user: "alice", password: "s@cret"))
