@@ -99,8 +99,12 @@ public struct SyncText: Sendable {
         } catch let error as ModelError {
             throw ServerCallError.invalidResponse("expected a JSON object (\(error))")
         }
-        func objects(_ key: String) throws -> [JSONObject] {
-            guard let value = object[key], !value.isNull else { return [] }
+        func objects(_ key: String, required: Bool = true) throws -> [JSONObject] {
+            guard let value = object[key], !value.isNull else {
+                // A vault's items or folders missing, or null, would read as every one deleted (QA, session 33).
+                if required { throw ServerCallError.invalidResponse("sync.\(key) is missing") }
+                return []
+            }
             guard let array = value.arrayValue else { throw ServerCallError.invalidResponse("sync.\(key) is not an array") }
             // An entry that is not an object makes the snapshot unusable (its absence would read as a deletion).
             return try array.enumerated().map { index, element in
@@ -110,7 +114,7 @@ public struct SyncText: Sendable {
         }
         guard let profile = object["profile"]?.objectValue else { throw ServerCallError.invalidResponse("sync without profile") }
         return SyncResponse(profile: profile, folders: try objects("folders"), ciphers: try objects("ciphers"),
-                            collections: try objects("collections"))
+                            collections: try objects("collections", required: false))
     }
 }
 
@@ -296,6 +300,12 @@ public final class BitwardenAPI: Sendable {
     // MARK: Identity
 
     /// The account's KDF settings (spec §2.1; identity first, `/api` as a fallback).
+    /// The KDF settings a prelogin announced are outside what any account can have (PBKDF2 with 1 iteration,
+    /// Argon2id with no memory…): what a hostile server announces to get a hash that is cheap to crack.
+    public struct KdfSettingsRefused: Error, Sendable {
+        public var reason: String
+    }
+
     public func prelogin(email: String) async throws -> KdfConfiguration {
         let body = JSONValue.object(["email": .string(email)])
         let reply: Reply
@@ -305,13 +315,17 @@ public final class BitwardenAPI: Sendable {
             reply = try await send(.POST, "/api/accounts/prelogin", json: body)
         }
         let object = try object(reply)
-        guard let type = object["kdf"]?.intValue, let iterations = object["kdfIterations"]?.intValue else {
+        guard let typeValue = object["kdf"], let iterationsValue = object["kdfIterations"] else {
             throw ServerCallError.invalidResponse("prelogin without kdf settings")
+        }
+        guard let type = typeValue.intValue, let iterations = iterationsValue.intValue else {
+            throw ServerCallError.invalidResponse("prelogin's kdf settings are not whole numbers (kdf \(typeValue), kdfIterations \(iterationsValue))")
         }
         do {
             return try KdfConfiguration(type: type, iterations: iterations, memoryMiB: object["kdfMemory"]?.intValue,
                                         parallelism: object["kdfParallelism"]?.intValue)
-        } catch {
+        } catch let error as CryptoError {
+            if case .invalidKdfParameters(let reason) = error { throw KdfSettingsRefused(reason: reason) }
             throw ServerCallError.invalidResponse("the server's KDF settings are refused: \(error)")
         }
     }
@@ -401,12 +415,19 @@ public final class BitwardenAPI: Sendable {
         return millis
     }
 
-    func cipher(_ reply: Reply) throws -> CipherWire {
+    /// `expecting`: the id the request named; an answer about another item is not an answer (QA, session 33: a
+    /// push answered with another item's id was settled, and the edit lost).
+    func cipher(_ reply: Reply, expecting id: String? = nil) throws -> CipherWire {
+        let wire: CipherWire
         do {
-            return try CipherWire(json: try object(reply), path: "cipher")
+            wire = try CipherWire(json: try object(reply), path: "cipher")
         } catch let error as ModelError {
             throw ServerCallError.invalidResponse(error.description)
         }
+        if let id, wire.id?.lowercased() != id.lowercased() {
+            throw ServerCallError.invalidResponse("the answer about item \(id) is about \(wire.id ?? "no item")")
+        }
+        return wire
     }
 
     /// Creates an item. `idempotencyKey`: the same for every attempt at one create (docs/PROTOCOL.md,
@@ -460,7 +481,7 @@ public final class BitwardenAPI: Sendable {
 
     public func updateCipher(_ cipher: CipherWire, id: String, lastKnownRevisionDate: WireDate?, token: String) async throws -> CipherWire {
         let body = cipher.requestObject(lastKnownRevisionDate: lastKnownRevisionDate)
-        return try self.cipher(try await send(.PUT, "/api/ciphers/\(id)", token: token, json: .object(body)))
+        return try self.cipher(try await send(.PUT, "/api/ciphers/\(id)", token: token, json: .object(body)), expecting: id)
     }
 
     /// Many updates in one request: the VaultSync server's bulk extension
@@ -509,7 +530,7 @@ public final class BitwardenAPI: Sendable {
     }
 
     public func getCipher(id: String, token: String) async throws -> CipherWire {
-        try cipher(try await send(.GET, "/api/ciphers/\(id)", token: token))
+        try cipher(try await send(.GET, "/api/ciphers/\(id)", token: token), expecting: id)
     }
 
     public func softDeleteCipher(id: String, token: String) async throws {
@@ -521,17 +542,17 @@ public final class BitwardenAPI: Sendable {
     }
 
     public func restoreCipher(id: String, token: String) async throws -> CipherWire {
-        try cipher(try await send(.PUT, "/api/ciphers/\(id)/restore", token: token))
+        try cipher(try await send(.PUT, "/api/ciphers/\(id)/restore", token: token), expecting: id)
     }
 
     public func archiveCipher(id: String, archived: Bool, token: String) async throws -> CipherWire {
-        try cipher(try await send(.PUT, "/api/ciphers/\(id)/\(archived ? "archive" : "unarchive")", token: token))
+        try cipher(try await send(.PUT, "/api/ciphers/\(id)/\(archived ? "archive" : "unarchive")", token: token), expecting: id)
     }
 
     /// Folder and favorite (per user; no revision bump, spec §3.1).
     public func updateCipherState(id: String, folderID: String?, favorite: Bool, token: String) async throws -> CipherWire {
         let body: JSONObject = ["folderId": folderID.map(JSONValue.string) ?? .null, "favorite": .bool(favorite)]
-        return try cipher(try await send(.PUT, "/api/ciphers/\(id)/partial", token: token, json: .object(body)))
+        return try cipher(try await send(.PUT, "/api/ciphers/\(id)/partial", token: token, json: .object(body)), expecting: id)
     }
 
     /// Creates a folder. `idempotencyKey`: the same for every attempt at one create (docs/PROTOCOL.md,

@@ -211,15 +211,17 @@ public struct AsyncHTTPClientTransport: HTTPTransport {
         if let file = request.bodyFile {
             outgoing.body = .stream(file.pieces().map { ByteBuffer(bytes: $0) }, length: .known(Int64(file.length)))
         }
+        let pace = BodyPace(timeout: request.timeout)
         let response = try await client.execute(outgoing, timeout: request.timeout, logger: logger)
         return TransportResponse(status: Int(response.status.code), headers: response.headers,
-                                 body: try await Self.collect(response.body, expected: response.headers.first(name: "Content-Length").flatMap { Int($0) }))
+                                 body: try await Self.collect(response.body, expected: response.headers.first(name: "Content-Length").flatMap { Int($0) },
+                                                              pace: pace))
     }
 
     /// The body's bytes, appended as they arrive into one array sized by `Content-Length` when given:
     /// a large answer (a vault's `/api/sync`) is held once, not once in NIO's buffer while it grows and
     /// again as the array made from it. More than 256 MiB is refused.
-    static func collect(_ body: HTTPClientResponse.Body, expected: Int?) async throws -> [UInt8] {
+    static func collect(_ body: HTTPClientResponse.Body, expected: Int?, pace: BodyPace) async throws -> [UInt8] {
         let limit = 256 * 1024 * 1024
         var bytes: [UInt8] = []
         if let expected, expected > 0 { bytes.reserveCapacity(min(expected, limit)) }
@@ -228,6 +230,7 @@ public struct AsyncHTTPClientTransport: HTTPTransport {
                 throw ServerCallError.invalidResponse("the answer is larger than \(limit / 1024 / 1024) MiB")
             }
             bytes.append(contentsOf: piece.readableBytesView)
+            try pace.check(received: bytes.count)
         }
         return bytes
     }
@@ -237,6 +240,7 @@ public struct AsyncHTTPClientTransport: HTTPTransport {
         var outgoing = HTTPClientRequest(url: request.url)
         outgoing.method = request.method
         outgoing.headers = request.headers
+        let pace = BodyPace(timeout: request.timeout)
         let response = try await client.execute(outgoing, timeout: request.timeout, logger: logger)
         let status = Int(response.status.code)
         guard (200..<300).contains(status) else {
@@ -248,8 +252,29 @@ public struct AsyncHTTPClientTransport: HTTPTransport {
             try request.checkBodySize(written + piece.readableBytes)
             try piece.withUnsafeReadableBytes { try writeAll($0, to: descriptor) }
             written += piece.readableBytes
+            try pace.check(received: written)
             progress?(written)
         }
         return TransportResponse(status: status, headers: response.headers, body: [])
+    }
+}
+
+/// How slowly an answer's body may arrive. The request's deadline covers the answer's head; an idle connection
+/// times out on its own, but a body that trickles in (a byte every few seconds) never would (QA, session 33: a
+/// `sync` held for good). After the request timeout the body must have come at ``floor`` on average.
+struct BodyPace {
+    static let floor = 16 * 1024  // bytes per second
+    let started = ContinuousClock.now
+    let grace: Duration
+
+    init(timeout: TimeAmount) {
+        grace = .nanoseconds(timeout.nanoseconds)
+    }
+
+    func check(received: Int) throws {
+        let allowed = grace + .milliseconds(Int64(received) * 1000 / Int64(Self.floor))
+        guard ContinuousClock.now - started <= allowed else {
+            throw ServerCallError.transport(.timeout, detail: "the answer came too slowly (\(received) bytes so far)")
+        }
     }
 }

@@ -144,6 +144,8 @@ extension VaultEngine {
                 kdf = try await api.prelogin(email: normalised)
             } catch let error as ServerCallError {
                 throw Self.onlineOnly(error)
+            } catch let refused as BitwardenAPI.KdfSettingsRefused {
+                throw VaultError.kdfUnusable(refused.reason)
             }
             let pinned = existing.flatMap { try? $0.kdf }
             switch KdfPolicy.evaluate(offered: kdf, pinned: pinned, confirmed: options.acceptingKdf) {

@@ -241,8 +241,9 @@ extension VaultEngine {
         bulkCreateSupported = true
         var created: [Settling] = []
         for (entry, result) in zip(batch, results) {
-            guard case .success(let item) = result else {
-                // The ordinary path repeats it with the same idempotency key and reports what the server says.
+            guard case .success(let item) = result, !Self.answerUnreadable(item, instead: entry.local, keys: session.keys) else {
+                // The ordinary path repeats it with the same idempotency key and reports what the server says (an
+                // answer that does not decrypt here is not settled on).
                 rest.append(entry.change)
                 continue
             }

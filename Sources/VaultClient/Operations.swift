@@ -288,6 +288,11 @@ extension VaultEngine {
         if let (reason, count) = queued { return self.queued(input.local, itemID: itemID, reason: reason, count: count) }
         do {
             let serverVersion = try await authorized { api, token in try await online(api, token, input) }
+            // An answer that does not decrypt here never replaces a version that does (as a pull keeps it): the
+            // save is kept and queued, as for any answer that is not the protocol's (QA, session 33).
+            if let answer = serverVersion, let local = input.local, Self.answerUnreadable(answer, instead: local, keys: current.keys) {
+                throw ServerCallError.invalidResponse("the server's copy of the item does not decrypt on this device")
+            }
             await recordContact(success: true)
             try await write { tx in
                 let ciphers = tx.ciphers(of: userID)

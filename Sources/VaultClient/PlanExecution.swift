@@ -427,6 +427,11 @@ extension VaultEngine {
 
     func settle(_ run: PlanRun<CipherWire>, baseline: SettleBaseline) async throws {
         guard let settled = run.result ?? run.server else { return try await dropRecord(run.change) }
+        // The server's answer does not decrypt here: the record stays, and is tried again (QA, session 33: an
+        // edit was settled on such an answer, and lost).
+        if let keys = session?.keys, Self.answerUnreadable(settled, instead: run.local, keys: keys) {
+            throw ServerCallError.invalidResponse("the server's copy of the item does not decrypt on this device")
+        }
         // A merge push is only as new as the newest edit it merged.
         let mergedDate = run.merge.map { _ in
             max(run.serverContentDate ?? run.server?.revisionDate ?? settled.revisionDate ?? clock.now(), onServerClock(run.change.metadata.contentEditDate))

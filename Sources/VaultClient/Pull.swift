@@ -25,6 +25,7 @@ extension VaultEngine {
         // after the server made the snapshot. Then an item the snapshot lacks may be one just added, and one older
         // than the copy here one just saved: neither is removed nor taken for a rollback; the next sync decides.
         let versionBefore = try await read { tx in try tx.ciphers(of: userID).version() }
+        let serverNow = onServerClock(clock.now())
         let text = try await fetchSnapshot { api, token in try await api.syncText(token: token, spoolDirectory: spool) }
         let now = clock.now().microsecondsSinceEpoch
         let (keys, logger) = (current.keys, logger)
@@ -62,7 +63,7 @@ extension VaultEngine {
                 if !(firstSighting && cacheWasEmpty), let local = try ciphers.find(id: row.id) {
                     if local.json == row.json { return }
                     if let serverWire = try? row.wire(), let localWire = try? local.wire(),
-                       let refusal = Self.refusal(server: serverWire, local: localWire, keys: keys) {
+                       let refusal = Self.refusal(server: serverWire, local: localWire, keys: keys, serverNow: serverNow) {
                         if !(refusal == .older && writtenMeanwhile) { kept[refusal, default: []].append(row.id) }
                         return
                     }
@@ -132,9 +133,13 @@ extension VaultEngine {
     /// - it is older than the local copy (the local copy is the server's own last answer, so a lower
     ///   revision date is a rollback: an old password served again);
     /// - its encryption does not verify while the local copy's does.
-    static func refusal(server: CipherWire, local: CipherWire, keys: VaultKeys) -> RefusedVersion? {
+    /// `serverNow`: the server's clock now. A local copy dated more than a day after it (a date a hostile or
+    /// broken answer gave it) is no reason to refuse a version: its date alone would otherwise refuse every
+    /// genuine update after it for good (QA, session 33).
+    static func refusal(server: CipherWire, local: CipherWire, keys: VaultKeys, serverNow: WireDate) -> RefusedVersion? {
         if local.key != nil, server.key == nil { return .lostItemKey }
-        if let serverRevision = server.revisionDate, let localRevision = local.revisionDate, serverRevision < localRevision {
+        if let serverRevision = server.revisionDate, let localRevision = local.revisionDate, serverRevision < localRevision,
+           localRevision <= serverNow.adding(microseconds: 86_400_000_000) {
             return .older
         }
         if failsVerification(server, keys: keys) && !failsVerification(local, keys: keys) { return .unverifiable }
@@ -161,6 +166,16 @@ extension VaultEngine {
 
     /// Whether an item's encryption fails to verify (a MAC mismatch or bad padding): damaged or tampered.
     /// A missing organization key is not a failure (the key arrives with the membership).
+    /// Whether the server's answer for an item fails verification here while this device's version does not:
+    /// such an answer never replaces that version (a pull keeps the local copy; a save or a resolution keeps the
+    /// change queued).
+    /// An answer that carries this device's encrypted content byte for byte (what an honest server echoes) is
+    /// as readable as the version sent, and is not decrypted again.
+    static func answerUnreadable(_ answer: CipherWire, instead local: CipherWire?, keys: VaultKeys) -> Bool {
+        if let local, sameContent(answer, local) { return false }
+        return failsVerification(answer, keys: keys) && !(local.map { failsVerification($0, keys: keys) } ?? true)
+    }
+
     static func failsVerification(_ wire: CipherWire, keys: VaultKeys) -> Bool {
         do {
             _ = try wire.decrypted(with: keys)

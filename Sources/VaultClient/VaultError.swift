@@ -34,6 +34,8 @@ public enum VaultError: Error, Sendable, Equatable {
     case invalidItem(String)
     /// The folder cannot be saved as it is (an empty name, one too long); nothing was changed.
     case invalidFolder(String)
+    /// The server announced KDF settings no account can have (see `BitwardenAPI.KdfSettingsRefused`); nothing was sent.
+    case kdfUnusable(String)
     /// The queue was resolved, and what that did is in the report (backups made, deletes dropped, merges),
     /// then fetching the latest vault failed for `cause`. The report is not lost with the failure.
     indirect case syncIncomplete(SyncReport, cause: VaultError)
@@ -113,6 +115,9 @@ extension VaultError: LocalizedError {
         case .sessionExpired: return "Your session has expired. Log in again; your local data and pending changes are kept."
         case .invalidItem(let reason): return "The item cannot be saved: \(reason)."
         case .invalidFolder(let reason): return "The folder cannot be saved: \(reason)."
+        case .kdfUnusable(let reason):
+            return "The server announced key derivation settings no account can have (\(reason)). A hostile server announces weak "
+                + "settings to obtain a password hash that is cheap to crack, so nothing was sent."
         case .syncIncomplete(_, let cause): return cause.description
         case .draftNotFound(let id): return "No draft \(id)."
         case .crypto(let error): return error.description

@@ -12,11 +12,18 @@ public actor HostileServer {
         public var status: Int
         public var contentType: String
         public var body: [UInt8]
+        /// A `Location` header (a redirect).
+        public var location: String?
+        /// The body a byte at a time, this long apart (a slow-loris answer); `nil`: at once.
+        public var trickle: Duration?
 
-        public init(status: Int = 200, contentType: String = "application/json; charset=utf-8", body: [UInt8]) {
+        public init(status: Int = 200, contentType: String = "application/json; charset=utf-8", body: [UInt8], location: String? = nil,
+                    trickle: Duration? = nil) {
             self.status = status
             self.contentType = contentType
             self.body = body
+            self.location = location
+            self.trickle = trickle
         }
 
         /// A JSON answer.
@@ -47,8 +54,19 @@ public actor HostileServer {
         for method in [HTTPRequest.Method.get, .post, .put, .delete] {
             router.on("**", method: method) { request, _ in
                 let reply = box.current(method.rawValue, request.uri.description)
-                return Response(status: .init(code: reply.status), headers: [.contentType: reply.contentType],
-                                body: .init(byteBuffer: ByteBuffer(bytes: reply.body)))
+                var headers: HTTPFields = [.contentType: reply.contentType]
+                if let location = reply.location { headers[.location] = location }
+                guard let pause = reply.trickle else {
+                    return Response(status: .init(code: reply.status), headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: reply.body)))
+                }
+                let bytes = reply.body
+                return Response(status: .init(code: reply.status), headers: headers, body: ResponseBody(contentLength: bytes.count) { writer in
+                    for byte in bytes {
+                        try await writer.write(ByteBuffer(bytes: [byte]))
+                        try await Task.sleep(for: pause)
+                    }
+                    try await writer.finish(nil)
+                })
             }
         }
         let run = try await LoopbackRun.start(router: router, label: "hostile-server")

@@ -318,6 +318,34 @@ struct OfflineAndConflictTests {
         await scenario.finish([device])
     }
 
+    @Test("vaultsync demo interrupted (Ctrl-C): its folder is removed and the person told, exit 130; its lines arrive as said (QA, session 33)")
+    func demoInterrupted() async throws {
+        let folder = try emptyFolder()
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let demo = Process()
+        demo.executableURL = try vaultsyncExecutable()
+        demo.arguments = ["demo"]
+        demo.environment = freshEnvironment(home: folder)
+        let (output, errors) = (OutputCollector(), OutputCollector())
+        let (outPipe, errPipe) = (Pipe(), Pipe())
+        outPipe.fileHandleForReading.readabilityHandler = { output.append($0.availableData) }
+        errPipe.fileHandleForReading.readabilityHandler = { errors.append($0.availableData) }
+        demo.standardOutput = outPipe
+        demo.standardError = errPipe
+        try demo.run()
+        // Into a pipe, the first lines arrive while the demo runs (line by line, not at its end).
+        #expect(await waitUntil { output.text.contains("removed at the end)") || !demo.isRunning }, "\(output.text)")
+        let root = try #require(output.text.split(separator: "(its files: ").last?.split(separator: ",").first.map(String.init), "\(output.text)")
+        #expect(await waitUntil { FileManager.default.fileExists(atPath: root + "/server") || !demo.isRunning })
+        kill(demo.processIdentifier, SIGINT)
+        demo.waitUntilExit()
+        outPipe.fileHandleForReading.readabilityHandler = nil
+        errPipe.fileHandleForReading.readabilityHandler = nil
+        #expect(demo.terminationStatus == 130, "\(output.text)\n\(errors.text)")
+        #expect(errors.text.contains("the demo was interrupted; its folder \(root) was removed"), "\(errors.text)")
+        #expect(!FileManager.default.fileExists(atPath: root))
+    }
+
     @Test("vaultsync demo tells the whole story and verifies it")
     func demo() async throws {
         let result = try await CLIDevice().expect(["demo"])

@@ -20,6 +20,49 @@ struct ResolutionFaultTests {
         return (device, proxy)
     }
 
+    /// QA, session 33: a push answered with another item's copy, or with one that does not decrypt here, was
+    /// settled on: "1 change sent", nothing pending, and the edit gone from the device.
+    @Test("a push answered about another item, or with a copy that does not decrypt here: nothing settles on it, the edit stays queued",
+          arguments: ["another item's id", "a MAC that fails"])
+    func untrustworthyPushAnswer(tampering: String) async throws {
+        let devices = try await TwoDevices.start()
+        let mail = try await devices.a.engine.addItem(loginItem("Mail")).value
+        let other = try await devices.a.engine.addItem(loginItem("Other")).value
+        let offline = try devices.offlineA()
+        try await offline.engine.unlock(email: devices.scenario.email, password: devices.scenario.password)
+        var edit = try await offline.engine.item(id: mail.id!)
+        edit.login?.password = "my offline edit"
+        _ = try await offline.engine.updateItem(edit)
+        await offline.engine.shutdown()
+        // One item at a time (no bulk request), so the push is a PUT whose answer the proxy rewrites.
+        let (a, proxy) = try await throughProxy(devices) { $0.bulkPushSize = 0 }
+        let otherID = try #require(other.id)
+        await proxy.setTamper { method, path, body in
+            guard method == "PUT", path.hasPrefix("/api/ciphers/"), var object = try? JSONParser.parseObject(body) else { return nil }
+            if tampering == "another item's id" {
+                object["id"] = .string(otherID)
+            } else if let text = object["name"]?.stringValue, let name = try? EncString(text), var mac = name.mac {
+                mac[0] ^= 0xFF
+                object["name"] = .string((try? EncString(type: name.type, iv: name.iv, ciphertext: name.ciphertext, mac: mac).serialized) ?? text)
+            }
+            return object.serialized()
+        }
+        let report = try await a.engine.sync()
+        #expect(report.resolved == 0, "\(report)")
+        #expect(try await a.engine.pendingCount() == 1)
+        #expect(try await a.engine.view(named: "Mail")?.login?.password == "my offline edit")
+        #expect(try await a.engine.view(named: "Other") != nil)
+        // An honest answer settles it.
+        await proxy.setTamper(nil)
+        try await a.engine.retryPending()
+        _ = try await a.engine.sync()
+        #expect(try await a.engine.pendingCount() == 0)
+        try await devices.b.engine.pull()
+        #expect(try await devices.b.engine.view(named: "Mail")?.login?.password == "my offline edit")
+        await proxy.stop()
+        await devices.finish()
+    }
+
     /// A's device through a fault proxy that forwards the first POST to `path` and loses its answer.
     func throughProxy(_ devices: TwoDevices, losingFirstAnswerTo path: String) async throws -> (Device, FaultProxy) {
         let (device, proxy) = try await throughProxy(devices)

@@ -94,6 +94,9 @@ struct HostileServerEngineTests {
             ("an empty answer", HostileServer.Reply(status: 200, body: [])),
             ("wrong types everywhere", .json(#"{"object":"sync","profile":[],"ciphers":"x","folders":{}}"#)),
             ("ciphers as an object", HostileServer.Reply(body: sync(ciphers: .object(["a": .int(1)])))),
+            // Missing or null would read as every item (or folder) deleted elsewhere (QA, session 33).
+            ("ciphers as null", HostileServer.Reply(body: sync(ciphers: .null))),
+            ("folders as null", HostileServer.Reply(body: sync(ciphers: .array(cipherJSON.map(JSONValue.object)), folders: .null))),
             ("no profile", HostileServer.Reply(body: sync(ciphers: .array(cipherJSON.map(JSONValue.object)), profile: nil))),
             ("a huge array of junk items", HostileServer.Reply(body: sync(ciphers: .array(Array(repeating: .object(["object": .string("cipherDetails")]), count: 50_000))))),
             ("a huge array of non-objects", HostileServer.Reply(body: sync(ciphers: .array(Array(repeating: .number("1"), count: 50_000))))),
@@ -108,6 +111,7 @@ struct HostileServerEngineTests {
 
         // Answers that are not a sync response at all: the engine must say so.
         let notProtocolAnswers: Set<String> = ["an HTML login page", "an empty answer", "wrong types everywhere", "ciphers as an object",
+                                               "ciphers as null", "folders as null",
                                                "no profile", "a huge array of non-objects", "deep nesting", "a truncated snapshot"]
         let hostile = HostileServer()
         try await hostile.start()
@@ -149,4 +153,64 @@ struct HostileServerEngineTests {
         await reopened.engine.shutdown()
         try? FileManager.default.removeItem(atPath: device.profile)
     }
+
+    /// QA, session 33: a server that answered the token request with a redirect to another host had the login's
+    /// password hash posted there (over plain HTTP too), and a refresh's token the same way.
+    @Test("a redirect is never followed: nothing reaches the host it names, and the login fails as 'not now'")
+    func redirectsNotFollowed() async throws {
+        let seen = Tally()
+        let elsewhere = HostileServer { _, _ in
+            seen.add()
+            return .json("{}")
+        }
+        try await elsewhere.start()
+        let target = await elsewhere.url
+        let redirecting = HostileServer { _, path in HostileServer.Reply(status: 307, body: [], location: target + path) }
+        try await redirecting.start()
+        let device = try SecureDevice.make(url: await redirecting.url)
+        await #expect {
+            try await device.engine.login(email: uniqueEmail("redirect"), password: "correct horse battery staple", acceptingKdf: securityKDF)
+        } throws: { error in
+            guard case VaultError.serverUnreachable(let detail) = error else { return false }
+            return detail.contains("307")
+        }
+        #expect(seen.count == 0, "the host the redirect names got \(seen.count) request(s)")
+        await redirecting.stop()
+        await elsewhere.stop()
+        try? FileManager.default.removeItem(atPath: device.profile)
+    }
+}
+
+extension HostileServerEngineTests {
+    /// QA, session 33: an answer whose body trickled in (a byte every few seconds) held `sync` for good: the
+    /// request's deadline covers the answer's head only.
+    @Test("an answer that trickles in gives up after the request timeout, as 'not now', with the local data kept")
+    func slowAnswer() async throws {
+        let hostile = HostileServer { _, _ in HostileServer.Reply(body: Array(String(repeating: " ", count: 4096).utf8), trickle: .milliseconds(200)) }
+        try await hostile.start()
+        var configuration = EngineConfiguration(serverURL: await hostile.url)
+        configuration.api.requestTimeout = .seconds(2)
+        let profile = temporaryDirectory("vaultsync-slow")
+        let engine = try VaultEngine(databasePath: profile + "/vault.sqlite", configuration: configuration)
+        let started = ContinuousClock.now
+        await #expect {
+            try await engine.login(email: uniqueEmail("slow"), password: "correct horse battery staple", acceptingKdf: securityKDF)
+        } throws: { error in
+            guard case VaultError.serverUnreachable(let detail) = error else { return false }
+            return detail.contains("came too slowly")
+        }
+        // 4,096 bytes at five a second would take 14 minutes.
+        #expect(ContinuousClock.now - started < .seconds(60))
+        await hostile.stop()
+        try? FileManager.default.removeItem(atPath: profile)
+    }
+}
+
+/// A count the servers' handlers add to.
+final class Tally: @unchecked Sendable {
+    private let lock = NSLock()
+    private var value = 0
+
+    func add() { lock.withLock { value += 1 } }
+    var count: Int { lock.withLock { value } }
 }

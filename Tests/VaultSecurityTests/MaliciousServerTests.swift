@@ -125,6 +125,20 @@ struct MaliciousServerTests {
         await #expect(throws: VaultError.kdfBelowMinimums(offered: .pbkdf2(iterations: 5_000))) {
             try await newDevice.engine.login(email: setup.email, password: setup.password, acceptingKdf: .pbkdf2(iterations: 100_000))
         }
+        // Settings no account can have (1 iteration) are the same refusal, not an answer "not understood" (QA,
+        // session 33: exit 7, which a script takes for "offline, try later"), and nothing is sent either.
+        await setup.proxy.setTamper { method, path, _ in
+            guard method == "POST", path.hasSuffix("/accounts/prelogin") else { return nil }
+            return Array(#"{"kdf":0,"kdfIterations":1,"kdfMemory":null,"kdfParallelism":null}"#.utf8)
+        }
+        let beforeUnusable = await setup.proxy.requestLog.count
+        await #expect {
+            try await newDevice.engine.login(email: setup.email, password: setup.password)
+        } throws: { error in
+            guard case VaultError.kdfUnusable(let reason) = error else { return false }
+            return reason.contains("PBKDF2 iterations is 1")
+        }
+        #expect(await setup.requests(after: beforeUnusable) == ["POST /identity/accounts/prelogin"])
         // The message names the settings and how to confirm them.
         let message = VaultError.kdfBelowMinimums(offered: .pbkdf2(iterations: 5_000)).description
         #expect(message.contains("PBKDF2-SHA256 with 5,000 iterations") && message.contains("pbkdf2:5000"))
@@ -316,6 +330,28 @@ struct MaliciousServerTests {
         #expect(report.messages.contains { $0.contains("older versions") }, "\(report.messages)")
         let bankNow = try #require(try await device.engine.items().compactMap { try? $0.result.get() }.first { $0.id == bankID })
         #expect(bankNow.login?.password == "new password")
+    }
+
+    /// QA, session 33: one answer dating an item 9999-12-31 was stored, and every genuine update after it was
+    /// then refused as "older" for good.
+    @Test("an item a server once dated far in the future does not refuse the genuine versions after it")
+    func farFutureDateHeals() async throws {
+        let setup = try await Setup.start()
+        defer { Task { await setup.stop() } }
+        let (device, bankID, _) = try await Self.bankWithOldVersion(setup)
+        await setup.proxy.setTamper(Self.cipher(bankID) { cipher in cipher["revisionDate"] = .string("9999-12-31T00:00:00.000000Z") })
+        _ = try await device.engine.sync()
+        await setup.proxy.setTamper(nil)
+        // Another device changes it, honestly: the device takes that version, not refusing it as older.
+        let other = try await setup.device()
+        try await other.engine.login(email: setup.email, password: setup.password, acceptingKdf: securityKDF)
+        var fromOther = try #require(try await other.engine.items().compactMap { try? $0.result.get() }.first { $0.id == bankID })
+        fromOther.login?.password = "changed elsewhere"
+        _ = try await other.engine.updateItem(fromOther)
+        let report = try await device.engine.sync()
+        #expect(!report.messages.contains { $0.contains("older versions") }, "\(report.messages)")
+        let bankNow = try #require(try await device.engine.items().compactMap { try? $0.result.get() }.first { $0.id == bankID })
+        #expect(bankNow.login?.password == "changed elsewhere")
     }
 
     @Test("a fresh device's first answer that lists an item twice, the older copy second, keeps the newer one")

@@ -22,6 +22,16 @@ struct DemoCommand: AsyncParsableCommand {
 
     mutating func run() async throws {
         var story = DemoStory()
+        // Interrupted (Ctrl-C) while it runs: its folder goes too, and the person is told (QA, session 33).
+        signal(SIGINT, SIG_IGN)
+        let interrupt = DispatchSource.makeSignalSource(signal: SIGINT, queue: .global())
+        interrupt.setEventHandler { [root = story.root] in
+            try? FileManager.default.removeItem(atPath: root)
+            FileHandle.standardError.write(Data("\nthe demo was interrupted; its folder \(root) was removed\n".utf8))
+            Foundation.exit(130)
+        }
+        interrupt.resume()
+        defer { interrupt.cancel() }
         do {
             try await story.tell(keep: keep)
         } catch {
@@ -38,7 +48,9 @@ struct DemoCommand: AsyncParsableCommand {
         }
         print(Console.styled("demo: all \(story.checks) verifications passed", .green))
         if keep {
+            interrupt.cancel()
             story.printKeepInstructions()
+            fflush(nil)
             await story.waitForInterrupt()
         }
         await story.cleanUp(keep: keep)
@@ -65,9 +77,13 @@ struct DemoStory {
             let extra = detail()
             print("  \(Console.styled("✘", .red)) \(what)\(extra.isEmpty ? "" : ": \(extra)")")
         }
+        fflush(nil)
     }
 
+    /// Each step's lines go out as they are said, into a pipe or a file too (not at the end, when the output is
+    /// buffered; QA, session 33: `demo --keep` in a pipe showed nothing while it waited).
     func step(_ title: String) {
+        fflush(nil)
         print("\n" + Console.styled(title, .bold))
     }
 
@@ -106,6 +122,8 @@ struct DemoStory {
 
     mutating func tell(keep: Bool) async throws {
         print(Console.styled("VaultSync demo: two devices, one server, and a network that goes away", .bold))
+        print("(its files: \(root), removed at the end)")
+        fflush(nil)
         var configuration = ServerConfiguration()
         configuration.host = "127.0.0.1"
         configuration.port = 0

@@ -9,7 +9,7 @@ struct SyncCommand: VaultCommand {
         commandName: "sync",
         abstract: "Send queued changes (resolving conflicts without loss) and fetch the latest vault.",
         discussion: """
-        Each queued change is checked against the server's current version. When both sides changed, the newer one wins and the other is kept as a backup item named "NAME - offline conflict yyyy-MM-dd HHmmss.SSS" (UTC). See `vaultsync conflicts`.
+        Each queued change is checked against the server's current version. When both sides changed the item, they are merged field by field (the default, `config conflicts merge`); where both changed the same field, or under `config conflicts backup`, the newer version wins and the other is kept as a backup item named "NAME - offline conflict yyyy-MM-dd HHmmss.SSS" (UTC). See `vaultsync conflicts`.
 
         Examples:
           vaultsync sync

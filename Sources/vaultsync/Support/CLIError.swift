@@ -106,7 +106,7 @@ func describe(_ error: any Error) -> (message: String, status: ExitStatus) {
         case .crypto, .model, .storage, .exportUnreadable: status = .failure
         case .duplicateImport: status = .usage
         // The server's answer was refused before anything was sent: a verification failure.
-        case .kdfBelowMinimums, .kdfWeakened: status = .verificationFailed
+        case .kdfBelowMinimums, .kdfWeakened, .kdfUnusable: status = .verificationFailed
         case .insecureServer: status = .usage
         case .organizationNotTrusted, .organizationKeyChanged: status = .verificationFailed
         case .organizationUnavailable: status = .notFound
