@@ -25,9 +25,10 @@ extension VaultEngine {
         // after the server made the snapshot. Then an item the snapshot lacks may be one just added, and one older
         // than the copy here one just saved: neither is removed nor taken for a rollback; the next sync decides.
         let versionBefore = try await read { tx in try tx.ciphers(of: userID).version() }
-        let serverNow = onServerClock(clock.now())
         let text = try await fetchSnapshot { api, token in try await api.syncText(token: token, spoolDirectory: spool) }
         let now = clock.now().microsecondsSinceEpoch
+        // One clock read for both (the simulation's clock moves with every read: a second read shifted its runs).
+        let serverNow = onServerClock(WireDate(microsecondsSinceEpoch: now))
         let (keys, logger) = (current.keys, logger)
         // One write transaction: each item is compared with its cached row and stored as it arrives from the
         // parse (a thread of its own reads the answer into rows, a batch at a time, while this one stores the
