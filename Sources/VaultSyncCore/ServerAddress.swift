@@ -21,7 +21,7 @@ public enum ServerAddress {
 
     /// Checks `url` (the server's base URL).
     public static func check(_ url: String, allowPlainHTTP: Bool) -> Verdict {
-        if let authority = url.range(of: "://").map({ url[$0.upperBound...].prefix { $0 != "/" } }),
+        if let authority = url.range(of: "://").map({ url[$0.upperBound...].prefix { $0 != "/" }.split(separator: "@").last ?? "" }),
            !authority.contains("["), authority.filter({ $0 == ":" }).count >= 2 {
             return .refused("\"\(url)\" has an IPv6 address without brackets: write it as http://[ADDRESS]:PORT, e.g. http://[::1]:8087")
         }

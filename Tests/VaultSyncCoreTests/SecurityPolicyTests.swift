@@ -66,6 +66,7 @@ struct SecurityPolicyTests {
         ("https://vault.example.com", false, ServerAddress.Verdict.secure),
         ("HTTPS://vault.example.com:8443/base", false, .secure),
         ("http://127.0.0.1:8087", false, .loopback),
+        ("http://user:secret@127.0.0.1:8087", false, .loopback),
         ("http://127.8.9.10", false, .loopback),
         ("http://localhost:8087", false, .loopback),
         ("http://[::1]:8087", false, .loopback),
