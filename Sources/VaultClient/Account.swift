@@ -239,7 +239,14 @@ extension VaultEngine {
     func finishLogin(email normalised: String, password: String, kdf: KdfConfiguration, master: MasterKey, deviceIdentifier: String,
                      tokens: TokenResponse, apiKey: APIKeyCredentials?) async throws {
         guard let protectedKey = tokens.key else { throw VaultError.serverRefused(status: 200, message: "the token response has no Key") }
-        let userKey = try master.decryptUserKeyMapped(try cryptoCall { try EncString(protectedKey) })
+        let userKey: SymmetricCryptoKey
+        do {
+            userKey = try master.decryptUserKeyMapped(try cryptoCall { try EncString(protectedKey) })
+        } catch VaultError.wrongPassword where apiKey == nil {
+            // The server accepted this password's hash, so the key it sent should open with it: the answer is at
+            // fault, not the password (QA, session 33: "Invalid master password" for a password that was right).
+            throw VaultError.serverAnswerInvalid("the account key in the login's answer does not open with this password, which the server accepted")
+        }
         guard let userID = Self.subject(ofJWT: tokens.accessToken) else {
             throw VaultError.serverRefused(status: 200, message: "the access token has no subject")
         }

@@ -59,6 +59,12 @@ struct ImportExportCommandTests {
         #expect(mode == 0o600)
         let refused = try await a.expect(["export", "--format", "json", "--output", exported], status: 64)
         #expect(refused.stderr.contains("exists already"))
+        // A symbolic link to nothing is not followed, and counts as a file that exists (QA, session 33: exit 1).
+        let dangling = directory + "/dangling.json"
+        try FileManager.default.createSymbolicLink(atPath: dangling, withDestinationPath: directory + "/nowhere.json")
+        let viaLink = try await a.expect(["export", "--format", "json", "--output", dangling], status: 64)
+        #expect(viaLink.stderr.contains("exists already"), "\(viaLink.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: directory + "/nowhere.json"))
         let fromA = try BitwardenJSON.read(try String(contentsOfFile: exported, encoding: .utf8))
         #expect(fromA.items.map { portable($0.view) }.sorted(by: { $0.name < $1.name })
             == original.items.map { portable($0.view) }.sorted(by: { $0.name < $1.name }))

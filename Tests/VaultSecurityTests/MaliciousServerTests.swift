@@ -332,6 +332,31 @@ struct MaliciousServerTests {
         #expect(bankNow.login?.password == "new password")
     }
 
+    /// QA, session 33: a token answer whose account key did not open said "Invalid master password", for a
+    /// password the server had just accepted.
+    @Test("a login answer whose account key does not open with the accepted password is the answer's fault, not the password's")
+    func tamperedAccountKey() async throws {
+        let setup = try await Setup.start()
+        defer { Task { await setup.stop() } }
+        _ = try await setup.device(register: securityKDF)
+        await setup.proxy.setTamper { method, path, body in
+            guard method == "POST", path.hasSuffix("/connect/token"), var object = try? JSONParser.parseObject(body),
+                  let text = object["Key"]?.stringValue ?? object["key"]?.stringValue, let key = try? EncString(text), var mac = key.mac else { return nil }
+            mac[0] ^= 0xFF
+            let tampered = (try? EncString(type: key.type, iv: key.iv, ciphertext: key.ciphertext, mac: mac).serialized) ?? text
+            object[object["Key"] != nil ? "Key" : "key"] = .string(tampered)
+            return object.serialized()
+        }
+        let device = try await setup.device()
+        await #expect {
+            try await device.engine.login(email: setup.email, password: setup.password, acceptingKdf: securityKDF)
+        } throws: { error in
+            guard case VaultError.serverAnswerInvalid(let reason) = error else { return false }
+            return reason.contains("does not open with this password")
+        }
+        #expect(await device.engine.isUnlocked == false)
+    }
+
     /// QA, session 33: one answer dating an item 9999-12-31 was stored, and every genuine update after it was
     /// then refused as "older" for good.
     @Test("an item a server once dated far in the future does not refuse the genuine versions after it")

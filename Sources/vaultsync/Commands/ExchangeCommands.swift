@@ -152,7 +152,8 @@ struct ExportCommand: VaultCommand {
     @Flag(help: "Include items of organizations (shared items).") var organization = false
 
     func execute(_ context: CLIContext) async throws {
-        if let output, FileManager.default.fileExists(atPath: output) {
+        // A symbolic link counts, even one to nothing (QA, session 33: it was found only when writing, exit 1).
+        if let output, FileManager.default.fileExists(atPath: output) || (try? FileManager.default.destinationOfSymbolicLink(atPath: output)) != nil {
             throw CLIError.usage("\(output) exists already; name a new file (an export never overwrites one)")
         }
         let (items, folders) = try await context.engine.exportContents(includeOrganizations: organization)
@@ -188,6 +189,7 @@ struct ExportCommand: VaultCommand {
     static func writeNew(_ data: Data, to path: String) throws {
         let descriptor = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
         guard descriptor >= 0 else {
+            if errno == EEXIST { throw CLIError.usage("\(path) exists already; name a new file (an export never overwrites one)") }
             throw CLIError.profile("cannot create \(path): \(String(cString: strerror(errno)))")
         }
         let handle = FileHandle(fileDescriptor: descriptor, closeOnDealloc: true)
