@@ -60,8 +60,8 @@ extension VaultEngine {
         do {
             report.messages += try await pull()
         } catch let error as VaultError where !report.backups.isEmpty || !report.messages.isEmpty {
-            // What the resolution did is said even when the download after it fails (a dropped delete is told once).
-            report.stillPending = ((try? await pendingCount()) ?? report.stillPending + report.needsAttention) - report.needsAttention
+            // What the resolution did is said even when the download after it fails (a dropped delete is told once);
+            // its pending count is `resolveQueue`'s, which a pull does not change.
             throw VaultError.syncIncomplete(report, cause: error)
         }
         // A twin check that could not reach the server after the resolution runs again now.
