@@ -35,8 +35,17 @@ export SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH="${SWT_EXPERIMENTAL_MAXIMU
 # The tests' progress lines (print) go to stdout; line-buffered, a CI log shows them when they happen,
 # not when a 4 KiB buffer fills (or never, if the run is stopped).
 # (No exec: the trap above stops PostgreSQL when the tests end.)
-if command -v stdbuf >/dev/null 2>&1; then
-  stdbuf -oL swift test "$@"
-else
-  swift test "$@"
+# A copy of the output is kept so that, when the run fails, the failing tests' lines are printed again at the
+# very end: a CI report that shows only a run's last lines then still names what failed (session 34: a red run
+# whose tail said only "failed with 2 issues").
+log=$(mktemp "${TMPDIR:-/tmp}/vaultsync-test-log.XXXXXX")
+buffered=()
+if command -v stdbuf >/dev/null 2>&1; then buffered=(stdbuf -oL); fi
+status=0
+"${buffered[@]}" swift test "$@" 2>&1 | tee "$log" || status=${PIPESTATUS[0]}
+if [ "$status" -ne 0 ]; then
+  echo "test: swift test failed (exit $status); what failed, again:"
+  grep -E -A4 'recorded an issue|✘ Test .* failed|error: |Fatal error|signal code|Test Case .* failed' "$log" | grep -v '^--$' | tail -n 120 || true
 fi
+rm -f "$log"
+exit "$status"

@@ -211,8 +211,8 @@ public struct AsyncHTTPClientTransport: HTTPTransport {
         if let file = request.bodyFile {
             outgoing.body = .stream(file.pieces().map { ByteBuffer(bytes: $0) }, length: .known(Int64(file.length)))
         }
-        let pace = BodyPace(timeout: request.timeout)
         let response = try await client.execute(outgoing, timeout: request.timeout, logger: logger)
+        let pace = BodyPace(timeout: request.timeout)
         return TransportResponse(status: Int(response.status.code), headers: response.headers,
                                  body: try await Self.collect(response.body, expected: response.headers.first(name: "Content-Length").flatMap { Int($0) },
                                                               pace: pace))
@@ -240,8 +240,8 @@ public struct AsyncHTTPClientTransport: HTTPTransport {
         var outgoing = HTTPClientRequest(url: request.url)
         outgoing.method = request.method
         outgoing.headers = request.headers
-        let pace = BodyPace(timeout: request.timeout)
         let response = try await client.execute(outgoing, timeout: request.timeout, logger: logger)
+        let pace = BodyPace(timeout: request.timeout)
         let status = Int(response.status.code)
         guard (200..<300).contains(status) else {
             let body = try await response.body.collect(upTo: 1024 * 1024)
@@ -261,19 +261,22 @@ public struct AsyncHTTPClientTransport: HTTPTransport {
 
 /// How slowly an answer's body may arrive. The request's deadline covers the answer's head; an idle connection
 /// times out on its own, but a body that trickles in (a byte every few seconds) never would (QA, session 33: a
-/// `sync` held for good). After the request timeout the body must have come at ``floor`` on average.
+/// `sync` held for good). Counted from the head's arrival: the body gets the request timeout again, then must
+/// have come at ``floor`` on average. (Counted from the request's start, a head that arrived just inside the
+/// deadline left its body no time at all: a loaded machine failed a request that had been answered in time.)
 struct BodyPace {
     static let floor = 16 * 1024  // bytes per second
-    let started = ContinuousClock.now
+    let headArrived: ContinuousClock.Instant
     let grace: Duration
 
-    init(timeout: TimeAmount) {
+    init(timeout: TimeAmount, headArrived: ContinuousClock.Instant = .now) {
+        self.headArrived = headArrived
         grace = .nanoseconds(timeout.nanoseconds)
     }
 
-    func check(received: Int) throws {
+    func check(received: Int, at now: ContinuousClock.Instant = .now) throws {
         let allowed = grace + .milliseconds(Int64(received) * 1000 / Int64(Self.floor))
-        guard ContinuousClock.now - started <= allowed else {
+        guard now - headArrived <= allowed else {
             throw ServerCallError.transport(.timeout, detail: "the answer came too slowly (\(received) bytes so far)")
         }
     }
