@@ -165,9 +165,11 @@ extension VaultEngine {
     }
 
     /// What an export writes: the vault's items decrypted (no trash; organization items only with
-    /// `includeOrganizations`) and its folders. Refused while any item cannot be decrypted: an export
-    /// that silently leaves items out would be a loss the user finds too late.
+    /// `includeOrganizations`) and its folders. Refused while any item it would hold cannot be decrypted: an
+    /// export that silently leaves items out would be a loss the user finds too late. (One in the trash, or of
+    /// an organization the export leaves out, is left out as a readable one would be.)
     public func exportContents(includeOrganizations: Bool = false) async throws -> (items: [CipherView], folders: [FolderView]) {
+        let userID = try requireSession().userID
         var views: [CipherView] = []
         var unreadable: [String] = []
         for item in try await items() {
@@ -176,6 +178,8 @@ extension VaultEngine {
                 if view.isDeleted || (view.organizationId != nil && !includeOrganizations) { continue }
                 views.append(view)
             case .failure:
+                let wire = try? await cachedCipher(id: item.id, userID: userID)
+                if wire?.deletedDate != nil || (wire?.organizationId != nil && !includeOrganizations) { continue }
                 unreadable.append(item.id)
             }
         }

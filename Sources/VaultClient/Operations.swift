@@ -203,7 +203,9 @@ extension VaultEngine {
                 let previous = try Self.parsedItem(facts.stored, id: id).0
                 return SaveInput(operation: .hardDelete, local: nil, previous: previous, isOrganization: previous.organizationId != nil)
             } online: { api, token, _ in
-                try await api.hardDeleteCipher(id: id, token: token)
+                // The server has no such item (deleted elsewhere, or planted in a sync answer and never stored):
+                // deleting it for good is done, here too, as a queued delete settles on "gone".
+                do { try await api.hardDeleteCipher(id: id, token: token) } catch let error as ServerCallError where error.isGone {}
                 return nil
             }.outcome
         }

@@ -154,6 +154,16 @@ extension VaultEngine {
         return try modelCall { try wire.decrypted(with: current.keys) }
     }
 
+    /// The item decrypted, or `nil` when this device cannot decrypt it (damaged, or planted by a server under a
+    /// key this account does not have): a command that only needs to name the item (delete) still works on it.
+    public func readableItem(id: String) async throws -> CipherView? {
+        do {
+            return try await item(id: id)
+        } catch VaultError.model, VaultError.crypto {
+            return nil
+        }
+    }
+
     /// The folders, decrypted.
     public func folders() async throws -> [FolderView] {
         let current = try requireSession()

@@ -169,7 +169,9 @@ extension VaultError: LocalizedError {
         case .attachmentTooLarge(let size, let limit):
             return "The file is \(size / 1_048_576) MiB encrypted; at most \(limit / 1_048_576) MiB can be attached. Nothing was sent."
         case .exportUnreadable(let ids):
-            return "\(ids.count) item(s) cannot be decrypted (\(ids.prefix(3).joined(separator: ", "))), so an export would leave them out; nothing was written. Sync, or see `vaultsync list` for the damaged items."
+            let named = ids.prefix(3).joined(separator: ", ") + (ids.count > 3 ? ", …" : "")
+            return "\(ids.count) item\(ids.count == 1 ? "" : "s") cannot be decrypted (\(named)), so an export would leave \(ids.count == 1 ? "it" : "them") out; nothing was written. "
+                + "A sync may repair one damaged on the way; one that is not yours (a server can plant items) can be deleted: `vaultsync delete \(ids[0]) --permanent`."
         }
     }
 }

@@ -36,7 +36,7 @@ struct ListCommand: VaultCommand {
         }
         let folderFilter: String?? = try await folder.asyncMap { try await context.folderID($0) }
         let folderNames = try await context.folderNames()
-        var damaged = 0
+        var damaged: [String] = []
         // What each listed item shows, and for --json or a search the whole item (its other fields).
         var rows: [(id: String, pending: PendingChange?, shown: ItemSummary, view: CipherView?)] = []
         if output.json || search != nil {
@@ -44,7 +44,7 @@ struct ListCommand: VaultCommand {
             let items = if let search { try await context.engine.items(matching: search) } else { try await context.loadItems() }
             for item in items {
                 guard case .success(let view) = item.result else {
-                    damaged += 1
+                    damaged.append(item.id)
                     continue
                 }
                 if let search, !Self.matches(view, search) { continue }
@@ -54,7 +54,7 @@ struct ListCommand: VaultCommand {
             // The text list shows names, usernames and state: nothing else of any item is decrypted.
             for item in try await context.engine.itemSummaries() {
                 guard case .success(let summary) = item.result else {
-                    damaged += 1
+                    damaged.append(item.id)
                     continue
                 }
                 rows.append((item.id, item.pending, summary, nil))
@@ -65,7 +65,11 @@ struct ListCommand: VaultCommand {
                 || wantedType.map { row.shown.type != $0 } ?? false || folderFilter.map { row.shown.folderId != $0 } ?? false
         }
         rows.sort { $0.shown.name.localizedCaseInsensitiveCompare($1.shown.name) == .orderedAscending }
-        if damaged > 0 { Console.note("\(damaged) item\(damaged == 1 ? "" : "s") could not be decrypted and are not listed") }
+        if let first = damaged.first {
+            let named = damaged.prefix(3).joined(separator: ", ") + (damaged.count > 3 ? ", …" : "")
+            Console.note("\(damaged.count) item\(damaged.count == 1 ? " cannot be decrypted and is" : "s cannot be decrypted and are") not listed (\(named)); "
+                + "one that is not yours (a server can plant items) can be deleted: vaultsync delete \(first) --permanent")
+        }
         if output.json {
             Presentation.printJSON(.array(rows.compactMap { row in row.view.map { Presentation.itemJSON($0, folderNames: folderNames, pending: row.pending) } }))
             return
@@ -394,13 +398,14 @@ struct DeleteCommand: VaultCommand {
 
     func execute(_ context: CLIContext) async throws {
         let id = try await context.itemID(item)
-        let current = try await context.engine.item(id: id)
-        let name = current.name
-        if !permanent, current.isDeleted {
-            return print("\"\(name)\" is in the trash already (`delete --permanent` deletes it for good).")
+        // An item this device cannot decrypt (a server can plant one) can still be deleted, by its id.
+        let current = try await context.engine.readableItem(id: id)
+        let name = current.map { "\"\($0.name)\"" } ?? "the item \(id), which cannot be decrypted,"
+        if !permanent, current?.isDeleted == true {
+            return print("\(name) is in the trash already (`delete --permanent` deletes it for good).")
         }
         let outcome = permanent ? try await context.engine.permanentlyDeleteItem(id: id) : try await context.engine.softDeleteItem(id: id)
-        print(permanent ? "Deleted \"\(name)\" permanently" : "Moved \"\(name)\" to the trash")
+        print(permanent ? "Deleted \(name) permanently" : "Moved \(name) to the trash")
         noteOutcome(outcome)
     }
 }

@@ -4,6 +4,7 @@ import VaultAPI
 import VaultClient
 import VaultCrypto
 import VaultExchange
+import VaultModels
 
 /// The documented exit codes (README, "Exit codes").
 enum ExitStatus: Int32 {
@@ -125,9 +126,15 @@ func describe(_ error: any Error) -> (message: String, status: ExitStatus) {
         switch error {
         case .kdfBelowMinimums(let offered), .kdfWeakened(_, let offered):
             return (error.description + " With vaultsync: the same login command with --accept-kdf \(offered.spec).", status)
+        case .model(.decryptionFailed(let itemID?, _, _)):
+            return (error.description + " A sync may repair an item damaged on the way; one that is not yours (a server can plant items) "
+                + "can be deleted: vaultsync delete \(itemID) --permanent", status)
         default:
             return (error.description, status)
         }
+    case let error as ModelError:
+        // An item's own decryption result, shown as it is (`get` of an item that does not decrypt here).
+        return describe(VaultError.model(error))
     case let error as ExchangeError:
         switch error {
         case .malformed, .accountEncrypted: return (error.description, .badInput)
