@@ -42,6 +42,10 @@ struct ImportExportTests {
             try db.execute(sql: "UPDATE cipher SET json = ? WHERE id = ?", arguments: [JSONValue.object(object).jsonText, damaged.id!])
         }
         await #expect(throws: VaultError.exportUnreadable(itemIDs: [damaged.id!])) { try await a.engine.exportContents() }
+        // Once in the trash it is left out, as a readable item there is (offline: the damaged copy itself is trashed).
+        await scenario.server.stop()
+        #expect(try await a.engine.softDeleteItem(id: damaged.id!) == .savedOffline(pendingCount: 1))
+        #expect(try await a.engine.exportContents().items.map(\.name) == ["Fine"])
         await scenario.finish([a])
     }
 
