@@ -30,7 +30,8 @@ struct ServerCommand: AsyncParsableCommand {
           vaultsync-server --database-url-file /etc/vaultsync/database-url --token-key-file /etc/vaultsync/token.key
           vaultsync-server --host 0.0.0.0 --tls-cert-file /etc/vaultsync/fullchain.pem --tls-key-file /etc/vaultsync/key.pem
           VAULTSYNC_DATABASE_URL=postgres://vaultsync:…@127.0.0.1:5432/vaultsync vaultsync-server
-        """)
+        """,
+        version: "vaultsync-server \(ProductVersion.current)")
 
     /// Parses the command line as `NegativeNumbers` hands it on (`--port -5` is a value, refused by the range
     /// check), then runs.

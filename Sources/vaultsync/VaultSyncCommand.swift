@@ -22,6 +22,7 @@ struct VaultSyncCommand: AsyncParsableCommand {
           vaultsync config server https://vault.example.com
           vaultsync login you@example.com
         """,
+        version: "vaultsync \(ProductVersion.current)",
         subcommands: [
             DemoCommand.self, ConfigCommand.self, RegisterCommand.self, LoginCommand.self, LogoutCommand.self,
             UnlockCommand.self, LockCommand.self, StatusCommand.self,

@@ -1,3 +1,4 @@
+import CommandLineSupport
 import Foundation
 import Testing
 import VaultTestSupport
@@ -58,6 +59,16 @@ struct ExecutableTests {
                          "VAULTSYNC_DISABLE_SIGNUPS", "VAULTSYNC_TOKEN_KEY", "VAULTSYNC_TRUSTED_PROXIES"] {
             #expect(result.stdout.contains(variable), "\(variable) missing from --help")
         }
+    }
+
+    @Test("both executables say their version, and nothing else, with exit 0", arguments: ["vaultsync", "vaultsync-server"])
+    func version(executable: String) async throws {
+        let folder = try emptyFolder()
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let result = try await runExecutable(executable, ["--version"], environment: freshEnvironment(home: folder), in: folder)
+        #expect(result.status == 0 && result.stdout == "\(executable) \(ProductVersion.current)\n", "\(result)")
+        // Nothing was made: a version question needs no profile and no data directory.
+        #expect(try FileManager.default.contentsOfDirectory(atPath: folder).isEmpty)
     }
 
     @Test("vaultsync on a fresh home: help, status, a clear way forward, bad flags refused")
