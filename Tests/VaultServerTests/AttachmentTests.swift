@@ -298,6 +298,40 @@ struct AttachmentTests {
         }
     }
 
+    /// QA, session 34: the web, browser, desktop and `bw` clients send `attachments` as a map of id to file name
+    /// (and `attachments2`) with every edit, clone and share; the server read it as an answer's array and refused all.
+    @Test("an edit and a clone as the official clients send them (attachments as a map, attachments2) are taken; the file stays",
+          arguments: Backend.available)
+    func officialClientAttachmentMaps(backend: Backend) async throws {
+        try await withAttachmentServer(backend) { server in
+            let user = try await TestUser.register(server.api)
+            let token = try await user.token(server.api)
+            let (id, _) = try await user.item(server.api, token: token)
+            let fileName = try EncString.encrypt("map.bin", key: user.userKey).serialized
+            let key = try EncString.wrap(.generate(), with: user.userKey).serialized
+            let boundary = "map-\(UUID().uuidString)"
+            let uploaded = try await server.post("/api/ciphers/\(id)/attachment", token: token,
+                                                 body: Self.legacyBody(GeneratedFile(size: 16 * 100 + 49), key: key, fileName: fileName, boundary: boundary),
+                                                 length: nil, contentType: "multipart/form-data; boundary=\(boundary)")
+            #expect(uploaded.status == .ok, "\(uploaded.message ?? "")")
+            let attachment = try #require(uploaded.object["attachments"]?.arrayValue?.first?.objectValue)
+            let attachmentID = try #require(attachment["id"]?.stringValue)
+            var body = try user.loginItem(name: "Edited in the web vault")
+            body["lastKnownRevisionDate"] = uploaded.object["revisionDate"]
+            body["attachments"] = .object([attachmentID: .string(fileName)])
+            body["Attachments2"] = .object([attachmentID: .object(["fileName": .string(fileName), "key": .string(key)])])
+            let edited = try await server.api.request(.put, "/api/ciphers/\(id)", token: token, json: .object(body))
+            #expect(edited.status == .ok, "\(edited.message ?? "")")
+            #expect(edited.object["attachments"]?.arrayValue?.compactMap { $0.objectValue?["id"]?.stringValue } == [attachmentID])
+            // A clone sends the same body to the create route: a new item, without the other's file.
+            body["lastKnownRevisionDate"] = nil
+            let cloned = try await server.api.request(.post, "/api/ciphers", token: token, json: .object(body))
+            #expect(cloned.status == .ok, "\(cloned.message ?? "")")
+            #expect(cloned.object["id"]?.stringValue != id && (cloned.object["attachments"]?.arrayValue ?? []).isEmpty)
+            #expect(try await server.count("attachments") == 1)
+        }
+    }
+
     @Test("renew: an attachment whose file has not arrived gets its upload target again; once uploaded, or unknown, 404",
           arguments: Backend.available)
     func renewUploadTarget(backend: Backend) async throws {

@@ -75,6 +75,9 @@ struct TwoFactorTests {
             let token = try await user.token(api)
             let none = try await api.request(.get, "/api/two-factor", token: token)
             #expect(none.json == .object(["object": .string("list"), "data": .array([]), "continuationToken": .null]))
+            // The profile says whether two-step login is on (it said "off" always: QA, session 34).
+            #expect(try await api.request(.get, "/api/accounts/profile", token: token).object["twoFactorEnabled"] == .bool(false))
+            #expect(try await api.request(.get, "/api/sync", token: token).object["profile"]?.objectValue?["twoFactorEnabled"] == .bool(false))
 
             let fresh = try await api.request(.post, "/api/two-factor/get-authenticator", token: token,
                                               json: .object(["masterPasswordHash": .string(user.hash)]))
@@ -117,6 +120,8 @@ struct TwoFactorTests {
                 "continuationToken": .null,
             ])
             #expect(try await api.request(.get, "/api/two-factor", token: token).json == list)
+            #expect(try await api.request(.get, "/api/accounts/profile", token: token).object["twoFactorEnabled"] == .bool(true))
+            #expect(try await api.request(.get, "/api/sync", token: token).object["profile"]?.objectValue?["twoFactorEnabled"] == .bool(true))
             #expect(try await api.request(.post, "/api/two-factor/get", token: token, json: .object([:])).json == list)
             let again = try await api.request(.post, "/api/two-factor/get-authenticator", token: token,
                                               json: .object(["masterPasswordHash": .string(user.hash)]))

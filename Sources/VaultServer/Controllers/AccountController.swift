@@ -25,7 +25,8 @@ struct AccountController {
             let userID = try context.requireUser()
             guard let user = try await services.repository.user(id: userID) else { throw APIError.unauthorized }
             let organizations = try await services.repository.profileOrganizations(userID: userID)
-            return JSONResponse.make(.object(services.renderer(for: nil).profile(user, organizations: organizations)))
+            let twoFactorEnabled = try await services.repository.twoFactorState(userID: userID).isEnabled
+            return JSONResponse.make(.object(services.renderer(for: nil).profile(user, organizations: organizations, twoFactorEnabled: twoFactorEnabled)))
         }
     }
 
@@ -56,7 +57,7 @@ struct AccountController {
         // Assemble the bytes directly: ciphers are already serialized by the renderer.
         var head = JSONObject()
         head["object"] = .string("sync")
-        head["profile"] = .object(renderer.profile(user, organizations: snapshot.organizations))
+        head["profile"] = .object(renderer.profile(user, organizations: snapshot.organizations, twoFactorEnabled: snapshot.twoFactorEnabled))
         head["folders"] = .array(snapshot.folders.map { .object(renderer.folder($0)) })
         head["collections"] = .array(snapshot.collections)
         head["domains"] = excludeDomains ? .null : .object([
@@ -85,6 +86,7 @@ struct SyncSnapshot: Sendable {
     var ciphers: [CipherRecord]
     var organizations: [JSONValue]
     var collections: [JSONValue]
+    var twoFactorEnabled: Bool
 }
 
 extension VaultRepository {
@@ -96,7 +98,9 @@ extension VaultRepository {
             let ciphers = try await Self.visibleCiphers(userID: userID, session)
             let organizations = try await Self.profileOrganizations(userID: userID, session)
             let collections = try await Self.syncCollections(userID: userID, session)
-            return SyncSnapshot(user: user, folders: folders, ciphers: ciphers, organizations: organizations, collections: collections)
+            let twoFactorEnabled = try await Self.twoFactorState(userID: userID, session).isEnabled
+            return SyncSnapshot(user: user, folders: folders, ciphers: ciphers, organizations: organizations, collections: collections,
+                                twoFactorEnabled: twoFactorEnabled)
         }
     }
 

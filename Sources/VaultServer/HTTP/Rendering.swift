@@ -131,7 +131,7 @@ struct Renderer: Sendable {
         return .object(["publicKeyEncryptionKeyPair": .object(pair), pascal ? "Object" : "object": .string("privateKeys")])
     }
 
-    func profile(_ user: UserRecord, organizations: [JSONValue]) -> JSONObject {
+    func profile(_ user: UserRecord, organizations: [JSONValue], twoFactorEnabled: Bool) -> JSONObject {
         var object = JSONObject()
         object["object"] = .string("profile")
         object["id"] = .string(user.id)
@@ -141,7 +141,7 @@ struct Renderer: Sendable {
         object["premium"] = .bool(true)
         object["premiumFromOrganization"] = .bool(false)
         object["culture"] = .string("en-US")
-        object["twoFactorEnabled"] = .bool(false)
+        object["twoFactorEnabled"] = .bool(twoFactorEnabled)
         object["key"] = .string(user.akey)
         object["privateKey"] = user.privateKey.map(JSONValue.string) ?? .null
         object["accountKeys"] = Self.accountKeys(user, pascal: false)
