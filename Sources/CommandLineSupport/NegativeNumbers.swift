@@ -44,5 +44,7 @@ extension ParsableCommand {
         } catch {
             exit(withError: error)
         }
+        // What the command printed must have reached its destination: a full disk is an error, not exit 0.
+        StandardOutput.exitIfUnwritten()
     }
 }

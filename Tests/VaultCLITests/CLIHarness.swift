@@ -106,6 +106,14 @@ struct CLIDevice {
         return CLIResult(status: finished.status, stdout: finished.stdout, stderr: finished.stderr)
     }
 
+    /// Runs `vaultsync ARGS` with its standard output on `/dev/full` (every write fails: a full disk), through
+    /// `/bin/sh`, which sets up the redirection and then becomes `vaultsync`.
+    func runOntoFullDisk(_ arguments: [String]) async throws -> CLIResult {
+        let finished = try await runProcess(URL(fileURLWithPath: "/bin/sh"), ["-c", #"exec "$0" "$@" > /dev/full"#, try vaultsyncExecutable().path] + arguments,
+                                            environment: environment)
+        return CLIResult(status: finished.status, stdout: finished.stdout, stderr: finished.stderr)
+    }
+
     /// Runs and expects exit status `status` (0 by default), recording the output on failure.
     @discardableResult
     func expect(_ arguments: [String], status: Int32 = 0, stdin: String? = nil, environment extra: [String: String] = [:],

@@ -23,6 +23,29 @@ func portable(_ view: CipherView) -> CipherView {
 
 @Suite("CLI: import and export", .serialized)
 struct ImportExportCommandTests {
+    /// QA, session 34: on a full disk `generate > pw.txt` and `get --field password > f` exited 0 with nothing
+    /// written, and `export > f` trapped (SIGILL).
+    @Test("output that cannot be written (a full disk) is an error, exit 1, for every command that prints",
+          .enabled(if: FileManager.default.fileExists(atPath: "/dev/full"), "no /dev/full here"))
+    func fullDisk() async throws {
+        let scenario = try await CLIScenario.start()
+        let a = try await scenario.device(register: true)
+        try await a.expect(["add", "login", "--name", "Bank", "--username", "alice", "--password", "-"], stdin: "hunter2\n")
+        for arguments in [["generate"], ["list"], ["list", "--json"], ["get", "Bank", "--field", "password"],
+                          ["export", "--format", "json"], ["export", "--format", "csv"]] {
+            let result = try await a.runOntoFullDisk(arguments)
+            #expect(result.status == 1 && result.stderr.contains("cannot write to standard output: No space left on device"),
+                    "vaultsync \(arguments.joined(separator: " ")): \(result)")
+            #expect(!result.stderr.contains("Fatal error"), "\(result)")
+        }
+        // "-" is standard output (it wrote a plaintext file named "-"), and an empty name is a usage error.
+        let dashed = try await a.expect(["export", "--format", "json", "--output", "-"])
+        #expect(dashed.stdout.contains("\"Bank\""), "\(dashed)")
+        #expect(!FileManager.default.fileExists(atPath: FileManager.default.currentDirectoryPath + "/-"))
+        try await a.expect(["export", "--format", "json", "--output", ""], status: 64)
+        await scenario.finish([a])
+    }
+
     @Test("import offline in one go, refuse a second import, sync, export 0600, round trip into a fresh account")
     func roundTrip() async throws {
         let scenario = try await CLIScenario.start()

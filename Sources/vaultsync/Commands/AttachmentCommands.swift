@@ -1,4 +1,5 @@
 import ArgumentParser
+import CommandLineSupport
 import Foundation
 import VaultClient
 import VaultModels
@@ -120,7 +121,7 @@ struct AttachmentCommand: AsyncParsableCommand {
             let progress = ProgressLine()
             if output == "-" {
                 try await context.engine.saveAttachment(itemID: id, attachmentID: found.id, progress: progress.handler) { piece in
-                    FileHandle.standardOutput.write(Data(piece))
+                    try StandardOutput.write(Array(piece))
                 }
                 progress.end()
                 return

@@ -1,4 +1,5 @@
 import ArgumentParser
+import CommandLineSupport
 import Foundation
 import VaultClient
 import VaultCrypto
@@ -148,10 +149,13 @@ struct ExportCommand: VaultCommand {
     @OptionGroup var global: GlobalOptions
     @OptionGroup var filePassword: FilePasswordOptions
     @Option(help: "json, csv or encrypted-json.") var format: Format
-    @Option(help: "The file to write (default: standard output). It must not exist yet.") var output: String?
+    @Option(help: "The file to write (- or none: standard output). It must not exist yet.") var output: String?
     @Flag(help: "Include items of organizations (shared items).") var organization = false
 
     func execute(_ context: CLIContext) async throws {
+        // "-" is standard output, as for `attachment get` (it wrote a plaintext file named "-": QA, session 34).
+        let output = output == "-" ? nil : output
+        if output?.isEmpty == true { throw CLIError.usage("--output needs a file name (or - for standard output)") }
         // A symbolic link counts, even one to nothing (QA, session 33: it was found only when writing, exit 1).
         if let output, FileManager.default.fileExists(atPath: output) || (try? FileManager.default.destinationOfSymbolicLink(atPath: output)) != nil {
             throw CLIError.usage("\(output) exists already; name a new file (an export never overwrites one)")
@@ -180,7 +184,7 @@ struct ExportCommand: VaultCommand {
             try Self.writeNew(Data(text.utf8), to: output)
             Console.note("exported \(exported) item\(exported == 1 ? "" : "s") and \(folders.count) folder\(folders.count == 1 ? "" : "s") to \(output)")
         } else {
-            FileHandle.standardOutput.write(Data(text.utf8))
+            try StandardOutput.write(Array(text.utf8))
         }
         if let note { Console.note(note) }
     }

@@ -1,4 +1,5 @@
 import ArgumentParser
+import CommandLineSupport
 import Foundation
 import VaultAPI
 import VaultClient
@@ -132,6 +133,8 @@ func describe(_ error: any Error) -> (message: String, status: ExitStatus) {
         default:
             return (error.description, status)
         }
+    case let error as StandardOutput.Failure:
+        return (error.description, .failure)
     case let error as ModelError:
         // An item's own decryption result, shown as it is (`get` of an item that does not decrypt here).
         return describe(VaultError.model(error))
