@@ -57,6 +57,45 @@ struct ServerRulesTests {
         }
     }
 
+    /// QA, session 34: one id deleted for good on another device failed a whole bulk request (404, nothing done),
+    /// and a bulk move to a folder that is not the user's took the items out of their folders.
+    @Test("bulk routes pass over ids the user cannot see, as the official server does; a move to a folder not the user's is refused",
+          arguments: Backend.available)
+    func bulkRoutesAsOfficial(backend: Backend) async throws {
+        try await withTestServer(backend) { api in
+            let user = try await TestUser.register(api)
+            let token = try await user.token(api)
+            let folder = try await api.request(.post, "/api/folders", token: token,
+                                               json: .object(["name": .string(try EncString.encrypt("Work", key: user.userKey).serialized)]))
+            let folderID = try #require(folder.object["id"]?.stringValue)
+            var ids: [String] = []
+            for name in ["one", "two"] {
+                let created = try await api.request(.post, "/api/ciphers", token: token, json: .object(try user.loginItem(name: name, folderId: folderID)))
+                ids.append(try #require(created.object["id"]?.stringValue))
+            }
+            let unknown = UUID().uuidString.lowercased()
+            // A move to a folder that is not the user's: refused, and nothing moves.
+            let refused = try await api.request(.put, "/api/ciphers/move", token: token, json: .object([
+                "ids": .array(ids.map(JSONValue.string)), "folderId": .string(UUID().uuidString.lowercased())]))
+            #expect(refused.status == .badRequest && refused.message == "Invalid folder.", "\(refused.status) \(refused.message ?? "")")
+            #expect(try await api.request(.get, "/api/ciphers/\(ids[0])", token: token).object["folderId"] == .string(folderID))
+            // Out of the folder, with an unknown id among them: the user's own are moved.
+            let moved = try await api.request(.put, "/api/ciphers/move", token: token, json: .object([
+                "ids": .array([.string(ids[0]), .string(unknown)]), "folderId": .null]))
+            #expect(moved.status == .ok, "\(moved.message ?? "")")
+            #expect(try await api.request(.get, "/api/ciphers/\(ids[0])", token: token).object["folderId"] == .null)
+            // Trash, restore and delete for good, each with an unknown id among them.
+            for (method, path) in [(HTTPRequest.Method.put, "/api/ciphers/delete"), (.put, "/api/ciphers/restore"), (.delete, "/api/ciphers")] {
+                let answer = try await api.request(method, path, token: token, json: .object(["ids": .array([.string(ids[1]), .string(unknown)])]))
+                #expect(answer.status == .ok, "\(method) \(path): \(answer.status) \(answer.message ?? "")")
+            }
+            #expect(try await api.request(.get, "/api/ciphers/\(ids[1])", token: token).status == .notFound)
+            #expect(try await api.request(.get, "/api/ciphers/\(ids[0])", token: token).status == .ok)
+            // The one-item routes still say 404 for an id the user cannot see.
+            #expect(try await api.request(.put, "/api/ciphers/\(unknown)/delete", token: token).status == .notFound)
+        }
+    }
+
     @Test("plaintext in an encrypted field is refused with a 400 naming the field", arguments: Backend.available)
     func plaintextRefused(backend: Backend) async throws {
         try await withTestServer(backend) { api in

@@ -253,9 +253,15 @@ struct CiphersController {
         let body = try await request.jsonObject(limit: services.configuration.maxBodyBytes)
         let ids = try CipherRequests.ids(from: body)
         let folder = try Self.optionalID(body, "folderId")
+        let userID = try context.requireUser()
+        // The official move refuses a folder that is not the user's (it took the items out of their folders: QA,
+        // session 34); ids the user cannot see are passed over.
+        if let folder, try await services.repository.folder(id: folder, userID: userID) == nil {
+            throw APIError(.badRequest, "Invalid folder.")
+        }
         do {
-            _ = try await services.repository.updateCipherState(ids: ids, userID: try context.requireUser(), folderID: .some(folder),
-                                                                favorite: nil, now: services.now())
+            _ = try await services.repository.updateCipherState(ids: ids, userID: userID, folderID: .some(folder),
+                                                                favorite: nil, ignoringUnknown: true, now: services.now())
             return JSONResponse.empty()
         } catch let error as CipherWriteError {
             throw error.apiError
@@ -275,7 +281,7 @@ struct CiphersController {
         let ids = bulk ? try CipherRequests.ids(from: try await request.jsonObject(limit: services.configuration.maxBodyBytes)) : [try Self.id(context)]
         let records: [CipherRecord]
         do {
-            records = try await services.repository.changeLifecycle(ids: ids, userID: userID, action: action, now: services.now())
+            records = try await services.repository.changeLifecycle(ids: ids, userID: userID, action: action, ignoringUnknown: bulk, now: services.now())
         } catch let error as CipherWriteError {
             throw error.apiError
         }

@@ -456,11 +456,16 @@ extension VaultRepository {
     }
 
     /// Changes only this user's folder and favorite (no cipher revision bump, spec §3.1).
-    func updateCipherState(ids: [String], userID: String, folderID: String??, favorite: Bool?, now: Int64) async throws -> [CipherRecord] {
+    /// Moves or (un)favorites ciphers. `ignoringUnknown` (the bulk route): ids the user cannot see are passed over,
+    /// as the official server filters a bulk request to the user's own items; otherwise they are `404`. A folder
+    /// that is not the user's leaves the items in no folder (the official partial update; the bulk move refuses it).
+    func updateCipherState(ids: [String], userID: String, folderID: String??, favorite: Bool?, ignoringUnknown: Bool = false,
+                           now: Int64) async throws -> [CipherRecord] {
         try await transaction { session in
             var result: [CipherRecord] = []
             for id in ids {
                 guard let current = try await Self.visibleCiphers(userID: userID, onlyID: id, session).first else {
+                    if ignoringUnknown { continue }
                     throw CipherWriteError(outcome: .notFound)
                 }
                 let folder = folderID ?? current.folderID
@@ -478,12 +483,15 @@ extension VaultRepository {
     }
 
     /// Soft delete, restore, hard delete, archive or unarchive several ciphers at once, all or nothing.
-    func changeLifecycle(ids: [String], userID: String, action: Lifecycle, now: Int64) async throws -> [CipherRecord] {
+    /// `ignoringUnknown` (the bulk routes): ids the user cannot see are passed over, as the official server filters
+    /// a bulk request to the user's own items (one deleted for good on another device failed the whole request).
+    func changeLifecycle(ids: [String], userID: String, action: Lifecycle, ignoringUnknown: Bool = false, now: Int64) async throws -> [CipherRecord] {
         try await transaction { session in
             var result: [CipherRecord] = []
             var affected: [String] = [userID]
             for id in ids {
                 guard let current = try await Self.visibleCiphers(userID: userID, onlyID: id, session).first else {
+                    if ignoringUnknown { continue }
                     throw CipherWriteError(outcome: .notFound)
                 }
                 switch action {
