@@ -48,6 +48,9 @@ struct AttachmentCommandTests {
 
         let missing = try await a.expect(["attachment", "add", "Recovery", folder + "/no-such-file"], status: 64)
         #expect(missing.stderr.contains("is not a file that can be read"))
+        // A device (as a pipe) is the input's fault, exit 64, not the vault's.
+        let device = try await a.expect(["attachment", "add", "Recovery", "/dev/null"], status: 64)
+        #expect(device.stderr.contains("/dev/null is not a regular file") && !device.stderr.contains("local vault"), "\(device)")
         let unknown = try await a.expect(["attachment", "get", "Recovery", "other.txt", "--output", "-"], status: 4)
         #expect(unknown.stderr.contains("has no attachment \"other.txt\""))
         #expect(try await a.json(["attachment", "list", "Recovery"]).count == 1)
