@@ -46,6 +46,29 @@ struct ImportExportCommandTests {
         await scenario.finish([a])
     }
 
+    /// QA, session 34: an import from a pipe (`<(gpg -d …)`, `-`, /dev/stdin) was refused ("cannot read"), so a
+    /// decrypted export had to be written to disk first.
+    @Test("import reads standard input (-) and pipes; a folder or a missing file is named as such, exit 64")
+    func importFromAPipe() async throws {
+        let scenario = try await CLIScenario.start()
+        let a = try await scenario.device(register: true)
+        let piped = try await a.expect(["import", "-", "--format", "chrome-csv", "--no-sync"],
+                                       stdin: "name,url,username,password\nPiped,https://piped.example,alice,hunter2\n")
+        #expect(piped.stdout.contains("Imported 1 item"), "\(piped)")
+        #expect(try await a.expect(["get", "Piped", "--field", "password"]).stdout == "hunter2\n")
+        try await a.expect(["import", "/dev/stdin", "--format", "chrome-csv", "--no-sync"],
+                           stdin: "name,url,username,password\nFrom dev stdin,https://other.example,bob,secret\n")
+        #expect(try await a.json(["list"]).count == 2)
+        let directory = (a.home as NSString).deletingLastPathComponent
+        let folder = try await a.expect(["import", directory, "--format", "chrome-csv"], status: 64)
+        #expect(folder.stderr.contains("is a folder, not a file"), "\(folder)")
+        let missing = try await a.expect(["import", directory + "/missing.csv", "--format", "chrome-csv"], status: 64)
+        #expect(missing.stderr.contains("no file"), "\(missing)")
+        let both = try await a.expect(["import", "-", "--format", "bitwarden-json", "--file-password-stdin"], status: 64, stdin: "{}")
+        #expect(both.stderr.contains("cannot both come from standard input"), "\(both)")
+        await scenario.finish([a])
+    }
+
     @Test("import offline in one go, refuse a second import, sync, export 0600, round trip into a fresh account")
     func roundTrip() async throws {
         let scenario = try await CLIScenario.start()
