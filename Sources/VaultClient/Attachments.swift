@@ -120,6 +120,12 @@ extension VaultEngine {
                 written = true
                 let attachmentID = try await uploadStaged(staged, upload: upload, itemID: wire.id ?? "", name: name, progress: progress)
                 return AttachmentSummary(id: attachmentID, fileName: fileName, size: staged.size, sizeName: nil)
+            } catch let error as ServerCallError where error.isOutOfDate && !written {
+                // Another device changed the item since this one read it: the file waits with the item's record, and
+                // the next sync attaches it to the item as it is then, as an edit in that case is queued (it was
+                // refused, exit 6, nothing kept: QA, session 34).
+                await recordContact(success: true)
+                logger.info("server copy changed meanwhile; attachment queued", metadata: ["item": "\(wire.id ?? "")"])
             } catch let error as ServerCallError where !error.isOutOfDate {
                 do {
                     try await acceptOffline(error, isOrganization: wire.organizationId != nil)

@@ -41,6 +41,31 @@ struct OfflineAttachmentTests {
         }
     }
 
+    /// QA, session 34: a file added to an item another device had changed since this one read it was refused
+    /// ("out of date", exit 6) and nothing was kept, where an edit in that case is queued.
+    @Test("added online to an item changed elsewhere since: kept and queued, then attached at the next sync beside the other edit")
+    func addToAStaleItem() async throws {
+        let devices = try await TwoDevices.start()
+        let item = try await devices.a.engine.addItem(loginItem("Passport")).value
+        let id = try #require(item.id)
+        try await devices.b.engine.pull()
+        var edited = try await devices.b.engine.item(id: id)
+        edited.notes = "changed on b"
+        #expect(try await devices.b.engine.updateItem(edited).outcome == .synced)
+        let contents = Array("the scan".utf8)
+        let added = try await devices.a.engine.addAttachment(itemID: id, fileName: "scan.pdf", contents: contents)
+        #expect(added.pending, "kept here, not refused")
+        #expect(try await devices.a.engine.pendingCount() == 1)
+        let report = try await devices.a.engine.sync()
+        #expect(report.backups.isEmpty, "\(report)")
+        try await devices.b.engine.pull()
+        let onB = try await devices.b.engine.item(id: id)
+        #expect(onB.notes == "changed on b" && onB.attachments.map(\.fileName) == ["scan.pdf"], "\(onB)")
+        let attachmentID = try #require(onB.attachments.first?.id)
+        #expect(try await devices.b.engine.attachmentContents(itemID: id, attachmentID: attachmentID) == contents)
+        await devices.finish()
+    }
+
     @Test("added offline: encrypted and staged at once, read back offline, kept through a restart, uploaded once at the next sync; no plaintext in the profile")
     func addOffline() async throws {
         let devices = try await TwoDevices.start()
