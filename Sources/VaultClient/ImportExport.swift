@@ -32,19 +32,16 @@ public struct ImportSummary: Sendable, Equatable {
 }
 
 extension VaultEngine {
-    /// The positions in `vault.items` of items already in this vault (or twice in the file): same type,
+    /// The positions in `vault.items` of items already in this vault: same type,
     /// name and content (``ImportedItem/contentKey``), wherever they are filed.
     public func alreadyInVault(_ vault: ImportedVault) async throws -> [Int] {
-        var known = Set(try await items().compactMap { item -> String? in
+        let known = Set(try await items().compactMap { item -> String? in
             guard case .success(let view) = item.result, !view.isDeleted else { return nil }
             return ImportedItem.contentKey(of: view)
         })
-        var positions: [Int] = []
-        for (position, item) in vault.items.enumerated() {
-            let key = ImportedItem.contentKey(of: item.view)
-            if known.contains(key) { positions.append(position) } else { known.insert(key) }
-        }
-        return positions
+        // Only the vault's items count: two equal entries of one file (one login in two KeePassXC groups) are two
+        // items the user has, not one "already in the vault" (QA, session 34: refused, or one dropped, on an empty vault).
+        return vault.items.indices.filter { known.contains(ImportedItem.contentKey(of: vault.items[$0].view)) }
     }
 
     /// Imports `vault` into the personal vault, offline-first: every item and every missing folder is

@@ -64,6 +64,21 @@ struct ImportExportCommandTests {
         #expect(folder.stderr.contains("is a folder, not a file"), "\(folder)")
         let missing = try await a.expect(["import", directory + "/missing.csv", "--format", "chrome-csv"], status: 64)
         #expect(missing.stderr.contains("no file"), "\(missing)")
+        // Two equal entries of one file (one login in two groups) are two items, not "already in the vault".
+        let twice = try await a.expect(["import", "-", "--format", "keepassxc-csv", "--no-sync"], stdin: """
+            "Group","Title","Username","Password","URL","Notes"
+            "Root/Work","Mail","me","pw","https://mail.example",""
+            "Root/Personal","Mail","me","pw","https://mail.example",""
+
+            """)
+        #expect(twice.stdout.contains("Imported 2 items"), "\(twice)")
+        // The same file again is refused as what it is: all of it is in the vault now.
+        let again = try await a.expect(["import", "-", "--format", "keepassxc-csv", "--no-sync"], status: 64, stdin: """
+            "Group","Title","Username","Password","URL","Notes"
+            "Root/Work","Mail","me","pw","https://mail.example",""
+
+            """)
+        #expect(again.stderr.contains("already in the vault"), "\(again)")
         let both = try await a.expect(["import", "-", "--format", "bitwarden-json", "--file-password-stdin"], status: 64, stdin: "{}")
         #expect(both.stderr.contains("cannot both come from standard input"), "\(both)")
         await scenario.finish([a])
