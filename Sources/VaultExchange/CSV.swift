@@ -107,12 +107,17 @@ public enum CSV {
         }
 
         /// The columns of `row` whose names are not in `known` (compared without case) and whose cells are
-        /// not empty, in file order: what the importer must keep somewhere instead of dropping.
+        /// not empty, in file order: what the importer must keep somewhere instead of dropping. A known column
+        /// named twice is read once (``value(_:anyCase:)`` reads the first), so its later ones are here too (a
+        /// second `url` or `password` column was dropped: QA, session 34).
         public func otherCells(_ row: Row, known: Set<String>) -> [(column: String, value: String)] {
             var out: [(String, String)] = []
+            var read: Set<String> = []
             for (position, column) in header.enumerated() where position < row.cells.count {
                 let value = row.cells[position]
-                if value.isEmpty || known.contains(column.trimmingSpaces.lowercased()) { continue }
+                let name = column.trimmingSpaces.lowercased()
+                if known.contains(name), read.insert(name).inserted { continue }
+                if value.isEmpty { continue }
                 out.append((column, value))
             }
             // Cells beyond the header are kept too, named by position.

@@ -156,6 +156,13 @@ struct CSVImporterTests {
                                          format: .chromeCSV)
         #expect(named.items.first?.view.fields == [hidden("login_totp", "JBSW"), hidden("CARD NUMBER", "4111"),
                                                    hidden("VERIFICATION NUMBER", "123"), plain("Phone", "555")])
+        // A column the format reads, named twice: the first is read, the second kept as a field (it was dropped:
+        // QA, session 34).
+        let twice = try CSVImporter.read("name,url,username,password,extra,Extra,URL,password\nD,https://one.example,u,p1,x1,x2,https://two.example,p2\n",
+                                         format: .chromeCSV)
+        #expect(twice.items.map(\.view) == [login("D", uris: ["https://one.example"], username: "u", password: "p1").with {
+            $0.fields = [plain("extra", "x1"), plain("Extra", "x2"), plain("URL", "https://two.example"), hidden("password", "p2")]
+        }])
         let spaces = try CSVImporter.read("name,url,username,password\nSpaces,,,\"  \"\n", format: .chromeCSV)
         #expect(spaces.items.map(\.view) == [login("Spaces", password: "  ")])
     }
