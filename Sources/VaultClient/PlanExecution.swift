@@ -268,7 +268,8 @@ extension VaultEngine {
     }
 
     static func deleteDroppedMessage(name: String) -> String {
-        "\"\(name)\" was edited on another device after you deleted it here: the edit was kept and the delete dropped."
+        // Not "after you deleted it": the edit may have been made first and reached the server first (QA, session 34).
+        "\"\(name)\" was edited on another device since this one last synced, and deleted here: the edit was kept and the delete dropped."
     }
 
     func decryptedName(_ wire: CipherWire?) -> String? {
@@ -722,7 +723,7 @@ extension VaultEngine {
             try await removeLocally(run)
         case .tell(.deleteDropped):
             let name = session.flatMap { try? run.server?.decrypted(with: $0.keys).name } ?? run.change.itemID
-            report.messages.append("Folder \"\(name)\" was renamed on another device after you deleted it here: the folder was kept and the delete dropped.")
+            report.messages.append("Folder \"\(name)\" was renamed on another device since this one last synced, and deleted here: the folder was kept and the delete dropped.")
         case .tell(.folderRecreated):
             let name = session.flatMap { try? run.local?.decrypted(with: $0.keys).name } ?? run.change.itemID
             report.messages.append("Folder \"\(name)\" was deleted on another device after you renamed it here: it was made again under the new "

@@ -101,7 +101,10 @@ extension VaultError: LocalizedError {
                 + "this device's vault opens with the old one, and its pending changes are kept."
         case .loginRefused:
             return "The server did not accept this email and master password. Check both (the email is the one the account signs in with) and try again."
-        case .sessionInvalid: return "The session has expired or was locked. Unlock again with your master password."
+        case .sessionInvalid:
+            // A later unlock (another shell's) replaces the sealed session too (QA, session 34).
+            return "The session key no longer opens this vault: the session expired, the vault was locked, or a later `vaultsync unlock` "
+                + "(in another shell, say) replaced it. Unlock again with your master password."
         case .accountNotFound(let email): return "No account \(email) on this device. Log in first."
         case .itemNotFound(let id): return "No item \(id) in this vault."
         case .folderNotFound(let id): return "No folder \(id) in this vault."
@@ -112,7 +115,10 @@ extension VaultError: LocalizedError {
         case .serverAnswerInvalid(let reason):
             return "The server's answer could not be understood (\(reason)). Nothing was changed on this device; queued changes stay queued."
         case .offlineEditsDisabled(let detail): return "The server could not be reached (\(detail)), and offline edits are turned off."
-        case .sessionExpired: return "Your session has expired. Log in again; your local data and pending changes are kept."
+        case .sessionExpired:
+            // A change the server refused this way was not saved (QA, session 34: the message did not say so).
+            return "The server no longer accepts this device's login (it expired, or the master password was changed on another device). "
+                + "Log in again; what this command would have changed was not saved, and your local data and pending changes are kept."
         case .invalidItem(let reason): return "The item cannot be saved: \(reason)."
         case .invalidFolder(let reason): return "The folder cannot be saved: \(reason)."
         case .kdfUnusable(let reason):
