@@ -92,6 +92,17 @@ struct AttachmentCache: Sendable {
         }.sorted { $0.used < $1.used }
     }
 
+    /// Evicts every user's cached files of the profile at `profileDatabase` down to `limit` bytes each (none
+    /// at 0): a lowered limit holds at once, not from the next download (QA, session 34: set to 0, every file
+    /// stayed readable offline).
+    static func trimAll(profileDatabase: String, limit: Int) {
+        let root = profileFolder(of: profileDatabase) + "/attachment-cache"
+        for user in (try? FileManager.default.contentsOfDirectory(atPath: root)) ?? [] {
+            let cache = AttachmentCache(profileDatabase: profileDatabase, userID: user, limit: limit)
+            cache.evict()
+        }
+    }
+
     func evict() {
         var entries = entries()
         var total = entries.reduce(0) { $0 + $1.size }

@@ -289,8 +289,19 @@ extension VaultEngine {
             }
         } catch VaultError.attachmentNeedsServer {
             let name = (try? wire.decrypted(with: current.keys).attachments.first { $0.id == attachmentID }?.fileName) ?? nil
-            throw VaultError.attachmentNeedsServer(
-                "The server could not be reached, and \"\(name ?? attachmentID)\" was never downloaded on this device; it can be read offline once it has been opened online.")
+            let limit = configuration.attachmentCacheBytes
+            let cache = ByteSize.readable(limit, binaryUnits: true)
+            // Not "never downloaded" when it was, and was not kept (QA, session 34).
+            let unreachable = "The server could not be reached, and \"\(name ?? attachmentID)\""
+            if limit == 0 {
+                throw VaultError.attachmentNeedsServer(unreachable + " is not on this device: downloaded attachments are not kept here "
+                    + "(`vaultsync config attachment-cache SIZE` keeps them for reading offline).")
+            }
+            throw VaultError.attachmentNeedsServer((attachment.size.flatMap { Int($0) } ?? 0) > limit
+                ? "The server could not be reached, and \"\(name ?? attachmentID)\" is not kept on this device: it is larger than the attachment "
+                    + "cache (\(cache)). `vaultsync config attachment-cache SIZE` raises it; the file is kept from its next download."
+                : "The server could not be reached, and \"\(name ?? attachmentID)\" is not on this device (never opened here, or let go to keep the "
+                    + "attachment cache under \(cache)); it can be read offline once it has been opened online.")
         }
         defer { if file.temporary { unlink(file.path) } }
         do {
@@ -361,6 +372,11 @@ extension VaultEngine {
         await recordContact(success: true)
         attachmentCache(userID: try requireSession().userID).remove(attachmentID)
         try? await refreshCachedItem(itemID)
+    }
+
+    /// Keeps the profile's attachment caches under `limit` bytes now (a lowered `config attachment-cache`).
+    public nonisolated func trimAttachmentCaches(to limit: Int) {
+        AttachmentCache.trimAll(profileDatabase: store.path, limit: limit)
     }
 
     func attachmentCache(userID: String) -> AttachmentCache {

@@ -37,6 +37,19 @@ struct AttachmentCommandTests {
         #expect(try await b.expect(["attachment", "get", "Recovery", "codes (2026).txt", "--output", "-"]).stdout
                 == "recovery-code-1\nrecovery-code-2\n")
         try await scenario.server.start()
+        // A lowered limit holds at once: at 0 nothing stays readable offline, and offline says why (QA, session 34:
+        // every file stayed, and a file too large to keep was said to be "never downloaded").
+        try await b.expect(["config", "attachment-cache", "0"])
+        await scenario.server.stop()
+        let letGo = try await b.expect(["attachment", "get", "Recovery", "codes (2026).txt", "--output", "-"], status: 7)
+        #expect(letGo.stderr.contains("is not on this device: downloaded attachments are not kept here"), "\(letGo)")
+        try await scenario.server.start()
+        try await b.expect(["config", "attachment-cache", "16"])
+        try await b.expect(["attachment", "get", "Recovery", "codes (2026).txt", "--output", "-"])
+        await scenario.server.stop()
+        let tooLarge = try await b.expect(["attachment", "get", "Recovery", "codes (2026).txt", "--output", "-"], status: 7)
+        #expect(tooLarge.stderr.contains("is not kept on this device: it is larger than the attachment cache"), "\(tooLarge)")
+        try await scenario.server.start()
         try await b.expect(["config", "attachment-cache", "lots"], status: 64)
         try await b.expect(["config", "attachment-cache", "1GiB"])
         #expect(try await b.json(["config", "show"])["attachmentCache"]?.intValue == 1 << 30)

@@ -136,6 +136,7 @@ struct ConfigCommand: AsyncParsableCommand {
             let bytes = Self.bytes(size) ?? 0
             context.settings.attachmentCache = bytes
             try context.saveSettings()
+            context.engine.trimAttachmentCaches(to: bytes)
             print(bytes == 0 ? "Downloaded attachments are not kept on this device"
                              : "Up to \(ByteSize.readable(bytes, binaryUnits: true)) of downloaded attachments are kept (encrypted) for reading offline")
         }
