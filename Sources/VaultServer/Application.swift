@@ -180,6 +180,8 @@ public func buildApplication(
         logger: logger)
 
     let router = Router(context: VaultRequestContext.self)
+    // Outermost: a preflight is answered before routing, and every answer (errors too) carries the CORS headers.
+    router.middlewares.add(CORSMiddleware(extraOrigins: configuration.corsOrigins))
     router.middlewares.add(ErrorMiddleware())
     IdentityController(services: services).addRoutes(to: router)
     let account = AccountController(services: services)

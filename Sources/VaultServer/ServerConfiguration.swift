@@ -70,6 +70,9 @@ public struct ServerConfiguration: Sendable {
     /// Addresses of reverse proxies whose `X-Forwarded-For` header is believed (exact IP addresses). From
     /// any other peer the header is ignored and the socket's address is the client's.
     public var trustedProxies: [String] = []
+    /// Origins (`https://vault.example.com`) whose pages may call this server from a browser, beside the official
+    /// desktop app's and Safari extension's, which are always allowed (docs/PROTOCOL.md, "Cross-origin requests").
+    public var corsOrigins: [String] = []
     /// Serve the VaultSync bulk extensions (`POST /api/vaultsync/ciphers/bulk-update` and `…/bulk-create`); off, the
     /// server looks like any Bitwarden-compatible server to clients (tests use this for the fallback).
     public var bulkUpdateEnabled = true

@@ -152,6 +152,11 @@ struct ServerCommand: AsyncParsableCommand {
     var trustedProxies: [String] = (environment("VAULTSYNC_TRUSTED_PROXIES") ?? "").split(separator: ",")
         .map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
 
+    @Option(name: .customLong("cors-origin"),
+            help: "An origin (scheme://host[:port]) whose web pages may call this server, such as a web vault served elsewhere; repeatable (VAULTSYNC_CORS_ORIGINS, comma-separated). The official desktop app and Safari extension are always allowed.")
+    var corsOrigins: [String] = (environment("VAULTSYNC_CORS_ORIGINS") ?? "").split(separator: ",")
+        .map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+
     @Option(name: .customLong("tls-cert-file"), help: ArgumentHelp("""
         Serve HTTPS instead of HTTP, with the PEM certificate chain in FILE (the server's certificate first); \
         needs --tls-key-file (VAULTSYNC_TLS_CERT_FILE).
@@ -210,6 +215,15 @@ struct ServerCommand: AsyncParsableCommand {
     }
 
     func validate() throws {
+        // An origin is what a browser sends: a scheme, a host, maybe a port, and no path (a trailing "/" or a path
+        // would never match, silently).
+        for origin in corsOrigins {
+            guard let url = URL(string: origin), let scheme = url.scheme, ["http", "https"].contains(scheme.lowercased()), url.host != nil,
+                  url.path.isEmpty, url.query == nil, url.fragment == nil, url.user == nil else {
+                throw ValidationError("\(Self.source("--cors-origin", "VAULTSYNC_CORS_ORIGINS")) must be origins such as https://vault.example.com "
+                    + "(a scheme, a host and maybe a port; no path, not even a trailing /); \"\(origin)\" is not one.")
+            }
+        }
         for proxy in trustedProxies where !ServerConfiguration.isIPAddress(proxy) {
             throw ValidationError("\(Self.source("--trusted-proxy", "VAULTSYNC_TRUSTED_PROXIES")) must be IP addresses; \"\(proxy)\" is not one.")
         }
@@ -245,6 +259,7 @@ struct ServerCommand: AsyncParsableCommand {
         configuration.logLevel = Logger.Level(rawValue: logLevel) ?? .info
         configuration.disableSignups = signupsDisabled
         configuration.trustedProxies = trustedProxies
+        configuration.corsOrigins = corsOrigins
         configuration.tls = try tlsFiles()
         configuration.maxAttachmentBytes = try attachmentLimit()
         // No file and no variable: the key file in the data directory.

@@ -38,6 +38,8 @@ struct ExecutableTests {
         ([], ["VAULTSYNC_PORT": "70000"], "VAULTSYNC_PORT must be between 0 and 65535"),
         (["--host", "999.1.1.1"], [:], "--host must be an IP address or a host name of this machine, not \"999.1.1.1\""),
         ([], ["VAULTSYNC_HOST": "999.1.1.1"], "VAULTSYNC_HOST must be an IP address"),
+        (["--cors-origin", "https://vault.example.com/"], [:], "--cors-origin must be origins such as https://vault.example.com"),
+        ([], ["VAULTSYNC_CORS_ORIGINS": "https://ok.example, vault.example.com"], "VAULTSYNC_CORS_ORIGINS must be origins"),
     ] as [([String], [String: String], String)])
     func serverRefusals(arguments: [String], variables: [String: String], message: String) async throws {
         let folder = try emptyFolder()
@@ -56,7 +58,7 @@ struct ExecutableTests {
         let result = try await runExecutable("vaultsync-server", ["--help"], environment: freshEnvironment(home: folder), in: folder)
         #expect(result.status == 0)
         for variable in ["VAULTSYNC_HOST", "VAULTSYNC_PORT", "VAULTSYNC_DATA_DIR", "VAULTSYNC_DATABASE_URL", "VAULTSYNC_LOG_LEVEL",
-                         "VAULTSYNC_DISABLE_SIGNUPS", "VAULTSYNC_TOKEN_KEY", "VAULTSYNC_TRUSTED_PROXIES"] {
+                         "VAULTSYNC_DISABLE_SIGNUPS", "VAULTSYNC_TOKEN_KEY", "VAULTSYNC_TRUSTED_PROXIES", "VAULTSYNC_CORS_ORIGINS"] {
             #expect(result.stdout.contains(variable), "\(variable) missing from --help")
         }
     }
