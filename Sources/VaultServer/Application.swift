@@ -21,6 +21,7 @@ struct ServerServices: Sendable {
     /// Wrong two-step codes, per account: lockouts that grow (docs/PROTOCOL.md, "Two-step login").
     let twoFactorLimiter: LoginRateLimiter
     let twoFactorSecrets: TwoFactorSecrets
+    let registrationTokens: RegistrationTokens
     let configuration: ServerConfiguration
     let logger: Logger
 
@@ -176,6 +177,7 @@ public func buildApplication(
             addressEscalation: .init(threshold: .max, baseSeconds: 0, maxSeconds: 0),
             now: { [now = configuration.now] in Double(now()) / 1_000_000 }),
         twoFactorSecrets: TwoFactorSecrets(tokenKey: tokenKey),
+        registrationTokens: RegistrationTokens(tokenKey: tokenKey),
         configuration: configuration,
         logger: logger)
 

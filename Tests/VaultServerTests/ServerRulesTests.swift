@@ -208,6 +208,47 @@ struct ServerRulesTests {
         }
     }
 
+    /// QA, session 34: the official clients sign up through `register/send-verification-email` and then
+    /// `register/finish`; the first was a 404, so no account could be made from them.
+    @Test("sign-up as the official clients do it: the verification token comes back at once and finishes that email's account only",
+          arguments: Backend.available)
+    func officialSignUp(backend: Backend) async throws {
+        try await withTestServer(backend) { api in
+            let email = "signup-\(UUID().uuidString.prefix(8))@example.com"
+            let started = try await api.request(.post, "/identity/accounts/register/send-verification-email", json: .object([
+                "email": .string(email.uppercased()), "name": .string("Carol"), "receiveMarketingEmails": .bool(false)]))
+            #expect(started.status == .ok, "\(started.message ?? "")")
+            let token = try #require(started.json?.stringValue, "the answer is the token, a JSON string")
+            let password = "correct horse battery staple"
+            let master = try MasterKey.derive(password: password, salt: email, kdf: TestUser.kdf)
+            func finish(_ email: String, token: String) async throws -> APIResponse {
+                try await api.request(.post, "/identity/accounts/register/finish", json: .object([
+                    "email": .string(email), "emailVerificationToken": .string(token),
+                    "masterPasswordHash": .string(master.serverAuthorizationHash(password: password)),
+                    "userSymmetricKey": .string(try master.encryptUserKey(.generate()).serialized),
+                    "kdf": .int(0), "kdfIterations": .int(100_000),
+                ]))
+            }
+            // Another email, or a token altered, is refused; nothing is made.
+            let other = try await finish("mallory@example.com", token: token)
+            #expect(other.status == .badRequest && other.message == "Invalid email verification token.")
+            let altered = try await finish(email, token: String(token.dropLast()) + (token.hasSuffix("A") ? "B" : "A"))
+            #expect(altered.status == .badRequest)
+            let finished = try await finish(email, token: token)
+            #expect(finished.status == .ok, "\(finished.message ?? "")")
+            #expect(try await TestUser(email: email, password: password, masterKey: master, userKey: .generate(),
+                                       privateKey: try RSAPrivateKey.generate()).login(api).status == .ok)
+            // A bad address is refused at the first step.
+            let bad = try await api.request(.post, "/identity/accounts/register/send-verification-email", json: .object(["email": .string("nobody")]))
+            #expect(bad.status == .badRequest)
+        }
+        try await withTestServer(backend, configure: { $0.disableSignups = true }) { api in
+            let refused = try await api.request(.post, "/identity/accounts/register/send-verification-email", json: .object([
+                "email": .string("new@example.com")]))
+            #expect(refused.status == .badRequest && refused.message == "Registration not allowed or user already exists")
+        }
+    }
+
     @Test("deleting a folder unassigns its items without touching their revision date", arguments: Backend.available)
     func folderDeletion(backend: Backend) async throws {
         try await withTestServer(backend) { api in

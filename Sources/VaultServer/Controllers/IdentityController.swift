@@ -14,6 +14,7 @@ struct IdentityController {
         }
         router.post("/identity/accounts/register") { request, context in try await register(request, context, finish: false) }
         router.post("/identity/accounts/register/finish") { request, context in try await register(request, context, finish: true) }
+        router.post("/identity/accounts/register/send-verification-email") { request, context in try await startRegistration(request, context) }
         router.post("/identity/connect/token") { request, context in try await token(request, context: context) }
     }
 
@@ -55,6 +56,26 @@ struct IdentityController {
         }
     }
 
+    /// The first step of the official clients' sign-up (docs/PROTOCOL.md, "Registration"): no mail is sent, so the
+    /// answer is the verification token itself, which the client takes straight to `register/finish` (as
+    /// Vaultwarden answers without mail). The same answer whether or not the email has an account: a taken one is
+    /// refused at the finish, as a direct registration is.
+    func startRegistration(_ request: Request, _ context: VaultRequestContext) async throws -> Response {
+        guard !services.configuration.disableSignups else {
+            throw APIError(.badRequest, "Registration not allowed or user already exists")
+        }
+        let body = try await request.jsonObject(limit: services.configuration.maxBodyBytes)
+        let email = body["email"]?.stringValue?.trimmingCharacters(in: .whitespaces).lowercased() ?? ""
+        guard Self.isEmailAddress(email) else {
+            throw APIError.invalidModel(["email": ["The Email field is not a supported e-mail address format."]])
+        }
+        return JSONResponse.make(.string(services.registrationTokens.token(email: email, nowSeconds: services.now() / 1_000_000)))
+    }
+
+    static func isEmailAddress(_ email: String) -> Bool {
+        email.count <= 256 && email.contains("@") && !email.hasPrefix("@") && !email.hasSuffix("@")
+    }
+
     func register(_ request: Request, _ context: VaultRequestContext, finish: Bool) async throws -> Response {
         guard !services.configuration.disableSignups else {
             throw APIError(.badRequest, "Registration not allowed or user already exists")
@@ -94,8 +115,13 @@ struct IdentityController {
             }
         }
         if email.isEmpty, let fromToken = string("email") { email = fromToken }
-        guard email.count <= 256, email.contains("@"), !email.hasPrefix("@"), !email.hasSuffix("@") else {
+        guard Self.isEmailAddress(email) else {
             throw APIError.invalidModel(["email": ["The Email field is not a supported e-mail address format."]])
+        }
+        // A finish that carries the first step's token creates the account of the email the token was made for.
+        if finish, let token = string("emailVerificationToken"),
+           services.registrationTokens.email(of: token, nowSeconds: services.now() / 1_000_000) != email {
+            throw APIError(.badRequest, "Invalid email verification token.")
         }
         guard let hash, !hash.isEmpty, hash.count <= 300 else { throw APIError.invalidModel(["masterPasswordHash": ["The MasterPasswordHash field is required."]]) }
         guard let key, let protectedKey = try? EncString(key), protectedKey.type.isSymmetric else {
