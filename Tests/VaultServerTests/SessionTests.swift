@@ -1,4 +1,5 @@
 import Foundation
+import HTTPTypes
 import Hummingbird
 import Testing
 import VaultCrypto
@@ -162,6 +163,17 @@ struct SessionTests {
             }
             let byIdentifier = try await api.request(.get, "/api/devices/identifier/\(phone.identifier)", token: laptop.access)
             #expect(byIdentifier.object["id"] == .string(try id(phone)))
+            // The phone apps' anonymous question before a login (a 404 before: QA, session 34).
+            func known(_ email: String, _ identifier: String) async throws -> JSONValue? {
+                try await api.request(.get, "/api/devices/knowndevice", headers: [
+                    HTTPField.Name("X-Request-Email")!: AccessTokenSigner.base64URL(Data(email.utf8)),
+                    HTTPField.Name("X-Device-Identifier")!: identifier]).json
+            }
+            #expect(try await known(user.email, phone.identifier) == .bool(true))
+            #expect(try await known(user.email.uppercased(), phone.identifier) == .bool(true))
+            #expect(try await known(user.email, UUID().uuidString) == .bool(false))
+            #expect(try await known("nobody@example.com", phone.identifier) == .bool(false))
+            #expect(try await api.request(.get, "/api/devices/knowndevice").status == .badRequest)
             // Another account cannot see or revoke them.
             let stranger = try await SignedInDevice.login(try await TestUser.register(api), api)
             #expect(try await api.request(.delete, "/api/devices/\(try id(phone))", token: stranger.access).status == .notFound)
@@ -172,6 +184,7 @@ struct SessionTests {
             #expect(try await phone.works(api) == (false, false))
             #expect(try await tablet.works(api) == (false, false))
             #expect(try await laptop.works(api) == (true, true))
+            #expect(try await known(user.email, phone.identifier) == .bool(false), "a revoked device is not known")
             #expect(try await api.request(.get, "/api/devices", token: laptop.access).object["data"]?.arrayValue?.count == 1)
         }
     }

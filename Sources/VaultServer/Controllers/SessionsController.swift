@@ -1,4 +1,5 @@
 import Foundation
+import HTTPTypes
 import Hummingbird
 import VaultCrypto
 import VaultModels
@@ -12,6 +13,19 @@ struct SessionsController {
 
     func addPublicRoutes(to router: Router<VaultRequestContext>) {
         router.post("/identity/connect/revocation") { request, _ in try await revoke(request) }
+        router.get("/api/devices/knowndevice") { request, _ in try await knownDevice(request) }
+    }
+
+    /// Whether this device (`X-Device-Identifier`) has signed in to the account of `X-Request-Email` (base64url)
+    /// and is not revoked: the phone apps ask before a login (it was a 404: QA, session 34). Anonymous, as the
+    /// official route; it says nothing to anyone who does not already hold the device's random identifier.
+    func knownDevice(_ request: Request) async throws -> Response {
+        guard let encoded = request.headers[HTTPField.Name("X-Request-Email")!], let email = AccessTokenSigner.decodeBase64URL(encoded),
+              let identifier = request.headers[HTTPField.Name("X-Device-Identifier")!], !identifier.isEmpty else {
+            throw APIError(.badRequest, "X-Request-Email and X-Device-Identifier are required.")
+        }
+        let address = String(decoding: email, as: UTF8.self).trimmingCharacters(in: .whitespaces)
+        return JSONResponse.make(.bool(try await services.repository.isKnownDevice(email: address, identifier: identifier)))
     }
 
     func addRoutes(to api: RouterGroup<VaultRequestContext>) {

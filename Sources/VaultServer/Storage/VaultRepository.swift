@@ -29,6 +29,15 @@ public final class VaultRepository: Sendable {
         try await transaction { session in try await Self.user(email: email, session) }
     }
 
+    /// Whether the device `identifier` has signed in to the account of `email` and is not revoked.
+    func isKnownDevice(email: String, identifier: String) async throws -> Bool {
+        try await read { session in
+            guard let user = try await Self.user(email: email, session) else { return false }
+            return try await !session.query("SELECT id FROM devices WHERE user_id = ? AND identifier = ? AND revoked_at IS NULL",
+                                             [.text(user.id), .text(identifier)]).isEmpty
+        }
+    }
+
     func user(id: String) async throws -> UserRecord? {
         try await read { session in try await Self.user(id: id, session) }
     }
