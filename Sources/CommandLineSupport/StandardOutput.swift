@@ -39,7 +39,8 @@ public enum StandardOutput {
     /// Sends on what `print` buffered; the failure, when any write to standard output failed.
     public static func finish() -> Failure? {
         if fflush(stdout) != 0 { return Failure(reason: String(cString: strerror(errno))) }
-        if ferror(stdout) != 0 { return Failure(reason: "a write failed") }
+        // An earlier flush failed (line-buffered output flushes at each line end), and its errno is gone.
+        if ferror(stdout) != 0 { return Failure(reason: "a write failed (a full disk, or a reader that went away)") }
         return nil
     }
 

@@ -18,6 +18,11 @@ struct AttachmentCommandTests {
         try await a.expect(["attachment", "add", "Recovery", source, "--name", "codes (2026).txt"])
         let listed = try await a.json(["attachment", "list", "Recovery"])
         #expect(listed.count == 1 && listed[0]?["fileName"]?.stringValue == "codes (2026).txt")
+        // A name with a line end stays on its row in the text list (it broke the row: QA, session 34).
+        try await a.expect(["add", "note", "--name", "Lines", "--notes", "x"])
+        try await a.expect(["attachment", "add", "Lines", source, "--name", "two\nlines.txt"])
+        let rows = try await a.expect(["attachment", "list", "Lines"]).stdout.split(separator: "\n")
+        #expect(rows.count == 1 && rows[0].hasSuffix("two⏎lines.txt"), "\(rows)")
 
         let b = try await scenario.device()
         try await b.expect(["sync"])

@@ -139,6 +139,9 @@ struct ItemCommandTests {
         try await device.expect(["delete", "Wi-Fi"])
         let trash = try await device.json(["list", "--trash"])
         #expect(trash.count == 1 && trash[0]?["deletedDate"]?.isNull == false && trash[0]?["favorite"]?.boolValue == true)
+        // An item in the trash is not archived (it then showed in no list but the trash: QA, session 34).
+        let archivedInTrash = try await device.expect(["archive", "Wi-Fi"], status: 64)
+        #expect(archivedInTrash.stderr.contains("is in the trash: restore it first"), "\(archivedInTrash)")
         try await device.expect(["restore", "Wi-Fi"])
         try await device.expect(["folder", "rename", "Work", "Office"])
         let folders = try await device.json(["folder", "list"])
@@ -269,7 +272,7 @@ struct ItemCommandTests {
         // A state command that would change nothing says so and saves nothing.
         let unchanged = try await device.json(["get", "Visa"])["revisionDate"]
         for (arguments, said) in [(["restore", "Visa"], "is not in the trash"), (["unarchive", "Visa"], "is not archived"),
-                                  (["favorite", "Visa", "--off"], "is not a favorite already"), (["move", "Visa", "none"], "is in no folder already")] {
+                                  (["favorite", "Visa", "--off"], "is not a favorite: nothing to change"), (["move", "Visa", "none"], "is in no folder already")] {
             let result = try await device.expect(arguments)
             #expect(result.stdout.contains(said), "\(arguments): \(result.stdout)")
         }

@@ -167,6 +167,8 @@ struct OfflineAndConflictTests {
         #expect(deletion.stderr.contains("saved offline — 3 changes pending"))
         let status = try await a.json(["status"])
         #expect(status["connection"]?.stringValue == "offline" && status["pending"]?.intValue == 3)
+        // The time shown offline is the attempt that failed, said as such (it read "last contact: 0 s ago": QA, session 34).
+        #expect(try await a.expect(["status"]).stdout.contains("offline (last attempt, failed: "))
         let pending = try await a.json(["pending"])
         #expect(pending.arrayValue?.compactMap { $0["kind"]?.stringValue }.sorted() == ["create", "softDelete", "update"])
         #expect(pending.arrayValue?.allSatisfy { $0["state"]?.stringValue == "pending" } == true)
@@ -310,9 +312,10 @@ struct OfflineAndConflictTests {
 
         let drafts = try await device.json(["drafts"])
         #expect(drafts.count == 2 && Set(drafts.arrayValue?.compactMap { $0["draftId"]?.stringValue } ?? []) == [first, second])
-        try await device.expect(["drafts", "recover", first])
+        // By an id prefix, as items are (the full id was needed: QA, session 34), and by its item's name.
+        try await device.expect(["drafts", "recover", String(first.prefix(8))])
         #expect(try await device.expect(["get", "Draft me", "--field", "password"]).stdout == "after\n")
-        try await device.expect(["drafts", "discard", second])
+        try await device.expect(["drafts", "discard", "Unsaved note"])
         try await device.expect(["drafts", "discard", second], status: 4)
         #expect(try await device.json(["drafts"]).count == 0)
         await scenario.finish([device])

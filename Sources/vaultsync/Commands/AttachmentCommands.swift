@@ -62,7 +62,7 @@ struct AttachmentCommand: AsyncParsableCommand {
             for attachment in attachments {
                 // Our own units for every row (the server's size names mix them: "81 Bytes", "2.86 MB").
                 let size = attachment.size.map(Self.readableSize) ?? attachment.sizeName ?? "?"
-                print("\(attachment.id)  \(size)  \(attachment.fileName)\(attachment.pending ? "  (waiting for the server)" : "")")
+                print("\(attachment.id)  \(size)  \(Presentation.oneLine(attachment.fileName))\(attachment.pending ? "  (waiting for the server)" : "")")
             }
         }
     }

@@ -437,6 +437,10 @@ struct ArchiveCommand: VaultCommand {
         let id = try await context.itemID(item)
         let current = try await context.engine.item(id: id)
         guard !current.isArchived else { return print("\"\(current.name)\" is archived already.") }
+        // Archived in the trash, it showed in neither `list --archived` nor the vault (QA, session 34).
+        guard !current.isDeleted else {
+            throw CLIError.usage("\"\(current.name)\" is in the trash: restore it first (`vaultsync restore`), then archive it")
+        }
         noteOutcome(try await context.engine.setArchived(id: id, true))
         print("Archived \"\(current.name)\"")
     }
@@ -491,7 +495,7 @@ struct FavoriteCommand: VaultCommand {
         let id = try await context.itemID(item)
         let current = try await context.engine.item(id: id)
         guard current.favorite == off else {
-            return print("\"\(current.name)\" is \(off ? "not a favorite" : "a favorite") already.")
+            return print(off ? "\"\(current.name)\" is not a favorite: nothing to change." : "\"\(current.name)\" is a favorite already.")
         }
         let outcome = try await context.engine.setFavorite(id: id, !off)
         print("\(off ? "Unmarked" : "Marked") \"\(try await context.engine.item(id: id).name)\" as favorite")

@@ -394,9 +394,11 @@ struct StatusSnapshot {
     }
 
     var lines: [String] {
+        // No account: nothing to unlock (it said "unlock to see" and "locked": QA, session 34).
+        let loggedIn = settings.email != nil
         func ago(_ date: WireDate?) -> String {
             // Locked, the account's sync state cannot be read: not known, rather than "never".
-            guard let date else { return status.locked ? "unlock to see" : "never" }
+            guard let date else { return status.locked && loggedIn ? "unlock to see" : "never" }
             let seconds = Int(Date().timeIntervalSince(date.date))
             let text = seconds < 60 ? "\(max(seconds, 0)) s ago" : seconds < 3600 ? "\(seconds / 60) min ago" : "\(seconds / 3600) h ago"
             return "\(date.iso8601.prefix(19))Z (\(text))"
@@ -411,9 +413,13 @@ struct StatusSnapshot {
         var lines = [
             "server          \(settings.server ?? "(not set)")",
             "account         \(settings.email ?? "(not logged in)")",
-            "connection      \(connectionText) (last contact: \(ago(status.lastContact)))",
-            "vault           \(status.locked ? Console.styled("locked", .yellow) : "unlocked")",
+            // Offline, the time is that of the attempt that failed, not of the last time the server answered.
+            "connection      \(connectionText) (\(status.online == false ? "last attempt, failed" : "last contact"): \(ago(status.lastContact)))",
+            "vault           \(!loggedIn ? "not logged in (vaultsync login EMAIL)" : status.locked ? Console.styled("locked", .yellow) : "unlocked")",
         ]
+        if !loggedIn {
+            return lines
+        }
         if status.locked {
             lines.append("pending         (unlock to see)")
         } else {

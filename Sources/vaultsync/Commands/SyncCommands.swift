@@ -437,6 +437,13 @@ struct ConflictComparison {
 }
 
 struct DraftsCommand: AsyncParsableCommand {
+    /// DRAFT as ITEM is read (id, a 6+ character id prefix, or the name of the item it edits): the full id was
+    /// needed, where every other command takes a prefix (QA, session 34).
+    static func draftID(_ reference: String, _ context: CLIContext) async throws -> String {
+        let drafts = try await context.engine.drafts()
+        return try await Presentation.find(reference, in: drafts.map { (id: $0.id, name: $0.item.name) }, what: "draft")
+    }
+
     static let configuration = CommandConfiguration(
         commandName: "drafts",
         abstract: "Autosaved edits (encrypted): list, recover, discard.",
@@ -477,9 +484,10 @@ struct DraftsCommand: AsyncParsableCommand {
         static let configuration = CommandConfiguration(commandName: "recover", abstract: "Save a draft as the item (works offline).",
                                                         discussion: "Example:\n  vaultsync drafts recover DRAFT")
         @OptionGroup var global: GlobalOptions
-        @Argument(help: "The draft id.") var draft: String
+        @Argument(help: "The draft (id, id prefix of 6+ characters, or its item's name).") var draft: String
 
         func execute(_ context: CLIContext) async throws {
+            let draft = try await DraftsCommand.draftID(draft, context)
             let found = try await context.engine.draft(id: draft)
             let outcome: SaveOutcome
             if let itemID = found.itemID, (try? await context.engine.item(id: itemID)) != nil {
@@ -499,10 +507,10 @@ struct DraftsCommand: AsyncParsableCommand {
     struct Discard: VaultCommand {
         static let configuration = CommandConfiguration(commandName: "discard", abstract: "Delete a draft.", discussion: "Example:\n  vaultsync drafts discard DRAFT")
         @OptionGroup var global: GlobalOptions
-        @Argument(help: "The draft id.") var draft: String
+        @Argument(help: "The draft (id, id prefix of 6+ characters, or its item's name).") var draft: String
 
         func execute(_ context: CLIContext) async throws {
-            try await context.engine.discardDraft(id: draft)
+            try await context.engine.discardDraft(id: try await DraftsCommand.draftID(draft, context))
             print("Discarded the draft.")
         }
     }
