@@ -21,13 +21,7 @@ public enum StandardOutput {
         if fflush(stdout) != 0 { throw Failure(reason: String(cString: strerror(errno))) }
         var offset = 0
         while offset < bytes.count {
-            let written = bytes.withUnsafeBytes { buffer in
-                #if canImport(Glibc) || canImport(Musl)
-                Glibc.write(STDOUT_FILENO, buffer.baseAddress! + offset, buffer.count - offset)
-                #else
-                Darwin.write(STDOUT_FILENO, buffer.baseAddress! + offset, buffer.count - offset)
-                #endif
-            }
+            let written = bytes.withUnsafeBytes { buffer in writeToStandardOutput(buffer.baseAddress! + offset, buffer.count - offset) }
             if written < 0 {
                 if errno == EINTR { continue }
                 throw Failure(reason: String(cString: strerror(errno)))
@@ -50,4 +44,9 @@ public enum StandardOutput {
         fputs("error: \(failure)\n", stderr)
         exit(1)
     }
+}
+
+/// The system's `write(2)` to standard output (named apart: inside ``StandardOutput`` `write` is its own method).
+private func writeToStandardOutput(_ bytes: UnsafeRawPointer, _ count: Int) -> Int {
+    write(STDOUT_FILENO, bytes, count)
 }

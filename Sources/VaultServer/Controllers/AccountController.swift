@@ -25,7 +25,7 @@ struct AccountController {
             let userID = try context.requireUser()
             guard let user = try await services.repository.user(id: userID) else { throw APIError.unauthorized }
             let organizations = try await services.repository.profileOrganizations(userID: userID)
-            let twoFactorEnabled = try await services.repository.twoFactorState(userID: userID).isEnabled
+            let twoFactorEnabled = try await services.repository.read { session in try await VaultRepository.twoFactorEnabled(userID: userID, session) }
             return JSONResponse.make(.object(services.renderer(for: nil).profile(user, organizations: organizations, twoFactorEnabled: twoFactorEnabled)))
         }
     }
@@ -98,7 +98,7 @@ extension VaultRepository {
             let ciphers = try await Self.visibleCiphers(userID: userID, session)
             let organizations = try await Self.profileOrganizations(userID: userID, session)
             let collections = try await Self.syncCollections(userID: userID, session)
-            let twoFactorEnabled = try await Self.twoFactorState(userID: userID, session).isEnabled
+            let twoFactorEnabled = try await Self.twoFactorEnabled(userID: userID, session)
             return SyncSnapshot(user: user, folders: folders, ciphers: ciphers, organizations: organizations, collections: collections,
                                 twoFactorEnabled: twoFactorEnabled)
         }

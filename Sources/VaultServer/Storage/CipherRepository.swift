@@ -463,10 +463,7 @@ extension VaultRepository {
                            now: Int64) async throws -> [CipherRecord] {
         try await transaction { session in
             var result: [CipherRecord] = []
-            for id in try await Self.visibleOnly(ids, userID: userID, ignoringUnknown, session) {
-                guard let current = try await Self.visibleCiphers(userID: userID, onlyID: id, session).first else {
-                    throw CipherWriteError(outcome: .notFound)
-                }
+            for (id, current) in try await Self.named(ids, userID: userID, ignoringUnknown, session) {
                 let folder = folderID ?? current.folderID
                 try await Self.setUserState(cipherID: id, userID: userID, folderID: folder, favorite: favorite ?? current.favorite,
                                             archivedDate: current.archivedDate, session)
@@ -477,12 +474,15 @@ extension VaultRepository {
         }
     }
 
-    /// `ids` as given, or (`ignoring` unknown ones) only those the user can see, found in one query: a bulk request
-    /// of 500 ids the user cannot see is three queries, not 1,500 in one transaction.
-    static func visibleOnly(_ ids: [String], userID: String, _ ignoring: Bool, _ session: any SQLSession) async throws -> [String] {
-        guard ignoring else { return ids }
-        let visible = Set(try await visibleCiphers(userID: userID, onlyIDs: ids, session).map(\.id))
-        return ids.filter { visible.contains($0) }
+    /// The ciphers `ids` name, in the request's order, read in one query (a bulk request of 500 is a few queries, not
+    /// 1,500 in one transaction); an id the user cannot see is passed over when `ignoring` unknown ones, else `404`.
+    static func named(_ ids: [String], userID: String, _ ignoring: Bool, _ session: any SQLSession) async throws -> [(String, CipherRecord)] {
+        let found = Dictionary(try await visibleCiphers(userID: userID, onlyIDs: ids, session).map { ($0.id, $0) }, uniquingKeysWith: { first, _ in first })
+        return try ids.compactMap { id in
+            if let record = found[id] { return (id, record) }
+            if ignoring { return nil }
+            throw CipherWriteError(outcome: .notFound)
+        }
     }
 
     enum Lifecycle: Sendable {
@@ -496,10 +496,7 @@ extension VaultRepository {
         try await transaction { session in
             var result: [CipherRecord] = []
             var affected: [String] = [userID]
-            for id in try await Self.visibleOnly(ids, userID: userID, ignoringUnknown, session) {
-                guard let current = try await Self.visibleCiphers(userID: userID, onlyID: id, session).first else {
-                    throw CipherWriteError(outcome: .notFound)
-                }
+            for (id, current) in try await Self.named(ids, userID: userID, ignoringUnknown, session) {
                 switch action {
                 case .softDelete, .restore, .hardDelete:
                     guard current.access.canDelete else {

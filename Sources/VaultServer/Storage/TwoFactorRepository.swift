@@ -26,6 +26,11 @@ extension VaultRepository {
             enabledTypes: rows.filter { $0.bool("enabled") }.compactMap { $0.int("type").map(Int.init) })
     }
 
+    /// Whether any provider is on (the profile's `twoFactorEnabled`): one query, on every sync's path.
+    static func twoFactorEnabled(userID: String, _ session: any SQLSession) async throws -> Bool {
+        try await session.query("SELECT enabled FROM two_factor WHERE user_id = ?", [.text(userID)]).contains { $0.bool("enabled") }
+    }
+
     func twoFactorState(userID: String) async throws -> TwoFactorState {
         try await transaction { session in try await Self.twoFactorState(userID: userID, session) }
     }
