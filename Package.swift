@@ -174,8 +174,8 @@ let package = Package(
             name: "vaultsync",
             dependencies: [
                 "VaultCrypto", "VaultModels", "VaultSyncCore", "VaultClient", "VaultAPI", "VaultExchange",
-                // Only for `vaultsync demo`, which runs a throwaway server in-process.
-                "VaultServer", "CommandLineSupport",
+                // Not VaultServer: `vaultsync demo` runs the vaultsync-server executable (docs/BENCHMARKS.md, session 35).
+                "CommandLineSupport",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],

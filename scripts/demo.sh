@@ -5,4 +5,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh build
+# The demo runs the vaultsync-server executable beside vaultsync: both are built.
+swift build --product vaultsync-server
 swift run vaultsync demo "$@"

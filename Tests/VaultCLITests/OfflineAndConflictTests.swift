@@ -321,8 +321,9 @@ struct OfflineAndConflictTests {
         await scenario.finish([device])
     }
 
-    @Test("vaultsync demo interrupted (Ctrl-C): its folder is removed and the person told, exit 130; its lines arrive as said (QA, session 33)")
-    func demoInterrupted() async throws {
+    @Test("vaultsync demo interrupted (Ctrl-C, or SIGTERM since session 35): its server stops, its folder is removed and the person told, exit 128 + the signal; its lines arrive as said (QA, session 33)",
+          arguments: [SIGINT, SIGTERM])
+    func demoInterrupted(signal: Int32) async throws {
         let folder = try emptyFolder()
         defer { try? FileManager.default.removeItem(atPath: folder) }
         let demo = Process()
@@ -340,13 +341,46 @@ struct OfflineAndConflictTests {
         #expect(await waitUntil { output.text.contains("removed at the end)") || !demo.isRunning }, "\(output.text)")
         let root = try #require(output.text.split(separator: "(its files: ").last?.split(separator: ",").first.map(String.init), "\(output.text)")
         #expect(await waitUntil { FileManager.default.fileExists(atPath: root + "/server") || !demo.isRunning })
-        kill(demo.processIdentifier, SIGINT)
+        kill(demo.processIdentifier, signal)
         demo.waitUntilExit()
         outPipe.fileHandleForReading.readabilityHandler = nil
         errPipe.fileHandleForReading.readabilityHandler = nil
-        #expect(demo.terminationStatus == 130, "\(output.text)\n\(errors.text)")
+        #expect(demo.terminationStatus == 128 + signal, "\(output.text)\n\(errors.text)")
         #expect(errors.text.contains("the demo was interrupted; its folder \(root) was removed"), "\(errors.text)")
         #expect(!FileManager.default.fileExists(atPath: root))
+        // The server is a process of its own, and the signal went to the demo alone: it stopped the server first.
+        #expect(processes(mentioning: root + "/server").isEmpty)
+    }
+
+    @Test("vaultsync demo --keep: the vaultsync-server process keeps serving until Ctrl-C, then stops; the files stay (session 35)")
+    func demoKeep() async throws {
+        let folder = try emptyFolder()
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let demo = Process()
+        demo.executableURL = try vaultsyncExecutable()
+        demo.arguments = ["demo", "--keep"]
+        demo.environment = freshEnvironment(home: folder)
+        let output = OutputCollector()
+        let pipe = Pipe()
+        pipe.fileHandleForReading.readabilityHandler = { output.append($0.availableData) }
+        demo.standardOutput = pipe
+        demo.standardError = pipe
+        try demo.run()
+        #expect(await waitUntil { output.text.contains("Press Ctrl-C to stop the server") || !demo.isRunning }, "\(output.text)")
+        let root = try #require(output.text.split(separator: "(its files: ").last?.split(separator: ",").first.map(String.init), "\(output.text)")
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        let port = try #require(output.text.split(separator: "server back at http://127.0.0.1:").dropFirst().first.flatMap { Int($0.prefix { $0.isNumber }) },
+                                "\(output.text)")
+        // The kept server answers, as the instructions say, to device A's profile.
+        try await CLIDevice(home: root + "/device-a", password: "correct horse battery staple").expect(["sync"])
+        #expect(output.text.contains("server: http://127.0.0.1:\(port)"))
+        #expect(processes(mentioning: root + "/server").count == 1)
+        kill(demo.processIdentifier, SIGINT)
+        demo.waitUntilExit()
+        pipe.fileHandleForReading.readabilityHandler = nil
+        #expect(demo.terminationStatus == 0, "\(output.text)")
+        #expect(processes(mentioning: root + "/server").isEmpty)
+        #expect(FileManager.default.fileExists(atPath: root + "/device-a"))
     }
 
     @Test("vaultsync demo tells the whole story and verifies it")
@@ -354,5 +388,14 @@ struct OfflineAndConflictTests {
         let result = try await CLIDevice().expect(["demo"])
         #expect(result.stdout.contains("demo: all") && result.stdout.contains("verifications passed"))
         #expect(result.stdout.contains("The server goes down") && result.stdout.contains("Bank - offline conflict"))
+    }
+}
+
+/// The processes whose command line mentions `text` (Linux: `/proc`; elsewhere none are found).
+func processes(mentioning text: String) -> [Int32] {
+    let entries = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []
+    return entries.compactMap { entry -> Int32? in
+        guard let pid = Int32(entry), pid != getpid(), let line = FileManager.default.contents(atPath: "/proc/\(entry)/cmdline") else { return nil }
+        return String(decoding: line.map { $0 == 0 ? 0x20 : $0 }, as: UTF8.self).contains(text) ? pid : nil
     }
 }

@@ -2,7 +2,6 @@ import ArgumentParser
 import Foundation
 import VaultClient
 import VaultModels
-import VaultServer
 
 /// `vaultsync demo`: the offline story, told with two devices against a real server, every step verified.
 struct DemoCommand: AsyncParsableCommand {
@@ -10,7 +9,7 @@ struct DemoCommand: AsyncParsableCommand {
         commandName: "demo",
         abstract: "Show offline editing and conflict resolution with two devices and a real server, verifying each step.",
         discussion: """
-        Self-contained: starts a VaultSync server on a free loopback port with a temporary SQLite database, registers an account, and uses two device profiles (A and B). The server is really stopped while A edits offline. Exits 8 if any verification fails.
+        Self-contained: starts vaultsync-server (the executable beside vaultsync, or on PATH) on a free loopback port with a temporary SQLite database, registers an account, and uses two device profiles (A and B). The server is really stopped while A edits offline. Exits 8 if any verification fails.
 
         Examples:
           vaultsync demo
@@ -21,17 +20,23 @@ struct DemoCommand: AsyncParsableCommand {
     @Flag(help: "Keep the server running and the profiles on disk afterwards (stop with Ctrl-C).") var keep = false
 
     mutating func run() async throws {
-        var story = DemoStory()
-        // Interrupted (Ctrl-C) while it runs: its folder goes too, and the person is told (QA, session 33).
-        signal(SIGINT, SIG_IGN)
-        let interrupt = DispatchSource.makeSignalSource(signal: SIGINT, queue: .global())
-        interrupt.setEventHandler { [root = story.root] in
+        var story: DemoStory
+        do {
+            story = try DemoStory()
+        } catch {
+            Console.error("the demo cannot start: \(error)")
+            throw ExitCode(ExitStatus.failure.rawValue)
+        }
+        // Interrupted (Ctrl-C, or a SIGTERM or SIGHUP) while it runs: the server stops, its folder goes too, and the
+        // person is told (QA, session 33). A signal sent to this process alone (not its terminal's group) must not
+        // leave the server's process running. Once the story is told, with --keep, the same signal ends the wait.
+        let stop = StopSignals()
+        stop.onInterrupted { [root = story.root, server = story.server] signal in
+            server.stopNow()
             try? FileManager.default.removeItem(atPath: root)
             FileHandle.standardError.write(Data("\nthe demo was interrupted; its folder \(root) was removed\n".utf8))
-            Foundation.exit(130)
+            Foundation.exit(128 + signal)
         }
-        interrupt.resume()
-        defer { interrupt.cancel() }
         do {
             try await story.tell(keep: keep)
         } catch {
@@ -48,10 +53,12 @@ struct DemoCommand: AsyncParsableCommand {
         }
         print(Console.styled("demo: all \(story.checks) verifications passed", .green))
         if keep {
-            interrupt.cancel()
+            // From here a signal is the person's "stop now", not an interruption (`demo --keep` ignored Ctrl-C until
+            // session 35: the wait made a second signal source, which never fired).
+            stop.keepWaiting()
             story.printKeepInstructions()
             fflush(nil)
-            await story.waitForInterrupt()
+            await stop.waitForSignal()
         }
         await story.cleanUp(keep: keep)
     }
@@ -62,11 +69,15 @@ struct DemoStory {
     let root = NSTemporaryDirectory() + "vaultsync-demo-" + UUID().uuidString.prefix(8).lowercased()
     let email = "demo@vaultsync.local"
     let password = "correct horse battery staple"
-    var server: EmbeddedServer?
+    let server: ServerProcess
     var deviceA: CLIContext?
     var deviceB: CLIContext?
     var checks = 0
     var failures = 0
+
+    init() throws {
+        server = ServerProcess(executable: try ServerProcess.locate(), dataDirectory: root + "/server", logPath: root + "/server.log")
+    }
 
     mutating func verify(_ what: String, _ passed: Bool, _ detail: @autoclosure () -> String = "") {
         checks += 1
@@ -124,16 +135,10 @@ struct DemoStory {
         print(Console.styled("VaultSync demo: two devices, one server, and a network that goes away", .bold))
         print("(its files: \(root), removed at the end)")
         fflush(nil)
-        var configuration = ServerConfiguration()
-        configuration.host = "127.0.0.1"
-        configuration.port = 0
-        configuration.dataDirectory = root + "/server"
-        configuration.logLevel = .error
-        let server = EmbeddedServer(configuration: configuration)
-        self.server = server
+        try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         try await server.start()
-        let url = await server.url
-        say("server: \(url) (SQLite in \(root)/server)")
+        let url = server.url
+        say("server: \(url), vaultsync-server in its own process (SQLite in \(root)/server, its log in \(root)/server.log)")
 
         // Setup
         step("0. Setup: register on device A, add three items, log in on device B")
@@ -186,7 +191,7 @@ struct DemoStory {
 
         step("4. The server comes back; meanwhile B edits Bank too")
         try await server.start()
-        say("server back at \(await server.url)")
+        say("server back at \(server.url)")
         _ = try await b.engine.sync()
         guard var bankOnB = try await Self.named("Bank", in: b.engine) else { throw CLIError.verificationFailed("Bank is missing on B") }
         bankOnB.login?.username = "alice.b"
@@ -268,20 +273,64 @@ struct DemoStory {
         """)
     }
 
-    func waitForInterrupt() async {
-        signal(SIGINT, SIG_IGN)
-        let source = DispatchSource.makeSignalSource(signal: SIGINT)
-        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            source.setEventHandler { continuation.resume() }
-            source.resume()
-        }
-        source.cancel()
-    }
-
     func cleanUp(keep: Bool) async {
         await deviceA?.engine.shutdown()
         await deviceB?.engine.shutdown()
-        await server?.stop()
+        await server.stop()
         if !keep { try? FileManager.default.removeItem(atPath: root) }
+    }
+}
+
+/// SIGINT, SIGTERM and SIGHUP while the demo runs, through one set of signal sources for its whole life: an
+/// interruption until `keepWaiting()`, then the end of `waitForSignal()` (a signal that came in between ends it at once).
+final class StopSignals: @unchecked Sendable {
+    private let lock = NSLock()
+    private var sources: [any DispatchSourceSignal] = []
+    private var interrupted: (@Sendable (Int32) -> Void)?
+    private var keeping = false
+    private var signalled = false
+    private var waiter: CheckedContinuation<Void, Never>?
+
+    init() {
+        for number in [SIGINT, SIGTERM, SIGHUP] {
+            signal(number, SIG_IGN)
+            let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
+            source.setEventHandler { [weak self] in self?.received(number) }
+            source.resume()
+            sources.append(source)
+        }
+    }
+
+    func onInterrupted(_ handler: @escaping @Sendable (Int32) -> Void) {
+        lock.withLock { interrupted = handler }
+    }
+
+    func keepWaiting() {
+        lock.withLock { keeping = true }
+    }
+
+    func waitForSignal() async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let now = lock.withLock {
+                if signalled { return true }
+                waiter = continuation
+                return false
+            }
+            if now { continuation.resume() }
+        }
+    }
+
+    private func received(_ number: Int32) {
+        let (handler, waiting): ((@Sendable (Int32) -> Void)?, CheckedContinuation<Void, Never>?) = lock.withLock {
+            guard keeping else { return (interrupted, nil) }
+            signalled = true
+            defer { waiter = nil }
+            return (nil, waiter)
+        }
+        if let waiting {
+            waiting.resume()
+        } else if let handler {
+            handler(number)
+        }
     }
 }
