@@ -306,7 +306,9 @@ extension VaultEngine {
             throw VaultError.sessionInvalid
         }
         guard clock.now().microsecondsSinceEpoch < payload.expiresAt else { throw VaultError.sessionInvalid }
-        guard let account = try await read({ tx in try tx.accounts.find(email: payload.email) }) else {
+        // The reads of an unlock are point reads on this thread: each hop to the store's queue and back is a
+        // thread wake-up, which on a busy machine costs more than the read (every command of the CLI unlocks).
+        guard let account = try readNow({ tx in try tx.accounts.find(email: payload.email) }) else {
             throw VaultError.accountNotFound(payload.email)
         }
         // The sealed key must open this account's data (a session of an older login is refused).
@@ -321,9 +323,9 @@ extension VaultEngine {
         let normalised = account.email
         let tokens = account.sealedTokens.flatMap { try? Sealed.open(SessionTokens.self, from: $0, key: userKey) }
         var keys = VaultKeys(userKey: userKey)
-        keys.organizationKeys = try await organizationKeys(userID: account.userID, account: account, userKey: userKey)
+        keys.organizationKeys = try organizationKeys(userID: account.userID, account: account, userKey: userKey)
         session = UnlockedSession(userID: account.userID, email: normalised, keys: keys, tokens: tokens)
-        if let offset = try await read({ tx in try tx.syncState(of: account.userID).current()?.clockOffset }),
+        if let offset = try readNow({ tx in try tx.syncState(of: account.userID).current()?.clockOffset }),
            let value = try? JSONDecoder().decode(ServerClockOffset.self, from: Data(offset.utf8)) {
             clockOffsetBox.restore(value)
         }
@@ -389,8 +391,8 @@ extension VaultEngine {
 
     /// Unwraps the organization keys of the profile's confirmed memberships; one bad key only costs
     /// that organization (organizations.md §1.4).
-    func organizationKeys(userID: String, account: AccountRecord, userKey: SymmetricCryptoKey) async throws -> [String: SymmetricCryptoKey] {
-        let rows = try await read { tx in try tx.organizations(of: userID).all() }
+    func organizationKeys(userID: String, account: AccountRecord, userKey: SymmetricCryptoKey) throws -> [String: SymmetricCryptoKey] {
+        let rows = try readNow { tx in try tx.organizations(of: userID).all() }
         // No memberships (most vaults): the private key is not opened (RSA key parsing on every pull).
         guard !rows.isEmpty else { return [:] }
         guard let encryptedPrivate = account.encryptedPrivateKey,

@@ -47,7 +47,7 @@ extension VaultEngine {
     public func drafts() async throws -> [Draft] {
         let current = try requireSession()
         let userID = current.userID
-        let rows = try await read { tx in try tx.drafts(of: userID).all() }
+        let rows = try readNow { tx in try tx.drafts(of: userID).all() }
         return rows.compactMap { row in try? open(row, keys: current.keys) }.sorted { $0.updatedDate > $1.updatedDate }
     }
 

@@ -306,7 +306,7 @@ extension VaultEngine {
     public func items(named name: String) async throws -> [VaultItemName] {
         let current = try requireSession()
         let (userID, key) = (current.userID, current.keys.userKey)
-        let (version, sealedNames) = try await read { tx in (try tx.ciphers(of: userID).version(), try tx.nameIndex(of: userID).sealedNames()) }
+        let (version, sealedNames) = try readNow { tx in (try tx.ciphers(of: userID).version(), try tx.nameIndex(of: userID).sealedNames()) }
         let equality = CaseInsensitive.Equality(name)
         if version > 0, let sealedNames,
            let found = NameIndex.scan(sealedNames: sealedNames, key: key, rowsVersion: version, { equality.matches(utf8: $0) }) {

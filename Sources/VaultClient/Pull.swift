@@ -110,7 +110,7 @@ extension VaultEngine {
         let organizations = (snapshot.profile["organizations"]?.arrayValue ?? []).compactMap(\.objectValue)
         // Organization keys may have changed (new membership, confirmation).
         if let account = try await read({ tx in try tx.accounts.find(userID: userID) }) {
-            let orgKeys = try await organizationKeys(userID: userID, account: account, userKey: current.keys.userKey)
+            let orgKeys = try organizationKeys(userID: userID, account: account, userKey: current.keys.userKey)
             session?.keys.organizationKeys = orgKeys
         }
         try await purgeDrafts()
