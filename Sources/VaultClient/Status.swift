@@ -379,19 +379,25 @@ extension VaultEngine {
         return DiscardedChange(itemID: itemID, kind: change.metadata.kind, lost: lost)
     }
 
-    /// Gives up an item's queued change: the record goes; an offline-only item goes with it; otherwise
-    /// the next sync brings back the server's version.
+    /// Gives up an item's queued change: the record goes, with the files of attachments added to it here
+    /// (staged, never uploaded); an offline-only item goes with it; otherwise the next sync brings back the
+    /// server's version.
     @discardableResult
     public func discardPending(itemID: String) async throws -> DiscardedChange {
         let description = try await describeDiscard(itemID: itemID)
-        let userID = try requireSession().userID
-        try await write { tx in
-            try tx.queue(of: userID).removeRecords(ofItem: itemID)
+        let current = try requireSession()
+        let (userID, key) = (current.userID, current.keys.userKey)
+        let staged = try await write { tx -> [StagedAttachment] in
+            let queue = tx.queue(of: userID)
+            let staged = try queue.record(kind: .cipher, itemID: itemID).map { try Self.opened($0, key: key).metadata.attachmentAdds ?? [] } ?? []
+            try queue.removeRecords(ofItem: itemID)
             if description.kind == .create {
                 try tx.ciphers(of: userID).remove(id: itemID)
                 try tx.folders(of: userID).remove(id: itemID)
             }
+            return staged
         }
+        removeStaged(staged, userID: userID)
         publishStatus()
         return description
     }
