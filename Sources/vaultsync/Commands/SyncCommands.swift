@@ -495,7 +495,8 @@ struct DraftsCommand: AsyncParsableCommand {
             let found = try await context.engine.draft(id: draft)
             let outcome: SaveOutcome
             if let itemID = found.itemID, (try? await context.engine.item(id: itemID)) != nil {
-                outcome = try await context.engine.updateItem(found.item).outcome
+                // Based on the version the edit started from: what another device changed since is merged, not reverted.
+                outcome = try await context.engine.updateItem(found.item, basedOn: found.base).outcome
             } else {
                 var item = found.item
                 item.id = nil
