@@ -197,9 +197,12 @@ extension VaultEngine {
         return try await lookup.value
     }
 
+    /// The name of the folder backups are filed in (`config conflict-folder on`).
+    static let conflictFolderName = "Offline Sync Conflicts"
+
     func findOrCreateConflictFolder() async throws -> String {
         let current = try requireSession()
-        let name = "Offline Sync Conflicts"
+        let name = Self.conflictFolderName
         if let existing = try await folders().first(where: { $0.name == name }), let id = existing.id { return id }
         let encrypted = try modelCall { try EncString.encrypt(name, key: current.keys.userKey, random: random) }
         // One key for every device of the account: two devices making the folder at once make one on a

@@ -2,6 +2,7 @@ import Foundation
 import VaultCrypto
 import VaultModels
 import VaultStore
+import VaultSyncCore
 
 /// An autosaved edit in progress (seed 004 §2, adapted): encrypted like an item, then sealed.
 public struct Draft: Sendable, Equatable {
@@ -10,37 +11,62 @@ public struct Draft: Sendable, Equatable {
     public var itemID: String?
     public var item: CipherView
     public var updatedDate: WireDate
+    /// The version of the item the edit started from: `nil` for a new item, a draft made before drafts kept it,
+    /// or one begun on a version this device no longer held when it was first saved. Recovering the draft saves
+    /// it based on this version (``VaultEngine/updateItem(_:basedOn:)``), so what another device changed since
+    /// is merged with the draft's own changes instead of written over by the fields the draft did not touch.
+    public var base: CipherView? = nil
 }
 
 struct SealedDraft: Codable {
     var itemID: String?
     var cipher: String
     var updatedDate: WireDate
+    /// The base version's encrypted wire text (absent in drafts sealed before it was kept).
+    var base: String?
 }
 
 extension VaultEngine {
     /// Autosaves an edit in progress (one draft per existing item; new items get a new draft id unless
     /// `draftID` is given). Returns the draft id.
+    ///
+    /// The draft keeps the version the edit started from (``Draft/base``): `base`, the item as the caller read
+    /// it before editing; else the one an earlier autosave of this item's draft kept; else the stored version,
+    /// when it is still the revision the edited item was read at (a sync since may have stored a newer one,
+    /// which is no base of this edit).
     @discardableResult
-    public func saveDraft(_ item: CipherView, draftID: String? = nil) async throws -> String {
+    public func saveDraft(_ item: CipherView, basedOn base: CipherView? = nil, draftID: String? = nil) async throws -> String {
         let current = try requireSession()
         var view = item
         if view.itemKey == nil, view.id == nil {
             view.itemKey = try modelCall { try current.keys.wrapNewItemKey(organizationId: view.organizationId, random: random) }
         }
         let wire = try modelCall { try view.encrypted(with: current.keys, random: random) }
-        let payload = SealedDraft(itemID: item.id, cipher: String(decoding: wire.jsonBytes(), as: UTF8.self), updatedDate: clock.now())
-        let sealed = try Sealed.seal(payload, key: current.keys.userKey)
-        let userID = current.userID
+        let given = try base.map { base in try modelCall { try base.encrypted(with: current.keys, random: random) } }
+        let (userID, keys, now) = (current.userID, current.keys, clock.now())
         return try await write { tx in
             let drafts = tx.drafts(of: userID)
             var id = draftID ?? UUID().uuidString.lowercased()
+            var kept: String?
             if draftID == nil, let itemID = item.id, let existing = try drafts.draftID(ofItem: itemID) {
                 id = existing
+                kept = try drafts.find(id: existing).flatMap { try? Sealed.open(SealedDraft.self, from: $0.sealed, key: keys.userKey).base }
             }
-            try drafts.store(DraftRow(id: id, userID: userID, itemID: item.id, sealed: sealed))
+            var base = given.map { String(decoding: $0.jsonBytes(), as: UTF8.self) } ?? kept
+            if base == nil, let itemID = item.id {
+                base = try Self.storedVersion(of: itemID, readAt: item.revisionDate, userID: userID, tx)
+            }
+            let payload = SealedDraft(itemID: item.id, cipher: String(decoding: wire.jsonBytes(), as: UTF8.self), updatedDate: now, base: base)
+            try drafts.store(DraftRow(id: id, userID: userID, itemID: item.id, sealed: try Sealed.seal(payload, key: keys.userKey)))
             return id
         }
+    }
+
+    /// The stored item's wire text, when it is the revision `revision` (the one an edited copy was read at).
+    static func storedVersion(of itemID: String, readAt revision: WireDate?, userID: String, _ tx: StoreTransaction) throws -> String? {
+        guard let revision, let row = try tx.ciphers(of: userID).find(id: itemID), let stored = row.revisionDate,
+              ConflictMatrix.isSameRevision(WireDate(microsecondsSinceEpoch: stored), revision) else { return nil }
+        return row.json
     }
 
     /// The drafts of the unlocked account, newest first.
@@ -89,7 +115,9 @@ extension VaultEngine {
         do {
             let payload = try Sealed.open(SealedDraft.self, from: row.sealed, key: keys.userKey)
             let view = try CipherWire(jsonBytes: Array(payload.cipher.utf8)).decrypted(with: keys)
-            return Draft(id: row.id, itemID: payload.itemID, item: view, updatedDate: payload.updatedDate)
+            // A base that does not open costs the merge, never the draft: it is recovered as drafts were before.
+            let base = payload.base.flatMap { try? CipherWire(jsonBytes: Array($0.utf8)).decrypted(with: keys) }
+            return Draft(id: row.id, itemID: payload.itemID, item: view, updatedDate: payload.updatedDate, base: base)
         } catch {
             throw VaultError.storage("draft \(row.id) could not be opened")
         }

@@ -99,4 +99,14 @@ extension VaultEngine {
     func attachmentStaging(userID: String) -> AttachmentStaging {
         AttachmentStaging(profileDatabase: store.path, userID: userID)
     }
+
+    /// Removes the staged files of a queued change that went without reaching the server: settled by removing
+    /// the item (``removeLocally(_:)``), discarded (``discardPending(itemID:)``), or forgotten with an item made
+    /// here and deleted for good before its first sync (``permanentlyDeleteItem(id:)``). Nothing else names
+    /// them once their record is gone, so they would stay in the profile for good (QA, session 34). Called
+    /// after the transaction that removed the record: a failed one leaves the files its record still names.
+    func removeStaged(_ staged: [StagedAttachment], userID: String) {
+        let staging = attachmentStaging(userID: userID)
+        for attachment in staged { staging.remove(attachment.id) }
+    }
 }

@@ -195,11 +195,15 @@ extension VaultEngine {
         }.outcome
     }
 
-    /// Deletes an item for good. An item that exists only on this device is simply forgotten.
+    /// Deletes an item for good. An item that exists only on this device is simply forgotten, with the
+    /// files of the attachments staged for it.
     public func permanentlyDeleteItem(id: String) async throws -> SaveOutcome {
         let id = try currentID(of: id)
+        let userID = try requireSession().userID
         return try await oneSaveAtATime(of: id) {
-            try await self.save(itemID: id, readingItem: true) { facts, _ in
+            var staged: [StagedAttachment] = []
+            let outcome = try await self.save(itemID: id, readingItem: true) { facts, _ in
+                staged = facts.existing?.metadata.attachmentAdds ?? []
                 let previous = try Self.parsedItem(facts.stored, id: id).0
                 return SaveInput(operation: .hardDelete, local: nil, previous: previous, isOrganization: previous.organizationId != nil)
             } online: { api, token, _ in
@@ -208,6 +212,12 @@ extension VaultEngine {
                 do { try await api.hardDeleteCipher(id: id, token: token) } catch let error as ServerCallError where error.isGone {}
                 return nil
             }.outcome
+            // Forgotten (its record went with it): nothing will upload these files. A delete that waits for the
+            // server keeps them, since an edit made elsewhere meanwhile wins over it and gets them.
+            if !staged.isEmpty, try await self.pendingChange(itemKind: .cipher, itemID: id, userID: userID) == nil {
+                self.removeStaged(staged, userID: userID)
+            }
+            return outcome
         }
     }
 

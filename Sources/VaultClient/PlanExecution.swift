@@ -574,7 +574,7 @@ extension VaultEngine {
             return true
         }
         guard removed else { return }
-        for staged in change.metadata.attachmentAdds ?? [] { attachmentStaging(userID: userID).remove(staged.id) }
+        removeStaged(change.metadata.attachmentAdds ?? [], userID: userID)
     }
 
     /// Whether two versions carry the same encrypted content, byte for byte (every EncString is

@@ -82,6 +82,9 @@ public struct ConflictResolution: Sendable, Equatable {
     /// Whether the backup was moved to the trash.
     public var trashedBackup: Bool
     public var outcome: SaveOutcome
+    /// The live item had been deleted for good and the backup held the version chosen: the backup is the
+    /// item again, under this (the original) name.
+    public var backupBecameItem: String? = nil
 }
 
 /// What discarding a queued change gives up.
@@ -204,6 +207,11 @@ extension VaultEngine {
     /// chosen version ends up in the live item (the backup's content is copied in when the backup holds
     /// it) and the backup goes to the trash — recoverable, never deleted for good. Works offline: it
     /// goes through the same offline-aware saves as any edit. Either way the backup counts as reviewed.
+    ///
+    /// The live item may have been deleted for good since (on another device, or here). The backup then
+    /// holds the only version left: chosen, it becomes the item again (``reinstate(backupID:)``); the other
+    /// side chosen is gone, and nothing is changed (``VaultError/conflictVersionGone(item:backup:keep:deleteQueued:)``),
+    /// since trashing the backup would leave the vault without either version.
     public func resolveConflict(backupID: String, keep choice: ConflictChoice) async throws -> ConflictResolution {
         let current = try requireSession()
         // This device's own backups first: the vault is searched only for one another device made.
@@ -219,9 +227,28 @@ extension VaultEngine {
                 throw VaultError.invalidItem("this backup does not record whose version it holds; edit the item by hand or keep both")
             }
             let backupHoldsChoice = (choice == .mine) == (summary.losingSide == .mine)
+            let live: CipherView
+            do {
+                live = try await item(id: summary.originalID)
+            } catch VaultError.itemNotFound {
+                // Deleted for good since (QA, session 34: "No item …" was all the user got).
+                guard backupHoldsChoice else {
+                    let backupName = summary.name ?? backupID
+                    let deleteQueued = try await pendingChange(itemKind: .cipher, itemID: summary.originalID, userID: current.userID)?
+                        .metadata.kind == .hardDelete
+                    throw VaultError.conflictVersionGone(item: BackupName.originalName(of: backupName), backup: backupName,
+                                                         keep: choice, deleteQueued: deleteQueued)
+                }
+                let (outcome, name) = try await reinstate(backupID: backupID)
+                resolution.outcome = outcome
+                resolution.backupBecameItem = name
+                try await write { [userID = current.userID] tx in try tx.backups(of: userID).forget(backupID) }
+                publishStatus()
+                logger.info("conflict backup reinstated", metadata: ["item": "\(summary.originalID)", "backup": "\(backupID)"])
+                return resolution
+            }
             if backupHoldsChoice {
                 let backup = try await item(id: backupID)
-                let live = try await item(id: summary.originalID)
                 let base = try await conflictBase(backupID: backupID)
                 let merged = Self.merge(backup: backup, into: live, base: base)
                 resolution.outcome = try await updateItem(merged).outcome
@@ -245,6 +272,24 @@ extension VaultEngine {
         }
         publishStatus()
         return resolution
+    }
+
+    /// The backup becomes the item again, its live item being deleted for good: renamed back to the
+    /// original name (an ordinary offline-aware edit, so it works offline too), with every field, its
+    /// password history and its attachments. One the resolution filed in the conflict folder goes back to
+    /// the folder both versions started in, when that folder is still there (else to no folder). Returns the
+    /// save's outcome and the name.
+    func reinstate(backupID: String) async throws -> (SaveOutcome, String) {
+        var view = try await item(id: backupID)
+        view.name = BackupName.originalName(of: view.name)
+        if let folderID = view.folderId {
+            let folders = try await folders()
+            if folders.first(where: { $0.id == folderID })?.name == Self.conflictFolderName {
+                let before = try await conflictBase(backupID: backupID)?.folderId
+                view.folderId = before.flatMap { id in folders.contains { $0.id == id } ? id : nil }
+            }
+        }
+        return (try await updateItem(view).outcome, view.name)
     }
 
     /// The version the conflict's two sides started from, when the merge that made the backup kept it.
@@ -334,19 +379,25 @@ extension VaultEngine {
         return DiscardedChange(itemID: itemID, kind: change.metadata.kind, lost: lost)
     }
 
-    /// Gives up an item's queued change: the record goes; an offline-only item goes with it; otherwise
-    /// the next sync brings back the server's version.
+    /// Gives up an item's queued change: the record goes, with the files of attachments added to it here
+    /// (staged, never uploaded); an offline-only item goes with it; otherwise the next sync brings back the
+    /// server's version.
     @discardableResult
     public func discardPending(itemID: String) async throws -> DiscardedChange {
         let description = try await describeDiscard(itemID: itemID)
-        let userID = try requireSession().userID
-        try await write { tx in
-            try tx.queue(of: userID).removeRecords(ofItem: itemID)
+        let current = try requireSession()
+        let (userID, key) = (current.userID, current.keys.userKey)
+        let staged = try await write { tx -> [StagedAttachment] in
+            let queue = tx.queue(of: userID)
+            let staged = try queue.record(kind: .cipher, itemID: itemID).map { try Self.opened($0, key: key).metadata.attachmentAdds ?? [] } ?? []
+            try queue.removeRecords(ofItem: itemID)
             if description.kind == .create {
                 try tx.ciphers(of: userID).remove(id: itemID)
                 try tx.folders(of: userID).remove(id: itemID)
             }
+            return staged
         }
+        removeStaged(staged, userID: userID)
         publishStatus()
         return description
     }

@@ -89,6 +89,10 @@ public enum VaultError: Error, Sendable, Equatable {
     case attachmentNeedsServer(String)
     /// The file is larger than what is accepted.
     case attachmentTooLarge(size: Int, limit: Int)
+    /// `conflicts resolve --keep` chose the live item's version, and the live item was deleted for good: that
+    /// version is gone and the backup holds the only one left; nothing was changed. `deleteQueued`: the delete
+    /// was made here and has not reached the server, so discarding it brings the item back.
+    case conflictVersionGone(item: String, backup: String, keep: ConflictChoice, deleteQueued: Bool)
 }
 
 extension VaultError: LocalizedError {
@@ -174,6 +178,14 @@ extension VaultError: LocalizedError {
             return reason
         case .attachmentTooLarge(let size, let limit):
             return "The file is \(size / 1_048_576) MiB encrypted; at most \(limit / 1_048_576) MiB can be attached. Nothing was sent."
+        case .conflictVersionGone(let item, let backup, let keep, let deleteQueued):
+            let whose = keep == .mine ? "your" : "their"
+            let other = keep == .mine ? "theirs" : "mine"
+            let undo = deleteQueued
+                ? " The delete was made on this device and has not reached the server: `vaultsync pending discard \"\(item)\" --yes` brings the item back."
+                : ""
+            return "\"\(item)\", the item that held \(whose) version, was deleted for good, so that version is gone; the backup \"\(backup)\" holds "
+                + "the only version left. Nothing was changed: keep \(other) to make the backup the item again, or keep both to leave it as it is.\(undo)"
         case .exportUnreadable(let ids):
             let named = ids.prefix(3).joined(separator: ", ") + (ids.count > 3 ? ", …" : "")
             return "\(ids.count) item\(ids.count == 1 ? "" : "s") cannot be decrypted (\(named)), so an export would leave \(ids.count == 1 ? "it" : "them") out; nothing was written. "

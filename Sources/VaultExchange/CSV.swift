@@ -131,12 +131,15 @@ public enum CSV {
     }
 
     /// Parses `text` as a table whose first row is the header. An empty file is an error; so is a header
-    /// that lacks one of `required` (compared without case).
-    public static func table(_ text: String, required: [String] = [], format: String) throws -> Table {
+    /// that lacks one of `required` (compared without case), or one `checkHeader` (given the header's cells
+    /// and line) throws for, which it does first.
+    public static func table(_ text: String, required: [String] = [], format: String,
+                             checkHeader: ((_ header: [String], _ line: Int) throws -> Void)? = nil) throws -> Table {
         let rows = try parse(text)
         guard let header = rows.first else {
             throw ExchangeError.malformed(entry: "line 1", reason: "the file is empty (a \(format) file starts with a header row)")
         }
+        try checkHeader?(header.cells, header.line)
         let names = Set(header.cells.map { $0.trimmingSpaces.lowercased() })
         let missing = required.filter { !names.contains($0.lowercased()) }
         if !missing.isEmpty {

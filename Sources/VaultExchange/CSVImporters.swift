@@ -24,10 +24,43 @@ public enum CSVImporter {
         }
     }
 
+    /// The CSV format a header plainly is, by columns that only that format writes; nil when it is no one
+    /// format's plainly (a file edited by hand, another program's export, a header two formats could write).
+    /// A Chrome and a KeePassXC file both have the columns `chrome-csv` requires, so the required columns
+    /// alone let a file of one format import under another's mapping, its titles and groups becoming custom
+    /// fields (QA, session 34).
+    public static func recognizedFormat(header: [String]) -> ImportFormat? {
+        let names = Set(header.map { $0.trimmingSpaces.lowercased() })
+        func hasAll(_ columns: [String]) -> Bool { columns.allSatisfy(names.contains) }
+        func hasAny(_ columns: [String]) -> Bool { columns.contains(where: names.contains) }
+        let firefoxOnly = ["httprealm", "formactionorigin", "timecreated", "timelastused", "timepasswordchanged"]
+        var matches: [ImportFormat] = []
+        if hasAll(["name", "type"]), hasAny(["login_uri", "login_username", "login_password", "login_totp"]) { matches.append(.bitwardenCSV) }
+        if hasAll(["group", "title"]) { matches.append(.keepassxcCSV) }
+        if hasAll(["url", "username", "password"]), hasAny(firefoxOnly) { matches.append(.firefoxCSV) }
+        if hasAll(["name", "url", "username", "password"]), !hasAny(["type", "title", "group"] + firefoxOnly) { matches.append(.chromeCSV) }
+        if names.contains("title"), !names.contains("group"), hasAny(["otpauth", "one-time password", "tags", "archived", "urls"]) {
+            matches.append(.onePasswordCSV)
+        }
+        return matches.count == 1 ? matches[0] : nil
+    }
+
+    /// The file's table in `format`: refused (nothing read) when its header is plainly another format's
+    /// (``recognizedFormat(header:)``), naming that one, before the required columns are checked.
+    private static func readTable(_ text: String, _ format: ImportFormat, required: [String]) throws -> CSV.Table {
+        try CSV.table(text, required: required, format: format.rawValue) { header, line in
+            guard let recognized = recognizedFormat(header: header), recognized != format else { return }
+            throw ExchangeError.malformed(
+                entry: "line \(line)",
+                reason: "this is the header of a \(recognized.rawValue) file, not of a \(format.rawValue) file (found: \(header.joined(separator: ","))); "
+                    + "read as \(format.rawValue) its columns would land in the wrong fields, so nothing was imported. Import it with --format \(recognized.rawValue)")
+        }
+    }
+
     // MARK: Bitwarden
 
     private static func readBitwarden(_ text: String) throws -> ImportedVault {
-        let table = try CSV.table(text, required: ["name", "type"], format: ImportFormat.bitwardenCSV.rawValue)
+        let table = try readTable(text, .bitwardenCSV, required: ["name", "type"])
         let loginColumns: [(column: String, fallback: String)] = [
             ("login_uri", "uri"), ("login_username", "username"), ("login_password", "password"), ("login_totp", "totp"),
         ]
@@ -84,7 +117,7 @@ public enum CSVImporter {
     // MARK: KeePassXC
 
     private static func readKeePassXC(_ text: String) throws -> ImportedVault {
-        let table = try CSV.table(text, required: ["title", "group"], format: ImportFormat.keepassxcCSV.rawValue)
+        let table = try readTable(text, .keepassxcCSV, required: ["title", "group"])
         let known: Set<String> = ["group", "title", "username", "password", "url", "notes", "totp", "icon", "last modified", "created"]
         var vault = ImportedVault()
         for row in table.rows where !isEmpty(row) {
@@ -121,7 +154,7 @@ public enum CSVImporter {
     // MARK: Chrome
 
     private static func readChrome(_ text: String) throws -> ImportedVault {
-        let table = try CSV.table(text, required: ["url", "username", "password"], format: ImportFormat.chromeCSV.rawValue)
+        let table = try readTable(text, .chromeCSV, required: ["url", "username", "password"])
         let known: Set<String> = ["name", "url", "username", "password", "note"]
         var vault = ImportedVault()
         for row in table.rows where !isEmpty(row) {
@@ -150,7 +183,7 @@ public enum CSVImporter {
     // MARK: Firefox
 
     private static func readFirefox(_ text: String) throws -> ImportedVault {
-        let table = try CSV.table(text, required: ["url", "username", "password"], format: ImportFormat.firefoxCSV.rawValue)
+        let table = try readTable(text, .firefoxCSV, required: ["url", "username", "password"])
         let known: Set<String> = [
             "url", "username", "password", "httprealm", "formactionorigin", "guid", "timecreated", "timelastused", "timepasswordchanged",
         ]
@@ -192,7 +225,7 @@ public enum CSVImporter {
     // MARK: 1Password
 
     private static func readOnePassword(_ text: String) throws -> ImportedVault {
-        let table = try CSV.table(text, required: ["title"], format: ImportFormat.onePasswordCSV.rawValue)
+        let table = try readTable(text, .onePasswordCSV, required: ["title"])
         // 1Password 8's names, and 1Password 7's (upper case, URLS a list of lines, TYPE).
         let known: Set<String> = [
             "title", "url", "urls", "username", "password", "otpauth", "one-time password", "favorite", "archived", "tags", "notes", "type",

@@ -329,6 +329,11 @@ public struct BackupLedger {
         try listed.filter(ConflictBackupRow.Columns.reviewedAt == nil).fetchCount(db)
     }
 
+    /// The backup is no backup any more (it became the item again): it leaves every list.
+    public func forget(_ backupID: String) throws {
+        _ = try mine.filter(ConflictBackupRow.Columns.backupID == backupID).deleteAll(db)
+    }
+
     /// The user reviewed this backup.
     public func markReviewed(_ backupID: String, at now: Int64) throws {
         _ = try mine.filter(ConflictBackupRow.Columns.backupID == backupID)

@@ -186,6 +186,26 @@ struct ImportExportCommandTests {
         await scenario.finish([device])
     }
 
+    /// QA, session 34 (bug 73, left open): a KeePassXC file has every column `chrome-csv` requires, so
+    /// `--format chrome-csv` imported it silently, the titles and groups becoming custom fields.
+    @Test("a CSV file of one format named as another is refused, exit 65, naming the format it is; nothing imported")
+    func csvOfAnotherFormat() async throws {
+        let scenario = try await CLIScenario.start()
+        let device = try await scenario.device(register: true)
+        let wrong = try await device.expect(["import", exchangeFixture("keepassxc.csv"), "--format", "chrome-csv", "--no-sync"], status: 65)
+        #expect(wrong.stderr.contains("keepassxc-csv") && wrong.stderr.contains("--format keepassxc-csv")
+                    && wrong.stderr.contains("nothing was imported"), "\(wrong.stderr)")
+        #expect(try await device.json(["list"]).count == 0)
+        #expect(try await device.json(["pending"]).count == 0)
+        try await device.expect(["import", exchangeFixture("firefox.csv"), "--format", "chrome-csv", "--no-sync"], status: 65)
+        try await device.expect(["import", exchangeFixture("chrome.csv"), "--format", "firefox-csv", "--no-sync"], status: 65)
+        #expect(try await device.json(["list"]).count == 0)
+        // Named as what it is, it imports.
+        try await device.expect(["import", exchangeFixture("keepassxc.csv"), "--format", "keepassxc-csv", "--no-sync"])
+        #expect(try await device.json(["list"]).count > 0)
+        await scenario.finish([device])
+    }
+
     /// One account and one device for all six files, one after the other: each CLI run derives the master
     /// key (and each account costs the server a slow hash), so six scenarios in parallel would starve the
     /// servers of the tests running beside this one on a 2-core machine.

@@ -294,6 +294,56 @@ struct OfflineAndConflictTests {
         await scenario.finish([a, b])
     }
 
+    /// QA, session 34 (bug 73, left open): once the live item was deleted for good, `--keep theirs` answered
+    /// "No item …" although the backup held the version chosen. It becomes the item again now; the side the
+    /// deleted item held is gone, and choosing it changes nothing and says so.
+    @Test("conflicts resolve after the live item was deleted for good: the backup's side becomes the item again; the other side is refused, nothing lost")
+    func resolveAfterDeleteForGood() async throws {
+        let scenario = try await CLIScenario.start()
+        let a = try await scenario.device(register: true)
+        try await a.expect(["config", "conflict-folder", "on"])
+        try await a.expect(["folder", "add", "Work"])
+        try await a.expect(["add", "login", "--name", "Shared", "--username", "alice", "--folder", "Work", "--password", "-"], stdin: "first-Pa55\n")
+        let b = try await scenario.device()
+        try await b.expect(["edit", "Shared", "--password", "-"], stdin: "from-B-Pa55\n")
+        // A edits after B, from the version before B's edit: A's newer password wins, B's is kept in the backup.
+        try await a.expect(["edit", "Shared", "--password", "-"], stdin: "from-A-Pa55\n")
+        let report = try await a.json(["sync"])
+        #expect(report["backups"]?.count == 1, "\(report)")
+        let backupID = try #require(report["backups"]?[0]?["backupId"]?.stringValue)
+        #expect(try await a.json(["conflicts"])[0]?["backupHolds"]?.stringValue == "theirs")
+        #expect(try await a.json(["get", backupID])["folder"]?.stringValue == "Offline Sync Conflicts")
+
+        // B deletes the live item for good; A learns of it.
+        try await b.expect(["sync"])
+        try await b.expect(["delete", "Shared", "--permanent"])
+        try await a.expect(["sync"])
+
+        // Mine was the deleted item: that version is gone, and nothing changes (the backup stays listed, outside the trash).
+        let mine = try await a.expect(["conflicts", "resolve", backupID, "--keep", "mine"], status: 4)
+        #expect(mine.stderr.contains("was deleted for good") && mine.stderr.contains("Nothing was changed") && mine.stderr.contains("keep theirs"),
+                "\(mine.stderr)")
+        #expect(!mine.stderr.contains("No item"))
+        #expect(try await a.json(["conflicts"]).count == 1)
+        #expect(try await a.expect(["get", backupID, "--field", "password"]).stdout == "from-B-Pa55\n")
+
+        // Theirs is in the backup: it becomes the item again, under the original name, out of the conflict list.
+        let theirs = try await a.expect(["conflicts", "resolve", backupID, "--keep", "theirs"])
+        #expect(theirs.stdout.contains("the backup is the item again, named \"Shared\""), "\(theirs.stdout)")
+        let shared = try await a.json(["get", "Shared"])
+        #expect(shared["id"]?.stringValue == backupID && shared["login"]?["password"]?.stringValue == "from-B-Pa55"
+                    && shared["login"]?["username"]?.stringValue == "alice", "\(shared)")
+        // Out of the conflict folder, back in the folder both versions started in.
+        #expect(shared["folder"]?.stringValue == "Work", "\(shared)")
+        #expect(try await a.json(["list", "--trash"]).count == 0)
+        #expect(try await a.json(["conflicts"]).count == 0)
+        #expect(try await a.json(["status"])["newConflicts"]?.intValue == 0)
+        try await b.expect(["sync"])
+        #expect(try await b.expect(["get", "Shared", "--field", "password"]).stdout == "from-B-Pa55\n")
+        #expect(try await b.json(["conflicts"]).count == 0, "no backup by its name any more")
+        await scenario.finish([a, b])
+    }
+
     @Test("drafts: an edit the app never finished can be recovered or discarded")
     func drafts() async throws {
         let scenario = try await CLIScenario.start()
@@ -319,6 +369,40 @@ struct OfflineAndConflictTests {
         try await device.expect(["drafts", "discard", second], status: 4)
         #expect(try await device.json(["drafts"]).count == 0)
         await scenario.finish([device])
+    }
+
+    /// QA, session 34 (bug 73, left open): the draft kept the edited item but not the version the edit started from,
+    /// so recovering it after this device had synced another device's change wrote the old fields back over that
+    /// change (the other device's version survived only in a conflict backup).
+    @Test("drafts recover of an item changed on another device since the draft began: both changes kept, no conflict")
+    func draftRecoveredAfterAnotherDevicesChange() async throws {
+        let scenario = try await CLIScenario.start()
+        let device = try await scenario.device(register: true)
+        try await device.expect(["add", "login", "--name", "Draft me", "--username", "alice", "--password", "-"], stdin: "before\n")
+        let other = try await scenario.device()
+        // An app (this library) autosaved an edit of the password and crashed before saving it.
+        var configuration = EngineConfiguration(serverURL: await scenario.server.url)
+        configuration.api.requestTimeout = .seconds(20)
+        let engine = try VaultEngine(databasePath: device.home + "/vault.sqlite", configuration: configuration)
+        try await engine.unlock(email: scenario.email, password: scenario.password)
+        var view = try #require(try await engine.items().compactMap { try? $0.result.get() }.first { $0.name == "Draft me" })
+        view.login?.password = "after"
+        try await engine.saveDraft(view)
+        await engine.shutdown()
+
+        // The other device changes the username; this one syncs it before the draft is recovered.
+        try await other.expect(["edit", "Draft me", "--username", "bob", "--notes", "from the other device"])
+        try await device.expect(["sync"])
+        try await device.expect(["drafts", "recover", "Draft me"])
+        try await device.expect(["sync"])
+        let recovered = try await device.json(["get", "Draft me"])
+        #expect(recovered["login"]?["password"]?.stringValue == "after" && recovered["login"]?["username"]?.stringValue == "bob"
+                    && recovered["notes"]?.stringValue == "from the other device", "\(recovered)")
+        #expect(try await device.json(["conflicts"]).count == 0, "a clean merge makes no backup")
+        try await other.expect(["sync"])
+        #expect(try await other.expect(["get", "Draft me", "--field", "username"]).stdout == "bob\n")
+        #expect(try await other.expect(["get", "Draft me", "--field", "password"]).stdout == "after\n")
+        await scenario.finish([device, other])
     }
 
     @Test("vaultsync demo interrupted (Ctrl-C, or SIGTERM since session 35): its server stops, its folder is removed and the person told, exit 128 + the signal; its lines arrive as said (QA, session 33)",

@@ -264,6 +264,46 @@ struct OfflineAttachmentTests {
         await devices.finish()
     }
 
+    /// QA, session 34 (bug 73, left open): the encrypted files of attachments added offline stayed in the profile
+    /// for good when their change went without reaching the server: discarded (`pending discard`), or an item
+    /// made here deleted for good before its first sync.
+    @Test("staged files go with their change: a discarded edit, a discarded new item, a new item deleted for good before it reached the server")
+    func stagedFilesGoWithTheirChange() async throws {
+        let devices = try await TwoDevices.start()
+        let item = try await devices.a.engine.addItem(loginItem("Kept")).value
+        let id = try #require(item.id)
+        let staging = devices.a.profile + "/attachment-staging"
+        let a = try await offline(devices)
+
+        _ = try await a.engine.addAttachment(itemID: id, fileName: "scan.pdf", contents: SystemRandomSource().bytes(count: 20_000))
+        #expect(profileFiles(staging).count == 1)
+        #expect(try await a.engine.discardPending(itemID: id).kind == .update)
+        #expect(profileFiles(staging).isEmpty, "the discarded edit's file goes with it")
+
+        let scratch = try #require(try await a.engine.addItem(loginItem("Scratch")).value.id)
+        _ = try await a.engine.addAttachment(itemID: scratch, fileName: "draft.txt", contents: Array("draft".utf8))
+        #expect(profileFiles(staging).count == 1)
+        #expect(try await a.engine.discardPending(itemID: scratch).kind == .create)
+        #expect(profileFiles(staging).isEmpty, "the discarded item's file goes with it")
+
+        let brief = try #require(try await a.engine.addItem(loginItem("Brief")).value.id)
+        _ = try await a.engine.addAttachment(itemID: brief, fileName: "brief.txt", contents: Array("brief".utf8))
+        _ = try await a.engine.addAttachment(itemID: brief, fileName: "annex.txt", contents: Array("annex".utf8))
+        #expect(profileFiles(staging).count == 2)
+        _ = try await a.engine.permanentlyDeleteItem(id: brief)
+        #expect(try await a.engine.pendingCount() == 0, "an item made here and deleted for good is forgotten")
+        #expect(profileFiles(staging).isEmpty, "its files go with it")
+        await a.engine.shutdown()
+
+        let back = try await online(devices)
+        _ = try await back.engine.sync()
+        try await devices.b.engine.pull()
+        #expect(try await devices.b.engine.items().compactMap { try? $0.result.get().name } == ["Kept"])
+        #expect(try await devices.b.engine.attachments(itemID: id).isEmpty)
+        await back.engine.shutdown()
+        await devices.finish()
+    }
+
     @Test("added offline to an item deleted for good elsewhere: the item comes back, with the attachment")
     func addToItemDeletedElsewhere() async throws {
         let devices = try await TwoDevices.start()

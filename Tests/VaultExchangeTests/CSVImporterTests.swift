@@ -248,6 +248,31 @@ struct CSVImporterTests {
         }
     }
 
+    /// QA, session 34 (bug 73, left open): the required columns alone let a file of one format import under
+    /// another's mapping (a KeePassXC or Firefox file has every column `chrome-csv` requires).
+    @Test("each fixture named as another CSV format is refused, naming its own; named as its own it reads")
+    func anotherFormatsFile() throws {
+        let fixtures: [(String, ImportFormat)] = [("bitwarden", .bitwardenCSV), ("keepassxc", .keepassxcCSV), ("chrome", .chromeCSV),
+                                                  ("firefox", .firefoxCSV), ("1password", .onePasswordCSV), ("1password7", .onePasswordCSV)]
+        let csvFormats = ImportFormat.allCases.filter { $0 != .bitwardenJSON }
+        for (name, own) in fixtures {
+            let text = try fixture(name).text
+            #expect(try !CSVImporter.read(text, format: own).items.isEmpty)
+            for other in csvFormats where other != own {
+                do {
+                    _ = try CSVImporter.read(text, format: other)
+                    Issue.record("\(name).csv read as \(other.rawValue)")
+                } catch ExchangeError.malformed(let entry, let reason) {
+                    #expect(entry == "line 1" && reason.contains("a \(own.rawValue) file") && reason.contains("--format \(own.rawValue)"),
+                            "\(name).csv as \(other.rawValue): \(reason)")
+                }
+            }
+        }
+        // A header no one format plainly writes is read under the format named, as before.
+        #expect(try CSVImporter.read("Title,URL,Username,Password\nT,https://t.io,u,p\n", format: .onePasswordCSV).items.count == 1)
+        #expect(try CSVImporter.read("url,username,password\nhttps://t.io,u,p\n", format: .firefoxCSV).items.count == 1)
+    }
+
     @Test("URIs get http:// only without a scheme and with a dot; hosts drop userinfo, port and www.; folder names are tidied")
     func helpers() {
         #expect(CSVImporter.fixURI("  example.com/a ") == "http://example.com/a")

@@ -268,7 +268,8 @@ struct EditCommand: VaultCommand {
             try await ItemJSONInput.apply(ItemJSONInput.parse(try ItemJSONInput.readSource(jsonFile)), to: &view, context: context)
         } else if fields.isEmpty {
             view = try await EditorSession.edit(view, context: context)
-            draftID = try await context.engine.saveDraft(view)
+            // With the version it started from, so that a recovery merges with what changed elsewhere since.
+            draftID = try await context.engine.saveDraft(view, basedOn: original)
         }
         try await fields.apply(to: &view, secrets: secrets, context: context)
         guard !view.name.isEmpty else { throw CLIError.usage("an item needs a name") }

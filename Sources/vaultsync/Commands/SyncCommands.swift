@@ -266,7 +266,7 @@ struct ConflictsCommand: AsyncParsableCommand {
             commandName: "resolve",
             abstract: "Settle a conflict: keep mine, theirs, or both (works offline).",
             discussion: """
-            mine/theirs: the chosen version becomes the live item and the backup goes to the trash (both password histories are kept). both: leave the item and the backup as they are.
+            mine/theirs: the chosen version becomes the live item and the backup goes to the trash (both password histories are kept). both: leave the item and the backup as they are. When the live item was deleted for good, the backup becomes the item again if it holds the version chosen; otherwise that version is gone and nothing is changed.
 
             Example:
               vaultsync conflicts resolve BACKUP --keep theirs
@@ -282,7 +282,11 @@ struct ConflictsCommand: AsyncParsableCommand {
             switch choice {
             case .both: print("Kept both versions.")
             case .mine, .theirs:
-                print("Kept \(choice == .mine ? "your" : "their") version\(result.mergedBackupIntoItem ? " (copied from the backup into the item)" : "")\(result.trashedBackup ? "; the backup is in the trash" : "").")
+                if let name = result.backupBecameItem {
+                    print("Kept \(choice == .mine ? "your" : "their") version: the item had been deleted for good, so the backup is the item again, named \"\(name)\".")
+                } else {
+                    print("Kept \(choice == .mine ? "your" : "their") version\(result.mergedBackupIntoItem ? " (copied from the backup into the item)" : "")\(result.trashedBackup ? "; the backup is in the trash" : "").")
+                }
             }
             noteOutcome(result.outcome)
         }
@@ -491,7 +495,8 @@ struct DraftsCommand: AsyncParsableCommand {
             let found = try await context.engine.draft(id: draft)
             let outcome: SaveOutcome
             if let itemID = found.itemID, (try? await context.engine.item(id: itemID)) != nil {
-                outcome = try await context.engine.updateItem(found.item).outcome
+                // Based on the version the edit started from: what another device changed since is merged, not reverted.
+                outcome = try await context.engine.updateItem(found.item, basedOn: found.base).outcome
             } else {
                 var item = found.item
                 item.id = nil

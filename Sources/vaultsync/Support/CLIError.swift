@@ -123,6 +123,7 @@ func describe(_ error: any Error) -> (message: String, status: ExitStatus) {
         case .attachmentAmbiguous: status = .ambiguous
         case .attachmentTooLarge: status = .usage
         case .attachmentNeedsServer: status = .serverUnreachable
+        case .conflictVersionGone: status = .notFound
         }
         switch error {
         case .kdfBelowMinimums(let offered), .kdfWeakened(_, let offered):
