@@ -73,7 +73,7 @@ extension VaultEngine {
     public func drafts() async throws -> [Draft] {
         let current = try requireSession()
         let userID = current.userID
-        let rows = try readNow { tx in try tx.drafts(of: userID).all() }
+        let rows = try await read { tx in try tx.drafts(of: userID).all() }
         return rows.compactMap { row in try? open(row, keys: current.keys) }.sorted { $0.updatedDate > $1.updatedDate }
     }
 
@@ -99,7 +99,8 @@ extension VaultEngine {
         guard let current = session else { return }
         let cutoff = clock.now().adding(microseconds: -Int64(configuration.draftMaximumAge * 1_000_000))
         let userID = current.userID
-        let rows = try await read { tx in try tx.drafts(of: userID).all() }
+        // On this thread, as the unlock's other reads (every command of the CLI unlocks).
+        let rows = try readNow { tx in try tx.drafts(of: userID).all() }
         // Old drafts, then those whose item has no queued change (a few lookups: every unlock runs this,
         // and the queue may hold 100,000 changes).
         let old = rows.compactMap { row in (try? open(row, keys: current.keys)).flatMap { $0.updatedDate < cutoff ? (row.id, $0.itemID) : nil } }
