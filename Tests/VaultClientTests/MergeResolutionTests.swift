@@ -287,8 +287,10 @@ struct MergeResolutionTests {
         default: break
         }
         // B, offline since it pulled, changes the password after A's merge landed: B's edit is newer, and B
-        // backs up A's merge when it pushes its own.
-        let offlineB = try devices.b.reopen(url: deadServerURL())
+        // backs up A's merge when it pushes its own. Newer by 30 s on B's clock: edits a second apart on two clocks
+        // are not ordered reliably (a server's `Date` header a loaded machine left stale moved A's a second later,
+        // and A's version won: one full run in session 35; docs/RELIABILITY.md, bug 80).
+        let offlineB = try Device.make(url: deadServerURL(), profile: devices.b.profile, clock: TestClock(skewSeconds: 30))
         try await offlineB.engine.unlock(email: devices.scenario.email, password: devices.scenario.password)
         var fromB = try await offlineB.engine.item(id: id)
         fromB.login?.password = "b-offline, later"
