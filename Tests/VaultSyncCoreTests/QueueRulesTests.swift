@@ -1,3 +1,4 @@
+import Foundation
 import Testing
 import VaultModels
 @testable import VaultSyncCore
@@ -242,10 +243,45 @@ struct ServerClockOffsetTests {
         let t = WireDate(microsecondsSinceEpoch: 1_700_000_000_000_000)
         let precise = ServerClockOffset(offsetMicroseconds: 100, uncertaintyMicroseconds: 600_000, measuredAt: t)
         let rough = ServerClockOffset(offsetMicroseconds: 900, uncertaintyMicroseconds: 2_000_000, measuredAt: t.adding(microseconds: 1_000_000))
-        #expect(precise.merged(with: rough) == precise)
-        #expect(rough.merged(with: precise) == precise)
+        // The precise sample is kept, with the loosest upper bound of the two (the rough one's: 900 + 2,000,000).
+        var kept = precise
+        kept.loosestUpperMicroseconds = 2_000_900
+        #expect(precise.merged(with: rough) == kept)
+        #expect(rough.merged(with: precise) == kept)
         let later = ServerClockOffset(offsetMicroseconds: 900, uncertaintyMicroseconds: 2_000_000, measuredAt: t.adding(microseconds: 7_200_000_000))
         #expect(precise.merged(with: later) == later)
+    }
+
+    /// Bug 80's cause: a header a loaded server's cache left 3 s stale, answered quickly, is the most precise sample
+    /// and says this device is a second or more fast. The fresh samples around it allow the clocks to agree, so the
+    /// correction stays 0; a device that really is fast is still corrected, and a server really ahead too.
+    @Test("a stale Date header never moves this device's times back while a recent sample allows the clocks to agree")
+    func staleHeader() throws {
+        let t = WireDate(microsecondsSinceEpoch: 1_700_000_000_400_000)
+        func sample(skew: Int64, stale: Int64 = 0, at offsetFromT: Int64, roundTrip: Int64) -> ServerClockOffset {
+            // The device's clock is the server's plus `skew`; the header is the server's second, `stale` seconds old.
+            let serverNow = t.adding(microseconds: offsetFromT)
+            let second = serverNow.microsecondsSinceEpoch / 1_000_000 * 1_000_000 - stale * 1_000_000
+            return ServerClockOffset.sample(serverDate: WireDate(microsecondsSinceEpoch: second),
+                                            sentAt: serverNow.adding(microseconds: skew - roundTrip / 2),
+                                            receivedAt: serverNow.adding(microseconds: skew + roundTrip / 2))
+        }
+        let fresh = sample(skew: 0, at: 0, roundTrip: 60_000)
+        let stale = sample(skew: 0, stale: 3, at: 500_000, roundTrip: 2_000)
+        #expect(stale.correctionMicroseconds < 0, "alone, the stale sample claims this device is fast")
+        let merged = fresh.merged(with: stale)
+        #expect(merged.uncertaintyMicroseconds == stale.uncertaintyMicroseconds, "it is kept: the more precise")
+        #expect(merged.correctionMicroseconds == 0)
+        #expect(merged.merged(with: sample(skew: 0, at: 900_000, roundTrip: 40_000)).correctionMicroseconds == 0)
+        // A device 5 s fast: every sample says so, and the correction is applied.
+        let fast = sample(skew: 5_000_000, at: 0, roundTrip: 60_000).merged(with: sample(skew: 5_000_000, at: 700_000, roundTrip: 10_000))
+        #expect(abs(fast.correctionMicroseconds + 5_000_000) <= 1_000_000)
+        // A server 5 s ahead (this device slow): a stale header can only understate it.
+        let slow = sample(skew: -5_000_000, at: 0, roundTrip: 60_000).merged(with: sample(skew: -5_000_000, stale: 3, at: 300_000, roundTrip: 2_000))
+        #expect(slow.correctionMicroseconds > 0)
+        // An estimate stored before the loosest bound was kept reads as before.
+        let old = try JSONDecoder().decode(ServerClockOffset.self, from: Data(#"{"offsetMicroseconds":-3000000,"uncertaintyMicroseconds":1000000,"measuredAt":"2023-11-14T22:13:20.000Z"}"#.utf8))
+        #expect(old.loosestUpperMicroseconds == nil && old.correctionMicroseconds == -3_000_000)
     }
 }
 
