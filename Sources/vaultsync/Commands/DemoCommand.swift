@@ -40,6 +40,8 @@ struct DemoCommand: AsyncParsableCommand {
         do {
             try await story.tell(keep: keep)
         } catch {
+            // An interruption stops the server under the story, which then fails: the handler says why and exits.
+            if stop.interrupting { await stop.waitForExit() }
             let (message, _) = describe(error)
             Console.error("the demo stopped: \(message)")
             await story.cleanUp(keep: false)
@@ -290,6 +292,15 @@ final class StopSignals: @unchecked Sendable {
     private var keeping = false
     private var signalled = false
     private var waiter: CheckedContinuation<Void, Never>?
+    private var interruptedBy: Int32?
+
+    /// An interruption is being handled (its handler ends the process).
+    var interrupting: Bool { lock.withLock { interruptedBy != nil } }
+
+    /// Waits for the interruption's handler to end the process.
+    func waitForExit() async -> Never {
+        while true { try? await Task.sleep(for: .seconds(3600)) }
+    }
 
     init() {
         for number in [SIGINT, SIGTERM, SIGHUP] {
@@ -322,7 +333,10 @@ final class StopSignals: @unchecked Sendable {
 
     private func received(_ number: Int32) {
         let (handler, waiting): ((@Sendable (Int32) -> Void)?, CheckedContinuation<Void, Never>?) = lock.withLock {
-            guard keeping else { return (interrupted, nil) }
+            guard keeping else {
+                interruptedBy = number
+                return (interrupted, nil)
+            }
             signalled = true
             defer { waiter = nil }
             return (nil, waiter)

@@ -18,6 +18,8 @@ final class ServerProcess: @unchecked Sendable {
     private let logPath: String
     private let lock = NSLock()
     private var process: Process?
+    /// `stopNow()` ran (an interrupt): a start that was under way stops the process it made at once.
+    private var halted = false
     /// The port it listens on, once it has started (restarts reuse it).
     private(set) var port = 0
 
@@ -56,7 +58,14 @@ final class ServerProcess: @unchecked Sendable {
         child.standardError = log
         child.standardInput = FileHandle.nullDevice
         try child.run()
-        lock.withLock { process = child }
+        let interrupted = lock.withLock {
+            process = child
+            return halted
+        }
+        if interrupted {
+            stopNow()
+            throw Failure(description: "the demo was interrupted while vaultsync-server started")
+        }
         let deadline = ContinuousClock.now + .seconds(60)
         while ContinuousClock.now < deadline {
             let written = (try? Data(contentsOf: URL(fileURLWithPath: logPath))) ?? Data()
@@ -91,7 +100,10 @@ final class ServerProcess: @unchecked Sendable {
 
     /// `stop()` for a signal handler: blocks this thread, up to two seconds, then kills.
     func stopNow() {
-        guard let child = lock.withLock({ process }) else { return }
+        guard let child = lock.withLock({ () -> Process? in
+            halted = true
+            return process
+        }) else { return }
         child.terminate()
         let deadline = Date().addingTimeInterval(2)
         while child.isRunning, Date() < deadline { usleep(10_000) }
