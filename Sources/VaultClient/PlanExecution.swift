@@ -248,6 +248,10 @@ extension VaultEngine {
             report.messages.append(Self.deleteDroppedMessage(name: decryptedName(run.server) ?? run.change.itemID))
         case .tell(.folderRecreated):
             break  // planned for folders only
+        case .tell(.itemRecreated):
+            let name = decryptedName(run.local) ?? run.serverID
+            report.messages.append("\"\(name)\" had been deleted for good on another device; it was made again from this device's version, "
+                                   + "so the changes made here are kept (under a new id).")
         case .tell(.stateDropped):
             let name = decryptedName(run.local) ?? run.change.itemID
             report.messages.append("\"\(name)\" was deleted for good on another device: the trash, archive, folder or favorite change made here went with it.")

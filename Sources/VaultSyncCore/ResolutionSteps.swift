@@ -42,6 +42,10 @@ public enum PlanNotice: String, Sendable, Equatable, Codable {
     /// A folder renamed here was deleted on another device: it was made again under the new name, without the
     /// items the delete took out of it.
     case folderRecreated
+    /// An item edited here had been deleted for good elsewhere: it was made again from this device's version (the
+    /// step follows the create, so a create answered with another device's re-creation, which plans the rest
+    /// anew, does not say it).
+    case itemRecreated
 }
 
 /// One step of a plan.
@@ -375,6 +379,7 @@ public enum ResolutionPlanner {
     static func itemPlan(_ facts: ResolutionFacts) -> [ResolutionStep] {
         let record = facts.record
         let create: [ResolutionStep] = [.create(idempotencyKey: facts.createKey), .replayState, .swapID, .settle(.rebaseOnResult)]
+        let recreate: [ResolutionStep] = [.create(idempotencyKey: facts.createKey), .replayState, .swapID, .tell(.itemRecreated), .settle(.rebaseOnResult)]
         let push: [ResolutionStep] = [.push(.local), .replayState, .settle(.rebaseOnResult)]
         guard case .present(let revision, let holdsLocal) = facts.server else {
             switch record.kind {
@@ -383,12 +388,14 @@ public enum ResolutionPlanner {
                 // the content another device's user removed, for a favorite or a folder. Content edits are
                 // re-created below (an edit is never lost); state changes go with the item, as a trash does.
                 return facts.localPresent ? [.tell(.stateDropped), .removeLocally] : [.removeLocally]
-            case .create, .update:
-                // Created here, or lost by the server: created (again) from the local version.
+            case .create:
                 return facts.localPresent ? create : [.removeLocally]
+            case .update:
+                // Deleted for good elsewhere (or lost by the server): made again from the local version, and said.
+                return facts.localPresent ? recreate : [.removeLocally]
             case .softDelete where record.contentChanged && facts.localPresent:
                 // Moved to the trash and edited here: the edit is kept as any edit is, re-created in the trash.
-                return create
+                return recreate
             case .hardDelete where record.createSent == true && record.originalRevisionDate == nil:
                 // Deleted for good before any answer to its create: the copy that create may have left goes too.
                 return [.deleteLostCopy, .removeLocally]

@@ -1248,9 +1248,14 @@ struct ResolutionFaultTests {
             try await Task.sleep(for: .milliseconds(20))
             return outcome
         }
+        let reportA = try await devices.a.engine.sync()
+        let reportB = try await devices.b.engine.sync()
         _ = try await devices.a.engine.sync()
-        _ = try await devices.b.engine.sync()
-        _ = try await devices.a.engine.sync()
+        // A's edit brought the item back, and A is told (QA, session 34: it came back without a word); B met A's
+        // re-creation, a conflict it reports as a backup, and is not told it made the item again.
+        #expect(reportA.messages.contains { $0.hasPrefix("\"Recreated twice\" had been deleted for good on another device; it was made again") },
+                "\(reportA.messages)")
+        #expect(!reportB.messages.contains { $0.contains("had been deleted for good") } && reportB.backups.count == 1, "\(reportB)")
         try await c.engine.pull()
         let views = try await c.engine.views()
         expectSurvive(["from A", "from B, later"], in: views)

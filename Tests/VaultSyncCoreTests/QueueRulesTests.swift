@@ -302,6 +302,7 @@ struct ConflictMatrixTests {
     }
 
     static let create: [ResolutionStep] = [.create(idempotencyKey: "temp-1"), .replayState, .swapID, .settle(.rebaseOnResult)]
+    static let recreate: [ResolutionStep] = [.create(idempotencyKey: "temp-1"), .replayState, .swapID, .tell(.itemRecreated), .settle(.rebaseOnResult)]
     static let push: [ResolutionStep] = [.push(.local), .replayState, .settle(.rebaseOnResult)]
     static let takeTheirs: [ResolutionStep] = [.backUp(.local), .replayState, .settle(.keepBaseline)]
     static let dropDelete: [ResolutionStep] = [.tell(.deleteDropped), .settle(.keepBaseline)]
@@ -337,7 +338,7 @@ struct ConflictMatrixTests {
         (record(.update), later, later, takeTheirs),
         (record(.update), later, original, takeTheirs),
         (record(.update, content: false), later, later.adding(microseconds: 5_000_000), [.replayState, .settle(.keepBaseline)]),
-        (record(.update), nil, original, create),
+        (record(.update), nil, original, recreate),
         (record(.softDelete, content: false), original, original, [.trash, .settle(.rebaseOnResult)]),
         (record(.softDelete, content: true), original, original, push),
         (record(.hardDelete), original, original, [.deleteForGood, .removeLocally]),
@@ -345,7 +346,7 @@ struct ConflictMatrixTests {
         (record(.softDelete), later, later.adding(microseconds: 9_000_000), [.backUp(.local)] + dropDelete),
         (record(.hardDelete), later, later.adding(microseconds: 9_000_000), dropDelete),
         (record(.softDelete, content: false), nil, original, [.removeLocally]),
-        (record(.softDelete), nil, original, create),
+        (record(.softDelete), nil, original, recreate),
         (record(.hardDelete), nil, original, [.removeLocally]),
         (deletedLostCreate(), nil, original, [.deleteLostCopy, .removeLocally]),
         (deletedLostCreate(baseline: original), nil, original, [.removeLocally]),

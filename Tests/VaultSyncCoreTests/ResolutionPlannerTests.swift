@@ -27,7 +27,7 @@ struct ResolutionPlannerTests {
         // create / re-create: one create through every attempt, then the id swap
         (facts(record(.create), .gone), [ResolutionStep.create(idempotencyKey: "temp-1"), .replayState, .swapID, .settle(.rebaseOnResult)]),
         (facts(record(.create), .gone, local: false), [.removeLocally]),
-        (facts(record(.update), .gone), [.create(idempotencyKey: "temp-1"), .replayState, .swapID, .settle(.rebaseOnResult)]),
+        (facts(record(.update), .gone), [.create(idempotencyKey: "temp-1"), .replayState, .swapID, .tell(.itemRecreated), .settle(.rebaseOnResult)]),
         // deleted for good elsewhere, only its state changed here: the change goes with it (no re-creation)
         (facts(record(.update, content: false), .gone), [.tell(.stateDropped), .removeLocally]),
         (facts(record(.update, content: false), .gone, local: false), [.removeLocally]),
@@ -63,7 +63,7 @@ struct ResolutionPlannerTests {
         (facts(record(.softDelete, content: true), moved), [.backUp(.local), .tell(.deleteDropped), .settle(.keepBaseline)]),
         (facts(record(.softDelete, content: false), .gone), [.removeLocally]),
         // trashed and edited here, deleted for good elsewhere: the edit comes back, in the trash (seed 936547)
-        (facts(record(.softDelete, content: true), .gone), [.create(idempotencyKey: "temp-1"), .replayState, .swapID, .settle(.rebaseOnResult)]),
+        (facts(record(.softDelete, content: true), .gone), [.create(idempotencyKey: "temp-1"), .replayState, .swapID, .tell(.itemRecreated), .settle(.rebaseOnResult)]),
         (facts(record(.hardDelete), .gone, local: false), [.removeLocally]),
     ] as [(ResolutionFacts, [ResolutionStep])])
     func items(facts: ResolutionFacts, expected: [ResolutionStep]) {
@@ -88,7 +88,8 @@ struct ResolutionPlannerTests {
         var record = Self.record(.update, content: false)
         #expect(ResolutionPlanner.plan(Self.facts(record, .gone)) == [.tell(.stateDropped), .removeLocally])
         record.attachmentAdds = [StagedAttachment(id: "staged-1", fileName: "2.name", key: "2.key", size: 10)]
-        #expect(ResolutionPlanner.plan(Self.facts(record, .gone)) == [.create(idempotencyKey: "temp-1"), .replayState, .swapID, .syncAttachments, .settle(.rebaseOnResult)])
+        #expect(ResolutionPlanner.plan(Self.facts(record, .gone)) == [.create(idempotencyKey: "temp-1"), .replayState, .swapID, .tell(.itemRecreated), .syncAttachments,
+                                                                      .settle(.rebaseOnResult)])
     }
 
     @Test("an item created here and deleted for good before any answer: find the copy the create may have left, then go")
