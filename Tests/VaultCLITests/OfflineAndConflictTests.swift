@@ -427,8 +427,12 @@ struct OfflineAndConflictTests {
         #expect(await waitUntil { FileManager.default.fileExists(atPath: root + "/server") || !demo.isRunning })
         kill(demo.processIdentifier, signal)
         demo.waitUntilExit()
+        // What the demo wrote last may still be in the pipes when it has exited: read to their end (a full run
+        // under load once missed the interruption's line).
         outPipe.fileHandleForReading.readabilityHandler = nil
         errPipe.fileHandleForReading.readabilityHandler = nil
+        output.append(outPipe.fileHandleForReading.readDataToEndOfFile())
+        errors.append(errPipe.fileHandleForReading.readDataToEndOfFile())
         #expect(demo.terminationStatus == 128 + signal, "\(output.text)\n\(errors.text)")
         #expect(errors.text.contains("the demo was interrupted; its folder \(root) was removed"), "\(errors.text)")
         #expect(!FileManager.default.fileExists(atPath: root))
@@ -462,6 +466,7 @@ struct OfflineAndConflictTests {
         kill(demo.processIdentifier, SIGINT)
         demo.waitUntilExit()
         pipe.fileHandleForReading.readabilityHandler = nil
+        output.append(pipe.fileHandleForReading.readDataToEndOfFile())
         #expect(demo.terminationStatus == 0, "\(output.text)")
         #expect(processes(mentioning: root + "/server").isEmpty)
         #expect(FileManager.default.fileExists(atPath: root + "/device-a"))
