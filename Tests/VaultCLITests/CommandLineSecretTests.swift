@@ -89,6 +89,59 @@ struct CommandLineSecretTests {
         await scenario.finish([device])
     }
 
+    /// QA, session 35 (pass D): every file a command line names for input was read with Foundation's file
+    /// calls, which take regular files only, so `--password-file <(pass show vault)`, `--password @<(…)` and
+    /// the rest were refused as "cannot read /dev/fd/63": a secret that never touches the disk could be
+    /// given through standard input only, one flag per command.
+    @Test("--password-file, @FILE secret sources, --private-key-file and --json FILE take a pipe (bash's <(…)); a file that is not UTF-8 is named as such")
+    func fileSourcesMayBePipes() async throws {
+        let scenario = try await CLIScenario.start()
+        let device = try await scenario.device(register: true)
+        let directory = (device.home as NSString).deletingLastPathComponent
+        /// Runs `vaultsync` from bash, whose process substitution hands it /dev/fd/N: a pipe.
+        func bash(_ script: String) async throws -> CLIResult {
+            var environment = device.environment
+            environment["VS"] = try vaultsyncExecutable().path
+            environment["PW"] = scenario.password
+            environment.removeValue(forKey: "VAULTSYNC_PASSWORD")
+            let finished = try await runProcess(URL(fileURLWithPath: "/bin/bash"), ["-c", script], environment: environment)
+            return CLIResult(status: finished.status, stdout: finished.stdout, stderr: finished.stderr)
+        }
+        let added = try await bash(#"""
+            "$VS" add login --name Piped --username alice --password-file <(printf '%s\n' "$PW") \
+                --password @<(printf 'pipe-Pa55\n') --hidden-field 'pin=@'<(printf '4321') \
+                --totp @<(printf 'JBSWY3DPEHPK3PXP\n')
+            """#)
+        #expect(added.status == 0, "\(added)")
+        let piped = try await device.json(["get", "Piped"])
+        #expect(piped["login"]?["password"]?.stringValue == "pipe-Pa55", "\(piped)")
+        #expect(piped["login"]?["totp"]?.stringValue == "JBSWY3DPEHPK3PXP", "\(piped)")
+        #expect(piped["fields"]?[0]?["value"]?.stringValue == "4321", "\(piped)")
+        let listed = try await bash(#""$VS" list --json --password-file <(printf '%s\n' "$PW")"#)
+        #expect(listed.status == 0, "\(listed)")
+        #expect(itemID(try listed.json(), named: "Piped") != nil, "\(listed)")
+        let fromJSON = try await bash(#"""
+            "$VS" add --json <(printf '{"type": "note", "name": "From a pipe", "notes": "n"}') --password-file <(printf '%s\n' "$PW")
+            """#)
+        #expect(fromJSON.status == 0, "\(fromJSON)")
+        let key = try await bash(#"""
+            "$VS" add ssh-key --name Key --private-key-file <(printf 'PRIVATE KEY TEXT\n') --password-file <(printf '%s\n' "$PW")
+            """#)
+        #expect(key.status == 0, "\(key)")
+        #expect(try await device.json(["get", "Key"])["sshKey"]?["privateKey"]?.stringValue == "PRIVATE KEY TEXT\n")
+        #expect(try await device.json(["get", "From a pipe"])["notes"]?.stringValue == "n")
+
+        // Bytes that are not UTF-8 are said to be that, not "cannot read"; nothing changes.
+        let latin1 = directory + "/latin1"
+        try Data([0x70, 0xE4, 0x73, 0x73, 0x0A]).write(to: URL(fileURLWithPath: latin1))
+        let refused = try await device.expect(["edit", "Piped", "--password", "@" + latin1], status: 64)
+        #expect(refused.stderr.contains("not UTF-8"), "\(refused)")
+        let folder = try await device.expect(["edit", "Piped", "--password", "@" + directory], status: 64)
+        #expect(folder.stderr.contains("is a folder"), "\(folder)")
+        #expect(try await device.expect(["get", "Piped", "--field", "password"]).stdout == "pipe-Pa55\n")
+        await scenario.finish([device])
+    }
+
     #if os(Linux) && (arch(x86_64) || arch(arm64))
     @Test("on a terminal each - is a no-echo prompt naming its flag")
     func terminalPrompts() async throws {

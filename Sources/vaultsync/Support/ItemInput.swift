@@ -87,7 +87,7 @@ struct ItemOptions: ParsableArguments {
             switch try SecretSource(flag.text, flag: flag.flag) {
             case .standardInput: prompts.append(flag.flag)
             case .file(let path):
-                guard FileManager.default.isReadableFile(atPath: path) else { throw ValidationError("\(flag.flag): cannot read \(path)") }
+                do { try InputFile.check(path, what: "the file") } catch let error as CLIError { throw ValidationError("\(flag.flag): \(error)") }
             case .clear: break
             }
         }
@@ -216,10 +216,7 @@ struct ItemOptions: ParsableArguments {
         if view.type == .sshKey {
             var key = view.sshKey ?? SSHKeyView()
             if let privateKeyFile {
-                guard let text = try? String(contentsOfFile: privateKeyFile, encoding: .utf8) else {
-                    throw CLIError.usage("cannot read the private key file \(privateKeyFile)")
-                }
-                key[.privateKey] = text
+                key[.privateKey] = try InputFile.text(privateKeyFile, what: "the private key file")
             }
             if let publicKey { key[.publicKey] = publicKey }
             if let fingerprint { key[.keyFingerprint] = fingerprint }
@@ -275,8 +272,7 @@ enum ItemJSONInput {
         if path == "-" {
             return Array(FileHandle.standardInput.readDataToEndOfFile())
         }
-        guard let data = FileManager.default.contents(atPath: path) else { throw CLIError.usage("cannot read \(path)") }
-        return Array(data)
+        return try InputFile.bytes(path, what: "the file")
     }
 
     static func parse(_ bytes: [UInt8]) throws -> JSONObject {
@@ -498,7 +494,8 @@ enum SecretSource: Equatable {
             guard !value.isEmpty else { throw CLIError.usage("\(flag): nothing on standard input") }
             return value
         case .file(let path):
-            guard let text = try? String(contentsOfFile: path, encoding: .utf8) else { throw CLIError.usage("\(flag): cannot read \(path)") }
+            let text: String
+            do { text = try InputFile.text(path, what: "the file") } catch let error as CLIError { throw CLIError.usage("\(flag): \(error)") }
             let value = trimmed(text)
             guard !value.isEmpty else { throw CLIError.usage("\(flag): \(path) is empty\(wholeText ? "" : " (its first line is the value)")") }
             return value
