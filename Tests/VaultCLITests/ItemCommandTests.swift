@@ -214,6 +214,33 @@ struct ItemCommandTests {
         await scenario.finish([device])
     }
 
+    /// QA, session 35 (pass D): an item moved to the trash and made again under its name left every command by
+    /// that name ambiguous (exit 5) until the trash was emptied, though `list` showed one item of it.
+    @Test("ITEM by name with one of that name in the trash: the other one, for every command; restore means the one in the trash; delete for good lists both")
+    func nameShadowedInTheTrash() async throws {
+        let scenario = try await CLIScenario.start()
+        let device = try await scenario.device(register: true)
+        try await device.expect(["add", "login", "--name", "Router", "--password", "-"], stdin: "old-Pa55\n")
+        let old = try #require(itemID(try await device.json(["list"]), named: "Router"))
+        try await device.expect(["delete", "Router"])
+        try await device.expect(["add", "login", "--name", "router", "--password", "-"], stdin: "new-Pa55\n")
+        #expect(try await device.expect(["get", "Router", "--field", "password"]).stdout == "new-Pa55\n")
+        try await device.expect(["edit", "ROUTER", "--username", "admin"])
+        try await device.expect(["favorite", "Router"])
+        let live = try await device.json(["get", "Router"])
+        #expect(live["id"]?.stringValue != old && live["login"]?["username"]?.stringValue == "admin" && live["favorite"]?.boolValue == true, "\(live)")
+        #expect(try await device.json(["get", old])["login"]?["username"]?.isNull == true, "the one in the trash is untouched")
+        // A delete for good cannot be undone once synced: both are listed.
+        let permanent = try await device.expect(["delete", "Router", "--permanent"], status: 5)
+        #expect(permanent.stderr.contains(old), "\(permanent)")
+        // restore means the one in the trash; then two are live, and the name is ambiguous again.
+        try await device.expect(["restore", "Router"])
+        #expect(try await device.json(["get", old])["deletedDate"]?.isNull == true)
+        try await device.expect(["get", "Router"], status: 5)
+        try await device.expect(["restore", "Router"], status: 5)
+        await scenario.finish([device])
+    }
+
     /// What `get --json` prints is what `edit --json` takes back, field for field (docs/CLI.md, "--json input"):
     /// a linked field's link, every group key (null when absent), and the same checks as the flags.
     @Test("the item JSON round-trips linked fields and whole groups; --field keeps a field's type; JSON input is checked like flags")

@@ -398,7 +398,7 @@ struct DeleteCommand: VaultCommand {
     @Flag(help: "Delete for good (cannot be undone once synced).") var permanent = false
 
     func execute(_ context: CLIContext) async throws {
-        let id = try await context.itemID(item)
+        let id = try await context.itemID(item, choice: permanent ? .any : .outsideTrash)
         // An item this device cannot decrypt (a server can plant one) can still be deleted, by its id.
         let current = try await context.engine.readableItem(id: id)
         let name = current.map { "\"\($0.name)\"" } ?? "the item \(id), which cannot be decrypted,"
@@ -419,7 +419,7 @@ struct RestoreCommand: VaultCommand {
     @Argument(help: "The item (id, id prefix or name).") var item: String
 
     func execute(_ context: CLIContext) async throws {
-        let id = try await context.itemID(item)
+        let id = try await context.itemID(item, choice: .inTrash)
         let current = try await context.engine.item(id: id)
         guard current.isDeleted else { return print("\"\(current.name)\" is not in the trash: nothing to restore.") }
         let outcome = try await context.engine.restoreItem(id: id)
