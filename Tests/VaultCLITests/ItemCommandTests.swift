@@ -214,6 +214,28 @@ struct ItemCommandTests {
         await scenario.finish([device])
     }
 
+    /// QA, session 35 (pass D): a Steam Guard secret (`steam://…`, as Bitwarden's clients store it) was taken by
+    /// `add --totp` and `add --json`, but `get --field totp` exited 1 ("the secret is not base32").
+    @Test("a steam:// TOTP secret gives Steam Guard's five-character codes, in plain output and JSON")
+    func steamTOTP() async throws {
+        let scenario = try await CLIScenario.start()
+        let device = try await scenario.device(register: true)
+        let secretFile = (device.home as NSString).deletingLastPathComponent + "/steam"
+        try Data("steam://JBSWY3DPEHPK3PXP\n".utf8).write(to: URL(fileURLWithPath: secretFile))
+        try await device.expect(["add", "login", "--name", "Steam", "--username", "gamer", "--totp", "@" + secretFile])
+        try await device.expect(["add", "--json", "-"], stdin: #"{"type":"login","name":"Steam 2","login":{"totp":"steam://JBSWY3DPEHPK3PXP"}}"#)
+        let steam = try TOTP(steamSecret: try TOTP.base32Decode("JBSWY3DPEHPK3PXP"))
+        for name in ["Steam", "Steam 2"] {
+            let code = try await device.expect(["get", name, "--field", "totp"]).stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+            let now = Date()
+            #expect(code.count == 5 && code.allSatisfy { "23456789BCDFGHJKMNPQRTVWXY".contains($0) }, "\(code)")
+            #expect([-30.0, 0, 30].map { steam.code(at: now.addingTimeInterval($0)) }.contains(code), "\(code)")
+        }
+        let json = try await device.json(["get", "Steam", "--field", "totp"])
+        #expect(json["totp"]?.stringValue?.count == 5, "\(json)")
+        await scenario.finish([device])
+    }
+
     /// QA, session 35 (pass D): an item moved to the trash and made again under its name left every command by
     /// that name ambiguous (exit 5) until the trash was emptied, though `list` showed one item of it.
     @Test("ITEM by name with one of that name in the trash: the other one, for every command; restore means the one in the trash; delete for good lists both")

@@ -104,16 +104,12 @@ struct ItemOptions: ParsableArguments {
         }
     }
 
-    /// A TOTP value must give codes: a base32 secret or an otpauth://totp URI (Steam's `steam://` secrets,
-    /// which Bitwarden's clients accept, are kept as given). Never echoed: it is a secret.
+    /// A TOTP value must give codes: a base32 secret, an otpauth://totp URI or a Steam `steam://` secret
+    /// (`TOTP(secretOrURI:)` reads all three, as Bitwarden's clients do). Never echoed: it is a secret.
     static func checkTOTP(_ value: String?, name: String = "--totp") throws {
         guard let value, !value.isEmpty else { return }
         do {
-            if value.lowercased().hasPrefix("steam://") {
-                _ = try TOTP(secret: try TOTP.base32Decode(String(value.dropFirst("steam://".count))))
-            } else {
-                _ = try TOTP(secretOrURI: value)
-            }
+            _ = try TOTP(secretOrURI: value)
         } catch {
             throw CLIError.usage("\(name): not a TOTP secret (base32, as sites show it), an otpauth://totp URI or a steam:// secret: \(error)")
         }
