@@ -263,6 +263,35 @@ struct ItemCommandTests {
         await scenario.finish([device])
     }
 
+    /// QA, session 35 (pass D): a folder deleted on another device, not yet synced here, still named here: `move ITEM F`
+    /// said "Moved … to \"F\"" and `add`/`edit --folder F` said nothing, while the server kept the item in no folder.
+    @Test("move, add and edit into a folder another device deleted: the item is in no folder, and the command says so")
+    func folderDeletedElsewhere() async throws {
+        let scenario = try await CLIScenario.start()
+        let a = try await scenario.device(register: true)
+        try await a.expect(["folder", "add", "Gone"])
+        try await a.expect(["folder", "add", "Kept"])
+        try await a.expect(["add", "login", "--name", "Moved", "--folder", "Kept"])
+        try await a.expect(["add", "login", "--name", "Edited"])
+        let b = try await scenario.device()
+        try await b.expect(["folder", "delete", "Gone"])
+
+        let moved = try await a.expect(["move", "Moved", "Gone"])
+        #expect(moved.stdout.contains("Moved \"Moved\" to no folder") && !moved.stdout.contains("to \"Gone\""), "\(moved)")
+        #expect(moved.stderr.contains("the server has no folder \"Gone\" any more"), "\(moved)")
+        let added = try await a.expect(["add", "login", "--name", "Added", "--folder", "Gone"])
+        #expect(added.stderr.contains("\"Added\" is in no folder"), "\(added)")
+        let edited = try await a.expect(["edit", "Edited", "--folder", "Gone", "--notes", "n"])
+        #expect(edited.stderr.contains("\"Edited\" is in no folder"), "\(edited)")
+        for name in ["Moved", "Added", "Edited"] {
+            #expect(try await a.json(["get", name])["folderId"]?.isNull == true, "\(name)")
+        }
+        // A folder that is there: no note.
+        let kept = try await a.expect(["move", "Edited", "Kept"])
+        #expect(kept.stdout.contains("to \"Kept\"") && kept.stderr.isEmpty, "\(kept)")
+        await scenario.finish([a, b])
+    }
+
     /// What `get --json` prints is what `edit --json` takes back, field for field (docs/CLI.md, "--json input"):
     /// a linked field's link, every group key (null when absent), and the same checks as the flags.
     @Test("the item JSON round-trips linked fields and whole groups; --field keeps a field's type; JSON input is checked like flags")

@@ -227,6 +227,7 @@ struct AddCommand: VaultCommand {
         guard !view.name.isEmpty else { throw CLIError.usage("an item needs a name (--name)") }
         let result = try await context.engine.addItem(view)
         print("Added \"\(result.value.name)\" (\(result.value.id ?? ""))")
+        noteFolderGone(asked: view.folderId, stored: result.value.folderId, folder: fields.folder, item: result.value.name, outcome: result.outcome)
         if fields.generate, let password = result.value.login?.password, Console.stdoutIsTTY {
             Console.note("generated password: \(password)")
         }
@@ -277,6 +278,9 @@ struct EditCommand: VaultCommand {
         let result = try await context.engine.updateItem(view, basedOn: original)
         if let draftID { try? await context.engine.discardDraft(id: draftID) }
         print("Saved \"\(result.value.name)\"")
+        if view.folderId != original.folderId {
+            noteFolderGone(asked: view.folderId, stored: result.value.folderId, folder: fields.folder, item: result.value.name, outcome: result.outcome)
+        }
         if fields.generate, let password = result.value.login?.password, Console.stdoutIsTTY {
             Console.note("generated password: \(password)")
         }
@@ -479,7 +483,10 @@ struct MoveCommand: VaultCommand {
             return print("\"\(current.name)\" is in \(folderID == nil ? "no folder" : "\"\(folder)\"") already.")
         }
         let outcome = try await context.engine.moveItem(id: id, toFolder: folderID)
-        print("Moved \"\(try await context.engine.item(id: id).name)\" to \(folderID == nil ? "no folder" : "\"\(folder)\"")")
+        let moved = try await context.engine.item(id: id)
+        let lost = folderID != nil && moved.folderId == nil && outcome == .synced
+        print("Moved \"\(moved.name)\" to \(folderID == nil || lost ? "no folder" : "\"\(folder)\"")")
+        noteFolderGone(asked: folderID, stored: moved.folderId, folder: folder, item: moved.name, outcome: outcome)
         noteOutcome(outcome)
     }
 }

@@ -175,6 +175,20 @@ func report(_ error: any Error) -> ExitCode {
 }
 
 /// Prints the "saved offline" note when a save did not reach the server.
+/// Whether a save that reached the server lost the folder it asked for: a server keeps an item in no folder when
+/// the folder is gone there (deleted on another device since this one synced), and the save succeeds. `move`
+/// said "Moved … to \"F\"" and `add`/`edit --folder F` nothing, with the item in no folder (QA, session 35); a
+/// sync says it for the changes it sends (bug 55). Says so, on standard error, and returns true.
+@discardableResult
+func noteFolderGone(asked: String?, stored: String?, folder: String?, item: String, outcome: SaveOutcome) -> Bool {
+    guard outcome == .synced, asked != nil, stored == nil else { return false }
+    Console.note("""
+        the server has no folder "\(folder ?? asked ?? "")" any more (deleted on another device since this one synced): \
+        "\(item)" is in no folder; `vaultsync sync` brings this device's folders up to date
+        """)
+    return true
+}
+
 func noteOutcome(_ outcome: SaveOutcome) {
     switch outcome {
     case .synced:
