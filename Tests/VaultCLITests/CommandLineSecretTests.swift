@@ -268,4 +268,44 @@ struct CommandLineSecretTests {
         #expect(held.isEmpty, "the editor's environment holds \(held.count) of the secrets")
         await scenario.finish([device])
     }
+
+    #if os(Linux)
+    /// QA, session 35 (pass D): a signal while the editor had the decrypted item open ended vaultsync by its default
+    /// action, and the plaintext file stayed in /dev/shm until the next reboot: SIGTERM, SIGHUP (a closed terminal),
+    /// and a Ctrl-C, which the terminal sends to vaultsync too while the editor (vim) ignores it.
+    @Test("a signal while $EDITOR runs: SIGTERM and SIGHUP remove the decrypted file and exit 128 + the signal; SIGINT and SIGQUIT are the editor's, the edit is saved")
+    func editorSignals() async throws {
+        let scenario = try await CLIScenario.start()
+        let device = try await scenario.device(register: true)
+        try await device.expect(["add", "login", "--name", "Bank", "--password", "-"], stdin: "bank-Pa55\n")
+        let folder = (device.home as NSString).deletingLastPathComponent
+        let script = folder + "/signalling-editor"
+        // Finds the vaultsync above it, signals it, and edits the file a second later if it is still there.
+        try Data(#"""
+            #!/bin/sh
+            echo "$1" > "$SIDE"
+            p=$PPID
+            while [ "$p" -gt 1 ] && [ "$(cat /proc/$p/comm)" != vaultsync ]; do p=$(cut -d' ' -f4 /proc/$p/stat); done
+            kill -"$SIG" "$p"
+            sleep 1
+            [ -f "$1" ] && sed -i "s/\"Bank\"/\"Bank $SIG\"/" "$1"
+            exit 0
+            """#.utf8).write(to: URL(fileURLWithPath: script))
+        chmod(script, 0o700)
+        for (name, number) in [("TERM", SIGTERM), ("HUP", SIGHUP)] {
+            let side = folder + "/path-\(name)"
+            let stopped = try await device.run(["edit", "Bank"], environment: ["EDITOR": script, "SIG": name, "SIDE": side], removing: ["VISUAL"])
+            #expect(stopped.status == 128 + number && stopped.stderr.contains("its decrypted file was removed"), "\(stopped)")
+            let plaintext = try String(contentsOfFile: side, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
+            #expect(!plaintext.isEmpty && !FileManager.default.fileExists(atPath: plaintext), "\(plaintext) is left")
+        }
+        for name in ["INT", "QUIT"] {
+            try await device.expect(["edit", "Bank"], environment: ["EDITOR": script, "SIG": name, "SIDE": folder + "/path-\(name)"],
+                                    removing: ["VISUAL"])
+            try await device.expect(["edit", "Bank \(name)", "--name", "Bank"])
+        }
+        #expect(try await device.expect(["get", "Bank", "--field", "password"]).stdout == "bank-Pa55\n")
+        await scenario.finish([device])
+    }
+    #endif
 }

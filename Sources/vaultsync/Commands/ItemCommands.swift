@@ -330,7 +330,10 @@ enum EditorSession {
         process.executableURL = URL(fileURLWithPath: "/bin/sh")
         process.arguments = ["-c", "\(editor) \"$1\"", "vaultsync-editor", path]
         process.environment = editorEnvironment(context.environment)
+        EditorSignals.begin(plaintext: path)
+        defer { EditorSignals.end() }
         try process.run()
+        EditorSignals.editorStarted(process.processIdentifier)
         process.waitUntilExit()
         guard process.terminationStatus == 0 else { throw CLIError.aborted("the editor failed (exit \(process.terminationStatus)); nothing was saved") }
     }
@@ -384,6 +387,70 @@ enum EditorSession {
             try? handle.close()
         }
         try? FileManager.default.removeItem(atPath: path)
+    }
+}
+
+/// What a signal does while `$EDITOR` has the decrypted item open.
+///
+/// A signal's default action ended this process there and left the plaintext file in /dev/shm until the next
+/// reboot, unshredded (QA, session 35): a Ctrl-C meant for the editor (the terminal sends it to both, and vim
+/// ignores it), a closed terminal or SSH connection (SIGHUP), a SIGTERM. As git does for its editor, SIGINT and
+/// SIGQUIT do nothing here while the editor runs: they are the editor's to act on. SIGTERM and SIGHUP overwrite
+/// and remove the file, pass the signal on to the editor (which could otherwise write the text back) and exit
+/// 128 + the signal, saving nothing. Only SIGKILL can still leave the file behind.
+///
+/// Handlers, not SIG_IGN: an ignored signal stays ignored in the editor (Foundation's `Process` does not reset
+/// it), a handled one is back to its default action there. They run inside the signal, so they use only calls
+/// that are safe there (open, fstat, write, unlink, kill, _exit) and what was prepared before they were set.
+enum EditorSignals {
+    nonisolated(unsafe) private static var path: UnsafeMutablePointer<CChar>?
+    nonisolated(unsafe) private static var editor: pid_t = 0
+    nonisolated(unsafe) private static var zeros: UnsafeMutablePointer<UInt8>?
+    nonisolated(unsafe) private static var message: UnsafeMutablePointer<CChar>?
+
+    static func begin(plaintext: String) {
+        if zeros == nil {
+            zeros = .allocate(capacity: 4096)
+            zeros?.initialize(repeating: 0, count: 4096)
+        }
+        if message == nil { message = strdup("\nvaultsync: stopped by a signal; the edit was not saved, and its decrypted file was removed\n") }
+        path = strdup(plaintext)
+        editor = 0
+        signal(SIGINT) { _ in }
+        signal(SIGQUIT) { _ in }
+        for number in [SIGTERM, SIGHUP] {
+            signal(number) { number in
+                if let path = EditorSignals.path {
+                    let descriptor = open(path, O_WRONLY)
+                    if descriptor >= 0 {
+                        var status = stat()
+                        var left = fstat(descriptor, &status) == 0 ? Int(status.st_size) : 0
+                        while left > 0, let zeros = EditorSignals.zeros {
+                            let written = write(descriptor, zeros, min(left, 4096))
+                            if written <= 0 { break }
+                            left -= written
+                        }
+                        close(descriptor)
+                    }
+                    unlink(path)
+                }
+                if EditorSignals.editor > 0 { kill(EditorSignals.editor, number) }
+                if let message = EditorSignals.message { _ = write(2, message, strlen(message)) }
+                _exit(128 + number)
+            }
+        }
+    }
+
+    static func editorStarted(_ pid: pid_t) {
+        editor = pid
+    }
+
+    /// The editor is done: every signal does what it did before.
+    static func end() {
+        for number in [SIGINT, SIGQUIT, SIGTERM, SIGHUP] { signal(number, SIG_DFL) }
+        editor = 0
+        free(path)
+        path = nil
     }
 }
 
