@@ -189,6 +189,24 @@ struct SetupAndSessionTests {
                 "\(damaged)")
     }
 
+    /// QA, session 35 (pass D): `unlock` without a terminal or a password said "The vault is locked. Run `eval
+    /// $(vaultsync unlock)`": the command it was. `folder add none` made a folder FOLDER arguments cannot name.
+    @Test("unlock with no way to get the password says how to give it; a folder cannot be named none")
+    func unlockWithoutPasswordAndFolderNone() async throws {
+        let scenario = try await CLIScenario.start()
+        let device = try await scenario.device(register: true)
+        let unlock = try await device.expect(["unlock"], status: 2, removing: ["VAULTSYNC_PASSWORD"])
+        #expect(unlock.stderr.contains("no terminal to ask on") && !unlock.stderr.contains("vaultsync unlock"), "\(unlock)")
+        for name in ["none", "None"] {
+            let refused = try await device.expect(["folder", "add", name], status: 64)
+            #expect(refused.stderr.contains("cannot be a folder's name"), "\(refused)")
+        }
+        try await device.expect(["folder", "add", "Work"])
+        try await device.expect(["folder", "rename", "Work", "NONE"], status: 64)
+        #expect(try await device.json(["folder", "list"]).arrayValue?.compactMap { $0["name"]?.stringValue } == ["Work"])
+        await scenario.finish([device])
+    }
+
     @Test("logout refuses while changes are pending, then removes the account's data")
     func logout() async throws {
         let scenario = try await CLIScenario.start()
