@@ -236,9 +236,9 @@ struct ItemCommandTests {
         await scenario.finish([device])
     }
 
-    /// QA, session 35 (pass D): an item moved to the trash and made again under its name left every command by
-    /// that name ambiguous (exit 5) until the trash was emptied, though `list` showed one item of it.
-    @Test("ITEM by name with one of that name in the trash: the other one, for every command; restore means the one in the trash; delete for good lists both")
+    /// QA, session 35 (pass D): an item moved to the trash (or the archive) and made again under its name left every
+    /// command by that name ambiguous (exit 5) until the trash was emptied, though `list` showed one item of it.
+    @Test("ITEM by name with one of that name in the trash or the archive: the one list shows, for every command; restore and unarchive mean the other; delete for good lists both")
     func nameShadowedInTheTrash() async throws {
         let scenario = try await CLIScenario.start()
         let device = try await scenario.device(register: true)
@@ -260,6 +260,16 @@ struct ItemCommandTests {
         #expect(try await device.json(["get", old])["deletedDate"]?.isNull == true)
         try await device.expect(["get", "Router"], status: 5)
         try await device.expect(["restore", "Router"], status: 5)
+
+        // The archive too: the one list shows is meant; unarchive means the archived one.
+        try await device.expect(["add", "login", "--name", "Netflix", "--username", "old"])
+        let archived = try #require(itemID(try await device.json(["list"]), named: "Netflix"))
+        try await device.expect(["archive", "Netflix"])
+        try await device.expect(["add", "login", "--name", "Netflix", "--username", "new"])
+        #expect(try await device.expect(["get", "Netflix", "--field", "username"]).stdout == "new\n")
+        try await device.expect(["unarchive", "Netflix"])
+        #expect(try await device.json(["get", archived])["archivedDate"]?.isNull == true)
+        try await device.expect(["get", "Netflix"], status: 5)
         await scenario.finish([device])
     }
 

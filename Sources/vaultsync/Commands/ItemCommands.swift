@@ -469,7 +469,7 @@ struct DeleteCommand: VaultCommand {
     @Flag(help: "Delete for good (cannot be undone once synced).") var permanent = false
 
     func execute(_ context: CLIContext) async throws {
-        let id = try await context.itemID(item, choice: permanent ? .any : .outsideTrash)
+        let id = try await context.itemID(item, choice: permanent ? .any : .listed)
         // An item this device cannot decrypt (a server can plant one) can still be deleted, by its id.
         let current = try await context.engine.readableItem(id: id)
         let name = current.map { "\"\($0.name)\"" } ?? "the item \(id), which cannot be decrypted,"
@@ -526,7 +526,7 @@ struct UnarchiveCommand: VaultCommand {
     @Argument(help: "The item (id, id prefix or name).") var item: String
 
     func execute(_ context: CLIContext) async throws {
-        let id = try await context.itemID(item)
+        let id = try await context.itemID(item, choice: .inArchive)
         let current = try await context.engine.item(id: id)
         guard current.isArchived else { return print("\"\(current.name)\" is not archived: nothing to take out.") }
         noteOutcome(try await context.engine.setArchived(id: id, false))
