@@ -142,6 +142,31 @@ struct CommandLineSecretTests {
         await scenario.finish([device])
     }
 
+    /// QA, session 35 (pass D): a secret file with Windows line ends gave the secret with "\r\n" in it ("\r\n" is one
+    /// Character in Swift, which a split on "\n" does not see): a password that matches nothing, a TOTP secret refused.
+    @Test("@FILE with Windows line ends: the line end is not part of the secret; a hidden field keeps its inner line ends")
+    func secretFilesWithWindowsLineEnds() async throws {
+        let scenario = try await CLIScenario.start()
+        let device = try await scenario.device(register: true)
+        let directory = (device.home as NSString).deletingLastPathComponent
+        func file(_ name: String, _ text: String) throws -> String {
+            try Data(text.utf8).write(to: URL(fileURLWithPath: directory + "/" + name))
+            return "@" + directory + "/" + name
+        }
+        try await device.expect(["add", "login", "--name", "Windows", "--password", try file("password", "crlf-Pa55\r\nsecond\r\n"),
+                                 "--totp", try file("totp", "JBSWY3DPEHPK3PXP\r\n"),
+                                 "--hidden-field", "recovery=" + (try file("recovery", "line one\r\nline two\r\n"))])
+        try await device.expect(["add", "card", "--name", "Card", "--number", try file("number", "4111111111111111\r\n"),
+                                 "--code", try file("code", "123\r")])
+        let login = try await device.json(["get", "Windows"])
+        #expect(login["login"]?["password"]?.stringValue == "crlf-Pa55", "\(login)")
+        #expect(login["login"]?["totp"]?.stringValue == "JBSWY3DPEHPK3PXP", "\(login)")
+        #expect(login["fields"]?[0]?["value"]?.stringValue == "line one\r\nline two", "\(login)")
+        let card = try await device.json(["get", "Card"])
+        #expect(card["card"]?["number"]?.stringValue == "4111111111111111" && card["card"]?["code"]?.stringValue == "123", "\(card)")
+        await scenario.finish([device])
+    }
+
     #if os(Linux) && (arch(x86_64) || arch(arm64))
     @Test("on a terminal each - is a no-echo prompt naming its flag")
     func terminalPrompts() async throws {

@@ -466,14 +466,17 @@ enum SecretSource: Equatable {
 
     /// Reads the value (`nil`: clear the field). `wholeText`: multi-line values (hidden fields).
     func read(flag: String, label: String, wholeText: Bool) throws -> String? {
+        // Any line end ends the line: "\r\n" is one Character in Swift, which neither a split on "\n" nor
+        // `hasSuffix("\n")` sees, so a file with Windows line ends gave its secret with the line end in it (a
+        // password that matches nothing, a TOTP secret refused: QA, session 35; `--password-file` had it fixed
+        // in session 25).
         func trimmed(_ text: String) -> String {
             guard !wholeText else {
                 var text = text
-                if text.hasSuffix("\n") { text.removeLast() }
+                if text.last?.isNewline == true { text.removeLast() }
                 return text
             }
-            let line = text.split(separator: "\n", maxSplits: 1, omittingEmptySubsequences: false).first.map(String.init) ?? ""
-            return line.hasSuffix("\r") ? String(line.dropLast()) : line
+            return text.split(maxSplits: 1, omittingEmptySubsequences: false, whereSeparator: \.isNewline).first.map(String.init) ?? ""
         }
         switch self {
         case .clear:
