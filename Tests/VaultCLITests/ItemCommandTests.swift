@@ -236,6 +236,45 @@ struct ItemCommandTests {
         await scenario.finish([device])
     }
 
+    /// QA, session 35 (pass D): `get --field` printed the login's six fields only; a card's number, an identity's
+    /// email, an SSH key or a custom field needed `--json` and a JSON tool.
+    @Test("get --field takes any field by the label get shows it under, or the part after the dot when it names one field")
+    func getAnyField() async throws {
+        let scenario = try await CLIScenario.start()
+        let device = try await scenario.device(register: true)
+        let folder = (device.home as NSString).deletingLastPathComponent
+        func file(_ name: String, _ text: String) throws -> String {
+            try Data(text.utf8).write(to: URL(fileURLWithPath: folder + "/" + name))
+            return folder + "/" + name
+        }
+        try await device.expect(["add", "card", "--name", "Visa", "--number", "@" + (try file("number", "4111111111111111\n")),
+                                 "--code", "@" + (try file("code", "123\n")), "--exp-month", "7", "--field", "number=on the back"])
+        try await device.expect(["add", "identity", "--name", "Me", "--email", "me@example.com"])
+        try await device.expect(["add", "ssh-key", "--name", "Key", "--private-key-file", try file("key", "PRIVATE\nKEY\n")])
+        try await device.expect(["add", "login", "--name", "Site", "--username", "u", "--field", "env=prod",
+                                 "--hidden-field", "pin=@" + (try file("pin", "4321\n"))])
+        func field(_ item: String, _ name: String) async throws -> String {
+            try await device.expect(["get", item, "--field", name]).stdout
+        }
+        #expect(try await field("Visa", "card.number") == "4111111111111111\n")
+        #expect(try await field("Visa", "CARD.CODE") == "123\n")
+        #expect(try await field("Visa", "expMonth") == "7\n")
+        #expect(try await field("Visa", "field.number") == "on the back\n")
+        let both = try await device.expect(["get", "Visa", "--field", "number"], status: 5)
+        #expect(both.stderr.contains("card.number") && both.stderr.contains("field.number"), "\(both)")
+        #expect(try await field("Me", "email") == "me@example.com\n")
+        #expect(try await field("Key", "sshKey.privateKey") == "PRIVATE\nKEY\n\n")
+        #expect(try await field("Site", "pin") == "4321\n")
+        #expect(try await field("Site", "field.env") == "prod\n")
+        #expect(try await device.json(["get", "Visa", "--field", "card.number"])["card.number"]?.stringValue == "4111111111111111")
+        // A field such items have, this one has not: not found; a name no item has: a usage error, as before.
+        let none = try await device.expect(["get", "Site", "--field", "card.number"], status: 4)
+        #expect(none.stderr.contains("\"Site\" has no card.number."), "\(none)")
+        try await device.expect(["get", "Site", "--field", "field.other"], status: 4)
+        try await device.expect(["get", "Site", "--field", "colour"], status: 64)
+        await scenario.finish([device])
+    }
+
     /// QA, session 35 (pass D): an item moved to the trash (or the archive) and made again under its name left every
     /// command by that name ambiguous (exit 5) until the trash was emptied, though `list` showed one item of it.
     @Test("ITEM by name with one of that name in the trash or the archive: the one list shows, for every command; restore and unarchive mean the other; delete for good lists both")

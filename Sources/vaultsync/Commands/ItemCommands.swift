@@ -114,7 +114,7 @@ struct GetCommand: VaultCommand {
     @OptionGroup var global: GlobalOptions
     @OptionGroup var output: OutputOptions
     @Argument(help: "The item (id, id prefix or name).") var item: String
-    @Option(help: "Print only this field: password, username, totp, notes, uri, name.") var field: String?
+    @Option(help: "Print only this field: password, username, totp, notes, uri, name, or any field by the label it is shown under (card.number, identity.email, sshKey.privateKey, field.NAME; the part after the dot alone when it names one field).") var field: String?
     @Flag(help: "Show secrets instead of masking them.") var reveal = false
 
     func execute(_ context: CLIContext) async throws {
@@ -144,7 +144,7 @@ struct GetCommand: VaultCommand {
                     throw CLIError.usage("the item's TOTP secret cannot be used: \(error)")
                 }
             default:
-                throw CLIError.usage("unknown field \"\(field)\" (password, username, totp, notes, uri, name)")
+                value = try Self.labelledField(field, of: view)
             }
             guard let value else {
                 let label = field == "totp" ? "TOTP" : field == "uri" ? "URI" : field
@@ -175,6 +175,34 @@ struct GetCommand: VaultCommand {
         if let pending = entry.pending {
             print(label("pending") + "\(pending.metadata.kind.rawValue) since \(pending.metadata.createdDate.iso8601)\(pending.metadata.state == .needsAttention ? " — needs attention: \(pending.metadata.lastError ?? "")" : "")")
         }
+    }
+}
+
+extension GetCommand {
+    /// A field other than the login's six, by the label the item's view shows it under (`card.number`,
+    /// `identity.email`, `sshKey.privateKey`, `field.NAME`, any case), or by the part after the dot when only one
+    /// field of the item ends so (`number`, `pin`). Only the login's fields could be printed alone (QA, session 35):
+    /// a card's number, an SSH key or a custom field took `--json` and a JSON tool. `nil`: a field such items have,
+    /// this one has not; a name no item can have is a usage error, as before.
+    static func labelledField(_ name: String, of view: CipherView) throws -> String? {
+        let fields = Presentation.fields(of: view, folderNames: [:]).filter { $0.label.contains(".") }
+        let wanted = name.lowercased()
+        func after(_ label: String) -> String { label.split(separator: ".", maxSplits: 1).last.map(String.init) ?? label }
+        var found = fields.filter { $0.label.lowercased() == wanted }
+        if found.isEmpty { found = fields.filter { after($0.label).lowercased() == wanted } }
+        if found.count == 1 { return found[0].value }
+        if found.count > 1 {
+            throw CLIError.stated("\"\(view.name)\" has \(found.count) fields that \"\(name)\" names (\(found.map(\.label).joined(separator: ", "))): "
+                                  + "give one of those labels, or use --json", .ambiguous)
+        }
+        let known = CardField.allCases.map { "card.\($0.rawValue)" } + IdentityField.allCases.map { "identity.\($0.rawValue)" }
+            + SSHKeyField.allCases.map { "sshKey.\($0.rawValue)" }
+        if wanted.hasPrefix("field."), wanted.count > "field.".count { return nil }
+        if known.contains(where: { $0.lowercased() == wanted || after($0).lowercased() == wanted }) { return nil }
+        throw CLIError.usage("""
+            unknown field "\(name)" (password, username, totp, notes, uri, name, or a label `get` shows: card.number, \
+            identity.email, sshKey.privateKey, field.NAME)
+            """)
     }
 }
 
