@@ -341,6 +341,41 @@ struct ItemCommandTests {
         await scenario.finish([a, b])
     }
 
+    /// QA, session 35 (pass D): `get --json` prints both `folderId` and `folder`, and `folderId` won whenever it was
+    /// there: a changed `"folder"` in that output, or in the editor's template, was saved without the change.
+    @Test("get --json fed back with folder changed, or folderId changed: the changed one is applied; both changed to two folders is refused")
+    func jsonFolderEdits() async throws {
+        let scenario = try await CLIScenario.start()
+        let device = try await scenario.device(register: true)
+        try await device.expect(["folder", "add", "Work"])
+        try await device.expect(["folder", "add", "Home"])
+        try await device.expect(["add", "note", "--name", "Filed", "--notes", "n", "--folder", "Work"])
+        let folders = try await device.json(["folder", "list"])
+        let work = try #require(itemID(folders, named: "Work")), home = try #require(itemID(folders, named: "Home"))
+        func edited(_ change: (inout JSONObject) -> Void) async throws -> String {
+            var object = try #require(try await device.json(["get", "Filed"]).objectValue)
+            change(&object)
+            return JSONValue.object(object).jsonText
+        }
+        func folder() async throws -> String? { try await device.json(["get", "Filed"])["folderId"]?.stringValue }
+        try await device.expect(["edit", "Filed", "--json", "-"], stdin: try await edited { $0["folder"] = .string("Home") })
+        #expect(try await folder() == home)
+        try await device.expect(["edit", "Filed", "--json", "-"], stdin: try await edited { $0["folderId"] = .string(work) })
+        #expect(try await folder() == work)
+        try await device.expect(["edit", "Filed", "--json", "-"], stdin: try await edited { $0["folder"] = .null })
+        #expect(try await folder() == nil)
+        try await device.expect(["edit", "Filed", "--json", "-"], stdin: try await edited { $0["folder"] = .string("Work") })
+        let both = try await device.expect(["edit", "Filed", "--json", "-"], status: 64,
+                                           stdin: try await edited { $0["folder"] = .string("Home"); $0["folderId"] = .null })
+        #expect(both.stderr.contains("two different folders"), "\(both)")
+        #expect(try await folder() == work)
+        // The editor shows both; changing the name there moves the item.
+        try await device.expect(["edit", "Filed"], environment: ["EDITOR": #"edit() { sed -i 's/"folder" *: *"Work"/"folder": "Home"/' "$1"; }; edit"#],
+                                removing: ["VISUAL"])
+        #expect(try await folder() == home)
+        await scenario.finish([device])
+    }
+
     /// What `get --json` prints is what `edit --json` takes back, field for field (docs/CLI.md, "--json input"):
     /// a linked field's link, every group key (null when absent), and the same checks as the flags.
     @Test("the item JSON round-trips linked fields and whole groups; --field keeps a field's type; JSON input is checked like flags")

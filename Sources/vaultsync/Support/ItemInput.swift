@@ -312,6 +312,35 @@ enum ItemJSONInput {
         fields = result
     }
 
+    /// `folderId` and `folder` both name the item's folder, and `get --json` (like the editor's template) prints
+    /// both: the one changed from what the item has is applied. `folderId` won whenever it was there, so a
+    /// changed `"folder"` in that output was saved without the change, silently (QA, session 35). Both changed,
+    /// to two folders, is refused.
+    static func applyFolder(_ object: JSONObject, to view: inout CipherView, context: CLIContext) async throws {
+        let givenID = try text(object["folderId"], "folderId"), givenName = try text(object["folder"], "folder")
+        guard givenID != nil || givenName != nil else { return }
+        let current = view.folderId
+        let currentName = try await current.asyncMap { try await context.folderNames()[$0] } ?? nil
+        func none(_ reference: String?) -> Bool { reference.map { $0.isEmpty || $0.lowercased() == "none" } ?? true }
+        let idChanged = givenID.map { id in none(id) ? current != nil : id?.lowercased() != current } ?? false
+        let nameChanged = givenName.map { name in none(name) ? current != nil : name != currentName } ?? false
+        func resolved(_ reference: String??) async throws -> String? {
+            guard let reference, let reference else { return nil }
+            return try await context.folderID(reference)
+        }
+        switch (idChanged, nameChanged) {
+        case (true, true):
+            let (byID, byName) = (try await resolved(givenID), try await resolved(givenName))
+            guard byID == byName else {
+                throw CLIError.usage("folderId and folder name two different folders; change one of them (or give only one)")
+            }
+            view.folderId = byID
+        case (true, false): view.folderId = try await resolved(givenID)
+        case (false, true): view.folderId = try await resolved(givenName)
+        case (false, false): break
+        }
+    }
+
     /// Applies the keys present in `object` to `view`; absent keys leave the item as it is.
     static func apply(_ object: JSONObject, to view: inout CipherView, context: CLIContext) async throws {
         try checkKeys(object, allowed: readOnlyKeys.union(writableKeys), path: "")
@@ -327,11 +356,7 @@ enum ItemJSONInput {
             guard let flag = favorite.boolValue else { throw CLIError.usage("favorite must be true or false") }
             view.favorite = flag
         }
-        if let folderID = try text(object["folderId"], "folderId") {
-            view.folderId = try await folderID.asyncMap { try await context.folderID($0) } ?? nil
-        } else if let folder = try text(object["folder"], "folder") {
-            view.folderId = try await folder.asyncMap { try await context.folderID($0) } ?? nil
-        }
+        try await applyFolder(object, to: &view, context: context)
         // `get --json` prints every type's group, `null` where the item is of another type.
         func given(_ key: String, for type: CipherType) throws -> JSONValue? {
             guard let value = object[key], !(value.isNull && view.type != type) else { return nil }
