@@ -380,8 +380,14 @@ extension VaultEngine {
     }
 
     /// Gives up an item's queued change: the record goes, with the files of attachments added to it here
-    /// (staged, never uploaded); an offline-only item goes with it; otherwise the next sync brings back the
-    /// server's version.
+    /// (staged, never uploaded); an offline-only item goes with it; otherwise the cached copy goes back to the
+    /// version the change started from (the record's `baseVersion`: the server's, as last synced here), and
+    /// the next sync brings the server's latest.
+    ///
+    /// The cached copy must not keep the discarded version until that sync (QA, session 35): a later save
+    /// starts from the cached copy, so an edit made offline after the discard queued the discarded changes
+    /// again and sent them, and `get` showed them meanwhile. A record without a base (written by an older
+    /// version, or a create settled while saved meanwhile) keeps the cached copy, as before.
     @discardableResult
     public func discardPending(itemID: String) async throws -> DiscardedChange {
         let description = try await describeDiscard(itemID: itemID)
@@ -389,13 +395,21 @@ extension VaultEngine {
         let (userID, key) = (current.userID, current.keys.userKey)
         let staged = try await write { tx -> [StagedAttachment] in
             let queue = tx.queue(of: userID)
-            let staged = try queue.record(kind: .cipher, itemID: itemID).map { try Self.opened($0, key: key).metadata.attachmentAdds ?? [] } ?? []
+            let itemRecord = try queue.record(kind: .cipher, itemID: itemID).map { try Self.opened($0, key: key) }
+            let folderRecord = try queue.record(kind: .folder, itemID: itemID).map { try Self.opened($0, key: key) }
             try queue.removeRecords(ofItem: itemID)
             if description.kind == .create {
                 try tx.ciphers(of: userID).remove(id: itemID)
                 try tx.folders(of: userID).remove(id: itemID)
+            } else {
+                if let base = itemRecord?.metadata.baseVersion, let wire = try? CipherWire(jsonBytes: Array(base.utf8)), wire.id == itemID {
+                    try tx.ciphers(of: userID).store(wire)
+                }
+                if let base = folderRecord?.metadata.baseVersion, let wire = try? FolderWire(jsonBytes: Array(base.utf8)), wire.id == itemID {
+                    try tx.folders(of: userID).store(wire)
+                }
             }
-            return staged
+            return itemRecord?.metadata.attachmentAdds ?? []
         }
         removeStaged(staged, userID: userID)
         publishStatus()

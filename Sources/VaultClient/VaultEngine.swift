@@ -110,7 +110,11 @@ public actor VaultEngine {
                 random: any RandomSource = SystemRandomSource(), httpClient: HTTPClient? = nil, transport: (any HTTPTransport)? = nil,
                 logger: Logger = Logger(label: "vaultsync.engine")) throws {
         self.configuration = configuration
-        store = try VaultStore(path: databasePath)
+        do {
+            store = try VaultStore(path: databasePath)
+        } catch let error as StoreError {
+            throw VaultError.databaseUnusable(error.description)
+        }
         self.clock = clock
         self.random = random
         self.logger = logger

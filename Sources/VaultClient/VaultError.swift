@@ -43,6 +43,8 @@ public enum VaultError: Error, Sendable, Equatable {
     case crypto(CryptoError)
     case model(ModelError)
     case storage(String)
+    /// The profile's database file cannot be opened: damaged, or not a database (its whole explanation).
+    case databaseUnusable(String)
     /// An import whose items are already in the vault (`DuplicatePolicy.refuse`): nothing was imported.
     case duplicateImport(count: Int, total: Int, examples: [String])
     /// An export refused because these items cannot be decrypted.
@@ -133,6 +135,7 @@ extension VaultError: LocalizedError {
         case .crypto(let error): return error.description
         case .model(let error): return error.description
         case .storage(let detail): return "The local vault could not be written: \(detail)"
+        case .databaseUnusable(let explanation): return explanation
         case .duplicateImport(let count, let total, let examples):
             let names = examples.map { "\"\($0)\"" }.joined(separator: ", ")
             return "\(count) of the \(total) items are already in the vault (same type, name and content, e.g. \(names)); nothing was imported. Import only the new ones, or all of them anyway, on purpose."

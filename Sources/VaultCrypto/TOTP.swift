@@ -2,14 +2,22 @@ import Crypto
 import Foundation
 
 /// Time-based one-time passwords (RFC 6238, HOTP truncation of RFC 4226) over swift-crypto's HMAC,
-/// from a base32 secret or an `otpauth://totp/…` URI (as Bitwarden stores them).
+/// from a base32 secret, an `otpauth://totp/…` URI or a `steam://` secret (as Bitwarden stores them).
 public struct TOTP: Sendable, Equatable {
     public enum Algorithm: String, Sendable { case sha1 = "SHA1", sha256 = "SHA256", sha512 = "SHA512" }
+
+    /// How the truncated HMAC becomes the code: decimal digits (RFC 4226), or Steam Guard's five characters
+    /// of its own 26-letter alphabet, which Bitwarden's clients make for a `steam://` secret.
+    public enum Encoding: Sendable, Equatable { case decimal, steam }
+
+    /// Steam Guard's alphabet (no vowels, nothing that reads as another character), as Bitwarden's clients use it.
+    static let steamCharacters = Array("23456789BCDFGHJKMNPQRTVWXY")
 
     public var secret: [UInt8]
     public var digits: Int
     public var period: Int
     public var algorithm: Algorithm
+    public var encoding: Encoding
 
     public init(secret: [UInt8], digits: Int = 6, period: Int = 30, algorithm: Algorithm = .sha1) throws {
         guard !secret.isEmpty else { throw TOTPError.invalid("the secret is empty") }
@@ -19,11 +27,25 @@ public struct TOTP: Sendable, Equatable {
         self.digits = digits
         self.period = period
         self.algorithm = algorithm
+        self.encoding = .decimal
     }
 
-    /// A base32 secret (spaces and padding ignored) or an otpauth URI.
+    /// Steam Guard: SHA-1 over 30-second steps, as any TOTP, written as five characters of its alphabet.
+    public init(steamSecret secret: [UInt8]) throws {
+        try self.init(secret: secret)
+        digits = 5
+        encoding = .steam
+    }
+
+    /// A base32 secret (spaces and padding ignored), an otpauth URI, or a `steam://` secret (base32 after
+    /// the scheme). A Steam secret was taken by `add --totp` but gave no code: `get --field totp` said it was
+    /// not base32 (QA, session 35).
     public init(secretOrURI text: String) throws {
         let trimmed = text.trimmingCharacters(in: .whitespacesAndNewlines)
+        if trimmed.lowercased().hasPrefix("steam://") {
+            try self.init(steamSecret: try Self.base32Decode(String(trimmed.dropFirst("steam://".count))))
+            return
+        }
         guard trimmed.lowercased().hasPrefix("otpauth://") else {
             try self.init(secret: try Self.base32Decode(trimmed))
             return
@@ -58,6 +80,16 @@ public struct TOTP: Sendable, Equatable {
         }
         let offset = Int(mac[mac.count - 1] & 0x0f)
         let binary = (UInt64(mac[offset] & 0x7f) << 24) | (UInt64(mac[offset + 1]) << 16) | (UInt64(mac[offset + 2]) << 8) | UInt64(mac[offset + 3])
+        if encoding == .steam {
+            let alphabet = Self.steamCharacters
+            var rest = binary
+            var code = ""
+            for _ in 0..<digits {
+                code.append(alphabet[Int(rest % UInt64(alphabet.count))])
+                rest /= UInt64(alphabet.count)
+            }
+            return code
+        }
         var modulus: UInt64 = 1
         for _ in 0..<digits { modulus *= 10 }
         let value = String(binary % modulus)

@@ -48,10 +48,16 @@ public final class VaultStore: Sendable {
         for file in [path, path + "-wal", path + "-shm"] where FileManager.default.fileExists(atPath: file) {
             try? FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: file)
         }
-        pool = try DatabasePool(path: path, configuration: configuration)
-        self.path = path
-        self.checkpoints = checkpoints
-        try Self.migrator.migrate(pool)
+        do {
+            pool = try DatabasePool(path: path, configuration: configuration)
+            self.path = path
+            self.checkpoints = checkpoints
+            try Self.migrator.migrate(pool)
+        } catch let error as DatabaseError where [.SQLITE_NOTADB, .SQLITE_CORRUPT].contains(error.resultCode) {
+            // SQLite's own text named a pragma ("SQLite error 26: file is not a database - while executing
+            // `PRAGMA synchronous = NORMAL`"), not the file or what to do (QA, session 35).
+            throw StoreError.databaseUnusable(path: path, reason: error.message ?? "\(error.resultCode)")
+        }
     }
 
     /// Reads in a snapshot, through the store's typed parts.
@@ -328,9 +334,17 @@ public enum StoreError: Error, Sendable, Equatable, CustomStringConvertible {
     case sealedRecordUnreadable(table: String, id: String)
     /// Stored JSON could not be read.
     case corruptRecord(table: String, id: String, reason: String)
+    /// The database file is not an SQLite database, or is damaged where SQLite reads it first.
+    case databaseUnusable(path: String, reason: String)
 
     public var description: String {
         switch self {
+        case .databaseUnusable(let path, let reason):
+            return """
+                The vault database \(path) is damaged or is not a VaultSync database (SQLite: \(reason)). \
+                Restore it from a backup; or move it aside and log in again: the vault comes back from the server, \
+                but changes this device had not synced are only in that file.
+                """
         case .sealedRecordUnreadable(let table, let id): return "The \(table) record \(id) could not be decrypted with this account's key."
         case .corruptRecord(let table, let id, let reason): return "The \(table) record \(id) is damaged: \(reason)."
         }

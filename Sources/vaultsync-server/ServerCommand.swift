@@ -123,7 +123,10 @@ struct ServerCommand: AsyncParsableCommand {
             guard let text = try? String(contentsOfFile: path, encoding: .utf8) else {
                 throw ValidationError("--database-url-file: cannot read \(path)")
             }
-            let line = text.split(separator: "\n", omittingEmptySubsequences: false).first.map { $0.trimmingCharacters(in: .whitespaces) } ?? ""
+            // Any line end ends the line: "\r\n" is one Character in Swift, which a split on "\n" does not see, and a file
+            // with Windows line ends gave a URL whose database name ended in it (QA, session 35).
+            let line = text.split(maxSplits: 1, omittingEmptySubsequences: false, whereSeparator: \.isNewline).first
+                .map { $0.trimmingCharacters(in: .whitespaces) } ?? ""
             guard !line.isEmpty else { throw ValidationError("--database-url-file: \(path) is empty") }
             (url, source) = (line, "the URL in --database-url-file")
         case (nil, nil):

@@ -89,6 +89,84 @@ struct CommandLineSecretTests {
         await scenario.finish([device])
     }
 
+    /// QA, session 35 (pass D): every file a command line names for input was read with Foundation's file
+    /// calls, which take regular files only, so `--password-file <(pass show vault)`, `--password @<(…)` and
+    /// the rest were refused as "cannot read /dev/fd/63": a secret that never touches the disk could be
+    /// given through standard input only, one flag per command.
+    @Test("--password-file, @FILE secret sources, --private-key-file and --json FILE take a pipe (bash's <(…)); a file that is not UTF-8 is named as such")
+    func fileSourcesMayBePipes() async throws {
+        let scenario = try await CLIScenario.start()
+        let device = try await scenario.device(register: true)
+        let directory = (device.home as NSString).deletingLastPathComponent
+        /// Runs `vaultsync` from bash, whose process substitution hands it /dev/fd/N: a pipe.
+        func bash(_ script: String) async throws -> CLIResult {
+            var environment = device.environment
+            environment["VS"] = try vaultsyncExecutable().path
+            environment["PW"] = scenario.password
+            environment.removeValue(forKey: "VAULTSYNC_PASSWORD")
+            let finished = try await runProcess(URL(fileURLWithPath: "/bin/bash"), ["-c", script], environment: environment)
+            return CLIResult(status: finished.status, stdout: finished.stdout, stderr: finished.stderr)
+        }
+        let added = try await bash(#"""
+            "$VS" add login --name Piped --username alice --password-file <(printf '%s\n' "$PW") \
+                --password @<(printf 'pipe-Pa55\n') --hidden-field 'pin=@'<(printf '4321') \
+                --totp @<(printf 'JBSWY3DPEHPK3PXP\n')
+            """#)
+        #expect(added.status == 0, "\(added)")
+        let piped = try await device.json(["get", "Piped"])
+        #expect(piped["login"]?["password"]?.stringValue == "pipe-Pa55", "\(piped)")
+        #expect(piped["login"]?["totp"]?.stringValue == "JBSWY3DPEHPK3PXP", "\(piped)")
+        #expect(piped["fields"]?[0]?["value"]?.stringValue == "4321", "\(piped)")
+        let listed = try await bash(#""$VS" list --json --password-file <(printf '%s\n' "$PW")"#)
+        #expect(listed.status == 0, "\(listed)")
+        #expect(itemID(try listed.json(), named: "Piped") != nil, "\(listed)")
+        let fromJSON = try await bash(#"""
+            "$VS" add --json <(printf '{"type": "note", "name": "From a pipe", "notes": "n"}') --password-file <(printf '%s\n' "$PW")
+            """#)
+        #expect(fromJSON.status == 0, "\(fromJSON)")
+        let key = try await bash(#"""
+            "$VS" add ssh-key --name Key --private-key-file <(printf 'PRIVATE KEY TEXT\n') --password-file <(printf '%s\n' "$PW")
+            """#)
+        #expect(key.status == 0, "\(key)")
+        #expect(try await device.json(["get", "Key"])["sshKey"]?["privateKey"]?.stringValue == "PRIVATE KEY TEXT\n")
+        #expect(try await device.json(["get", "From a pipe"])["notes"]?.stringValue == "n")
+
+        // Bytes that are not UTF-8 are said to be that, not "cannot read"; nothing changes.
+        let latin1 = directory + "/latin1"
+        try Data([0x70, 0xE4, 0x73, 0x73, 0x0A]).write(to: URL(fileURLWithPath: latin1))
+        let refused = try await device.expect(["edit", "Piped", "--password", "@" + latin1], status: 64)
+        #expect(refused.stderr.contains("not UTF-8"), "\(refused)")
+        let folder = try await device.expect(["edit", "Piped", "--password", "@" + directory], status: 64)
+        #expect(folder.stderr.contains("is a folder"), "\(folder)")
+        #expect(try await device.expect(["get", "Piped", "--field", "password"]).stdout == "pipe-Pa55\n")
+        await scenario.finish([device])
+    }
+
+    /// QA, session 35 (pass D): a secret file with Windows line ends gave the secret with "\r\n" in it ("\r\n" is one
+    /// Character in Swift, which a split on "\n" does not see): a password that matches nothing, a TOTP secret refused.
+    @Test("@FILE with Windows line ends: the line end is not part of the secret; a hidden field keeps its inner line ends")
+    func secretFilesWithWindowsLineEnds() async throws {
+        let scenario = try await CLIScenario.start()
+        let device = try await scenario.device(register: true)
+        let directory = (device.home as NSString).deletingLastPathComponent
+        func file(_ name: String, _ text: String) throws -> String {
+            try Data(text.utf8).write(to: URL(fileURLWithPath: directory + "/" + name))
+            return "@" + directory + "/" + name
+        }
+        try await device.expect(["add", "login", "--name", "Windows", "--password", try file("password", "crlf-Pa55\r\nsecond\r\n"),
+                                 "--totp", try file("totp", "JBSWY3DPEHPK3PXP\r\n"),
+                                 "--hidden-field", "recovery=" + (try file("recovery", "line one\r\nline two\r\n"))])
+        try await device.expect(["add", "card", "--name", "Card", "--number", try file("number", "4111111111111111\r\n"),
+                                 "--code", try file("code", "123\r")])
+        let login = try await device.json(["get", "Windows"])
+        #expect(login["login"]?["password"]?.stringValue == "crlf-Pa55", "\(login)")
+        #expect(login["login"]?["totp"]?.stringValue == "JBSWY3DPEHPK3PXP", "\(login)")
+        #expect(login["fields"]?[0]?["value"]?.stringValue == "line one\r\nline two", "\(login)")
+        let card = try await device.json(["get", "Card"])
+        #expect(card["card"]?["number"]?.stringValue == "4111111111111111" && card["card"]?["code"]?.stringValue == "123", "\(card)")
+        await scenario.finish([device])
+    }
+
     #if os(Linux) && (arch(x86_64) || arch(arm64))
     @Test("on a terminal each - is a no-echo prompt naming its flag")
     func terminalPrompts() async throws {
@@ -215,4 +293,44 @@ struct CommandLineSecretTests {
         #expect(held.isEmpty, "the editor's environment holds \(held.count) of the secrets")
         await scenario.finish([device])
     }
+
+    #if os(Linux)
+    /// QA, session 35 (pass D): a signal while the editor had the decrypted item open ended vaultsync by its default
+    /// action, and the plaintext file stayed in /dev/shm until the next reboot: SIGTERM, SIGHUP (a closed terminal),
+    /// and a Ctrl-C, which the terminal sends to vaultsync too while the editor (vim) ignores it.
+    @Test("a signal while $EDITOR runs: SIGTERM and SIGHUP remove the decrypted file and exit 128 + the signal; SIGINT and SIGQUIT are the editor's, the edit is saved")
+    func editorSignals() async throws {
+        let scenario = try await CLIScenario.start()
+        let device = try await scenario.device(register: true)
+        try await device.expect(["add", "login", "--name", "Bank", "--password", "-"], stdin: "bank-Pa55\n")
+        let folder = (device.home as NSString).deletingLastPathComponent
+        let script = folder + "/signalling-editor"
+        // Finds the vaultsync above it, signals it, and edits the file a second later if it is still there.
+        try Data(#"""
+            #!/bin/sh
+            echo "$1" > "$SIDE"
+            p=$PPID
+            while [ "$p" -gt 1 ] && [ "$(cat /proc/$p/comm)" != vaultsync ]; do p=$(cut -d' ' -f4 /proc/$p/stat); done
+            kill -"$SIG" "$p"
+            sleep 1
+            [ -f "$1" ] && sed -i "s/\"Bank\"/\"Bank $SIG\"/" "$1"
+            exit 0
+            """#.utf8).write(to: URL(fileURLWithPath: script))
+        chmod(script, 0o700)
+        for (name, number) in [("TERM", SIGTERM), ("HUP", SIGHUP)] {
+            let side = folder + "/path-\(name)"
+            let stopped = try await device.run(["edit", "Bank"], environment: ["EDITOR": script, "SIG": name, "SIDE": side], removing: ["VISUAL"])
+            #expect(stopped.status == 128 + number && stopped.stderr.contains("its decrypted file was removed"), "\(stopped)")
+            let plaintext = try String(contentsOfFile: side, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
+            #expect(!plaintext.isEmpty && !FileManager.default.fileExists(atPath: plaintext), "\(plaintext) is left")
+        }
+        for name in ["INT", "QUIT"] {
+            try await device.expect(["edit", "Bank"], environment: ["EDITOR": script, "SIG": name, "SIDE": folder + "/path-\(name)"],
+                                    removing: ["VISUAL"])
+            try await device.expect(["edit", "Bank \(name)", "--name", "Bank"])
+        }
+        #expect(try await device.expect(["get", "Bank", "--field", "password"]).stdout == "bank-Pa55\n")
+        await scenario.finish([device])
+    }
+    #endif
 }

@@ -214,6 +214,168 @@ struct ItemCommandTests {
         await scenario.finish([device])
     }
 
+    /// QA, session 35 (pass D): a Steam Guard secret (`steam://…`, as Bitwarden's clients store it) was taken by
+    /// `add --totp` and `add --json`, but `get --field totp` exited 1 ("the secret is not base32").
+    @Test("a steam:// TOTP secret gives Steam Guard's five-character codes, in plain output and JSON")
+    func steamTOTP() async throws {
+        let scenario = try await CLIScenario.start()
+        let device = try await scenario.device(register: true)
+        let secretFile = (device.home as NSString).deletingLastPathComponent + "/steam"
+        try Data("steam://JBSWY3DPEHPK3PXP\n".utf8).write(to: URL(fileURLWithPath: secretFile))
+        try await device.expect(["add", "login", "--name", "Steam", "--username", "gamer", "--totp", "@" + secretFile])
+        try await device.expect(["add", "--json", "-"], stdin: #"{"type":"login","name":"Steam 2","login":{"totp":"steam://JBSWY3DPEHPK3PXP"}}"#)
+        let steam = try TOTP(steamSecret: try TOTP.base32Decode("JBSWY3DPEHPK3PXP"))
+        for name in ["Steam", "Steam 2"] {
+            let code = try await device.expect(["get", name, "--field", "totp"]).stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+            let now = Date()
+            #expect(code.count == 5 && code.allSatisfy { "23456789BCDFGHJKMNPQRTVWXY".contains($0) }, "\(code)")
+            #expect([-30.0, 0, 30].map { steam.code(at: now.addingTimeInterval($0)) }.contains(code), "\(code)")
+        }
+        let json = try await device.json(["get", "Steam", "--field", "totp"])
+        #expect(json["totp"]?.stringValue?.count == 5, "\(json)")
+        await scenario.finish([device])
+    }
+
+    /// QA, session 35 (pass D): `get --field` printed the login's six fields only; a card's number, an identity's
+    /// email, an SSH key or a custom field needed `--json` and a JSON tool.
+    @Test("get --field takes any field by the label get shows it under, or the part after the dot when it names one field")
+    func getAnyField() async throws {
+        let scenario = try await CLIScenario.start()
+        let device = try await scenario.device(register: true)
+        let folder = (device.home as NSString).deletingLastPathComponent
+        func file(_ name: String, _ text: String) throws -> String {
+            try Data(text.utf8).write(to: URL(fileURLWithPath: folder + "/" + name))
+            return folder + "/" + name
+        }
+        try await device.expect(["add", "card", "--name", "Visa", "--number", "@" + (try file("number", "4111111111111111\n")),
+                                 "--code", "@" + (try file("code", "123\n")), "--exp-month", "7", "--field", "number=on the back"])
+        try await device.expect(["add", "identity", "--name", "Me", "--email", "me@example.com"])
+        try await device.expect(["add", "ssh-key", "--name", "Key", "--private-key-file", try file("key", "PRIVATE\nKEY\n")])
+        try await device.expect(["add", "login", "--name", "Site", "--username", "u", "--field", "env=prod",
+                                 "--hidden-field", "pin=@" + (try file("pin", "4321\n"))])
+        func field(_ item: String, _ name: String) async throws -> String {
+            try await device.expect(["get", item, "--field", name]).stdout
+        }
+        #expect(try await field("Visa", "card.number") == "4111111111111111\n")
+        #expect(try await field("Visa", "CARD.CODE") == "123\n")
+        #expect(try await field("Visa", "expMonth") == "7\n")
+        #expect(try await field("Visa", "field.number") == "on the back\n")
+        let both = try await device.expect(["get", "Visa", "--field", "number"], status: 5)
+        #expect(both.stderr.contains("card.number") && both.stderr.contains("field.number"), "\(both)")
+        #expect(try await field("Me", "email") == "me@example.com\n")
+        #expect(try await field("Key", "sshKey.privateKey") == "PRIVATE\nKEY\n\n")
+        #expect(try await field("Site", "pin") == "4321\n")
+        #expect(try await field("Site", "field.env") == "prod\n")
+        #expect(try await device.json(["get", "Visa", "--field", "card.number"])["card.number"]?.stringValue == "4111111111111111")
+        // A field such items have, this one has not: not found; a name no item has: a usage error, as before.
+        let none = try await device.expect(["get", "Site", "--field", "card.number"], status: 4)
+        #expect(none.stderr.contains("\"Site\" has no card.number."), "\(none)")
+        try await device.expect(["get", "Site", "--field", "field.other"], status: 4)
+        try await device.expect(["get", "Site", "--field", "colour"], status: 64)
+        await scenario.finish([device])
+    }
+
+    /// QA, session 35 (pass D): an item moved to the trash (or the archive) and made again under its name left every
+    /// command by that name ambiguous (exit 5) until the trash was emptied, though `list` showed one item of it.
+    @Test("ITEM by name with one of that name in the trash or the archive: the one list shows, for every command; restore and unarchive mean the other; delete for good lists both")
+    func nameShadowedInTheTrash() async throws {
+        let scenario = try await CLIScenario.start()
+        let device = try await scenario.device(register: true)
+        try await device.expect(["add", "login", "--name", "Router", "--password", "-"], stdin: "old-Pa55\n")
+        let old = try #require(itemID(try await device.json(["list"]), named: "Router"))
+        try await device.expect(["delete", "Router"])
+        try await device.expect(["add", "login", "--name", "router", "--password", "-"], stdin: "new-Pa55\n")
+        #expect(try await device.expect(["get", "Router", "--field", "password"]).stdout == "new-Pa55\n")
+        try await device.expect(["edit", "ROUTER", "--username", "admin"])
+        try await device.expect(["favorite", "Router"])
+        let live = try await device.json(["get", "Router"])
+        #expect(live["id"]?.stringValue != old && live["login"]?["username"]?.stringValue == "admin" && live["favorite"]?.boolValue == true, "\(live)")
+        #expect(try await device.json(["get", old])["login"]?["username"]?.isNull == true, "the one in the trash is untouched")
+        // A delete for good cannot be undone once synced: both are listed.
+        let permanent = try await device.expect(["delete", "Router", "--permanent"], status: 5)
+        #expect(permanent.stderr.contains(old), "\(permanent)")
+        // restore means the one in the trash; then two are live, and the name is ambiguous again.
+        try await device.expect(["restore", "Router"])
+        #expect(try await device.json(["get", old])["deletedDate"]?.isNull == true)
+        try await device.expect(["get", "Router"], status: 5)
+        try await device.expect(["restore", "Router"], status: 5)
+
+        // The archive too: the one list shows is meant; unarchive means the archived one.
+        try await device.expect(["add", "login", "--name", "Netflix", "--username", "old"])
+        let archived = try #require(itemID(try await device.json(["list"]), named: "Netflix"))
+        try await device.expect(["archive", "Netflix"])
+        try await device.expect(["add", "login", "--name", "Netflix", "--username", "new"])
+        #expect(try await device.expect(["get", "Netflix", "--field", "username"]).stdout == "new\n")
+        try await device.expect(["unarchive", "Netflix"])
+        #expect(try await device.json(["get", archived])["archivedDate"]?.isNull == true)
+        try await device.expect(["get", "Netflix"], status: 5)
+        await scenario.finish([device])
+    }
+
+    /// QA, session 35 (pass D): a folder deleted on another device, not yet synced here, still named here: `move ITEM F`
+    /// said "Moved … to \"F\"" and `add`/`edit --folder F` said nothing, while the server kept the item in no folder.
+    @Test("move, add and edit into a folder another device deleted: the item is in no folder, and the command says so")
+    func folderDeletedElsewhere() async throws {
+        let scenario = try await CLIScenario.start()
+        let a = try await scenario.device(register: true)
+        try await a.expect(["folder", "add", "Gone"])
+        try await a.expect(["folder", "add", "Kept"])
+        try await a.expect(["add", "login", "--name", "Moved", "--folder", "Kept"])
+        try await a.expect(["add", "login", "--name", "Edited"])
+        let b = try await scenario.device()
+        try await b.expect(["folder", "delete", "Gone"])
+
+        let moved = try await a.expect(["move", "Moved", "Gone"])
+        #expect(moved.stdout.contains("Moved \"Moved\" to no folder") && !moved.stdout.contains("to \"Gone\""), "\(moved)")
+        #expect(moved.stderr.contains("the server has no folder \"Gone\" any more"), "\(moved)")
+        let added = try await a.expect(["add", "login", "--name", "Added", "--folder", "Gone"])
+        #expect(added.stderr.contains("\"Added\" is in no folder"), "\(added)")
+        let edited = try await a.expect(["edit", "Edited", "--folder", "Gone", "--notes", "n"])
+        #expect(edited.stderr.contains("\"Edited\" is in no folder"), "\(edited)")
+        for name in ["Moved", "Added", "Edited"] {
+            #expect(try await a.json(["get", name])["folderId"]?.isNull == true, "\(name)")
+        }
+        // A folder that is there: no note.
+        let kept = try await a.expect(["move", "Edited", "Kept"])
+        #expect(kept.stdout.contains("to \"Kept\"") && kept.stderr.isEmpty, "\(kept)")
+        await scenario.finish([a, b])
+    }
+
+    /// QA, session 35 (pass D): `get --json` prints both `folderId` and `folder`, and `folderId` won whenever it was
+    /// there: a changed `"folder"` in that output, or in the editor's template, was saved without the change.
+    @Test("get --json fed back with folder changed, or folderId changed: the changed one is applied; both changed to two folders is refused")
+    func jsonFolderEdits() async throws {
+        let scenario = try await CLIScenario.start()
+        let device = try await scenario.device(register: true)
+        try await device.expect(["folder", "add", "Work"])
+        try await device.expect(["folder", "add", "Home"])
+        try await device.expect(["add", "note", "--name", "Filed", "--notes", "n", "--folder", "Work"])
+        let folders = try await device.json(["folder", "list"])
+        let work = try #require(itemID(folders, named: "Work")), home = try #require(itemID(folders, named: "Home"))
+        func edited(_ change: (inout JSONObject) -> Void) async throws -> String {
+            var object = try #require(try await device.json(["get", "Filed"]).objectValue)
+            change(&object)
+            return JSONValue.object(object).jsonText
+        }
+        func folder() async throws -> String? { try await device.json(["get", "Filed"])["folderId"]?.stringValue }
+        try await device.expect(["edit", "Filed", "--json", "-"], stdin: try await edited { $0["folder"] = .string("Home") })
+        #expect(try await folder() == home)
+        try await device.expect(["edit", "Filed", "--json", "-"], stdin: try await edited { $0["folderId"] = .string(work) })
+        #expect(try await folder() == work)
+        try await device.expect(["edit", "Filed", "--json", "-"], stdin: try await edited { $0["folder"] = .null })
+        #expect(try await folder() == nil)
+        try await device.expect(["edit", "Filed", "--json", "-"], stdin: try await edited { $0["folder"] = .string("Work") })
+        let both = try await device.expect(["edit", "Filed", "--json", "-"], status: 64,
+                                           stdin: try await edited { $0["folder"] = .string("Home"); $0["folderId"] = .null })
+        #expect(both.stderr.contains("two different folders"), "\(both)")
+        #expect(try await folder() == work)
+        // The editor shows both; changing the name there moves the item.
+        try await device.expect(["edit", "Filed"], environment: ["EDITOR": #"edit() { sed -i 's/"folder" *: *"Work"/"folder": "Home"/' "$1"; }; edit"#],
+                                removing: ["VISUAL"])
+        #expect(try await folder() == home)
+        await scenario.finish([device])
+    }
+
     /// What `get --json` prints is what `edit --json` takes back, field for field (docs/CLI.md, "--json input"):
     /// a linked field's link, every group key (null when absent), and the same checks as the flags.
     @Test("the item JSON round-trips linked fields and whole groups; --field keeps a field's type; JSON input is checked like flags")

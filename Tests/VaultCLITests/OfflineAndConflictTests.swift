@@ -294,6 +294,48 @@ struct OfflineAndConflictTests {
         await scenario.finish([a, b])
     }
 
+    /// QA, session 35 (pass D): a change discarded offline stayed in the cached copy until the next sync, so
+    /// `get` showed it and the next offline edit queued it again: the discarded username reached the server
+    /// and the other device. Now the cached copy goes back to the version the change started from at once.
+    @Test("pending discard offline: the item is at once what it was before the change (edit, trash, delete for good, folder rename), and a later edit does not send what was discarded")
+    func discardRestoresTheVersionBeforeTheChange() async throws {
+        let scenario = try await CLIScenario.start()
+        let a = try await scenario.device(register: true)
+        try await a.expect(["folder", "add", "Work"])
+        try await a.expect(["add", "login", "--name", "Bank", "--username", "right-name", "--password", "-", "--folder", "Work"], stdin: "right-Pa55\n")
+        try await a.expect(["add", "note", "--name", "Trashed", "--notes", "keep me"])
+        try await a.expect(["add", "note", "--name", "Purged", "--notes", "keep me too"])
+        let b = try await scenario.device()
+
+        await scenario.server.stop()
+        try await a.expect(["edit", "Bank", "--username", "MISTAKE", "--password", "-"], stdin: "wrong-Pa55\n")
+        try await a.expect(["delete", "Trashed"])
+        try await a.expect(["delete", "Purged", "--permanent"])
+        try await a.expect(["folder", "rename", "Work", "Oops"])
+        for item in ["Bank", "Trashed", "Purged", "Oops"] {
+            try await a.expect(["pending", "discard", item, "--yes"])
+        }
+        #expect(try await a.json(["pending"]).count == 0)
+        #expect(try await a.expect(["get", "Bank", "--field", "username"]).stdout == "right-name\n")
+        #expect(try await a.expect(["get", "Bank", "--field", "password"]).stdout == "right-Pa55\n")
+        let listed = try await a.json(["list"])
+        #expect(itemID(listed, named: "Trashed") != nil, "\(listed)")
+        #expect(itemID(listed, named: "Purged") != nil, "\(listed)")
+        #expect(try await a.json(["folder", "list"]).arrayValue?.compactMap { $0["name"]?.stringValue } == ["Work"])
+
+        // An edit made after the discard carries only itself.
+        try await a.expect(["edit", "Bank", "--notes", "later"])
+        try await scenario.server.start()
+        try await a.expect(["sync"])
+        try await b.expect(["sync"])
+        let bank = try await b.json(["get", "Bank"])
+        #expect(bank["login"]?["username"]?.stringValue == "right-name", "\(bank)")
+        #expect(bank["login"]?["password"]?.stringValue == "right-Pa55", "\(bank)")
+        #expect(bank["notes"]?.stringValue == "later", "\(bank)")
+        #expect(bank["folder"]?.stringValue == "Work", "\(bank)")
+        await scenario.finish([a, b])
+    }
+
     /// QA, session 34 (bug 73, left open): once the live item was deleted for good, `--keep theirs` answered
     /// "No item …" although the backup held the version chosen. It becomes the item again now; the side the
     /// deleted item held is gone, and choosing it changes nothing and says so.

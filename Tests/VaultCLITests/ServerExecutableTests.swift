@@ -248,6 +248,13 @@ struct ServerExecutableTests {
                                              environment: freshEnvironment(home: folder), in: folder)
         #expect(result.status == 1, "\(result)")
         #expect(result.stderr.contains("cannot connect to PostgreSQL at 127.0.0.1:1/vaultsync: nothing listens there"), "\(result.stderr)")
+        // The same URL from a file with Windows line ends: the line end is not part of the database's name (QA, session 35).
+        let file = folder + "/database-url"
+        try Data("postgres://vaultsync@127.0.0.1:1/vaultsync\r\nsecond line\r\n".utf8).write(to: URL(fileURLWithPath: file))
+        let fromFile = try await runExecutable("vaultsync-server", ["--port", "0", "--database-url-file", file],
+                                               environment: freshEnvironment(home: folder), in: folder)
+        #expect(fromFile.status == 1, "\(fromFile)")
+        #expect(fromFile.stderr.contains("cannot connect to PostgreSQL at 127.0.0.1:1/vaultsync: nothing listens there"), "\(fromFile.stderr)")
     }
 
     @Test("an address no interface of this machine has: a clear message, exit 64, and no raw system call")

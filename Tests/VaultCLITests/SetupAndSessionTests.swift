@@ -152,6 +152,61 @@ struct SetupAndSessionTests {
         try? FileManager.default.removeItem(atPath: (device.home as NSString).deletingLastPathComponent)
     }
 
+    /// QA, session 35 (pass D): `VAULTSYNC_HOME="~/vault"` (quoted, so the shell left the `~`) made a folder named
+    /// `~` wherever the command ran, and a relative one was another profile after a `cd`; a profile path under a file,
+    /// a link to nothing or a damaged database printed Foundation's or SQLite's own text (`NSCocoaErrorDomain error
+    /// 512`, "while executing `PRAGMA synchronous = NORMAL`").
+    @Test("VAULTSYNC_HOME with ~ or a relative path is made absolute; an unusable profile folder or database is named with what is wrong")
+    func profileLocation() async throws {
+        let base = temporaryDirectory("vaultsync-cli-profile")
+        defer { try? FileManager.default.removeItem(atPath: base) }
+        var device = CLIDevice(home: "~/tilde", password: "correct horse battery staple")
+        device.environment["HOME"] = base
+        let tilde = try await device.json(["config", "show"])
+        #expect(tilde["profile"]?.stringValue == base + "/tilde", "\(tilde)")
+        #expect(FileManager.default.fileExists(atPath: base + "/tilde/vault.sqlite"))
+
+        var environment = device.environment
+        environment["VAULTSYNC_HOME"] = "relative/profile"
+        let relative = try await runProcess(try vaultsyncExecutable(), ["config", "show", "--json"], environment: environment, folder: base)
+        let shown = try CLIResult(status: relative.status, stdout: relative.stdout, stderr: relative.stderr).json()["profile"]?.stringValue ?? ""
+        #expect(relative.status == 0 && shown.hasPrefix("/") && shown.hasSuffix("/relative/profile"), "\(relative.stdout) \(relative.stderr)")
+        #expect(FileManager.default.fileExists(atPath: base + "/relative/profile/vault.sqlite"))
+
+        let file = base + "/a-file"
+        try Data("x".utf8).write(to: URL(fileURLWithPath: file))
+        try FileManager.default.createSymbolicLink(atPath: base + "/dangling", withDestinationPath: base + "/nowhere")
+        for (home, expected) in [(file, "\(file) is a file, not a folder"), (file + "/sub", "\(file) is a file, not a folder"),
+                                 (base + "/dangling", "symbolic link to \(base)/nowhere, which does not exist")] {
+            let refused = try await CLIDevice(home: home).expect(["config", "show"], status: 1)
+            #expect(refused.stderr.contains(expected) && !refused.stderr.contains("NSCocoaErrorDomain"), "\(refused)")
+        }
+
+        // A database that is not one: named, with the way out; SQLite's text only as the reason.
+        try Data(repeating: 0x47, count: 4096).write(to: URL(fileURLWithPath: base + "/tilde/vault.sqlite"))
+        let damaged = try await device.expect(["config", "show"], status: 1)
+        #expect(damaged.stderr.contains("\(base)/tilde/vault.sqlite is damaged or is not a VaultSync database") && !damaged.stderr.contains("PRAGMA"),
+                "\(damaged)")
+    }
+
+    /// QA, session 35 (pass D): `unlock` without a terminal or a password said "The vault is locked. Run `eval
+    /// $(vaultsync unlock)`": the command it was. `folder add none` made a folder FOLDER arguments cannot name.
+    @Test("unlock with no way to get the password says how to give it; a folder cannot be named none")
+    func unlockWithoutPasswordAndFolderNone() async throws {
+        let scenario = try await CLIScenario.start()
+        let device = try await scenario.device(register: true)
+        let unlock = try await device.expect(["unlock"], status: 2, removing: ["VAULTSYNC_PASSWORD"])
+        #expect(unlock.stderr.contains("no terminal to ask on") && !unlock.stderr.contains("vaultsync unlock"), "\(unlock)")
+        for name in ["none", "None"] {
+            let refused = try await device.expect(["folder", "add", name], status: 64)
+            #expect(refused.stderr.contains("cannot be a folder's name"), "\(refused)")
+        }
+        try await device.expect(["folder", "add", "Work"])
+        try await device.expect(["folder", "rename", "Work", "NONE"], status: 64)
+        #expect(try await device.json(["folder", "list"]).arrayValue?.compactMap { $0["name"]?.stringValue } == ["Work"])
+        await scenario.finish([device])
+    }
+
     @Test("logout refuses while changes are pending, then removes the account's data")
     func logout() async throws {
         let scenario = try await CLIScenario.start()

@@ -37,6 +37,21 @@ import VaultCrypto
         #expect(uri.code(at: Date(timeIntervalSince1970: 1_111_111_109)) == "07081804")
     }
 
+    /// QA, session 35: a `steam://` secret was taken by `add --totp` and gave no code. Steam Guard's codes are
+    /// five characters of its alphabet, made from the same truncated HMAC-SHA-1 over 30-second steps; the
+    /// expected codes were computed by a separate implementation (Python's hmac, Bitwarden's algorithm).
+    @Test func steamCodes() throws {
+        let steam = try TOTP(secretOrURI: "steam://JBSWY3DPEHPK3PXP")
+        #expect(steam.encoding == .steam && steam.digits == 5)
+        for (counter, expected) in [(UInt64(0), "VH8YJ"), (1, "2YXGV"), (59, "9JWF7"), (37_037_036, "CWDGV"), (66_666_666, "HNCVQ")] {
+            #expect(steam.code(counter: counter) == expected, "counter \(counter)")
+        }
+        #expect(steam.code(at: Date(timeIntervalSince1970: 2_000_000_000)) == "HNCVQ")
+        #expect(try TOTP(secretOrURI: "STEAM://jbswy3dpehpk3pxp").code(counter: 1) == "2YXGV")
+        #expect(try TOTP(secretOrURI: "JBSWY3DPEHPK3PXP").encoding == .decimal)
+        #expect(throws: TOTPError.self) { try TOTP(secretOrURI: "steam://!!!!") }
+    }
+
     @Test func badSecretsAreRefused() {
         #expect(throws: TOTPError.self) { try TOTP(secretOrURI: "not base32!") }
         #expect(throws: TOTPError.self) { try TOTP(secretOrURI: "otpauth://hotp/x?secret=GEZDGNBV") }

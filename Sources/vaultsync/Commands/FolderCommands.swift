@@ -42,7 +42,12 @@ struct FolderCommand: AsyncParsableCommand {
     }
 
     /// Refuses `name` when a folder other than `besides` has it (compared without case), quoting that folder's name.
+    /// `none` is refused too: FOLDER arguments take it for no folder (`move ITEM none`, `list --folder none`), so a
+    /// folder of that name could be named by its id only (`folder add none` made one: QA, session 35).
     static func refuseTaken(_ name: String, besides id: String? = nil, _ context: CLIContext) async throws {
+        if name.caseInsensitiveCompare("none") == .orderedSame {
+            throw CLIError.usage("\"\(name)\" cannot be a folder's name: FOLDER arguments take it for no folder (move ITEM none); choose another name")
+        }
         if let taken = try await context.engine.folders().first(where: { $0.id != id && $0.name.caseInsensitiveCompare(name) == .orderedSame }) {
             throw CLIError.usage("a folder named \"\(taken.name)\" exists already")
         }

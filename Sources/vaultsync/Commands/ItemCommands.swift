@@ -114,7 +114,7 @@ struct GetCommand: VaultCommand {
     @OptionGroup var global: GlobalOptions
     @OptionGroup var output: OutputOptions
     @Argument(help: "The item (id, id prefix or name).") var item: String
-    @Option(help: "Print only this field: password, username, totp, notes, uri, name.") var field: String?
+    @Option(help: "Print only this field: password, username, totp, notes, uri, name, or any field by the label it is shown under (card.number, identity.email, sshKey.privateKey, field.NAME; the part after the dot alone when it names one field).") var field: String?
     @Flag(help: "Show secrets instead of masking them.") var reveal = false
 
     func execute(_ context: CLIContext) async throws {
@@ -144,7 +144,7 @@ struct GetCommand: VaultCommand {
                     throw CLIError.usage("the item's TOTP secret cannot be used: \(error)")
                 }
             default:
-                throw CLIError.usage("unknown field \"\(field)\" (password, username, totp, notes, uri, name)")
+                value = try Self.labelledField(field, of: view)
             }
             guard let value else {
                 let label = field == "totp" ? "TOTP" : field == "uri" ? "URI" : field
@@ -175,6 +175,34 @@ struct GetCommand: VaultCommand {
         if let pending = entry.pending {
             print(label("pending") + "\(pending.metadata.kind.rawValue) since \(pending.metadata.createdDate.iso8601)\(pending.metadata.state == .needsAttention ? " — needs attention: \(pending.metadata.lastError ?? "")" : "")")
         }
+    }
+}
+
+extension GetCommand {
+    /// A field other than the login's six, by the label the item's view shows it under (`card.number`,
+    /// `identity.email`, `sshKey.privateKey`, `field.NAME`, any case), or by the part after the dot when only one
+    /// field of the item ends so (`number`, `pin`). Only the login's fields could be printed alone (QA, session 35):
+    /// a card's number, an SSH key or a custom field took `--json` and a JSON tool. `nil`: a field such items have,
+    /// this one has not; a name no item can have is a usage error, as before.
+    static func labelledField(_ name: String, of view: CipherView) throws -> String? {
+        let fields = Presentation.fields(of: view, folderNames: [:]).filter { $0.label.contains(".") }
+        let wanted = name.lowercased()
+        func after(_ label: String) -> String { label.split(separator: ".", maxSplits: 1).last.map(String.init) ?? label }
+        var found = fields.filter { $0.label.lowercased() == wanted }
+        if found.isEmpty { found = fields.filter { after($0.label).lowercased() == wanted } }
+        if found.count == 1 { return found[0].value }
+        if found.count > 1 {
+            throw CLIError.stated("\"\(view.name)\" has \(found.count) fields that \"\(name)\" names (\(found.map(\.label).joined(separator: ", "))): "
+                                  + "give one of those labels, or use --json", .ambiguous)
+        }
+        let known = CardField.allCases.map { "card.\($0.rawValue)" } + IdentityField.allCases.map { "identity.\($0.rawValue)" }
+            + SSHKeyField.allCases.map { "sshKey.\($0.rawValue)" }
+        if wanted.hasPrefix("field."), wanted.count > "field.".count { return nil }
+        if known.contains(where: { $0.lowercased() == wanted || after($0).lowercased() == wanted }) { return nil }
+        throw CLIError.usage("""
+            unknown field "\(name)" (password, username, totp, notes, uri, name, or a label `get` shows: card.number, \
+            identity.email, sshKey.privateKey, field.NAME)
+            """)
     }
 }
 
@@ -227,6 +255,7 @@ struct AddCommand: VaultCommand {
         guard !view.name.isEmpty else { throw CLIError.usage("an item needs a name (--name)") }
         let result = try await context.engine.addItem(view)
         print("Added \"\(result.value.name)\" (\(result.value.id ?? ""))")
+        noteFolderGone(asked: view.folderId, stored: result.value.folderId, folder: fields.folder, item: result.value.name, outcome: result.outcome)
         if fields.generate, let password = result.value.login?.password, Console.stdoutIsTTY {
             Console.note("generated password: \(password)")
         }
@@ -277,6 +306,9 @@ struct EditCommand: VaultCommand {
         let result = try await context.engine.updateItem(view, basedOn: original)
         if let draftID { try? await context.engine.discardDraft(id: draftID) }
         print("Saved \"\(result.value.name)\"")
+        if view.folderId != original.folderId {
+            noteFolderGone(asked: view.folderId, stored: result.value.folderId, folder: fields.folder, item: result.value.name, outcome: result.outcome)
+        }
         if fields.generate, let password = result.value.login?.password, Console.stdoutIsTTY {
             Console.note("generated password: \(password)")
         }
@@ -326,7 +358,10 @@ enum EditorSession {
         process.executableURL = URL(fileURLWithPath: "/bin/sh")
         process.arguments = ["-c", "\(editor) \"$1\"", "vaultsync-editor", path]
         process.environment = editorEnvironment(context.environment)
+        EditorSignals.begin(plaintext: path)
+        defer { EditorSignals.end() }
         try process.run()
+        EditorSignals.editorStarted(process.processIdentifier)
         process.waitUntilExit()
         guard process.terminationStatus == 0 else { throw CLIError.aborted("the editor failed (exit \(process.terminationStatus)); nothing was saved") }
     }
@@ -383,6 +418,70 @@ enum EditorSession {
     }
 }
 
+/// What a signal does while `$EDITOR` has the decrypted item open.
+///
+/// A signal's default action ended this process there and left the plaintext file in /dev/shm until the next
+/// reboot, unshredded (QA, session 35): a Ctrl-C meant for the editor (the terminal sends it to both, and vim
+/// ignores it), a closed terminal or SSH connection (SIGHUP), a SIGTERM. As git does for its editor, SIGINT and
+/// SIGQUIT do nothing here while the editor runs: they are the editor's to act on. SIGTERM and SIGHUP overwrite
+/// and remove the file, pass the signal on to the editor (which could otherwise write the text back) and exit
+/// 128 + the signal, saving nothing. Only SIGKILL can still leave the file behind.
+///
+/// Handlers, not SIG_IGN: an ignored signal stays ignored in the editor (Foundation's `Process` does not reset
+/// it), a handled one is back to its default action there. They run inside the signal, so they use only calls
+/// that are safe there (open, fstat, write, unlink, kill, _exit) and what was prepared before they were set.
+enum EditorSignals {
+    nonisolated(unsafe) private static var path: UnsafeMutablePointer<CChar>?
+    nonisolated(unsafe) private static var editor: pid_t = 0
+    nonisolated(unsafe) private static var zeros: UnsafeMutablePointer<UInt8>?
+    nonisolated(unsafe) private static var message: UnsafeMutablePointer<CChar>?
+
+    static func begin(plaintext: String) {
+        if zeros == nil {
+            zeros = .allocate(capacity: 4096)
+            zeros?.initialize(repeating: 0, count: 4096)
+        }
+        if message == nil { message = strdup("\nvaultsync: stopped by a signal; the edit was not saved, and its decrypted file was removed\n") }
+        path = strdup(plaintext)
+        editor = 0
+        signal(SIGINT) { _ in }
+        signal(SIGQUIT) { _ in }
+        for number in [SIGTERM, SIGHUP] {
+            signal(number) { number in
+                if let path = EditorSignals.path {
+                    let descriptor = open(path, O_WRONLY)
+                    if descriptor >= 0 {
+                        var status = stat()
+                        var left = fstat(descriptor, &status) == 0 ? Int(status.st_size) : 0
+                        while left > 0, let zeros = EditorSignals.zeros {
+                            let written = write(descriptor, zeros, min(left, 4096))
+                            if written <= 0 { break }
+                            left -= written
+                        }
+                        close(descriptor)
+                    }
+                    unlink(path)
+                }
+                if EditorSignals.editor > 0 { kill(EditorSignals.editor, number) }
+                if let message = EditorSignals.message { _ = write(2, message, strlen(message)) }
+                _exit(128 + number)
+            }
+        }
+    }
+
+    static func editorStarted(_ pid: pid_t) {
+        editor = pid
+    }
+
+    /// The editor is done: every signal does what it did before.
+    static func end() {
+        for number in [SIGINT, SIGQUIT, SIGTERM, SIGHUP] { signal(number, SIG_DFL) }
+        editor = 0
+        free(path)
+        path = nil
+    }
+}
+
 /// One-argument state changes: delete, restore, archive, unarchive, favorite.
 struct DeleteCommand: VaultCommand {
     static let configuration = CommandConfiguration(
@@ -398,7 +497,7 @@ struct DeleteCommand: VaultCommand {
     @Flag(help: "Delete for good (cannot be undone once synced).") var permanent = false
 
     func execute(_ context: CLIContext) async throws {
-        let id = try await context.itemID(item)
+        let id = try await context.itemID(item, choice: permanent ? .any : .listed)
         // An item this device cannot decrypt (a server can plant one) can still be deleted, by its id.
         let current = try await context.engine.readableItem(id: id)
         let name = current.map { "\"\($0.name)\"" } ?? "the item \(id), which cannot be decrypted,"
@@ -419,7 +518,7 @@ struct RestoreCommand: VaultCommand {
     @Argument(help: "The item (id, id prefix or name).") var item: String
 
     func execute(_ context: CLIContext) async throws {
-        let id = try await context.itemID(item)
+        let id = try await context.itemID(item, choice: .inTrash)
         let current = try await context.engine.item(id: id)
         guard current.isDeleted else { return print("\"\(current.name)\" is not in the trash: nothing to restore.") }
         let outcome = try await context.engine.restoreItem(id: id)
@@ -455,7 +554,7 @@ struct UnarchiveCommand: VaultCommand {
     @Argument(help: "The item (id, id prefix or name).") var item: String
 
     func execute(_ context: CLIContext) async throws {
-        let id = try await context.itemID(item)
+        let id = try await context.itemID(item, choice: .inArchive)
         let current = try await context.engine.item(id: id)
         guard current.isArchived else { return print("\"\(current.name)\" is not archived: nothing to take out.") }
         noteOutcome(try await context.engine.setArchived(id: id, false))
@@ -479,7 +578,10 @@ struct MoveCommand: VaultCommand {
             return print("\"\(current.name)\" is in \(folderID == nil ? "no folder" : "\"\(folder)\"") already.")
         }
         let outcome = try await context.engine.moveItem(id: id, toFolder: folderID)
-        print("Moved \"\(try await context.engine.item(id: id).name)\" to \(folderID == nil ? "no folder" : "\"\(folder)\"")")
+        let moved = try await context.engine.item(id: id)
+        let lost = folderID != nil && moved.folderId == nil && outcome == .synced
+        print("Moved \"\(moved.name)\" to \(folderID == nil || lost ? "no folder" : "\"\(folder)\"")")
+        noteFolderGone(asked: folderID, stored: moved.folderId, folder: folder, item: moved.name, outcome: outcome)
         noteOutcome(outcome)
     }
 }

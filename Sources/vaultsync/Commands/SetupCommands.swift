@@ -315,7 +315,13 @@ struct UnlockCommand: VaultCommand {
 
     func execute(_ context: CLIContext) async throws {
         let email = try context.requireEmail()
-        guard let password = try context.masterPassword() else { throw CLIError.locked }
+        // Not `CLIError.locked`, whose advice is to run this very command (QA, session 35).
+        guard let password = try context.masterPassword() else {
+            throw CLIError.stated("""
+                No master password: there is no terminal to ask on. Give it with VAULTSYNC_PASSWORD or --password-file \
+                (a pipe too: --password-file <(pass show vault)).
+                """, .locked)
+        }
         try await context.unlockLocally(email: email, password: password)
         let key = try await context.startSession()
         if raw { print(key) } else { print("export VAULTSYNC_SESSION=\"\(key)\"") }

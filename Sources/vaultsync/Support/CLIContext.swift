@@ -38,9 +38,7 @@ struct CLIContext {
     /// prompt; `nil` when none of them is available.
     func masterPassword(prompt: String = "Master password: ", allowPrompt: Bool = true) throws -> String? {
         if let path = options.passwordFile {
-            guard let text = try? String(contentsOfFile: path, encoding: .utf8) else {
-                throw CLIError.usage("cannot read the password file \(path)")
-            }
+            let text = try InputFile.text(path, what: "the password file")
             // Any line end ends the line: "\r\n" (one Character in Swift) and a lone "\r" too.
             let password = text.split(omittingEmptySubsequences: false, whereSeparator: \.isNewline).first.map(String.init) ?? ""
             guard !password.isEmpty else { throw CLIError.usage("the password file \(path) is empty") }
@@ -54,7 +52,7 @@ struct CLIContext {
     /// The password file's first line as versions before session 25 read it: a file with Windows line ends
     /// ("\r\n") gave its whole text, line end included. `nil` when that is the reading above.
     func legacyFilePassword() -> String? {
-        guard let path = options.passwordFile, let text = try? String(contentsOfFile: path, encoding: .utf8),
+        guard let path = options.passwordFile, let text = try? InputFile.text(path, what: "the password file"),
               let legacy = text.split(separator: "\n", omittingEmptySubsequences: false).first.map(String.init),
               legacy != (try? masterPassword()) else { return nil }
         return legacy
@@ -177,6 +175,20 @@ func report(_ error: any Error) -> ExitCode {
 }
 
 /// Prints the "saved offline" note when a save did not reach the server.
+/// Whether a save that reached the server lost the folder it asked for: a server keeps an item in no folder when
+/// the folder is gone there (deleted on another device since this one synced), and the save succeeds. `move`
+/// said "Moved … to \"F\"" and `add`/`edit --folder F` nothing, with the item in no folder (QA, session 35); a
+/// sync says it for the changes it sends (bug 55). Says so, on standard error, and returns true.
+@discardableResult
+func noteFolderGone(asked: String?, stored: String?, folder: String?, item: String, outcome: SaveOutcome) -> Bool {
+    guard outcome == .synced, asked != nil, stored == nil else { return false }
+    Console.note("""
+        the server has no folder "\(folder ?? asked ?? "")" any more (deleted on another device since this one synced): \
+        "\(item)" is in no folder; `vaultsync sync` brings this device's folders up to date
+        """)
+    return true
+}
+
 func noteOutcome(_ outcome: SaveOutcome) {
     switch outcome {
     case .synced:

@@ -105,7 +105,7 @@ func describe(_ error: any Error) -> (message: String, status: ExitStatus) {
         case .serverUnreachable, .serverAnswerInvalid, .offlineEditsDisabled, .organizationItemOffline: status = .serverUnreachable
         case .invalidItem, .invalidFolder: status = .usage
         case .syncIncomplete: status = .serverUnreachable  // described by its cause, above
-        case .crypto, .model, .storage, .exportUnreadable: status = .failure
+        case .crypto, .model, .storage, .exportUnreadable, .databaseUnusable: status = .failure
         case .duplicateImport: status = .usage
         // The server's answer was refused before anything was sent: a verification failure.
         case .kdfBelowMinimums, .kdfWeakened, .kdfUnusable: status = .verificationFailed

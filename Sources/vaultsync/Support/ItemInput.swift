@@ -87,7 +87,7 @@ struct ItemOptions: ParsableArguments {
             switch try SecretSource(flag.text, flag: flag.flag) {
             case .standardInput: prompts.append(flag.flag)
             case .file(let path):
-                guard FileManager.default.isReadableFile(atPath: path) else { throw ValidationError("\(flag.flag): cannot read \(path)") }
+                do { try InputFile.check(path, what: "the file") } catch let error as CLIError { throw ValidationError("\(flag.flag): \(error)") }
             case .clear: break
             }
         }
@@ -104,16 +104,12 @@ struct ItemOptions: ParsableArguments {
         }
     }
 
-    /// A TOTP value must give codes: a base32 secret or an otpauth://totp URI (Steam's `steam://` secrets,
-    /// which Bitwarden's clients accept, are kept as given). Never echoed: it is a secret.
+    /// A TOTP value must give codes: a base32 secret, an otpauth://totp URI or a Steam `steam://` secret
+    /// (`TOTP(secretOrURI:)` reads all three, as Bitwarden's clients do). Never echoed: it is a secret.
     static func checkTOTP(_ value: String?, name: String = "--totp") throws {
         guard let value, !value.isEmpty else { return }
         do {
-            if value.lowercased().hasPrefix("steam://") {
-                _ = try TOTP(secret: try TOTP.base32Decode(String(value.dropFirst("steam://".count))))
-            } else {
-                _ = try TOTP(secretOrURI: value)
-            }
+            _ = try TOTP(secretOrURI: value)
         } catch {
             throw CLIError.usage("\(name): not a TOTP secret (base32, as sites show it), an otpauth://totp URI or a steam:// secret: \(error)")
         }
@@ -216,10 +212,7 @@ struct ItemOptions: ParsableArguments {
         if view.type == .sshKey {
             var key = view.sshKey ?? SSHKeyView()
             if let privateKeyFile {
-                guard let text = try? String(contentsOfFile: privateKeyFile, encoding: .utf8) else {
-                    throw CLIError.usage("cannot read the private key file \(privateKeyFile)")
-                }
-                key[.privateKey] = text
+                key[.privateKey] = try InputFile.text(privateKeyFile, what: "the private key file")
             }
             if let publicKey { key[.publicKey] = publicKey }
             if let fingerprint { key[.keyFingerprint] = fingerprint }
@@ -275,8 +268,7 @@ enum ItemJSONInput {
         if path == "-" {
             return Array(FileHandle.standardInput.readDataToEndOfFile())
         }
-        guard let data = FileManager.default.contents(atPath: path) else { throw CLIError.usage("cannot read \(path)") }
-        return Array(data)
+        return try InputFile.bytes(path, what: "the file")
     }
 
     static func parse(_ bytes: [UInt8]) throws -> JSONObject {
@@ -320,6 +312,35 @@ enum ItemJSONInput {
         fields = result
     }
 
+    /// `folderId` and `folder` both name the item's folder, and `get --json` (like the editor's template) prints
+    /// both: the one changed from what the item has is applied. `folderId` won whenever it was there, so a
+    /// changed `"folder"` in that output was saved without the change, silently (QA, session 35). Both changed,
+    /// to two folders, is refused.
+    static func applyFolder(_ object: JSONObject, to view: inout CipherView, context: CLIContext) async throws {
+        let givenID = try text(object["folderId"], "folderId"), givenName = try text(object["folder"], "folder")
+        guard givenID != nil || givenName != nil else { return }
+        let current = view.folderId
+        let currentName = try await current.asyncMap { try await context.folderNames()[$0] } ?? nil
+        func none(_ reference: String?) -> Bool { reference.map { $0.isEmpty || $0.lowercased() == "none" } ?? true }
+        let idChanged = givenID.map { id in none(id) ? current != nil : id?.lowercased() != current } ?? false
+        let nameChanged = givenName.map { name in none(name) ? current != nil : name != currentName } ?? false
+        func resolved(_ reference: String??) async throws -> String? {
+            guard let reference, let reference else { return nil }
+            return try await context.folderID(reference)
+        }
+        switch (idChanged, nameChanged) {
+        case (true, true):
+            let (byID, byName) = (try await resolved(givenID), try await resolved(givenName))
+            guard byID == byName else {
+                throw CLIError.usage("folderId and folder name two different folders; change one of them (or give only one)")
+            }
+            view.folderId = byID
+        case (true, false): view.folderId = try await resolved(givenID)
+        case (false, true): view.folderId = try await resolved(givenName)
+        case (false, false): break
+        }
+    }
+
     /// Applies the keys present in `object` to `view`; absent keys leave the item as it is.
     static func apply(_ object: JSONObject, to view: inout CipherView, context: CLIContext) async throws {
         try checkKeys(object, allowed: readOnlyKeys.union(writableKeys), path: "")
@@ -335,11 +356,7 @@ enum ItemJSONInput {
             guard let flag = favorite.boolValue else { throw CLIError.usage("favorite must be true or false") }
             view.favorite = flag
         }
-        if let folderID = try text(object["folderId"], "folderId") {
-            view.folderId = try await folderID.asyncMap { try await context.folderID($0) } ?? nil
-        } else if let folder = try text(object["folder"], "folder") {
-            view.folderId = try await folder.asyncMap { try await context.folderID($0) } ?? nil
-        }
+        try await applyFolder(object, to: &view, context: context)
         // `get --json` prints every type's group, `null` where the item is of another type.
         func given(_ key: String, for type: CipherType) throws -> JSONValue? {
             guard let value = object[key], !(value.isNull && view.type != type) else { return nil }
@@ -474,14 +491,17 @@ enum SecretSource: Equatable {
 
     /// Reads the value (`nil`: clear the field). `wholeText`: multi-line values (hidden fields).
     func read(flag: String, label: String, wholeText: Bool) throws -> String? {
+        // Any line end ends the line: "\r\n" is one Character in Swift, which neither a split on "\n" nor
+        // `hasSuffix("\n")` sees, so a file with Windows line ends gave its secret with the line end in it (a
+        // password that matches nothing, a TOTP secret refused: QA, session 35; `--password-file` had it fixed
+        // in session 25).
         func trimmed(_ text: String) -> String {
             guard !wholeText else {
                 var text = text
-                if text.hasSuffix("\n") { text.removeLast() }
+                if text.last?.isNewline == true { text.removeLast() }
                 return text
             }
-            let line = text.split(separator: "\n", maxSplits: 1, omittingEmptySubsequences: false).first.map(String.init) ?? ""
-            return line.hasSuffix("\r") ? String(line.dropLast()) : line
+            return text.split(maxSplits: 1, omittingEmptySubsequences: false, whereSeparator: \.isNewline).first.map(String.init) ?? ""
         }
         switch self {
         case .clear:
@@ -498,7 +518,8 @@ enum SecretSource: Equatable {
             guard !value.isEmpty else { throw CLIError.usage("\(flag): nothing on standard input") }
             return value
         case .file(let path):
-            guard let text = try? String(contentsOfFile: path, encoding: .utf8) else { throw CLIError.usage("\(flag): cannot read \(path)") }
+            let text: String
+            do { text = try InputFile.text(path, what: "the file") } catch let error as CLIError { throw CLIError.usage("\(flag): \(error)") }
             let value = trimmed(text)
             guard !value.isEmpty else { throw CLIError.usage("\(flag): \(path) is empty\(wholeText ? "" : " (its first line is the value)")") }
             return value

@@ -169,17 +169,25 @@ enum Presentation {
 
     /// The one rule for such arguments: an exact id, else exactly one of that name (case-insensitively),
     /// else (6 characters or more) exactly one id starting with it; several are an ambiguity listing them.
-    static func find(_ reference: String, in candidates: Candidates, what: String) async throws -> String {
+    /// `preferred`, tried in order, settles several of one name when only one of them satisfies one of its tests
+    /// (the one `list` shows, for most commands: see ``ItemChoice``).
+    static func find(_ reference: String, in candidates: Candidates, what: String,
+                     preferred: [(String) async throws -> Bool] = []) async throws -> String {
         let id = reference.lowercased()
         if try await candidates.hasID(id) { return id }
-        func chosen(_ found: [(id: String, name: String)]) throws -> String? {
+        func chosen(_ found: [(id: String, name: String)]) async throws -> String? {
             guard found.count <= 1 else {
+                for test in preferred {
+                    var kept: [String] = []
+                    for candidate in found where try await test(candidate.id) { kept.append(candidate.id) }
+                    if kept.count == 1 { return kept[0] }
+                }
                 throw CLIError.ambiguous(what: what, reference: reference, candidates: found.map { "\($0.id)  \($0.name)" })
             }
             return found.first?.id
         }
-        if let found = try chosen(try await candidates.named(reference)) { return found }
-        if reference.count >= 6, let found = try chosen(try await candidates.withIDPrefix(id)) { return found }
+        if let found = try await chosen(try await candidates.named(reference)) { return found }
+        if reference.count >= 6, let found = try await chosen(try await candidates.withIDPrefix(id)) { return found }
         throw CLIError.notFound(what: what, reference: reference)
     }
 
@@ -191,6 +199,19 @@ enum Presentation {
     }
 }
 
+/// Which of several items of one name an ITEM argument means when only one of them is where the command
+/// works. An item moved to the trash or the archive and made again under its name (a new login for a site)
+/// left every `get NAME` ambiguous, exit 5, until the trash was emptied (QA, session 35), while `list` showed
+/// one item of that name: now the one `list` shows is meant (else the one outside the trash), `restore` means
+/// the one in the trash and `unarchive` the one in the archive. A delete for good (`.any`) still lists them
+/// all: it cannot be undone once synced.
+enum ItemChoice {
+    case listed
+    case inTrash
+    case inArchive
+    case any
+}
+
 extension CLIContext {
     /// The decrypted items (a damaged item is reported on standard error and skipped).
     func loadItems() async throws -> [VaultItem] {
@@ -199,14 +220,25 @@ extension CLIContext {
 
     /// Resolves ITEM (id, id prefix or name) to an id by `Presentation.find`'s rule. Names are matched
     /// through the name index's names part (`VaultEngine.items(named:)`, docs/BENCHMARKS.md P7); an item
-    /// whose name cannot be decrypted is found by its id only.
-    func itemID(_ reference: String) async throws -> String {
+    /// whose name cannot be decrypted is found by its id only. Several of one name, of which only one is
+    /// where `choice` looks (what `list` shows, by default), are that one.
+    func itemID(_ reference: String, choice: ItemChoice = .listed) async throws -> String {
         func listed(_ items: [VaultItemName]) -> [(id: String, name: String)] { items.map { ($0.id, (try? $0.name.get()) ?? "") } }
         let engine = engine
+        func state(_ test: @escaping @Sendable (CipherView) -> Bool) -> (String) async throws -> Bool {
+            { id in try await engine.readableItem(id: id).map(test) ?? false }
+        }
+        let preferred: [(String) async throws -> Bool]
+        switch choice {
+        case .listed: preferred = [state { !$0.isDeleted && !$0.isArchived }, state { !$0.isDeleted }]
+        case .inTrash: preferred = [state(\.isDeleted)]
+        case .inArchive: preferred = [state { $0.isArchived && !$0.isDeleted }, state(\.isArchived)]
+        case .any: preferred = []
+        }
         return try await Presentation.find(reference, in: Presentation.Candidates(
             hasID: { try await engine.hasItem(id: $0) },
             named: { listed(try await engine.items(named: $0)) },
-            withIDPrefix: { listed(try await engine.items(idPrefix: $0)) }), what: "item")
+            withIDPrefix: { listed(try await engine.items(idPrefix: $0)) }), what: "item", preferred: preferred)
     }
 
     func folderNames() async throws -> [String: String] {

@@ -10,10 +10,24 @@ struct Profile {
     let directory: String
 
     static func resolve(environment: [String: String] = ProcessInfo.processInfo.environment) -> Profile {
-        if let home = environment["VAULTSYNC_HOME"], !home.isEmpty { return Profile(directory: home) }
+        if let home = environment["VAULTSYNC_HOME"], !home.isEmpty { return Profile(directory: absolute(home, environment: environment)) }
         if let data = environment["XDG_DATA_HOME"], !data.isEmpty { return Profile(directory: data + "/vaultsync") }
         let home = environment["HOME"] ?? NSHomeDirectory()
         return Profile(directory: home + "/.local/share/vaultsync")
+    }
+
+    /// The folder VAULTSYNC_HOME names, as an absolute path. A `~` the shell did not expand (the value quoted, or set
+    /// in a service's environment file) is the home folder; a relative path is taken from the current folder
+    /// once, here. Both were used as given (QA, session 35): `VAULTSYNC_HOME="~/vault"` made a folder named `~`
+    /// in whatever folder the command ran in, and a relative profile was another, empty one after a `cd`,
+    /// shown by `config show` under the same relative name.
+    static func absolute(_ path: String, environment: [String: String]) -> String {
+        var path = path
+        if path == "~" || path.hasPrefix("~/") {
+            path = (environment["HOME"] ?? NSHomeDirectory()) + path.dropFirst()
+        }
+        guard !path.hasPrefix("/") else { return path }
+        return FileManager.default.currentDirectoryPath + "/" + path
     }
 
     var databasePath: String { directory + "/vault.sqlite" }
@@ -28,8 +42,32 @@ struct Profile {
                                                     attributes: [.posixPermissions: 0o700])
             try FileManager.default.setAttributes([.posixPermissions: 0o700], ofItemAtPath: directory)
         } catch {
-            throw CLIError.profile("cannot create the profile directory \(directory): \(error.localizedDescription)")
+            throw CLIError.profile("cannot use the profile directory \(directory): \(Self.problem(creating: directory) ?? error.localizedDescription)")
         }
+    }
+
+    /// Why `directory` cannot be created or used, said as the person can act on it; Foundation's own text was
+    /// "A file with the same name already exists" for a symbolic link to nothing and "(NSCocoaErrorDomain error
+    /// 512.)" under a file, and "cannot create" for a folder that existed but was another user's (QA, session 35).
+    static func problem(creating directory: String) -> String? {
+        var path = directory
+        while !path.isEmpty {
+            var status = stat()
+            if lstat(path, &status) == 0 {
+                let kind = status.st_mode & S_IFMT
+                if kind == S_IFLNK, stat(path, &status) != 0 {
+                    return "\(path) is a symbolic link to \((try? FileManager.default.destinationOfSymbolicLink(atPath: path)) ?? "nothing"), which does not exist"
+                }
+                if status.st_mode & S_IFMT != S_IFDIR { return "\(path) is a file, not a folder" }
+                if path == directory, status.st_uid != geteuid() { return "it belongs to another user (uid \(status.st_uid))" }
+                if access(path, W_OK | X_OK) != 0 { return "\(path) is not writable by this user (\(String(cString: strerror(errno))))" }
+                return nil
+            }
+            let parent = (path as NSString).deletingLastPathComponent
+            if parent == path { break }
+            path = parent
+        }
+        return nil
     }
 
     func loadSettings() throws -> ProfileSettings {
