@@ -331,6 +331,14 @@ extension VaultEngine {
                 logger.info("server copy changed meanwhile; queued for conflict resolution", metadata: ["item": "\(itemID)"])
                 return try queue(itemID: itemID, input, existing: nil, reason: .changedOnServer)
             }
+            if error.isGone, input.local != nil, input.previous != nil, input.operation != .create, !input.isOrganization {
+                // Deleted for good on another device since this one synced: the change is kept and queued, and the
+                // next sync treats it as it treats the same change made offline (an edit makes the item again, a
+                // state change goes with the deleted item). Refusing it lost what the person typed (QA, session 35).
+                await recordContact(success: true)
+                logger.info("the server no longer has the item; queued for the next sync", metadata: ["item": "\(itemID)"])
+                return try queue(itemID: itemID, input, existing: nil, reason: .goneFromServer)
+            }
             try await acceptOffline(error, isOrganization: input.isOrganization)
             logger.info(error.certificateProblem == nil ? "server unreachable; saving offline" : "server's certificate refused; saving locally",
                         metadata: ["item": "\(itemID)"])
@@ -414,6 +422,8 @@ extension VaultEngine {
         case changedOnServer
         /// The item already had a change waiting, so the server was not asked: this one joins it.
         case behindQueuedChange
+        /// The server no longer has the item (deleted for good elsewhere): the next sync decides, as offline.
+        case goneFromServer
 
         func outcome(pendingCount: Int) -> SaveOutcome {
             switch self {
@@ -421,6 +431,7 @@ extension VaultEngine {
             case .untrusted(let problem): .savedUntrustedServer(pendingCount: pendingCount, problem: problem)
             case .changedOnServer: .savedForConflict(pendingCount: pendingCount)
             case .behindQueuedChange: .savedBehindQueuedChange(pendingCount: pendingCount)
+            case .goneFromServer: .savedItemGoneFromServer(pendingCount: pendingCount)
             }
         }
     }

@@ -237,12 +237,16 @@ public enum SaveOutcome: Sendable, Equatable {
     /// Saved on this device and queued behind the item's earlier change, which still waits for the server:
     /// the server was not asked (the next sync compares the item with the server's copy as a whole).
     case savedBehindQueuedChange(pendingCount: Int)
+    /// Saved on this device and queued because the server no longer has the item (another device deleted
+    /// it for good since this one synced): the next sync makes it again from this version when its content
+    /// was changed, as for the same change made offline (README, "The client engine", step 3).
+    case savedItemGoneFromServer(pendingCount: Int)
 
     /// Whether the save stayed on this device (queued), for any of the reasons above.
     public var isOffline: Bool {
         switch self {
         case .synced: return false
-        case .savedOffline, .savedUntrustedServer, .savedForConflict, .savedBehindQueuedChange: return true
+        case .savedOffline, .savedUntrustedServer, .savedForConflict, .savedBehindQueuedChange, .savedItemGoneFromServer: return true
         }
     }
 
@@ -250,7 +254,8 @@ public enum SaveOutcome: Sendable, Equatable {
     public var pendingCount: Int? {
         switch self {
         case .synced: return nil
-        case .savedOffline(let count), .savedUntrustedServer(let count, _), .savedForConflict(let count), .savedBehindQueuedChange(let count):
+        case .savedOffline(let count), .savedUntrustedServer(let count, _), .savedForConflict(let count), .savedBehindQueuedChange(let count),
+             .savedItemGoneFromServer(let count):
             return count
         }
     }

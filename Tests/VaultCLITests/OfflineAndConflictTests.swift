@@ -8,6 +8,24 @@ import VaultTestSupport
 struct OfflineAndConflictTests {
     /// The server is up but its copy changed since this device last synced: the save is kept here and queued
     /// for the resolver, and the note says so instead of "saved offline".
+    @Test("an online edit of an item another device deleted for good is kept, and the sync makes the item again")
+    func editOfItemDeletedElsewhere() async throws {
+        let scenario = try await CLIScenario.start()
+        let a = try await scenario.device(register: true)
+        try await a.expect(["add", "login", "--name", "Deleted elsewhere", "--username", "alice", "--password", "-"], stdin: "first-Pa55\n")
+        let b = try await scenario.device()
+        try await b.expect(["delete", "Deleted elsewhere", "--permanent"])
+        // The server answers 404 to A's edit: exit 0, the edit saved here, and the person told what the sync will do.
+        let edit = try await a.expect(["edit", "Deleted elsewhere", "--password", "-"], stdin: "typed-on-A-Pa55\n")
+        #expect(edit.stderr.contains("the server no longer has this item"), "\(edit.stderr)")
+        #expect(try await a.expect(["get", "Deleted elsewhere", "--field", "password"]).stdout == "typed-on-A-Pa55\n")
+        let report = try await a.json(["sync"])
+        #expect("\(report)".contains("had been deleted for good on another device"), "\(report)")
+        try await b.expect(["sync"])
+        #expect(try await b.expect(["get", "Deleted elsewhere", "--field", "password"]).stdout == "typed-on-A-Pa55\n")
+        await scenario.finish([a, b])
+    }
+
     @Test("an edit of an item changed on the server meanwhile: saved here, the note says why, sync resolves it")
     func editOfItemChangedOnServer() async throws {
         let scenario = try await CLIScenario.start()

@@ -44,27 +44,38 @@ struct ClassificationAndStorageTests {
         await scenario.finish([a])
     }
 
-    @Test("the server's refusals (4xx) reach the caller and nothing is queued")
+    @Test("the server's refusals (4xx) reach the caller and nothing is queued; an item deleted elsewhere keeps the change made here")
     func refusals() async throws {
         let scenario = try await Scenario.start()
         let a = try await scenario.device(register: true)
         let b = try await scenario.device()
         let item = try await a.engine.addItem(loginItem("Gone soon")).value
+        let favorite = try await a.engine.addItem(loginItem("Gone, favorite")).value
+        let deletedHere = try await a.engine.addItem(loginItem("Gone, deleted here too")).value
         try await b.engine.pull()
-        #expect(try await b.engine.permanentlyDeleteItem(id: item.id!) == .synced)
+        for id in [item.id!, favorite.id!, deletedHere.id!] { #expect(try await b.engine.permanentlyDeleteItem(id: id) == .synced) }
+        // The one 404 that is not a refusal: the server no longer has an item this device has (deleted for good
+        // elsewhere). An edit is kept and queued, and the sync makes the item again, as for the same edit made
+        // offline (the edit was lost with exit 6 before: QA, session 35).
         var edit = item
-        edit.login?.password = "x"
-        await #expect {
-            try await a.engine.updateItem(edit)
-        } throws: { error in
-            guard case VaultError.serverRefused(let status, let message) = error else { return false }
-            return status == 404 && message == "Resource not found."
-        }
-        #expect(try await a.engine.pendingCount() == 0)
+        edit.login?.password = "typed while it was deleted elsewhere"
+        #expect(try await a.engine.updateItem(edit).outcome == .savedItemGoneFromServer(pendingCount: 1))
+        #expect(try await a.engine.item(id: item.id!).login?.password == "typed while it was deleted elsewhere")
+        // A state change is queued the same way, and goes with the deleted item at the sync.
+        #expect(try await a.engine.setFavorite(id: favorite.id!, true) == .savedItemGoneFromServer(pendingCount: 2))
         // Deleting for good what the server no longer has is done, not refused (session 34): the item leaves here too.
-        #expect(try await a.engine.permanentlyDeleteItem(id: item.id!) == .synced)
-        #expect(try await a.engine.hasItem(id: item.id!) == false)
+        #expect(try await a.engine.permanentlyDeleteItem(id: deletedHere.id!) == .synced)
+        #expect(try await a.engine.hasItem(id: deletedHere.id!) == false)
+        #expect(try await a.engine.pendingCount() == 2)
+        let report = try await a.engine.sync()
         #expect(try await a.engine.pendingCount() == 0)
+        #expect(report.messages.contains { $0.hasPrefix("\"Gone soon\" had been deleted for good on another device; it was made again") },
+                "\(report.messages)")
+        try await b.engine.pull()
+        let onB = try await b.engine.views()
+        #expect(onB.filter { $0.name == "Gone soon" }.map { $0.login?.password } == ["typed while it was deleted elsewhere"])
+        #expect(!onB.contains { $0.name == "Gone, favorite" } && !onB.contains { $0.name == "Gone, deleted here too" })
+        #expect(try await a.engine.hasItem(id: favorite.id!) == false)
         // 400: a folder the server refuses (empty name cannot be encrypted into a valid string, so use a
         // raw refusal instead: moving to a folder of another account is a 404 the server explains).
         for status in [400, 403, 404, 409, 413] {

@@ -199,6 +199,8 @@ func noteOutcome(_ outcome: SaveOutcome) {
         Console.note("saved on this device — the item has an earlier change waiting to sync, and this one joins it: run vaultsync sync to send them (\(pending) change\(pending == 1 ? "" : "s") pending)")
     case .savedForConflict(let pending):
         Console.note("saved on this device — the item changed on the server since it was read here: run vaultsync sync to resolve the two versions, nothing is lost (\(pending) change\(pending == 1 ? "" : "s") pending)")
+    case .savedItemGoneFromServer(let pending):
+        Console.note("saved on this device — the server no longer has this item (deleted on another device since this one synced): run vaultsync sync, which makes it again from this device's version if its content was changed here (\(pending) change\(pending == 1 ? "" : "s") pending)")
     case .savedUntrustedServer(let pending, let problem):
         Console.note("saved on this device only — the server was not used: \(problem) \(pending) change\(pending == 1 ? "" : "s") pending (they sync once the certificate is trusted)")
     }
