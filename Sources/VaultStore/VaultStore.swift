@@ -427,7 +427,7 @@ final class BackgroundCheckpoint: @unchecked Sendable {
     /// person waits for, and is never starved (nice 10 still gets about a tenth of a busy core).
     private static func lowerThisThreadsPriority() -> Int32? {
         #if os(Linux)
-        _ = setpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0, 10)
+        _ = setpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0, 19)
         return getpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0)
         #else
         return nil
