@@ -7,10 +7,10 @@ import VaultModels
 @testable import VaultServer
 
 /// The account routes the official clients call for their settings (docs/PROTOCOL.md, "Account settings"):
-/// equivalent domains, the profile's name, the avatar colour and password hints. Each against the real
-/// server: it works, it needs a token (but the anonymous ones), and bad input is refused naming the field
-/// with nothing changed.
-@Suite("Account settings: equivalent domains, profile, avatar, password hints", .serialized)
+/// equivalent domains, the profile's name, the avatar colour, password hints and push registration. Each
+/// against the real server: it works, it needs a token (but the anonymous ones), and bad input is refused
+/// naming the field with nothing changed.
+@Suite("Account settings: equivalent domains, profile, avatar, password hints, push registration", .serialized)
 struct AccountSettingsTests {
     /// The account revision (`GET /api/accounts/revision-date`, milliseconds).
     static func revision(_ api: APIClient, _ token: String) async throws -> Int64 {
@@ -206,6 +206,65 @@ struct AccountSettingsTests {
             let authenticated = try await api.request(.post, "/api/accounts/password-hint", token: token,
                                                       json: .object(["email": .string(withHint.email)]))
             #expect(authenticated.bytes == answers[0].bytes)
+        }
+    }
+
+    @Test("push registration: the token is kept on the device and cleared anonymously, web push is taken; unknown devices 404, bad bodies 400",
+          arguments: Backend.available)
+    func pushRegistration(backend: Backend) async throws {
+        try await withAttachmentServer(backend) { server in
+            let api = server.api
+            func stored(_ identifier: String) async throws -> [String?] {
+                try await server.database.read { session in
+                    try await session.query("SELECT push_token FROM devices WHERE identifier = ? ORDER BY id", [.text(identifier)])
+                        .map { $0.text("push_token") }
+                }
+            }
+            let user = try await TestUser.register(api)
+            let phone = try await SignedInDevice.login(user, api)
+            let stranger = try await SignedInDevice.login(try await TestUser.register(api), api)
+            let path = "/api/devices/identifier/\(phone.identifier)"
+
+            #expect(try await api.request(.put, path + "/token", json: .object(["pushToken": .string("t")])).status == .unauthorized)
+            #expect(try await api.request(.put, path + "/web-push-auth", json: .object([
+                "endpoint": .string("https://push.example/1"), "p256dh": .string("k"), "auth": .string("a")])).status == .unauthorized)
+
+            let put = try await api.request(.put, path + "/token", token: phone.access, json: .object(["pushToken": .string("fcm-token-1")]))
+            #expect(put.status == .ok && put.bytes.isEmpty, "\(put.message ?? "")")
+            #expect(try await stored(phone.identifier) == ["fcm-token-1"])
+            #expect(try await api.request(.post, path + "/token", token: phone.access, json: .object(["pushToken": .string("fcm-token-2")])).status == .ok)
+            #expect(try await stored(phone.identifier) == ["fcm-token-2"])
+
+            // Not the caller's device: 404, and the other account's device keeps its token.
+            #expect(try await api.request(.put, "/api/devices/identifier/\(stranger.identifier)/token", token: phone.access,
+                                          json: .object(["pushToken": .string("hijack")])).status == .notFound)
+            #expect(try await stored(stranger.identifier) == [nil])
+            #expect(try await api.request(.put, "/api/devices/identifier/\(UUID().uuidString)/token", token: phone.access,
+                                          json: .object(["pushToken": .string("x")])).status == .notFound)
+            for bad: JSONValue in [.string(String(repeating: "t", count: 256)), .int(5)] {
+                let refused = try await api.request(.put, path + "/token", token: phone.access, json: .object(["pushToken": bad]))
+                #expect(Self.refusedFields(refused) == ["pushToken"])
+            }
+            #expect(try await stored(phone.identifier) == ["fcm-token-2"])
+
+            // Web push: taken (and dropped) for the caller's devices.
+            let subscription: JSONObject = ["endpoint": .string("https://push.example/sub/1"), "p256dh": .string("BOr8key"), "auth": .string("c2VjcmV0")]
+            for method in [HTTPRequest.Method.put, .post] {
+                #expect(try await api.request(method, path + "/web-push-auth", token: phone.access, json: .object(subscription)).status == .ok)
+            }
+            var partial = subscription
+            partial["auth"] = nil
+            #expect(Self.refusedFields(try await api.request(.put, path + "/web-push-auth", token: phone.access, json: .object(partial))) == ["auth"])
+            #expect(try await api.request(.put, "/api/devices/identifier/\(stranger.identifier)/web-push-auth", token: phone.access,
+                                          json: .object(subscription)).status == .notFound)
+
+            // Clearing needs no token, as on the official server.
+            let clear = try await api.request(.put, path + "/clear-token")
+            #expect(clear.status == .ok && clear.bytes.isEmpty)
+            #expect(try await stored(phone.identifier) == [nil])
+            #expect(try await api.request(.post, path + "/clear-token").status == .ok)
+            #expect(try await api.request(.put, "/api/devices/identifier/\(UUID().uuidString)/clear-token").status == .notFound)
+            #expect(try await phone.works(api) == (true, true), "the device is still signed in")
         }
     }
 }
