@@ -197,6 +197,7 @@ public func buildApplication(
     account.addRoutes(to: api)
     sessions.addRoutes(to: api)
     profile.addRoutes(to: api)
+    AccountDeletionController(services: services).addRoutes(to: api)
     CiphersController(services: services).addRoutes(to: api)
     AttachmentsController(services: services).addRoutes(to: api)
     OrganizationsController(services: services).addRoutes(to: api)
