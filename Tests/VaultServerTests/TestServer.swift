@@ -162,12 +162,12 @@ struct TestUser: Sendable {
 
     /// Registers a new account (legacy body) and returns it.
     static func register(_ api: APIClient, email: String = "user-\(UUID().uuidString.prefix(8))@example.com",
-                         password: String = "correct horse battery staple") async throws -> TestUser {
+                         password: String = "correct horse battery staple", hint: String? = nil) async throws -> TestUser {
         let master = try MasterKey.derive(password: password, salt: email, kdf: kdf)
         let userKey = SymmetricCryptoKey.generate()
         let privateKey = try RSAPrivateKey.generate()
         let body: JSONObject = [
-            "email": .string(email), "name": .string("Test User"), "masterPasswordHint": .null,
+            "email": .string(email), "name": .string("Test User"), "masterPasswordHint": hint.map(JSONValue.string) ?? .null,
             "masterPasswordHash": .string(master.serverAuthorizationHash(password: password)),
             "key": .string(try master.encryptUserKey(userKey).serialized),
             "kdf": .int(0), "kdfIterations": .int(100_000), "kdfMemory": .null, "kdfParallelism": .null,

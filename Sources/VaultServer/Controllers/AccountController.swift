@@ -60,9 +60,7 @@ struct AccountController {
         head["profile"] = .object(renderer.profile(user, organizations: snapshot.organizations, twoFactorEnabled: snapshot.twoFactorEnabled))
         head["folders"] = .array(snapshot.folders.map { .object(renderer.folder($0)) })
         head["collections"] = .array(snapshot.collections)
-        head["domains"] = excludeDomains ? .null : .object([
-            "object": .string("domains"), "equivalentDomains": .array([]), "globalEquivalentDomains": .array([]),
-        ])
+        head["domains"] = excludeDomains ? .null : .object(Renderer.domains(user, withExclusions: false))
         head["policies"] = .array([])
         head["sends"] = .array([])
         head["userDecryption"] = .object(Renderer.userDecryption(user))

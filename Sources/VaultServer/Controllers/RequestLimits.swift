@@ -22,6 +22,9 @@ enum RequestLimits {
     static let importCiphers = 40_000
     static let importFolders = 2_000
     static let importFolderRelationships = 80_000
+    /// `equivalentDomains` of `PUT /api/settings/domains`: groups, and domains in one group (every sync carries them).
+    static let equivalentDomainGroups = 1_000
+    static let equivalentDomainsPerGroup = 200
 
     /// `values` unless longer than `limit` (400 naming `field`).
     @discardableResult

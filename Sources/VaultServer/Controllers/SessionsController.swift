@@ -6,7 +6,8 @@ import VaultModels
 
 /// Ending sessions (docs/PROTOCOL.md, "Sessions and the security stamp"): log out everywhere
 /// (`POST /api/accounts/security-stamp`), change the master password (`POST /api/accounts/password`),
-/// list and revoke devices (`/api/devices`), and log out this device (`POST /identity/connect/revocation`).
+/// list and revoke devices (`/api/devices`), and log out this device (`POST /identity/connect/revocation`);
+/// the phone apps' push registration is taken and goes nowhere (`SessionsController+Push.swift`).
 /// Every change of the security stamp revokes every device in the same transaction.
 struct SessionsController {
     let services: ServerServices
@@ -14,6 +15,9 @@ struct SessionsController {
     func addPublicRoutes(to router: Router<VaultRequestContext>) {
         router.post("/identity/connect/revocation") { request, _ in try await revoke(request) }
         router.get("/api/devices/knowndevice") { request, _ in try await knownDevice(request) }
+        for method in [HTTPRequest.Method.put, .post] {
+            router.on("/api/devices/identifier/:identifier/clear-token", method: method) { _, context in try await clearPushToken(context) }
+        }
     }
 
     /// Whether this device (`X-Device-Identifier`) has signed in to the account of `X-Request-Email` (base64url)
@@ -43,6 +47,12 @@ struct SessionsController {
         }
         api.delete("devices/:id") { _, context in try await deactivate(context) }
         api.post("devices/:id/deactivate") { _, context in try await deactivate(context) }
+        for method in [HTTPRequest.Method.put, .post] {
+            api.on("devices/identifier/:identifier/token", method: method) { request, context in try await setPushToken(request, context) }
+            api.on("devices/identifier/:identifier/web-push-auth", method: method) { request, context in
+                try await setWebPush(request, context)
+            }
+        }
     }
 
     /// The official `DeviceResponseModel` fields this server has.

@@ -148,11 +148,28 @@ struct Renderer: Sendable {
         object["securityStamp"] = .string(user.securityStamp)
         object["forcePasswordReset"] = .bool(false)
         object["usesKeyConnector"] = .bool(false)
-        object["avatarColor"] = .null
+        object["avatarColor"] = user.avatarColor.map(JSONValue.string) ?? .null
         object["creationDate"] = Self.date(user.createdAt)
         object["organizations"] = .array(organizations)
         object["providers"] = .array([])
         object["providerOrganizations"] = .array([])
+        return object
+    }
+
+    /// The `domains` object of `GET /api/settings/domains` and of a sync (docs/PROTOCOL.md, "Account settings"):
+    /// the user's equivalent domains, and the global groups, which this server does not have (an empty list).
+    /// `withExclusions` adds the global groups the user turned off (a VaultSync member, for the settings route:
+    /// with no global list they would show nowhere else).
+    static func domains(_ user: UserRecord, withExclusions: Bool) -> JSONObject {
+        func stored(_ text: String?) -> JSONValue {
+            guard let text, let value = try? JSONParser.parse(Array(text.utf8)), value.arrayValue != nil else { return .array([]) }
+            return value
+        }
+        var object = JSONObject()
+        object["object"] = .string("domains")
+        object["equivalentDomains"] = stored(user.equivalentDomains)
+        object["globalEquivalentDomains"] = .array([])
+        if withExclusions { object["excludedGlobalEquivalentDomains"] = stored(user.excludedGlobalDomains) }
         return object
     }
 

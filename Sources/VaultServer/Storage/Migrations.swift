@@ -308,6 +308,20 @@ enum Migrations {
             }
             return statements
         },
+        Migration(version: 11, name: "profile settings: avatar colour, equivalent domains; devices' push tokens") { _ in
+            [
+                // `#rrggbb`, or NULL for the clients' default (docs/PROTOCOL.md, "Account settings").
+                "ALTER TABLE users ADD COLUMN avatar_color TEXT",
+                // The user's own equivalent domains as JSON `[["a.example", "b.example"], …]`, and the global
+                // groups they turned off as JSON `[type, …]`; NULL for none.
+                "ALTER TABLE users ADD COLUMN equivalent_domains TEXT",
+                "ALTER TABLE users ADD COLUMN excluded_global_domains TEXT",
+                // What a phone app registered for push notifications; kept, never used (this server has no push relay).
+                "ALTER TABLE devices ADD COLUMN push_token TEXT",
+                // The anonymous clear-token route finds devices by identifier alone.
+                "CREATE INDEX devices_identifier ON devices(identifier)",
+            ]
+        },
     ]
 
     /// Applies every migration not applied yet (up to `lastVersion`: tests build an older schema to migrate

@@ -20,6 +20,12 @@ struct UserRecord: Sendable {
     var createdAt: Int64
     var updatedAt: Int64
     var revisionDate: Int64
+    /// `#rrggbb`, or `nil` for the clients' default.
+    var avatarColor: String?
+    /// JSON `[["a.example", "b.example"], …]`; `nil` for none.
+    var equivalentDomains: String?
+    /// JSON `[type, …]` of the global equivalent-domain groups the user turned off; `nil` for none.
+    var excludedGlobalDomains: String?
 
     init(row: SQLRow) {
         id = row.text("id") ?? ""
@@ -40,6 +46,9 @@ struct UserRecord: Sendable {
         createdAt = row.int("created_at") ?? 0
         updatedAt = row.int("updated_at") ?? 0
         revisionDate = row.int("revision_date") ?? 0
+        avatarColor = row.text("avatar_color")
+        equivalentDomains = row.text("equivalent_domains")
+        excludedGlobalDomains = row.text("excluded_global_domains")
     }
 
     init(id: String, email: String, name: String?, passwordHash: String, passwordSalt: String, passwordIterations: Int,
