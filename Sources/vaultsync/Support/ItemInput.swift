@@ -182,19 +182,23 @@ struct ItemOptions: ParsableArguments {
         if let notes { view.notes = notes.isEmpty ? nil : notes }
         if let folder { view.folderId = try await context.folderID(folder) }
         if let favorite { view.favorite = favorite }
-        if view.type == .login {
+        // Each type's group is touched only when its flags are given: an edit of the name alone leaves an item's
+        // missing group missing (an empty one in its place was a change to save).
+        if view.type == .login, givesLoginFields {
             var login = view.login ?? LoginView()
             if let username { login.username = username.isEmpty ? nil : username }
             if let password = secrets.password { login.password = password }
             if generate { login.password = try Self.generatedPassword(length: length ?? 24) }
-            if !uri.isEmpty { login.uris = uri.map { LoginURIView(uri: $0) } }
+            // A URI the item has already keeps its match setting (and what the server sent with it), as with `--json`:
+            // the same URIs given again are no change.
+            if !uri.isEmpty { login.uris = uri.map { given in login.uris.first { $0.uri == given } ?? LoginURIView(uri: given) } }
             if let totp = secrets.totp {
                 try Self.checkTOTP(totp)
                 login.totp = totp
             }
             view.login = login
         }
-        if view.type == .card {
+        if view.type == .card, givesCardFields {
             var card = view.card ?? CardView()
             try Self.checkExpiry(month: expMonth, year: expYear)
             let values: [(CardField, String?)] = [(.cardholderName, cardholderName), (.brand, brand), (.expMonth, expMonth), (.expYear, expYear)]
@@ -202,14 +206,14 @@ struct ItemOptions: ParsableArguments {
             for (field, value) in [(CardField.number, secrets.number), (.code, secrets.code)] { if let value { card[field] = value } }
             view.card = card
         }
-        if view.type == .identity {
+        if view.type == .identity, givesIdentityFields {
             var identity = view.identity ?? IdentityView()
             let values: [(IdentityField, String?)] = [(.firstName, firstName), (.lastName, lastName), (.email, email), (.phone, phone),
                                                       (.company, company)]
             for (field, value) in values { if let value { identity[field] = value.isEmpty ? nil : value } }
             view.identity = identity
         }
-        if view.type == .sshKey {
+        if view.type == .sshKey, givesSSHFields {
             var key = view.sshKey ?? SSHKeyView()
             if let privateKeyFile {
                 key[.privateKey] = try InputFile.text(privateKeyFile, what: "the private key file")

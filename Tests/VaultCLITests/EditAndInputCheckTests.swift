@@ -1,0 +1,70 @@
+import Foundation
+import Testing
+import VaultModels
+import VaultTestSupport
+
+/// QA, session 35 (pass D), left open at the end of RELIABILITY bug 92: an edit that changes nothing saved a new
+/// revision; `list --search ""` listed nothing; a TYPE in capitals was refused; `--uri ""` added an empty URI; a
+/// folder's item count took in archived items.
+@Suite("CLI: edits that change nothing, and what TYPE, --search and --uri take")
+struct EditAndInputCheckTests {
+    @Test("edit with the values the item has (flags, --json, the editor): nothing saved or queued, exit 0, said on standard error; another device's change meets no conflict")
+    func unchangedEdit() async throws {
+        let scenario = try await CLIScenario.start()
+        let a = try await scenario.device(register: true)
+        let folder = (a.home as NSString).deletingLastPathComponent
+        let passwordFile = folder + "/password"
+        try Data("same-Pa55\n".utf8).write(to: URL(fileURLWithPath: passwordFile))
+        try await a.expect(["folder", "add", "Work"])
+        try await a.expect(["add", "login", "--name", "Bank", "--username", "alice", "--password", "@" + passwordFile, "--uri", "https://bank.example",
+                            "--folder", "Work", "--notes", "branch north", "--field", "branch=north", "--favorite"])
+        // The URI's match setting, which --uri does not show.
+        try await a.expect(["edit", "Bank", "--json", "-"], stdin: #"{"login":{"uris":[{"uri":"https://bank.example","match":1}]}}"#)
+        try await a.expect(["add", "card", "--name", "Visa", "--cardholder", "Alice A", "--exp-month", "07"])
+        let bank = try await a.json(["get", "Bank"]), visa = try await a.json(["get", "Visa"])
+
+        for arguments in [["--username", "alice"], ["--password", "@" + passwordFile], ["--uri", "https://bank.example"], ["--folder", "Work"],
+                          ["--name", "Bank"], ["--notes", "branch north"], ["--field", "branch=north"], ["--favorite"],
+                          ["--username", "alice", "--password", "@" + passwordFile, "--uri", "https://bank.example", "--folder", "work"]] {
+            let result = try await a.expect(["edit", "Bank"] + arguments)
+            #expect(result.stderr.contains(#"no changes: "Bank" already has these values"#) && result.stdout.isEmpty, "\(arguments): \(result)")
+        }
+        for arguments in [["--cardholder", "Alice A"], ["--exp-month", "07"], ["--name", "Visa"]] {
+            let result = try await a.expect(["edit", "Visa"] + arguments)
+            #expect(result.stderr.contains(#"no changes: "Visa" already has these values"#), "\(arguments): \(result)")
+        }
+        // `get --json` fed back, by --json and in the editor (saved as shown, or only laid out again).
+        let fedBack = try await a.expect(["edit", "Bank", "--json", "-"], stdin: bank.jsonText)
+        #expect(fedBack.stderr.contains("no changes") && fedBack.stdout.isEmpty, "\(fedBack)")
+        for editor in ["true", #"edit() { sed -i 's/": /":    /' "$1"; }; edit"#] {
+            let edited = try await a.expect(["edit", "Bank"], environment: ["EDITOR": editor], removing: ["VISUAL"])
+            #expect(edited.stderr.contains(#"no changes: "Bank" already has these values"#) && edited.stdout.isEmpty, "\(editor): \(edited)")
+        }
+        #expect(try await a.json(["drafts"]).count == 0)
+        // Nothing was saved: the same revision, password history and password date, the URI's match kept.
+        let after = try await a.json(["get", "Bank"])
+        #expect(after == bank, "\(after)")
+        #expect(try await a.json(["get", "Visa"]) == visa)
+        #expect(bank["login"]?["uris"]?[0]?["match"]?.intValue == 1 && bank["passwordHistory"]?.count == 0)
+
+        // Another device changes the item; this one, not synced since, "edits" it to what it has: no conflict, nothing queued.
+        let b = try await scenario.device()
+        try await b.expect(["edit", "Bank", "--notes", "from B"])
+        let stale = try await a.expect(["edit", "Bank", "--username", "alice"])
+        #expect(stale.stderr.contains("no changes") && !stale.stderr.contains("saved on this device"), "\(stale)")
+        #expect(try await a.json(["pending"]).count == 0)
+        let report = try await a.json(["sync"])
+        #expect(report["backups"]?.count == 0 && report["stillPending"]?.intValue == 0, "\(report)")
+        #expect(try await a.json(["get", "Bank"])["notes"]?.stringValue == "from B")
+        #expect(try await a.json(["conflicts"]).count == 0)
+
+        // Offline: nothing is queued either; a real change still is.
+        await scenario.server.stop()
+        let offline = try await a.expect(["edit", "Bank", "--username", "alice", "--notes", "from B"])
+        #expect(offline.stderr.contains("no changes") && !offline.stderr.contains("saved offline"), "\(offline)")
+        #expect(try await a.json(["pending"]).count == 0)
+        let changed = try await a.expect(["edit", "Bank", "--username", "alice2"])
+        #expect(changed.stdout.contains(#"Saved "Bank""#) && changed.stderr.contains("saved offline — 1 change pending"), "\(changed)")
+        await scenario.finish([a, b])
+    }
+}
