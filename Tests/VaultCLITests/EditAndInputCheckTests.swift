@@ -67,4 +67,18 @@ struct EditAndInputCheckTests {
         #expect(changed.stdout.contains(#"Saved "Bank""#) && changed.stderr.contains("saved offline — 1 change pending"), "\(changed)")
         await scenario.finish([a, b])
     }
+
+    @Test("list --search with an empty text is a usage error that says to leave out --search")
+    func emptySearch() async throws {
+        let scenario = try await CLIScenario.start()
+        let device = try await scenario.device(register: true)
+        try await device.expect(["add", "note", "--name", "Wi-Fi", "--notes", "guest"])
+        for arguments in [["list", "--search", ""], ["list", "--search", "", "--json", "--type", "note"]] {
+            let refused = try await device.expect(arguments, status: 64)
+            #expect(refused.stderr.contains("leave out --search to list every item") && refused.stdout.isEmpty, "\(arguments): \(refused)")
+        }
+        #expect(try await device.json(["list", "--search", "wi-"]).count == 1)
+        #expect(try await device.json(["list", "--search", " "]).count == 0, "a space is a text to look for")
+        await scenario.finish([device])
+    }
 }

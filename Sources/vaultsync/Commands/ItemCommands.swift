@@ -24,6 +24,13 @@ struct ListCommand: VaultCommand {
     @Flag(help: "Items in the trash.") var trash = false
     @Flag(help: "Archived items.") var archived = false
 
+    func validate() throws {
+        // An empty text listed nothing (QA, session 35), as if the vault were empty.
+        if search?.isEmpty == true {
+            throw ValidationError("--search needs a text to look for; leave out --search to list every item")
+        }
+    }
+
     func execute(_ context: CLIContext) async throws {
         let wantedType: CipherType?
         if let type {
