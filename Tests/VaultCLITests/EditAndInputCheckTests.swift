@@ -81,4 +81,28 @@ struct EditAndInputCheckTests {
         #expect(try await device.json(["list", "--search", " "]).count == 0, "a space is a text to look for")
         await scenario.finish([device])
     }
+
+    @Test("a TYPE is taken in any case: list --type, add TYPE, the item JSON's type; an unknown one names the types")
+    func typeInAnyCase() async throws {
+        let scenario = try await CLIScenario.start()
+        let device = try await scenario.device(register: true)
+        try await device.expect(["add", "LOGIN", "--name", "GitHub", "--username", "alice"])
+        try await device.expect(["add", "Note", "--name", "Wi-Fi", "--notes", "guest"])
+        try await device.expect(["add", "--json", "-"], stdin: #"{"type":"SSH-Key","name":"Server key","sshKey":{"publicKey":"ssh-ed25519 AAAA"}}"#)
+        try await device.expect(["add", "card", "--json", "-"], stdin: #"{"type":"CARD","name":"Visa"}"#)
+        for (type, names) in [("LOGIN", ["GitHub"]), ("Login", ["GitHub"]), ("login", ["GitHub"]), ("NOTE", ["Wi-Fi"]), ("ssh-KEY", ["Server key"]),
+                              ("Card", ["Visa"])] {
+            let listed = try await device.json(["list", "--type", type])
+            #expect(listed.arrayValue?.compactMap { $0["name"]?.stringValue } == names, "--type \(type): \(listed)")
+            let text = try await device.expect(["list", "--type", type])
+            #expect(text.stdout.split(separator: "\n").count == names.count, "--type \(type): \(text)")
+        }
+        #expect(try await device.json(["get", "GitHub"])["type"]?.stringValue == "login")
+        for arguments in [["list", "--type", "logins"], ["add", "password", "--name", "X"]] {
+            let refused = try await device.expect(arguments, status: 64)
+            #expect(refused.stderr.contains("(login, note, card, identity, ssh-key)"), "\(arguments): \(refused)")
+        }
+        try await device.expect(["add", "note", "--json", "-"], status: 64, stdin: #"{"type":"LOGIN","name":"Mixed"}"#)
+        await scenario.finish([device])
+    }
 }

@@ -32,15 +32,7 @@ struct ListCommand: VaultCommand {
     }
 
     func execute(_ context: CLIContext) async throws {
-        let wantedType: CipherType?
-        if let type {
-            guard let match = CipherType.supported.first(where: { $0.name == type }) else {
-                throw CLIError.usage("unknown type \"\(type)\" (login, note, card, identity, ssh-key)")
-            }
-            wantedType = match
-        } else {
-            wantedType = nil
-        }
+        let wantedType = try type.map { try CipherType.named($0) }
         let folderFilter: String?? = try await folder.asyncMap { try await context.folderID($0) }
         let folderNames = try await context.folderNames()
         var damaged: [String] = []
@@ -249,13 +241,11 @@ struct AddCommand: VaultCommand {
             itemType = try ItemJSONInput.type(of: parsed)
         }
         if let type {
-            guard let match = CipherType.supported.first(where: { $0.name == type }) else {
-                throw CLIError.usage("unknown type \"\(type)\" (login, note, card, identity, ssh-key)")
-            }
+            let match = try CipherType.named(type)
             if let itemType, itemType != match { throw CLIError.usage("TYPE \(type) differs from the JSON's type \(itemType.name)") }
             itemType = match
         }
-        guard let itemType else { throw CLIError.usage("give the item TYPE (login, note, card, identity, ssh-key) or --json FILE") }
+        guard let itemType else { throw CLIError.usage("give the item TYPE (\(CipherType.supportedNames)) or --json FILE") }
         var view = CipherView(type: itemType, name: "")
         if let object { try await ItemJSONInput.apply(object, to: &view, context: context) }
         try await fields.apply(to: &view, secrets: secrets, context: context)

@@ -284,11 +284,8 @@ enum ItemJSONInput {
     }
 
     static func type(of object: JSONObject) throws -> CipherType {
-        guard let name = object["type"]?.stringValue else { throw CLIError.usage("the item JSON needs \"type\" (login, note, card, identity, ssh-key)") }
-        guard let type = CipherType.supported.first(where: { $0.name == name }) else {
-            throw CLIError.usage("unknown item type \"\(name)\" (login, note, card, identity, ssh-key)")
-        }
-        return type
+        guard let name = object["type"]?.stringValue else { throw CLIError.usage("the item JSON needs \"type\" (\(CipherType.supportedNames))") }
+        return try CipherType.named(name)
     }
 
     static func text(_ value: JSONValue?, _ path: String) throws -> String?? {
@@ -452,6 +449,20 @@ enum ItemJSONInput {
             throw CLIError.usage("fields[\(index)]: a linked field needs a linkedId (the value it shows, e.g. 100 for a login's username)")
         }
         return result
+    }
+}
+
+extension CipherType {
+    /// The types a TYPE names, as `list` and `get` print them.
+    static let supportedNames = supported.map(\.name).joined(separator: ", ")
+
+    /// The type a TYPE argument (`add TYPE`, `list --type`, the item JSON's `"type"`) names, in any case:
+    /// `list --type LOGIN` was refused (QA, session 35), while item names and ids are found in any case.
+    static func named(_ text: String) throws -> CipherType {
+        guard let type = supported.first(where: { $0.name.caseInsensitiveCompare(text) == .orderedSame }) else {
+            throw CLIError.usage("unknown item type \"\(text)\" (\(supportedNames))")
+        }
+        return type
     }
 }
 
