@@ -105,4 +105,29 @@ struct EditAndInputCheckTests {
         try await device.expect(["add", "note", "--json", "-"], status: 64, stdin: #"{"type":"LOGIN","name":"Mixed"}"#)
         await scenario.finish([device])
     }
+
+    @Test("an empty or blank URI is refused on add and edit (flags and JSON), exit 64, nothing saved")
+    func emptyURI() async throws {
+        let scenario = try await CLIScenario.start()
+        let device = try await scenario.device(register: true)
+        try await device.expect(["add", "login", "--name", "Bank", "--uri", "https://bank.example"])
+        let before = try await device.json(["get", "Bank"])
+        for arguments in [["add", "login", "--name", "Empty", "--uri", ""], ["add", "login", "--name", "Empty", "--uri", "  "],
+                          ["add", "login", "--name", "Empty", "--uri", "https://a.example", "--uri", ""],
+                          ["edit", "Bank", "--uri", ""], ["edit", "Bank", "--uri", "\t"], ["edit", "Bank", "--uri", "https://a.example", "--uri", " "]] {
+            let refused = try await device.expect(arguments, status: 64)
+            #expect(refused.stderr.contains("--uri needs a URI"), "\(arguments): \(refused)")
+        }
+        for json in [#"{"type":"login","name":"Empty","login":{"uris":[""]}}"#, #"{"type":"login","name":"Empty","login":{"uris":[{"uri":" ","match":null}]}}"#] {
+            let refused = try await device.expect(["add", "--json", "-"], status: 64, stdin: json)
+            #expect(refused.stderr.contains("login.uris[0] is empty"), "\(refused)")
+        }
+        try await device.expect(["edit", "Bank", "--json", "-"], status: 64, stdin: #"{"login":{"uris":["https://bank.example",""]}}"#)
+        try await device.expect(["get", "Empty"], status: 4)
+        #expect(try await device.json(["get", "Bank"]) == before)
+        // The URIs are still replaced by those given.
+        try await device.expect(["edit", "Bank", "--uri", "https://new.example"])
+        #expect(try await device.json(["get", "Bank"])["login"]?["uris"] == .array([.object(["uri": .string("https://new.example"), "match": .null])]))
+        await scenario.finish([device])
+    }
 }

@@ -229,6 +229,7 @@ struct AddCommand: VaultCommand {
 
     func validate() throws {
         try fields.checkSecretSources(jsonFromStandardInput: jsonFile == "-")
+        try fields.checkURIs()
     }
 
     func execute(_ context: CLIContext) async throws {
@@ -282,6 +283,7 @@ struct EditCommand: VaultCommand {
 
     func validate() throws {
         try fields.checkSecretSources(jsonFromStandardInput: jsonFile == "-")
+        try fields.checkURIs()
     }
 
     func execute(_ context: CLIContext) async throws {

@@ -104,6 +104,13 @@ struct ItemOptions: ParsableArguments {
         }
     }
 
+    /// A `--uri` must say something: `--uri ""` (or spaces) added an empty URI, saved and synced (QA, session 35).
+    func checkURIs() throws {
+        if uri.contains(where: \.isBlankURI) {
+            throw ValidationError("--uri needs a URI (e.g. https://example.com); an empty one is not added. --uri replaces the item's URIs: give each one to keep")
+        }
+    }
+
     /// A TOTP value must give codes: a base32 secret, an otpauth://totp URI or a Steam `steam://` secret
     /// (`TOTP(secretOrURI:)` reads all three, as Bitwarden's clients do). Never echoed: it is a secret.
     static func checkTOTP(_ value: String?, name: String = "--totp") throws {
@@ -374,11 +381,15 @@ enum ItemJSONInput {
                 if totp != result.totp { try ItemOptions.checkTOTP(totp, name: "login.totp") }
                 result.totp = totp
             }
+            func emptyURI(_ index: Int) -> CLIError { CLIError.usage("login.uris[\(index)] is empty: give a URI (e.g. https://example.com) or leave the entry out") }
             if let uris = login["uris"] {
                 guard let array = uris.arrayValue else { throw CLIError.usage("login.uris must be an array") }
                 let before = result.uris
                 result.uris = try array.enumerated().map { index, entry in
-                    if let text = entry.stringValue { return LoginURIView(uri: text) }
+                    if let text = entry.stringValue {
+                        if text.isBlankURI, !before.contains(where: { $0.uri == text }) { throw emptyURI(index) }
+                        return LoginURIView(uri: text)
+                    }
                     guard let uri = entry.objectValue else { throw CLIError.usage("login.uris[\(index)] must be a string or an object") }
                     try checkKeys(uri, allowed: ["uri", "match"], path: "login.uris[\(index)]")
                     let earlier = before.first { $0.uri == uri["uri"]?.stringValue }
@@ -391,6 +402,8 @@ enum ItemJSONInput {
                         return URIMatchType(rawValue: number)
                     }
                     var entry = LoginURIView(uri: try text(uri["uri"], "login.uris[\(index)].uri") ?? nil, match: match)
+                    // An empty URI is refused as `--uri ""` is, where the JSON adds it: one another client stored can be fed back.
+                    if (entry.uri ?? "").isBlankURI, earlier == nil { throw emptyURI(index) }
                     // What the CLI form does not show (an unknown key the server sent) stays with the same URI.
                     entry.unknown = earlier?.unknown ?? JSONObject()
                     return entry
@@ -450,6 +463,11 @@ enum ItemJSONInput {
         }
         return result
     }
+}
+
+extension String {
+    /// Nothing but white space: not a URI.
+    var isBlankURI: Bool { trimmingCharacters(in: .whitespacesAndNewlines).isEmpty }
 }
 
 extension CipherType {
