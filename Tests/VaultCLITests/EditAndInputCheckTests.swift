@@ -130,4 +130,23 @@ struct EditAndInputCheckTests {
         #expect(try await device.json(["get", "Bank"])["login"]?["uris"] == .array([.object(["uri": .string("https://new.example"), "match": .null])]))
         await scenario.finish([device])
     }
+
+    @Test("a folder's item count is what list --folder shows: archived and trashed items are left out")
+    func folderCountLikeList() async throws {
+        let scenario = try await CLIScenario.start()
+        let device = try await scenario.device(register: true)
+        try await device.expect(["folder", "add", "Work"])
+        for name in ["Shown", "Also shown", "Archived", "Trashed"] {
+            try await device.expect(["add", "note", "--name", name, "--notes", "n", "--folder", "Work"])
+        }
+        try await device.expect(["archive", "Archived"])
+        try await device.expect(["delete", "Trashed"])
+        let listed = try await device.json(["list", "--folder", "Work"])
+        #expect(listed.count == 2)
+        let folders = try await device.json(["folder", "list"])
+        #expect(folders[0]?["name"]?.stringValue == "Work" && folders[0]?["items"]?.intValue == listed.count, "\(folders)")
+        let text = try await device.expect(["folder", "list"])
+        #expect(text.stdout.hasSuffix("\tWork\t2 items\n"), "\(text)")
+        await scenario.finish([device])
+    }
 }
