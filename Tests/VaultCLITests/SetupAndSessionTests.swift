@@ -207,6 +207,55 @@ struct SetupAndSessionTests {
         await scenario.finish([device])
     }
 
+    /// QA, session 35 (pass D): a damaged `settings.json` blocked `config server` too, which could repair it.
+    @Test("a damaged settings.json: other commands refuse it and say how to repair; the config setters replace it, keeping a copy (0600) and the account")
+    func damagedSettings() async throws {
+        let scenario = try await CLIScenario.start()
+        let device = try await scenario.device(register: true)
+        let url = await scenario.server.url
+        try await device.expect(["add", "note", "--name", "Kept", "--notes", "n"])
+        try await device.expect(["config", "lock-timeout", "900"])
+        let settings = device.home + "/settings.json"
+        let cutOff = Data(#"{"server": "\#(url)", "lockTimeout": 900,"#.utf8)
+        try cutOff.write(to: URL(fileURLWithPath: settings))
+        func copies() throws -> [String] {
+            try FileManager.default.contentsOfDirectory(atPath: device.home).filter { $0.hasPrefix("settings.json.damaged-") }.sorted()
+        }
+        for arguments in [["list"], ["config", "show"], ["status"], ["login", scenario.email]] {
+            let refused = try await device.expect(arguments, status: 1)
+            #expect(refused.stderr.contains("\(settings) is damaged (not a JSON object of settings)") && refused.stderr.contains("`vaultsync config server URL` replaces it"),
+                    "\(arguments): \(refused)")
+        }
+        // A setter's own refusal leaves the file as it is.
+        try await device.expect(["config", "lock-timeout", "5"], status: 64)
+        try await device.expect(["config", "conflicts", "neither"], status: 64)
+        #expect(try FileManager.default.contents(atPath: settings) == cutOff && copies().isEmpty)
+
+        let repaired = try await device.expect(["config", "server", url])
+        #expect(repaired.stdout.contains("Server set to \(url)"), "\(repaired)")
+        #expect(repaired.stderr.contains("\(settings) was damaged (not a JSON object of settings); a copy is kept as \(settings).damaged-")
+                    && repaired.stderr.contains("still logged in as \(scenario.email)") && !repaired.stderr.contains("set the server again"), "\(repaired)")
+        let kept = try copies()
+        #expect(kept.count == 1)
+        let copy = device.home + "/" + (kept.first ?? "")
+        #expect(FileManager.default.contents(atPath: copy) == cutOff)
+        #expect((try FileManager.default.attributesOfItem(atPath: copy)[.posixPermissions] as? NSNumber)?.intValue == 0o600)
+        // The profile works again, logged in as before; what else the damaged file held is back to its default.
+        #expect(try await device.json(["list"]).count == 1)
+        let shown = try await device.json(["config", "show"])
+        #expect(shown["server"]?.stringValue == url && shown["email"]?.stringValue == scenario.email && shown["lockTimeout"]?.intValue == 3600, "\(shown)")
+
+        // Another setter repairs it too (a value of the wrong kind this time); the server is to be set again.
+        try Data(#"{"lockTimeout": "soon"}"#.utf8).write(to: URL(fileURLWithPath: settings))
+        let again = try await device.expect(["config", "lock-timeout", "900"])
+        #expect(again.stderr.contains(#""lockTimeout" is not what it should be"#) && again.stderr.contains("set the server again with `vaultsync config server URL`"),
+                "\(again)")
+        #expect(try copies().count == 2)
+        let reset = try await device.json(["config", "show"])
+        #expect(reset["server"]?.isNull == true && reset["lockTimeout"]?.intValue == 900 && reset["email"]?.stringValue == scenario.email, "\(reset)")
+        await scenario.finish([device])
+    }
+
     @Test("logout refuses while changes are pending, then removes the account's data")
     func logout() async throws {
         let scenario = try await CLIScenario.start()

@@ -25,9 +25,13 @@ struct FolderCommand: AsyncParsableCommand {
 
         func execute(_ context: CLIContext) async throws {
             let folders = try await context.engine.folders().sorted { $0.name.localizedCaseInsensitiveCompare($1.name) == .orderedAscending }
+            // The items `list --folder F` shows: neither the trash nor the archive. Archived items were counted while
+            // that list left them out (QA, session 35). As for `list`, the rest of each item is not decrypted.
             var counts: [String: Int] = [:]
-            for item in try await context.engine.items() {
-                if case .success(let view) = item.result, !view.isDeleted, let folder = view.folderId { counts[folder, default: 0] += 1 }
+            for item in try await context.engine.itemSummaries() {
+                if case .success(let shown) = item.result, !shown.isDeleted, !shown.isArchived, let folder = shown.folderId {
+                    counts[folder, default: 0] += 1
+                }
             }
             if output.json {
                 Presentation.printJSON(.array(folders.map { Presentation.folderJSON($0, itemCount: counts[$0.id ?? ""] ?? 0) }))

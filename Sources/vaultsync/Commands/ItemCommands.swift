@@ -24,16 +24,15 @@ struct ListCommand: VaultCommand {
     @Flag(help: "Items in the trash.") var trash = false
     @Flag(help: "Archived items.") var archived = false
 
-    func execute(_ context: CLIContext) async throws {
-        let wantedType: CipherType?
-        if let type {
-            guard let match = CipherType.supported.first(where: { $0.name == type }) else {
-                throw CLIError.usage("unknown type \"\(type)\" (login, note, card, identity, ssh-key)")
-            }
-            wantedType = match
-        } else {
-            wantedType = nil
+    func validate() throws {
+        // An empty text listed nothing (QA, session 35), as if the vault were empty.
+        if search?.isEmpty == true {
+            throw ValidationError("--search needs a text to look for; leave out --search to list every item")
         }
+    }
+
+    func execute(_ context: CLIContext) async throws {
+        let wantedType = try type.map { try CipherType.named($0) }
         let folderFilter: String?? = try await folder.asyncMap { try await context.folderID($0) }
         let folderNames = try await context.folderNames()
         var damaged: [String] = []
@@ -230,6 +229,7 @@ struct AddCommand: VaultCommand {
 
     func validate() throws {
         try fields.checkSecretSources(jsonFromStandardInput: jsonFile == "-")
+        try fields.checkURIs()
     }
 
     func execute(_ context: CLIContext) async throws {
@@ -242,13 +242,11 @@ struct AddCommand: VaultCommand {
             itemType = try ItemJSONInput.type(of: parsed)
         }
         if let type {
-            guard let match = CipherType.supported.first(where: { $0.name == type }) else {
-                throw CLIError.usage("unknown type \"\(type)\" (login, note, card, identity, ssh-key)")
-            }
+            let match = try CipherType.named(type)
             if let itemType, itemType != match { throw CLIError.usage("TYPE \(type) differs from the JSON's type \(itemType.name)") }
             itemType = match
         }
-        guard let itemType else { throw CLIError.usage("give the item TYPE (login, note, card, identity, ssh-key) or --json FILE") }
+        guard let itemType else { throw CLIError.usage("give the item TYPE (\(CipherType.supportedNames)) or --json FILE") }
         var view = CipherView(type: itemType, name: "")
         if let object { try await ItemJSONInput.apply(object, to: &view, context: context) }
         try await fields.apply(to: &view, secrets: secrets, context: context)
@@ -285,6 +283,7 @@ struct EditCommand: VaultCommand {
 
     func validate() throws {
         try fields.checkSecretSources(jsonFromStandardInput: jsonFile == "-")
+        try fields.checkURIs()
     }
 
     func execute(_ context: CLIContext) async throws {
@@ -292,15 +291,24 @@ struct EditCommand: VaultCommand {
         let id = try await context.itemID(item)
         let original = try await context.engine.item(id: id)
         var view = original
-        var draftID: String?
+        let inEditor = jsonFile == nil && fields.isEmpty
         if let jsonFile {
             try await ItemJSONInput.apply(ItemJSONInput.parse(try ItemJSONInput.readSource(jsonFile)), to: &view, context: context)
-        } else if fields.isEmpty {
+        } else if inEditor {
             view = try await EditorSession.edit(view, context: context)
-            // With the version it started from, so that a recovery merges with what changed elsewhere since.
-            draftID = try await context.engine.saveDraft(view, basedOn: original)
         }
         try await fields.apply(to: &view, secrets: secrets, context: context)
+        // Values equal to the stored ones change nothing: nothing is saved or queued. Such an edit saved a new
+        // revision (which could meet another device's change as a conflict) where the editor said "no changes"
+        // (QA, session 35). The decrypted item is compared before anything the save adds (a password's history
+        // and revision date come only with a changed password).
+        if view == original {
+            Console.note("no changes: \"\(original.name)\" already has these values")
+            return
+        }
+        // With the version it started from, so that a recovery merges with what changed elsewhere since.
+        var draftID: String?
+        if inEditor { draftID = try await context.engine.saveDraft(view, basedOn: original) }
         guard !view.name.isEmpty else { throw CLIError.usage("an item needs a name") }
         // Based on the item as read: a save of it by another vaultsync meanwhile is kept, not written over.
         let result = try await context.engine.updateItem(view, basedOn: original)
@@ -338,7 +346,12 @@ enum EditorSession {
             try runEditor(editor, on: path, context: context)
             guard let edited = FileManager.default.contents(atPath: path) else { throw CLIError.aborted("the edited file is gone; nothing was saved") }
             let text = String(decoding: edited, as: UTF8.self)
-            guard text != shown else { throw CLIError.aborted(problem.map { "\($0); nothing was saved" } ?? "no changes") }
+            // Saved unchanged: with a problem on top, the person gives up (nothing is saved, exit 64); else the
+            // item as it was, which `edit` takes for no changes (exit 0), as it does for flags with the stored values.
+            guard text != shown else {
+                if let problem { throw CLIError.aborted("\(problem); nothing was saved") }
+                return view
+            }
             let body = withoutProblem(text)
             var result = view
             do {

@@ -33,6 +33,7 @@ struct ConfigCommand: AsyncParsableCommand {
               vaultsync config server http://127.0.0.1:8087
             """)
         static var needsUnlock: Bool { false }
+        static var repairsDamagedSettings: Bool { true }
         @OptionGroup var global: GlobalOptions
         @Argument(help: "The server's base URL.") var url: String
         @Flag(name: .customLong("insecure-allow-plain-http"),
@@ -75,6 +76,7 @@ struct ConfigCommand: AsyncParsableCommand {
             abstract: "How long `unlock` keeps the vault unlocked, in seconds (default 3600).",
             discussion: "Example:\n  vaultsync config lock-timeout 900")
         static var needsUnlock: Bool { false }
+        static var repairsDamagedSettings: Bool { true }
         @OptionGroup var global: GlobalOptions
         @Argument(help: "Seconds (60–604800).") var seconds: Int
 
@@ -100,6 +102,7 @@ struct ConfigCommand: AsyncParsableCommand {
                 vaultsync config conflicts backup
               """)
         static var needsUnlock: Bool { false }
+        static var repairsDamagedSettings: Bool { true }
         @OptionGroup var global: GlobalOptions
         @Argument(help: "merge or backup.") var policy: String
 
@@ -119,6 +122,7 @@ struct ConfigCommand: AsyncParsableCommand {
             abstract: "How much of the downloaded attachments this device keeps (encrypted) for reading offline; 0 keeps none.",
             discussion: "Sizes: bytes, or with KiB, MiB or GiB (KB, MB, GB), 0 for none (default 256MiB).\n\nExamples:\n  vaultsync config attachment-cache 1GiB\n  vaultsync config attachment-cache 0")
         static var needsUnlock: Bool { false }
+        static var repairsDamagedSettings: Bool { true }
         @OptionGroup var global: GlobalOptions
         @Argument(help: "The size (e.g. 512MiB).") var size: String
 
@@ -148,6 +152,7 @@ struct ConfigCommand: AsyncParsableCommand {
             abstract: "Put conflict backups in an \"Offline Sync Conflicts\" folder (on) or next to the item (off, default).",
             discussion: "Example:\n  vaultsync config conflict-folder on")
         static var needsUnlock: Bool { false }
+        static var repairsDamagedSettings: Bool { true }
         @OptionGroup var global: GlobalOptions
         @Argument(help: "on or off.") var value: String
 

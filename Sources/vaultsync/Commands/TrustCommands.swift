@@ -19,6 +19,7 @@ extension ConfigCommand {
               vaultsync config ca-file --clear
             """)
         static var needsUnlock: Bool { false }
+        static var repairsDamagedSettings: Bool { true }
         @OptionGroup var global: GlobalOptions
         @Argument(help: "A PEM file with one or more CA certificates.") var path: String?
         @Flag(help: "Remove the setting: only the system's authorities (and SSL_CERT_FILE, if set) are trusted.") var clear = false

@@ -24,14 +24,26 @@ struct CLIContext {
     let engine: VaultEngine
     let options: GlobalOptions
     let environment: [String: String]
+    /// The settings file this command found damaged and may replace (`config` setters only): `settings` are then
+    /// the defaults, with the account this device's database holds.
+    var damagedSettings: Profile.DamagedSettings? = nil
 
-    static func open(_ options: GlobalOptions, environment: [String: String] = ProcessInfo.processInfo.environment) throws -> CLIContext {
+    /// `repairingSettings`: a damaged settings file is not refused; ``saveSettings()`` replaces it, keeping a copy.
+    static func open(_ options: GlobalOptions, repairingSettings: Bool = false,
+                     environment: [String: String] = ProcessInfo.processInfo.environment) throws -> CLIContext {
         let profile = Profile.resolve(environment: environment)
         try profile.prepare()
         profile.removeSessionIfExpired()
-        let settings = try profile.loadSettings()
+        let (settings, damaged) = repairingSettings ? try profile.readSettings() : (try profile.loadSettings(), nil)
         let engine = try VaultEngine(databasePath: profile.databasePath, configuration: settings.engineConfiguration(environment: environment))
-        return CLIContext(profile: profile, settings: settings, engine: engine, options: options, environment: environment)
+        return CLIContext(profile: profile, settings: settings, engine: engine, options: options, environment: environment, damagedSettings: damaged)
+    }
+
+    /// With a damaged settings file: the account is the one this device's database holds (a profile holds one),
+    /// so that a repair keeps the profile logged in, and `config server` still asks for a logout before another server.
+    mutating func recoverAccountOfDamagedSettings() async {
+        guard damagedSettings != nil, let accounts = try? await engine.accounts(), accounts.count == 1 else { return }
+        settings.email = accounts[0]
     }
 
     /// The master password from `--password-file`, `VAULTSYNC_PASSWORD`, or (on a terminal) a no-echo
@@ -130,7 +142,17 @@ struct CLIContext {
         return sessionKey.base64
     }
 
+    /// Writes the settings. A damaged file found by this command (and still there) is kept beside them first, and
+    /// the person told: a damaged file blocked every command, `config server` too (QA, session 35).
     func saveSettings() throws {
+        if let damaged = damagedSettings, FileManager.default.contents(atPath: profile.settingsPath) == damaged.bytes {
+            let copy = try profile.keepDamagedSettings(damaged)
+            var note = "\(profile.settingsPath) was damaged (\(damaged.problem)); a copy is kept as \(copy), and new settings replace it: "
+            note += "what this command does not set is back to its default (see `vaultsync config show`)"
+            if settings.server == nil { note += "; set the server again with `vaultsync config server URL`" }
+            if let email = settings.email { note += "; still logged in as \(email)" }
+            Console.note(note)
+        }
         try profile.saveSettings(settings)
     }
 }
@@ -141,19 +163,23 @@ protocol VaultCommand: AsyncParsableCommand {
     var global: GlobalOptions { get }
     /// Whether the command needs the vault unlocked.
     static var needsUnlock: Bool { get }
+    /// Whether the command can replace a damaged settings file (the `config` setters); every other command refuses one.
+    static var repairsDamagedSettings: Bool { get }
     func execute(_ context: CLIContext) async throws
 }
 
 extension VaultCommand {
     static var needsUnlock: Bool { true }
+    static var repairsDamagedSettings: Bool { false }
 
     mutating func run() async throws {
-        let context: CLIContext
+        var context: CLIContext
         do {
-            context = try CLIContext.open(global)
+            context = try CLIContext.open(global, repairingSettings: Self.repairsDamagedSettings)
         } catch {
             throw report(error)
         }
+        await context.recoverAccountOfDamagedSettings()
         do {
             if Self.needsUnlock { try await context.unlock() }
             try await execute(context)

@@ -104,6 +104,13 @@ struct ItemOptions: ParsableArguments {
         }
     }
 
+    /// A `--uri` must say something: `--uri ""` (or spaces) added an empty URI, saved and synced (QA, session 35).
+    func checkURIs() throws {
+        if uri.contains(where: \.isBlankURI) {
+            throw ValidationError("--uri needs a URI (e.g. https://example.com); an empty one is not added. --uri replaces the item's URIs: give each one to keep")
+        }
+    }
+
     /// A TOTP value must give codes: a base32 secret, an otpauth://totp URI or a Steam `steam://` secret
     /// (`TOTP(secretOrURI:)` reads all three, as Bitwarden's clients do). Never echoed: it is a secret.
     static func checkTOTP(_ value: String?, name: String = "--totp") throws {
@@ -182,19 +189,23 @@ struct ItemOptions: ParsableArguments {
         if let notes { view.notes = notes.isEmpty ? nil : notes }
         if let folder { view.folderId = try await context.folderID(folder) }
         if let favorite { view.favorite = favorite }
-        if view.type == .login {
+        // Each type's group is touched only when its flags are given: an edit of the name alone leaves an item's
+        // missing group missing (an empty one in its place was a change to save).
+        if view.type == .login, givesLoginFields {
             var login = view.login ?? LoginView()
             if let username { login.username = username.isEmpty ? nil : username }
             if let password = secrets.password { login.password = password }
             if generate { login.password = try Self.generatedPassword(length: length ?? 24) }
-            if !uri.isEmpty { login.uris = uri.map { LoginURIView(uri: $0) } }
+            // A URI the item has already keeps its match setting (and what the server sent with it), as with `--json`:
+            // the same URIs given again are no change.
+            if !uri.isEmpty { login.uris = uri.map { given in login.uris.first { $0.uri == given } ?? LoginURIView(uri: given) } }
             if let totp = secrets.totp {
                 try Self.checkTOTP(totp)
                 login.totp = totp
             }
             view.login = login
         }
-        if view.type == .card {
+        if view.type == .card, givesCardFields {
             var card = view.card ?? CardView()
             try Self.checkExpiry(month: expMonth, year: expYear)
             let values: [(CardField, String?)] = [(.cardholderName, cardholderName), (.brand, brand), (.expMonth, expMonth), (.expYear, expYear)]
@@ -202,14 +213,14 @@ struct ItemOptions: ParsableArguments {
             for (field, value) in [(CardField.number, secrets.number), (.code, secrets.code)] { if let value { card[field] = value } }
             view.card = card
         }
-        if view.type == .identity {
+        if view.type == .identity, givesIdentityFields {
             var identity = view.identity ?? IdentityView()
             let values: [(IdentityField, String?)] = [(.firstName, firstName), (.lastName, lastName), (.email, email), (.phone, phone),
                                                       (.company, company)]
             for (field, value) in values { if let value { identity[field] = value.isEmpty ? nil : value } }
             view.identity = identity
         }
-        if view.type == .sshKey {
+        if view.type == .sshKey, givesSSHFields {
             var key = view.sshKey ?? SSHKeyView()
             if let privateKeyFile {
                 key[.privateKey] = try InputFile.text(privateKeyFile, what: "the private key file")
@@ -280,11 +291,8 @@ enum ItemJSONInput {
     }
 
     static func type(of object: JSONObject) throws -> CipherType {
-        guard let name = object["type"]?.stringValue else { throw CLIError.usage("the item JSON needs \"type\" (login, note, card, identity, ssh-key)") }
-        guard let type = CipherType.supported.first(where: { $0.name == name }) else {
-            throw CLIError.usage("unknown item type \"\(name)\" (login, note, card, identity, ssh-key)")
-        }
-        return type
+        guard let name = object["type"]?.stringValue else { throw CLIError.usage("the item JSON needs \"type\" (\(CipherType.supportedNames))") }
+        return try CipherType.named(name)
     }
 
     static func text(_ value: JSONValue?, _ path: String) throws -> String?? {
@@ -373,11 +381,15 @@ enum ItemJSONInput {
                 if totp != result.totp { try ItemOptions.checkTOTP(totp, name: "login.totp") }
                 result.totp = totp
             }
+            func emptyURI(_ index: Int) -> CLIError { CLIError.usage("login.uris[\(index)] is empty: give a URI (e.g. https://example.com) or leave the entry out") }
             if let uris = login["uris"] {
                 guard let array = uris.arrayValue else { throw CLIError.usage("login.uris must be an array") }
                 let before = result.uris
                 result.uris = try array.enumerated().map { index, entry in
-                    if let text = entry.stringValue { return LoginURIView(uri: text) }
+                    if let text = entry.stringValue {
+                        if text.isBlankURI, !before.contains(where: { $0.uri == text }) { throw emptyURI(index) }
+                        return LoginURIView(uri: text)
+                    }
                     guard let uri = entry.objectValue else { throw CLIError.usage("login.uris[\(index)] must be a string or an object") }
                     try checkKeys(uri, allowed: ["uri", "match"], path: "login.uris[\(index)]")
                     let earlier = before.first { $0.uri == uri["uri"]?.stringValue }
@@ -390,6 +402,8 @@ enum ItemJSONInput {
                         return URIMatchType(rawValue: number)
                     }
                     var entry = LoginURIView(uri: try text(uri["uri"], "login.uris[\(index)].uri") ?? nil, match: match)
+                    // An empty URI is refused as `--uri ""` is, where the JSON adds it: one another client stored can be fed back.
+                    if (entry.uri ?? "").isBlankURI, earlier == nil { throw emptyURI(index) }
                     // What the CLI form does not show (an unknown key the server sent) stays with the same URI.
                     entry.unknown = earlier?.unknown ?? JSONObject()
                     return entry
@@ -448,6 +462,25 @@ enum ItemJSONInput {
             throw CLIError.usage("fields[\(index)]: a linked field needs a linkedId (the value it shows, e.g. 100 for a login's username)")
         }
         return result
+    }
+}
+
+extension String {
+    /// Nothing but white space: not a URI.
+    var isBlankURI: Bool { trimmingCharacters(in: .whitespacesAndNewlines).isEmpty }
+}
+
+extension CipherType {
+    /// The types a TYPE names, as `list` and `get` print them.
+    static let supportedNames = supported.map(\.name).joined(separator: ", ")
+
+    /// The type a TYPE argument (`add TYPE`, `list --type`, the item JSON's `"type"`) names, in any case:
+    /// `list --type LOGIN` was refused (QA, session 35), while item names and ids are found in any case.
+    static func named(_ text: String) throws -> CipherType {
+        guard let type = supported.first(where: { $0.name.caseInsensitiveCompare(text) == .orderedSame }) else {
+            throw CLIError.usage("unknown item type \"\(text)\" (\(supportedNames))")
+        }
+        return type
     }
 }
 

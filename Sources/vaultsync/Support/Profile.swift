@@ -70,14 +70,73 @@ struct Profile {
         return nil
     }
 
+    /// A settings file that was read but holds no settings (not JSON, a value of the wrong kind): its bytes, kept
+    /// aside when a `config` setter replaces it, and what is wrong with it.
+    struct DamagedSettings {
+        var bytes: Data
+        var problem: String
+    }
+
+    /// The settings, refusing a damaged file with the ways to repair it.
     func loadSettings() throws -> ProfileSettings {
-        guard FileManager.default.fileExists(atPath: settingsPath) else { return ProfileSettings() }
-        do {
-            let data = try Data(contentsOf: URL(fileURLWithPath: settingsPath))
-            return try JSONDecoder().decode(ProfileSettings.self, from: data)
-        } catch {
-            throw CLIError.profile("\(settingsPath) is unreadable (\(error.localizedDescription)); fix or remove it")
+        let (settings, damaged) = try readSettings()
+        if let damaged {
+            throw CLIError.profile("""
+                \(settingsPath) is damaged (\(damaged.problem)). `vaultsync config server URL` replaces it with new settings \
+                (keeping a copy of this one beside it); or fix the file, or remove it (every setting is then back to its default)
+                """)
         }
+        return settings
+    }
+
+    /// The settings, or (defaults and) what is wrong with a file that was read but holds none. A file that cannot
+    /// be read at all (its permissions, a folder in its place) is an error: nothing here could replace it.
+    func readSettings() throws -> (ProfileSettings, DamagedSettings?) {
+        guard FileManager.default.fileExists(atPath: settingsPath) else { return (ProfileSettings(), nil) }
+        let data: Data
+        do {
+            data = try Data(contentsOf: URL(fileURLWithPath: settingsPath))
+        } catch {
+            throw CLIError.profile("\(settingsPath) cannot be read (\(error.localizedDescription)); fix it or remove it")
+        }
+        do {
+            return (try JSONDecoder().decode(ProfileSettings.self, from: data), nil)
+        } catch {
+            return (ProfileSettings(), DamagedSettings(bytes: data, problem: Self.settingsProblem(error)))
+        }
+    }
+
+    /// What is wrong with a settings file, as a person can find it there (Foundation's text was "The data couldn't
+    /// be read because it isn't in the correct format" for every problem).
+    static func settingsProblem(_ error: any Error) -> String {
+        func key(_ context: DecodingError.Context) -> String {
+            context.codingPath.map(\.stringValue).joined(separator: ".")
+        }
+        switch error as? DecodingError {
+        case .typeMismatch(_, let context)?, .valueNotFound(_, let context)?, .dataCorrupted(let context)?:
+            return context.codingPath.isEmpty ? "not a JSON object of settings"
+                : "\"\(key(context))\" is not what it should be: \(context.debugDescription)"
+        case .keyNotFound(let missing, _)?: return "\"\(missing.stringValue)\" is missing"
+        default: return error.localizedDescription
+        }
+    }
+
+    /// Keeps a damaged settings file's bytes beside it, as `settings.json.damaged-YYYYMMDDTHHMMSSZ` (0600; `-2`, `-3`, …
+    /// after it when that name is taken), before new settings replace it. Returns the copy's path.
+    func keepDamagedSettings(_ damaged: DamagedSettings, now: Date = Date()) throws -> String {
+        let formatter = DateFormatter()
+        formatter.locale = Locale(identifier: "en_US_POSIX")
+        formatter.timeZone = TimeZone(identifier: "UTC")
+        formatter.dateFormat = "yyyyMMdd'T'HHmmss'Z'"
+        let base = "\(settingsPath).damaged-\(formatter.string(from: now))"
+        var path = base
+        var number = 1
+        while FileManager.default.fileExists(atPath: path) {
+            number += 1
+            path = "\(base)-\(number)"
+        }
+        try writePrivate(damaged.bytes, to: path)
+        return path
     }
 
     func saveSettings(_ settings: ProfileSettings) throws {
