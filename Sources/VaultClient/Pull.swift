@@ -124,6 +124,9 @@ extension VaultEngine {
         if unreadable > 0 {
             messages.append("\(unreadable) item(s) or folder(s) from the server could not be read and were skipped; nothing was removed from this device.")
         }
+        // A large snapshot's commit started a copy of the log into the database (``VaultStore``'s background
+        // checkpoint): the sync ends when it is done, not during the list that usually follows.
+        await store.backgroundCheckpointFinished()
         return messages
     }
 

@@ -102,6 +102,14 @@ public final class VaultStore: Sendable {
         try pool.writeWithoutTransaction { db in _ = try db.checkpoint(.truncate) }
     }
 
+    /// Returns once no background checkpoint is running (at once when none is). A full sync waits here for the
+    /// copy its commit started, so that the copy does not run on the cores the next thing a person waits for
+    /// needs (a list right after a sync of 50,000 items took 0.2–0.4 s longer while it ran: docs/BENCHMARKS.md,
+    /// session 36). Never waits for a checkpoint that starts after the call.
+    public func backgroundCheckpointFinished() async {
+        await checkpoints.finished()
+    }
+
     /// How many background checkpoints have finished (for tests).
     package var backgroundCheckpointsDone: Int { checkpoints.done }
     /// The nice value the last background checkpoint ran at, on Linux (for tests).
@@ -381,15 +389,19 @@ public enum Sealed {
 /// connection of its own while writes go on: a passive checkpoint neither waits for nor holds up the
 /// writer or any reader, and copies what no reader still needs. One runs at a time. Durability is as
 /// before: a commit survives a crash of the process; the log is synced when a checkpoint copies it.
-/// The thread runs at a background priority: after a large sync the copy took about a tenth of the CPU
-/// of the list that followed it, on the same two cores (docs/BENCHMARKS.md, session 30); it still
-/// runs, only later, when both are busy.
+/// The thread runs at a background priority; it still runs, only later, when both cores are busy. A
+/// priority was not enough after a full sync's one large commit: its copy, running during the list that
+/// followed, made that list 0.2–0.4 s slower at 50,000 items (it takes the cores the list leaves idle between
+/// its pages, and the disk). A sync therefore waits for that copy before it returns
+/// (``VaultStore/backgroundCheckpointFinished()``; docs/BENCHMARKS.md, sessions 30 and 36).
 final class BackgroundCheckpoint: @unchecked Sendable {
     static let logPages: Int32 = 1000
     let path: String
     private let lock = NSLock()
     private var running = false
     private var finished = 0
+    /// Callers of ``finished()`` waiting for the running checkpoint.
+    private var waiters: [CheckedContinuation<Void, Never>] = []
 
     init(path: String) {
         self.path = path
@@ -412,14 +424,29 @@ final class BackgroundCheckpoint: @unchecked Sendable {
         let thread = Thread { [self] in
             let nice = Self.lowerThisThreadsPriority()
             checkpoint()
-            lock.withLock {
+            let waiting = lock.withLock {
                 running = false
                 finished += 1
                 self.nice = nice
+                defer { waiters = [] }
+                return waiters
             }
+            for waiter in waiting { waiter.resume() }
         }
         thread.qualityOfService = .utility
         thread.start()
+    }
+
+    /// Returns when the running checkpoint is done, at once when none runs.
+    func finished() async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let resumeNow = lock.withLock {
+                guard running else { return true }
+                waiters.append(continuation)
+                return false
+            }
+            if resumeNow { continuation.resume() }
+        }
     }
 
     /// Apple platforms take the thread's quality of service; on Linux the nice value is the thread's own

@@ -284,6 +284,29 @@ struct QueueCountTests {
         #expect(try await store.readDatabase { db in try String.fetchOne(db, sql: "PRAGMA integrity_check") } == "ok")
     }
 
+    /// What a full sync waits for before it returns (`VaultStore.backgroundCheckpointFinished()`): the copy its
+    /// one large commit started, so that the copy does not run during the list that follows.
+    @Test("waiting for the background checkpoint returns at once when none runs, and after the one a large commit started")
+    func waitForBackgroundCheckpoint() async throws {
+        let directory = temporaryDirectory("vaultsync-checkpoint-wait")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let store = try VaultStore(path: directory + "/vault.sqlite")
+        try await store.writeDatabase { db in try self.account("a").insert(db) }
+        await store.backgroundCheckpointFinished()
+        #expect(store.backgroundCheckpointsDone == 0, "nothing ran, nothing was waited for")
+        // One transaction past 1,000 pages, as a full sync's is: its commit starts the copy before it returns.
+        let filler = String(repeating: "y", count: 3000)
+        try store.writeNow { tx in
+            for index in 0..<2_000 {
+                try tx.ciphers(of: "a").store(try CipherRow(row: ["userID": "a", "id": "item-\(index)", "organizationID": nil,
+                                                                   "revisionDate": 1, "json": "{\"f\":\"\(filler)\"}"]))
+            }
+        }
+        await store.backgroundCheckpointFinished()
+        #expect(store.backgroundCheckpointsDone == 1, "the copy the commit started had finished when the wait returned")
+        #expect(try await store.readDatabase { db in try String.fetchOne(db, sql: "PRAGMA integrity_check") } == "ok")
+    }
+
     /// Store migration v12: the version the sealed name index trusts instead of hashing every row.
     @Test("the cached items' version moves on every insert, update and delete, per user, and goes with the account")
     func itemVersionFollowsRows() async throws {
