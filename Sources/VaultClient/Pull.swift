@@ -36,7 +36,9 @@ extension VaultEngine {
         // as all its rows; an error anywhere in the text stores nothing.
         let rows = ParsedRows.start(text, userID: userID)
         defer { rows.abandon() }
-        let (snapshot, kept, knownOrganizations, unreadable) = try await write { tx -> (SyncResponse, [RefusedVersion: [String]], Set<String>, Int) in
+        // A large snapshot's log is copied into the database before the sync goes on, at its priority, not in the
+        // background during the list that usually follows (``VaultStore/copyingLogAfter(_:)``).
+        let (snapshot, kept, knownOrganizations, unreadable) = try await store.copyingLogAfter { try await write { tx -> (SyncResponse, [RefusedVersion: [String]], Set<String>, Int) in
             let pending = try tx.queue(of: userID).items()
             // Ciphers (unchanged rows skipped; one upsert statement per changed row). A damaged item from the
             // server is skipped and reported, never stored.
@@ -106,7 +108,7 @@ extension VaultEngine {
             if let privateKey = snapshot.profile["privateKey"]?.stringValue { try tx.accounts.setEncryptedPrivateKey(privateKey, userID: userID) }
             try tx.syncState(of: userID).update { $0.lastSyncDate = now }
             return (snapshot, kept, known, unreadableCiphers + unreadableFolders)
-        }
+        } }
         let organizations = (snapshot.profile["organizations"]?.arrayValue ?? []).compactMap(\.objectValue)
         // Organization keys may have changed (new membership, confirmation).
         if let account = try await read({ tx in try tx.accounts.find(userID: userID) }) {
@@ -124,9 +126,6 @@ extension VaultEngine {
         if unreadable > 0 {
             messages.append("\(unreadable) item(s) or folder(s) from the server could not be read and were skipped; nothing was removed from this device.")
         }
-        // A large snapshot's commit started a copy of the log into the database (``VaultStore``'s background
-        // checkpoint): the sync ends when it is done, not during the list that usually follows.
-        await store.backgroundCheckpointFinished()
         return messages
     }
 

@@ -102,12 +102,23 @@ public final class VaultStore: Sendable {
         try pool.writeWithoutTransaction { db in _ = try db.checkpoint(.truncate) }
     }
 
-    /// Returns once no background checkpoint is running (at once when none is). A full sync waits here for the
-    /// copy its commit started, so that the copy does not run on the cores the next thing a person waits for
-    /// needs (a list right after a sync of 50,000 items took 0.2–0.4 s longer while it ran: docs/BENCHMARKS.md,
-    /// session 36). Never waits for a checkpoint that starts after the call.
-    public func backgroundCheckpointFinished() async {
-        await checkpoints.finished()
+    /// Runs `body` (a large write: a full sync's one transaction) without starting the background copy of the
+    /// log it grows, then copies the log into the database at the caller's priority and returns when that is
+    /// done. A copy started in the background by the large commit ran during the list a person asked for next,
+    /// and made it 0.2–0.4 s slower at 50,000 items (docs/BENCHMARKS.md, session 36); at a background priority
+    /// the sync could not simply wait for it either, as a busy machine starves such a thread for seconds.
+    public func copyingLogAfter<T: Sendable>(isolation: isolated (any Actor)? = #isolation,
+                                             _ body: () async throws -> T) async throws -> T {
+        checkpoints.hold()
+        let result: T
+        do {
+            result = try await body()
+        } catch {
+            await checkpoints.release()
+            throw error
+        }
+        await checkpoints.release()
+        return result
     }
 
     /// How many background checkpoints have finished (for tests).
@@ -392,23 +403,27 @@ public enum Sealed {
 /// The thread runs at a background priority; it still runs, only later, when both cores are busy. A
 /// priority was not enough after a full sync's one large commit: its copy, running during the list that
 /// followed, made that list 0.2–0.4 s slower at 50,000 items (it takes the cores the list leaves idle between
-/// its pages, and the disk). A sync therefore waits for that copy before it returns
-/// (``VaultStore/backgroundCheckpointFinished()``; docs/BENCHMARKS.md, sessions 30 and 36).
+/// its pages, and the disk). A sync therefore makes that copy itself before it returns
+/// (``VaultStore/copyingLogAfter(_:)``: that copy runs at the sync's priority; docs/BENCHMARKS.md, sessions 30
+/// and 36).
 final class BackgroundCheckpoint: @unchecked Sendable {
     static let logPages: Int32 = 1000
     let path: String
     private let lock = NSLock()
     private var running = false
     private var finished = 0
-    /// Callers of ``finished()`` waiting for the running checkpoint.
+    /// Callers of ``release()`` waiting for the running checkpoint.
     private var waiters: [CheckedContinuation<Void, Never>] = []
+    /// While above 0 (``hold()``), commits start no copy; `heldPages` is the largest log size they reported.
+    private var holds = 0
+    private var heldPages: Int32 = 0
 
     init(path: String) {
         self.path = path
     }
 
     var done: Int { lock.withLock { finished } }
-    /// The nice value the last checkpoint's thread ran at (Linux; for tests).
+    /// The nice value the last background checkpoint's thread ran at (Linux; for tests).
     var lastNice: Int32? { lock.withLock { nice } }
     private var nice: Int32?
 
@@ -416,37 +431,68 @@ final class BackgroundCheckpoint: @unchecked Sendable {
     func committed(logPages pages: Int32) {
         guard pages >= Self.logPages else { return }
         let start = lock.withLock { () -> Bool in
+            if holds > 0 {
+                heldPages = max(heldPages, pages)
+                return false
+            }
             guard !running else { return false }
             running = true
             return true
         }
         guard start else { return }
+        run(inBackground: true)
+    }
+
+    /// Commits start no copy until the matching ``release()``.
+    func hold() {
+        lock.withLock { holds += 1 }
+    }
+
+    /// Ends a ``hold()``. When it was the last one and a commit meanwhile grew the log past the threshold, the
+    /// log is copied now, on a thread at the caller's priority, and this returns when that copy is done (after
+    /// waiting for a background copy already running, which cannot copy what was committed after it began).
+    func release() async {
+        let due = lock.withLock { () -> Bool in
+            holds -= 1
+            return holds == 0 && heldPages >= Self.logPages
+        }
+        guard due else { return }
+        while true {
+            let start = lock.withLock { () -> Bool in
+                guard !running else { return false }
+                running = true
+                heldPages = 0
+                return true
+            }
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                let resumeNow = lock.withLock { () -> Bool in
+                    guard running else { return true }
+                    waiters.append(continuation)
+                    return false
+                }
+                if resumeNow { continuation.resume() }
+                if start { run(inBackground: false) }
+            }
+            if start { return }
+        }
+    }
+
+    /// Copies the log on a thread of its own (at a background priority when `inBackground`), then wakes the waiters.
+    private func run(inBackground: Bool) {
         let thread = Thread { [self] in
-            let nice = Self.lowerThisThreadsPriority()
+            let nice = inBackground ? Self.lowerThisThreadsPriority() : nil
             checkpoint()
             let waiting = lock.withLock {
                 running = false
                 finished += 1
-                self.nice = nice
+                if inBackground { self.nice = nice }
                 defer { waiters = [] }
                 return waiters
             }
             for waiter in waiting { waiter.resume() }
         }
-        thread.qualityOfService = .utility
+        if inBackground { thread.qualityOfService = .utility }
         thread.start()
-    }
-
-    /// Returns when the running checkpoint is done, at once when none runs.
-    func finished() async {
-        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            let resumeNow = lock.withLock {
-                guard running else { return true }
-                waiters.append(continuation)
-                return false
-            }
-            if resumeNow { continuation.resume() }
-        }
     }
 
     /// Apple platforms take the thread's quality of service; on Linux the nice value is the thread's own
