@@ -331,7 +331,8 @@ extension VaultEngine {
                 logger.info("server copy changed meanwhile; queued for conflict resolution", metadata: ["item": "\(itemID)"])
                 return try queue(itemID: itemID, input, existing: nil, reason: .changedOnServer)
             }
-            if error.isGone, input.local != nil, input.previous != nil, input.operation != .create, !input.isOrganization {
+            if error.isGone, input.local != nil, input.previous != nil, input.operation != .create, !input.isOrganization,
+               await serverLacksItem(itemID) {
                 // Deleted for good on another device since this one synced: the change is kept and queued, and the
                 // next sync treats it as it treats the same change made offline (an edit makes the item again, a
                 // state change goes with the deleted item). Refusing it lost what the person typed (QA, session 35).
@@ -344,6 +345,20 @@ extension VaultEngine {
                         metadata: ["item": "\(itemID)"])
             return try queue(itemID: itemID, input, existing: nil, createSent: FailureClassification.mayHaveReachedServer(error.failure),
                              reason: error.certificateProblem.map(QueuedReason.untrusted) ?? .offline)
+        }
+    }
+
+    /// Whether the server answers that it has no item `id` (a 404 to `GET /api/ciphers/{id}`): what tells an item
+    /// deleted elsewhere from a route this server lacks (a server without archiving answers 404 to the archive
+    /// route for an item it has). Any other answer, or none, is not taken as "gone".
+    func serverLacksItem(_ id: String) async -> Bool {
+        do {
+            _ = try await authorized { api, token in try await api.getCipher(id: id, token: token) }
+            return false
+        } catch let error as ServerCallError {
+            return error.isGone
+        } catch {
+            return false
         }
     }
 

@@ -76,6 +76,24 @@ struct ClassificationAndStorageTests {
         #expect(onB.filter { $0.name == "Gone soon" }.map { $0.login?.password } == ["typed while it was deleted elsewhere"])
         #expect(!onB.contains { $0.name == "Gone, favorite" } && !onB.contains { $0.name == "Gone, deleted here too" })
         #expect(try await a.engine.hasItem(id: favorite.id!) == false)
+        // A 404 for an item the server still has is a route it lacks (a server without archiving): still a refusal,
+        // told as such, and nothing queued.
+        let kept = try await a.engine.addItem(loginItem("Still on the server")).value
+        let proxy = FaultProxy(upstream: await scenario.server.url)
+        try await proxy.start()
+        let viaProxy = try a.reopen(url: await proxy.url)
+        try await viaProxy.engine.unlock(email: scenario.email, password: scenario.password)
+        await proxy.add(.init(method: "PUT", pathPrefix: "/api/ciphers/", pathSuffix: "/archive", action: .fail(status: 404)))
+        await #expect {
+            try await viaProxy.engine.setArchived(id: kept.id!, true)
+        } throws: { error in
+            guard case VaultError.serverRefused(let status, _) = error else { return false }
+            return status == 404
+        }
+        #expect(await proxy.firedCount == 1)
+        #expect(try await viaProxy.engine.pendingCount() == 0)
+        await viaProxy.engine.shutdown()
+        await proxy.stop()
         // 400: a folder the server refuses (empty name cannot be encrypted into a valid string, so use a
         // raw refusal instead: moving to a folder of another account is a 404 the server explains).
         for status in [400, 403, 404, 409, 413] {
