@@ -128,6 +128,11 @@ struct EditAndInputCheckTests {
         // The URIs are still replaced by those given.
         try await device.expect(["edit", "Bank", "--uri", "https://new.example"])
         #expect(try await device.json(["get", "Bank"])["login"]?["uris"] == .array([.object(["uri": .string("https://new.example"), "match": .null])]))
+        // A URI given as a plain string in --json keeps the match setting the item has for it, as --uri does (it was dropped).
+        try await device.expect(["edit", "Bank", "--json", "-"], stdin: #"{"login":{"uris":[{"uri":"https://new.example","match":3}]}}"#)
+        try await device.expect(["edit", "Bank", "--json", "-"], stdin: #"{"login":{"uris":["https://new.example","https://other.example"]}}"#)
+        #expect(try await device.json(["get", "Bank"])["login"]?["uris"] == .array([.object(["uri": .string("https://new.example"), "match": .int(3)]),
+                                                                                   .object(["uri": .string("https://other.example"), "match": .null])]))
         await scenario.finish([device])
     }
 

@@ -387,7 +387,9 @@ enum ItemJSONInput {
                 let before = result.uris
                 result.uris = try array.enumerated().map { index, entry in
                     if let text = entry.stringValue {
-                        if text.isBlankURI, !before.contains(where: { $0.uri == text }) { throw emptyURI(index) }
+                        // A URI the item has keeps its match setting (and what the server sent with it), as with `--uri`.
+                        if let earlier = before.first(where: { $0.uri == text }) { return earlier }
+                        if text.isBlankURI { throw emptyURI(index) }
                         return LoginURIView(uri: text)
                     }
                     guard let uri = entry.objectValue else { throw CLIError.usage("login.uris[\(index)] must be a string or an object") }
