@@ -457,24 +457,24 @@ final class BackgroundCheckpoint: @unchecked Sendable {
             return holds == 0 && heldPages >= Self.logPages
         }
         guard due else { return }
-        while true {
-            let start = lock.withLock { () -> Bool in
+        while await !copyUnlessRunning() {}
+    }
+
+    /// Starts a copy at the caller's priority unless one is running, and returns when the running one (ours, or
+    /// the one found) is done: `true` when it was ours.
+    private func copyUnlessRunning() async -> Bool {
+        var started = false
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            started = lock.withLock {
+                waiters.append(continuation)
                 guard !running else { return false }
                 running = true
                 heldPages = 0
                 return true
             }
-            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-                let resumeNow = lock.withLock { () -> Bool in
-                    guard running else { return true }
-                    waiters.append(continuation)
-                    return false
-                }
-                if resumeNow { continuation.resume() }
-                if start { run(inBackground: false) }
-            }
-            if start { return }
+            if started { run(inBackground: false) }
         }
+        return started
     }
 
     /// Copies the log on a thread of its own (at a background priority when `inBackground`), then wakes the waiters.
@@ -500,7 +500,7 @@ final class BackgroundCheckpoint: @unchecked Sendable {
     /// person waits for, and is never starved (nice 10 still gets about a tenth of a busy core).
     private static func lowerThisThreadsPriority() -> Int32? {
         #if os(Linux)
-        _ = setpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0, 19)
+        _ = setpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0, 10)
         return getpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0)
         #else
         return nil
