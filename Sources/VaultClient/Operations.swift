@@ -353,10 +353,7 @@ extension VaultEngine {
     /// route for an item it has). Any other answer, or none, is not taken as "gone".
     func serverLacksItem(_ id: String) async -> Bool {
         do {
-            _ = try await authorized { api, token in try await api.getCipher(id: id, token: token) }
-            return false
-        } catch let error as ServerCallError {
-            return error.isGone
+            return try await reread(id) == nil
         } catch {
             return false
         }
