@@ -2,6 +2,7 @@ import Foundation
 import Testing
 import VaultAPI
 import VaultCrypto
+import VaultExchange
 import VaultModels
 import VaultStore
 import VaultTestSupport
@@ -31,6 +32,30 @@ struct PullPipelineTests {
 
     static func waitForParseEnd(_ rows: ParsedRows) async -> Bool {
         await waitUntil { rows.parseEnded }
+    }
+
+    /// The full sync's one large commit copies its log at the sync's priority before the sync returns
+    /// (`VaultStore.copyingLogAfter`): no background copy is left running into what the person does next.
+    @Test("a full sync past 1,000 log pages has copied its log when it returns, not at a background priority")
+    func fullSyncCopiesItsLog() async throws {
+        let scenario = try await Scenario.start()
+        let a = try await scenario.device(register: true)
+        // About 5 MB of items: the new device's one pull transaction writes well over 1,000 log pages.
+        let notes = String(repeating: "0123456789", count: 700)
+        let items = (0..<600).map { index in
+            var view = CipherView(type: .secureNote, name: "Long note \(index)")
+            view.notes = notes
+            return ImportedItem(view: view, folderName: nil, entry: "item \(index)")
+        }
+        _ = try await a.engine.importItems(ImportedVault(items: items))
+        let pushed = try await a.engine.sync()
+        #expect(pushed.stillPending == 0, "\(pushed)")
+        let b = try await scenario.device()
+        #expect(try await b.engine.items().count == 600)
+        let store = await b.engine.store
+        #expect(store.backgroundCheckpointsDone >= 1, "the log was copied before the login's sync returned")
+        #expect(store.backgroundCheckpointNice == nil, "by the sync itself, not by a thread at a background priority")
+        await scenario.finish([a, b])
     }
 
     @Test("every item reaches the storing side once, in the answer's order, across batches; damaged ones as skipped")
