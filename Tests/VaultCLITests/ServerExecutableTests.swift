@@ -18,11 +18,10 @@ struct ServerExecutableTests {
         #expect(log.text.contains("storing data in SQLite at ./vaultsync-data/vaultsync.sqlite"), "\(log.text)")
         #expect(FileManager.default.fileExists(atPath: folder + "/vaultsync-data/vaultsync.sqlite"))
         #expect(FileManager.default.fileExists(atPath: folder + "/vaultsync-data/token-signing.key"))
-        kill(server.processIdentifier, SIGTERM)
+        kill(server.pid, SIGTERM)
         // Polled, not waitUntilExit: a blocked cooperative thread would stall the servers of other tests.
         #expect(await waitUntil { !server.isRunning }, "it stops on SIGTERM")
-        (server.standardError as? Pipe)?.fileHandleForReading.readabilityHandler = nil
-        #expect(server.terminationReason == .exit && server.terminationStatus == 0, "\(log.text)")
+        #expect(server.exitedCleanly, "\(log.text)")
     }
 
     @Test("a token key that is not base64 of 32 bytes is refused with a clear message, before anything is stored")
@@ -55,9 +54,8 @@ struct ServerExecutableTests {
         let (server, _) = try await Self.startServer(in: folder, environment: environment, arguments: ["--token-key-file", keyFile])
         #expect(FileManager.default.fileExists(atPath: folder + "/vaultsync-data/vaultsync.sqlite"))
         #expect(!FileManager.default.fileExists(atPath: folder + "/vaultsync-data/token-signing.key"), "the key came from the file")
-        kill(server.processIdentifier, SIGTERM)
+        kill(server.pid, SIGTERM)
         #expect(await waitUntil { !server.isRunning }, "it stops on SIGTERM")
-        (server.standardError as? Pipe)?.fileHandleForReading.readabilityHandler = nil
     }
 
     @Test("a secret on the server's command line is refused with exit 64, a way to give it instead, and without repeating it",
@@ -122,9 +120,8 @@ struct ServerExecutableTests {
             }
             try await client.shutdown()
         }
-        kill(server.processIdentifier, SIGTERM)
+        kill(server.pid, SIGTERM)
         #expect(await waitUntil { !server.isRunning }, "it stops on SIGTERM")
-        (server.standardError as? Pipe)?.fileHandleForReading.readabilityHandler = nil
     }
 
     @Test("one TLS flag without the other, or a file that cannot be read, is refused with exit 64 and a clear message",
@@ -195,7 +192,7 @@ struct ServerExecutableTests {
         defer { try? FileManager.default.removeItem(atPath: folder) }
         let environment = freshEnvironment(home: folder).merging(["VAULTSYNC_PORT": "0", "VAULTSYNC_DISABLE_SIGNUPS": value]) { $1 }
         let (server, log) = try await Self.startServer(in: folder, environment: environment)
-        defer { kill(server.processIdentifier, SIGTERM) }
+        defer { kill(server.pid, SIGTERM) }
         let port = try #require(log.text.split(separator: "listening on http://127.0.0.1:").last?.prefix { $0.isNumber })
         let response = try await HTTPClient.shared.execute(HTTPClientRequest(url: "http://127.0.0.1:\(port)/api/config"), timeout: .seconds(30))
         let body = String(buffer: try await response.body.collect(upTo: 1 << 20))
@@ -207,7 +204,7 @@ struct ServerExecutableTests {
         let folder = try emptyFolder()
         defer { try? FileManager.default.removeItem(atPath: folder) }
         let (first, log) = try await Self.startServer(in: folder, environment: freshEnvironment(home: folder), arguments: ["--port", "0"])
-        defer { kill(first.processIdentifier, SIGTERM) }
+        defer { kill(first.pid, SIGTERM) }
         let port = try #require(log.text.split(separator: "listening on http://127.0.0.1:").last?.prefix { $0.isNumber })
         let second = try emptyFolder()
         defer { try? FileManager.default.removeItem(atPath: second) }
@@ -290,7 +287,7 @@ struct ServerExecutableTests {
         let folder = try emptyFolder()
         defer { try? FileManager.default.removeItem(atPath: folder) }
         let (server, log) = try await Self.startServer(in: folder, environment: freshEnvironment(home: folder), arguments: ["--host", "::1", "--port", "0"])
-        defer { kill(server.processIdentifier, SIGTERM) }
+        defer { kill(server.pid, SIGTERM) }
         let port = try #require(log.text.split(separator: "listening on http://[::1]:").last?.prefix { $0.isNumber }, "\(log.text)")
         let response = try await HTTPClient.shared.execute(HTTPClientRequest(url: "http://[::1]:\(port)/api/config"), timeout: .seconds(30))
         #expect(response.status == .ok)
@@ -300,23 +297,17 @@ struct ServerExecutableTests {
     }
 
     /// Starts the built `vaultsync-server` in `folder` and waits until it listens (or ends); the start
-    /// line goes to standard error (the log), as every other line the server prints.
+    /// line goes to standard error (the log), as every other line the server prints. Through ``KillableChild``
+    /// (`posix_spawn`), not Foundation's `Process`: its Dispatch source crashed a full run while these tests ran
+    /// (docs/RELIABILITY.md 103).
     static func startServer(in folder: String, environment: [String: String], arguments: [String] = []) async throws
-        -> (process: Process, log: OutputCollector) {
-        let server = Process()
-        server.executableURL = try helperExecutable("vaultsync-server")
-        server.environment = environment
-        server.arguments = arguments
-        server.currentDirectoryURL = URL(fileURLWithPath: folder)
-        let log = OutputCollector()
-        let errors = Pipe()
-        errors.fileHandleForReading.readabilityHandler = { handle in log.append(handle.availableData) }
-        server.standardError = errors
-        server.standardOutput = Pipe()
+        -> (process: KillableChild, log: OutputCollector) {
+        let server = KillableChild(executable: try helperExecutable("vaultsync-server"), arguments: arguments, environment: environment,
+                                   replacingEnvironment: true, folder: folder, collectingStandardError: true)
         try server.run()
         // http:// or https://
-        let started = await waitUntil { log.text.contains("listening on http") || !server.isRunning }
-        #expect(started && server.isRunning, "it listens: \(log.text)")
-        return (server, log)
+        try await server.wait(for: "listening on http")
+        #expect(server.isRunning && server.output.text.contains("listening on http"), "it listens: \(server.output.text)")
+        return (server, server.output)
     }
 }
