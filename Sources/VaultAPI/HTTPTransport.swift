@@ -33,6 +33,18 @@ public struct TransportRequest: Sendable {
         guard let maximumBodySize, size > maximumBodySize else { return }
         throw ServerCallError.invalidResponse("the answer is larger than \(maximumBodySize) bytes")
     }
+
+    /// Refuses an answer whose `Content-Length` announces more than ``maximumBodySize`` before a byte of
+    /// its body is read: a server that says 2 GiB is not read up to the limit first.
+    func checkAnnouncedSize(_ headers: HTTPHeaders) throws {
+        guard let announced = announcedLength(headers) else { return }
+        try checkBodySize(announced)
+    }
+}
+
+/// The body length an answer's `Content-Length` announces, when it has one that is a number.
+func announcedLength(_ headers: HTTPHeaders) -> Int? {
+    headers.first(name: "Content-Length").flatMap { Int($0.trimmingCharacters(in: .whitespaces)) }
 }
 
 /// A request body read from a file as it is sent: `prefix`, the file's bytes, `suffix` (a multipart
@@ -214,17 +226,23 @@ public struct AsyncHTTPClientTransport: HTTPTransport {
         let response = try await client.execute(outgoing, timeout: request.timeout, logger: logger)
         let pace = BodyPace(timeout: request.timeout)
         return TransportResponse(status: Int(response.status.code), headers: response.headers,
-                                 body: try await Self.collect(response.body, expected: response.headers.first(name: "Content-Length").flatMap { Int($0) },
-                                                              pace: pace))
+                                 body: try await Self.collect(response.body, expected: announcedLength(response.headers), pace: pace))
     }
+
+    /// The most an answer held in memory may be: more is refused, from its `Content-Length` when it
+    /// announces more, else once that much has arrived.
+    static let inMemoryLimit = 256 * 1024 * 1024
 
     /// The body's bytes, appended as they arrive into one array sized by `Content-Length` when given:
     /// a large answer (a vault's `/api/sync`) is held once, not once in NIO's buffer while it grows and
     /// again as the array made from it. More than 256 MiB is refused.
     static func collect(_ body: HTTPClientResponse.Body, expected: Int?, pace: BodyPace) async throws -> [UInt8] {
-        let limit = 256 * 1024 * 1024
+        let limit = inMemoryLimit
+        if let expected, expected > limit {
+            throw ServerCallError.invalidResponse("the answer announces \(expected) bytes, more than \(limit / 1024 / 1024) MiB")
+        }
         var bytes: [UInt8] = []
-        if let expected, expected > 0 { bytes.reserveCapacity(min(expected, limit)) }
+        if let expected, expected > 0 { bytes.reserveCapacity(expected) }
         for try await piece in body {
             guard bytes.count + piece.readableBytes <= limit else {
                 throw ServerCallError.invalidResponse("the answer is larger than \(limit / 1024 / 1024) MiB")
@@ -247,6 +265,7 @@ public struct AsyncHTTPClientTransport: HTTPTransport {
             let body = try await response.body.collect(upTo: 1024 * 1024)
             return TransportResponse(status: status, headers: response.headers, body: Array(body.readableBytesView))
         }
+        try request.checkAnnouncedSize(response.headers)
         var written = 0
         for try await piece in response.body {
             try request.checkBodySize(written + piece.readableBytes)

@@ -250,6 +250,11 @@ extension VaultEngine {
         guard let userID = Self.subject(ofJWT: tokens.accessToken) else {
             throw VaultError.serverRefused(status: 200, message: "the access token has no subject")
         }
+        // The subject names the user's folders in the profile (attachment cache and staging): a server
+        // that sends anything but a user id is refused here, before any of it is kept.
+        guard DiskName.isUUID(userID) else {
+            throw VaultError.serverAnswerInvalid("the access token's subject is not a user id")
+        }
         guard tokens.refreshToken != nil || apiKey != nil else {
             throw VaultError.serverAnswerInvalid("the token response has no refresh token")
         }

@@ -19,14 +19,13 @@ struct AttachmentCache: Sendable {
     let limit: Int
 
     init(profileDatabase: String, userID: String, limit: Int) {
-        folder = profileFolder(of: profileDatabase) + "/attachment-cache/" + userID
+        folder = profileFolder(of: profileDatabase) + "/attachment-cache/" + DiskName.userFolder(userID)
         self.limit = limit
     }
 
     func path(_ attachmentID: String) -> String? {
         // Ids are server-made; only a plain id names a file (never a path).
-        guard !attachmentID.isEmpty, attachmentID.allSatisfy({ $0.isLetter || $0.isNumber || $0 == "-" }) else { return nil }
-        return folder + "/" + attachmentID
+        DiskName.file(attachmentID).map { folder + "/" + $0 }
     }
 
     /// The cached encrypted file, or `nil`; a hit counts as a use.
@@ -124,12 +123,11 @@ struct AttachmentStaging: Sendable {
     let folder: String
 
     init(profileDatabase: String, userID: String) {
-        folder = profileFolder(of: profileDatabase) + "/attachment-staging/" + userID
+        folder = profileFolder(of: profileDatabase) + "/attachment-staging/" + DiskName.userFolder(userID)
     }
 
     func path(_ id: String) -> String? {
-        guard !id.isEmpty, id.allSatisfy({ $0.isLetter || $0.isNumber || $0 == "-" }) else { return nil }
-        return folder + "/" + id
+        DiskName.file(id).map { folder + "/" + $0 }
     }
 
     /// The staged file's path, when there is one.

@@ -16,14 +16,18 @@ public actor HostileServer {
         public var location: String?
         /// The body a byte at a time, this long apart (a slow-loris answer); `nil`: at once.
         public var trickle: Duration?
+        /// A `Content-Length` larger than `body`: the body is sent and then the answer never ends (a
+        /// server that announces gigabytes); `nil`: the body's own length.
+        public var announcedLength: Int?
 
         public init(status: Int = 200, contentType: String = "application/json; charset=utf-8", body: [UInt8], location: String? = nil,
-                    trickle: Duration? = nil) {
+                    trickle: Duration? = nil, announcedLength: Int? = nil) {
             self.status = status
             self.contentType = contentType
             self.body = body
             self.location = location
             self.trickle = trickle
+            self.announcedLength = announcedLength
         }
 
         /// A JSON answer.
@@ -56,6 +60,15 @@ public actor HostileServer {
                 let reply = box.current(method.rawValue, request.uri.description)
                 var headers: HTTPFields = [.contentType: reply.contentType]
                 if let location = reply.location { headers[.location] = location }
+                if let announced = reply.announcedLength {
+                    let bytes = reply.body
+                    return Response(status: .init(code: reply.status), headers: headers, body: ResponseBody(contentLength: announced) { writer in
+                        try await writer.write(ByteBuffer(bytes: bytes))
+                        // The rest never comes: the answer ends only when the client gives up on it.
+                        while !Task.isCancelled { try await Task.sleep(for: .seconds(60)) }
+                        try await writer.finish(nil)
+                    })
+                }
                 guard let pause = reply.trickle else {
                     return Response(status: .init(code: reply.status), headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: reply.body)))
                 }

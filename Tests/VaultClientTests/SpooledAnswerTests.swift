@@ -120,4 +120,23 @@ struct SpooledAnswerTests {
         #expect(items == 10)
         await server.stop()
     }
+
+    @Test("an answer that announces more than the limit is refused from its headers, before its body is read, spooled or in memory")
+    func announcedLengthRefused() async throws {
+        // The answer announces 2 GiB, sends a few bytes and then nothing: only a check of the header can
+        // refuse it; reading on would wait for bytes that never come.
+        let server = HostileServer { _, _ in .init(body: Array(#"{"object":"sync","#.utf8), announcedLength: 2 * 1024 * 1024 * 1024) }
+        try await server.start()
+        let api = BitwardenAPI(baseURL: await server.url, httpClient: HTTPClientHolder.shared)
+        let folder = temporaryDirectory("vaultsync-spool")
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+
+        let spooled = await #expect(throws: ServerCallError.self) { try await api.syncText(token: "t", spoolDirectory: folder) }
+        #expect(spooled?.description.contains("larger than \(APIConfiguration().maximumSpooledAnswerSize) bytes") == true,
+                "\(String(describing: spooled))")
+        #expect(Self.folderContents(folder).isEmpty)
+        let held = await #expect(throws: ServerCallError.self) { try await api.syncText(token: "t") }
+        #expect(held?.description.contains("announces 2147483648 bytes") == true, "\(String(describing: held))")
+        await server.stop()
+    }
 }
