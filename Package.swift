@@ -43,6 +43,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.37.6"),
         .package(url: "https://github.com/apple/swift-certificates.git", from: "1.21.1"),
         .package(url: "https://github.com/apple/swift-asn1.git", from: "1.7.4"),
+        // The notifications hub's WebSocket client (VaultAPI).
+        .package(url: "https://github.com/hummingbird-project/swift-websocket.git", from: "1.6.2"),
     ],
     targets: [
         // Argon2id: the reference implementation, vendored and compiled in, so no platform needs a
@@ -105,6 +107,7 @@ let package = Package(
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "X509", package: "swift-certificates"),
                 .product(name: "SwiftASN1", package: "swift-asn1"),
+                .product(name: "WSClient", package: "swift-websocket"),
             ],
             swiftSettings: strict
         ),

@@ -1,5 +1,6 @@
 import AsyncHTTPClient
 import Foundation
+import NIOSSL
 import Logging
 import NIOCore
 import NIOHTTP1
@@ -19,6 +20,12 @@ public struct APIConfiguration: Sendable {
     /// The largest `/api/sync` answer taken into a spooled file (``BitwardenAPI/syncText(token:spoolDirectory:)``);
     /// an answer held in memory stops at 256 MiB.
     public var maximumSpooledAnswerSize = 1024 * 1024 * 1024
+    /// The deadline of a save's attempt on the server (an item or folder written online). Past it the
+    /// change is kept and queued: on a network that accepts connections and never answers (captive
+    /// Wi-Fi, a dead proxy) a save returns in this long, not in ``requestTimeout``. The request that may
+    /// still reach the server is harmless: a create carries its idempotency key, an update its revision
+    /// check, and the resolver recognises a push the server already holds.
+    public var saveTimeout: TimeAmount = .seconds(3)
 
     public init() {}
 }
@@ -157,6 +164,14 @@ public final class BitwardenAPI: Sendable {
         self.onClockSample = onClockSample
         self.logger = logger
         self.connection = connection
+    }
+
+    /// The same client with every request's deadline at `timeout` (a save's short attempt).
+    public func withRequestTimeout(_ timeout: TimeAmount) -> BitwardenAPI {
+        var changed = configuration
+        changed.requestTimeout = timeout
+        return BitwardenAPI(baseURL: baseURL, transport: transport, configuration: changed, now: now, onClockSample: onClockSample,
+                            logger: logger, connection: connection)
     }
 
     // MARK: Transport
@@ -580,6 +595,24 @@ public final class BitwardenAPI: Sendable {
 }
 
 extension BitwardenAPI {
+    /// The hub's address the server names in `GET /api/config` (`environment.notifications`), `nil` when
+    /// it names none (docs/PROTOCOL.md, "Live sync (client)").
+    public func notificationsAddress() async throws -> String? {
+        let reply = try await send(.GET, "/api/config")
+        let address = try object(reply)["environment"]?.objectValue?["notifications"]?.stringValue ?? ""
+        return address.isEmpty ? nil : address
+    }
+
+    /// The TLS settings of a connection this client makes beside its HTTP requests (the hub's WebSocket):
+    /// the system's authorities and the CA file's, as for every request.
+    public var webSocketTLS: TLSConfiguration {
+        var tls = TLSConfiguration.makeClientConfiguration()
+        if let authorities = connection.authorities {
+            tls.additionalTrustRoots = [.certificates(authorities.certificates)]
+        }
+        return tls
+    }
+
     /// Any JSON call (organization administration and tests).
     public func rawJSON(_ method: HTTPMethod, _ path: String, token: String, body: JSONValue? = nil) async throws -> JSONObject {
         let reply = try await send(method, path, token: token, json: body)

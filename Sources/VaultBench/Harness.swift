@@ -33,7 +33,7 @@ struct BenchOptions {
             case "--postgres": options.postgresURL = iterator.next()
             case "-h", "--help":
                 print("""
-                usage: VaultBench [--quick] [--only P1,P2,P3,P4,P5,P6,P7,P8,A1,A2,UNLOCK] [--json FILE] [--postgres URL]
+                usage: VaultBench [--quick] [--only P1,P2,P3,P4,P5,P6,P7,P8,A1,A2,UNLOCK,L] [--json FILE] [--postgres URL]
                 Runs VaultSync's benchmarks, each next to its reference in the same run, prints a table and writes JSON.
                 --postgres URL (or VAULTSYNC_TEST_POSTGRES_URL): also measure P6 and A1 on PostgreSQL, in a throwaway database.
                 P7 and P8 run the release vaultsync (and P7 VaultBenchFloor) executables next to this one (swift build -c release builds them).

@@ -343,6 +343,7 @@ extension VaultEngine {
     /// Forgets the keys (and tokens) held in memory.
     public func lock() {
         session = nil
+        liveTask?.cancel()
     }
 
     /// Removes the account and everything of it on this device: cache, queue, drafts (seed 001 §10.3).

@@ -299,7 +299,8 @@ extension VaultEngine {
         }
         if let (reason, count) = queued { return self.queued(input.local, itemID: itemID, reason: reason, count: count) }
         do {
-            let serverVersion = try await authorized { api, token in try await online(api, token, input) }
+            let deadline = configuration.api.saveTimeout
+            let serverVersion = try await authorized { api, token in try await online(api.withRequestTimeout(deadline), token, input) }
             // An answer that does not decrypt here never replaces a version that does (as a pull keeps it): the
             // save is kept and queued, as for any answer that is not the protocol's (QA, session 33).
             if let answer = serverVersion, let local = input.local, Self.answerUnreadable(answer, instead: local, keys: current.keys) {
@@ -560,7 +561,8 @@ extension VaultEngine {
         var reason = queuedReason(facts)
         if existing == nil, !offlineMomentsAgo(facts) {
             do {
-                let serverVersion = try await authorized(online)
+                let deadline = configuration.api.saveTimeout
+                let serverVersion = try await authorized { api, token in try await online(api.withRequestTimeout(deadline), token) }
                 await recordContact(success: true)
                 try await write { tx in
                     let folders = tx.folders(of: userID)
@@ -618,7 +620,11 @@ extension VaultEngine {
     /// less than `offlineBurstWindow` seconds ago (and offline edits are on). A burst of saves offline
     /// waits on the network once; nothing is sent, so no create can be on the server.
     func offlineMomentsAgo(_ facts: SaveFacts) -> Bool {
-        configuration.offlineEditsEnabled && facts.contact.map { failedRecently($0, within: configuration.offlineBurstWindow) } == true
+        guard configuration.offlineEditsEnabled else { return false }
+        // Live sync's state is the first hint: while it finds the server unreachable, a save goes to the
+        // queue at once, and the live loop sends it when the server answers again.
+        if liveState == .offline { return true }
+        return facts.contact.map { failedRecently($0, within: configuration.offlineBurstWindow) } == true
     }
 
     /// The previous encrypted name when a save takes it away (a rename, or a delete for good), for a

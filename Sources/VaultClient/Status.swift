@@ -25,13 +25,15 @@ public struct SyncStatus: Sendable, Equatable {
     /// Why the last server contact failed, when the server's certificate was refused (kept across
     /// restarts until the next contact); queued changes wait for it to be fixed.
     public var certificateProblem: CertificateProblem?
+    /// How live sync keeps this device in step (hub, polling, offline); `nil` when it is not running.
+    public var live: LiveState?
 
     public static func == (lhs: SyncStatus, rhs: SyncStatus) -> Bool {
         lhs.online == rhs.online && lhs.lastContact == rhs.lastContact && lhs.lastSync == rhs.lastSync
             && lhs.pendingCount == rhs.pendingCount && lhs.needsAttentionCount == rhs.needsAttentionCount
             && lhs.resolving?.done == rhs.resolving?.done && lhs.resolving?.total == rhs.resolving?.total
             && lhs.conflictsCreated == rhs.conflictsCreated && lhs.lastResolution == rhs.lastResolution && lhs.lastError == rhs.lastError && lhs.locked == rhs.locked
-            && lhs.unreviewedConflicts == rhs.unreviewedConflicts && lhs.certificateProblem == rhs.certificateProblem
+            && lhs.unreviewedConflicts == rhs.unreviewedConflicts && lhs.certificateProblem == rhs.certificateProblem && lhs.live == rhs.live
     }
 }
 
@@ -116,6 +118,7 @@ extension VaultEngine {
             conflictsCreated: statusBackups, lastError: statusLastError, locked: false,
             unreviewedConflicts: unreviewed)
         status.certificateProblem = problem
+        status.live = liveState
         status.lastResolution = statusMessages
         if let problem, status.lastError == nil { status.lastError = problem.description }
         return status

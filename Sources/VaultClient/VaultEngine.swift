@@ -83,6 +83,15 @@ public actor VaultEngine {
     /// Items and folders with a save in progress, and the saves waiting for their turn on each
     /// (see ``oneSaveAtATime(of:_:)``).
     var savesInProgress: Set<String> = []
+    /// Live sync (LiveSync.swift): its loop, the signal that wakes it early, how it keeps in step now,
+    /// its listeners, the account revision date the last live sync caught up to, and the hub address
+    /// the server's configuration names ("": none, `nil`: not asked yet).
+    var liveTask: Task<Void, Never>?
+    var liveWake: WakeSignal?
+    var liveState: LiveState?
+    var liveContinuations: [UUID: AsyncStream<LiveEvent>.Continuation] = [:]
+    var lastSyncedRevision: Int64?
+    var hubAddress: String?
     var savesWaiting: [String: [CheckedContinuation<Void, Never>]] = [:]
     /// Why the configured server address may not be used (``ServerAddress``), `nil` when it may. Every
     /// call to the server checks it first (``requireUsableServer()``), so nothing is sent to it.

@@ -116,7 +116,7 @@ public struct AccountTable {
     }
 
     /// Replaces the user's sealed session tokens.
-    public func setSealedTokens(_ sealed: String, userID: String) throws {
+    public func setSealedTokens(_ sealed: String?, userID: String) throws {
         try AccountRecord.filter(key: userID).updateAll(db, AccountRecord.Columns.sealedTokens.set(to: sealed))
     }
 

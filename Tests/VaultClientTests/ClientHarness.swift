@@ -44,6 +44,7 @@ struct Device {
         // Generous: the suites run in parallel on two cores; fault tests set short timeouts themselves.
         configuration.api.connectTimeout = .seconds(10)
         configuration.api.requestTimeout = .seconds(20)
+        configuration.api.saveTimeout = .seconds(20)
         configure(&configuration)
         let engine = try VaultEngine(databasePath: profile + "/vault.sqlite", configuration: configuration, clock: clock)
         return Device(profile: profile, engine: engine)

@@ -381,6 +381,8 @@ final class SimDevice: @unchecked Sendable {
         var configuration = EngineConfiguration(serverURL: url)
         configuration.api.connectTimeout = .seconds(10)
         configuration.api.requestTimeout = .seconds(20)
+        // Two cores running suites side by side: a save is not queued because the machine was slow.
+        configuration.api.saveTimeout = .seconds(20)
         configure(&configuration)
         var logger = Logger(label: "vaultsync.engine " + (path as NSString).deletingLastPathComponent.suffix(8))
         logger.logLevel = Trace.enabled ? .debug : logLevel

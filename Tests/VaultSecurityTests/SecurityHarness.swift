@@ -20,6 +20,8 @@ struct SecureDevice {
         var configuration = EngineConfiguration(serverURL: url)
         configuration.api.connectTimeout = .seconds(10)
         configuration.api.requestTimeout = .seconds(20)
+        // Two cores running suites side by side: a save is not queued because the machine was slow.
+        configuration.api.saveTimeout = .seconds(20)
         let engine = try VaultEngine(databasePath: profile + "/vault.sqlite", configuration: configuration,
                                      logger: logger ?? Logger(label: "vaultsync.engine"))
         return SecureDevice(profile: profile, engine: engine)

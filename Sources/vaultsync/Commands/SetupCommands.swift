@@ -17,7 +17,7 @@ struct ConfigCommand: AsyncParsableCommand {
           vaultsync config ca-file ~/company-root-ca.pem
           vaultsync config show --json
         """,
-        subcommands: [Server.self, LockTimeout.self, Conflicts.self, ConflictFolder.self, AttachmentCache.self, CAFile.self, Show.self],
+        subcommands: [Server.self, LockTimeout.self, SaveTimeout.self, Conflicts.self, ConflictFolder.self, AttachmentCache.self, CAFile.self, Show.self],
         defaultSubcommand: Show.self
     )
 
@@ -86,6 +86,30 @@ struct ConfigCommand: AsyncParsableCommand {
             context.settings.lockTimeout = seconds
             try context.saveSettings()
             print("Lock timeout set to \(seconds) s (applies to the next unlock)")
+        }
+    }
+
+    struct SaveTimeout: VaultCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "save-timeout",
+            abstract: "How long a save waits for the server before it is kept on this device and queued, in seconds (default 3).",
+            discussion: """
+            On a network that accepts connections and never answers (captive Wi-Fi, a dead proxy) a save returns after this long, its change queued; the next sync (or `vaultsync watch`) sends it. VAULTSYNC_SAVE_TIMEOUT overrides it for one command.
+
+            Example:
+              vaultsync config save-timeout 10
+            """)
+        static var needsUnlock: Bool { false }
+        static var repairsDamagedSettings: Bool { true }
+        @OptionGroup var global: GlobalOptions
+        @Argument(help: "Seconds (1–60).") var seconds: Int
+
+        func execute(_ context: CLIContext) async throws {
+            guard (1...60).contains(seconds) else { throw CLIError.usage("the save timeout must be between 1 and 60 seconds") }
+            var context = context
+            context.settings.saveTimeout = seconds
+            try context.saveSettings()
+            print("Save timeout set to \(seconds) s")
         }
     }
 
@@ -171,6 +195,12 @@ struct ConfigCommand: AsyncParsableCommand {
         @OptionGroup var global: GlobalOptions
         @OptionGroup var output: OutputOptions
 
+        /// The save deadline in force, in seconds.
+        static func saveTimeout(_ settings: ProfileSettings, _ context: CLIContext) -> Int {
+            settings.effectiveSaveTimeout(environment: context.environment)
+                ?? Int(EngineConfiguration(serverURL: "").api.saveTimeout.nanoseconds / 1_000_000_000)
+        }
+
         func execute(_ context: CLIContext) async throws {
             let settings = context.settings
             if output.json {
@@ -179,6 +209,7 @@ struct ConfigCommand: AsyncParsableCommand {
                     "server": Presentation.string(settings.server),
                     "email": Presentation.string(settings.email),
                     "lockTimeout": .int(settings.lockTimeout ?? ProfileSettings.defaultLockTimeout),
+                    "saveTimeout": .int(Self.saveTimeout(settings, context)),
                     "conflicts": .string(settings.effectiveConflictPolicy.rawValue),
                     "attachmentCache": .int(settings.attachmentCache ?? EngineConfiguration(serverURL: "").attachmentCacheBytes),
                     "conflictFolder": .bool(settings.conflictFolder ?? false),
@@ -191,6 +222,7 @@ struct ConfigCommand: AsyncParsableCommand {
             print("server           \(settings.server ?? "(not set)")")
             print("account          \(settings.email ?? "(not logged in)")")
             print("lock timeout     \(settings.lockTimeout ?? ProfileSettings.defaultLockTimeout) s")
+            print("save timeout     \(Self.saveTimeout(settings, context)) s")
             print("conflicts        \(settings.effectiveConflictPolicy.rawValue)")
             print("attachment cache \(ByteSize.readable(settings.attachmentCache ?? EngineConfiguration(serverURL: "").attachmentCacheBytes, binaryUnits: true))")
             print("conflict folder  \(settings.conflictFolder ?? false ? "on" : "off")")
@@ -366,7 +398,8 @@ struct StatusCommand: VaultCommand {
         // Unlocks when it can without asking (password or session given); never prompts.
         if context.settings.email != nil { try? await context.unlock(prompt: false) }
         let status = try await context.engine.status()
-        let snapshot = StatusSnapshot(settings: context.settings, status: status)
+        var snapshot = StatusSnapshot(settings: context.settings, status: status)
+        snapshot.watch = LiveStateFile(profileDatabase: context.engine.localStore.path).read()
         if output.json {
             Presentation.printJSON(snapshot.json)
         } else {
@@ -379,6 +412,11 @@ struct StatusCommand: VaultCommand {
 struct StatusSnapshot {
     var settings: ProfileSettings
     var status: SyncStatus
+    /// The `vaultsync watch` that keeps this profile live, when one runs.
+    var watch: (pid: Int32, state: LiveState)?
+
+    /// How the device keeps in step: this process's live sync, else a running watch's.
+    var live: LiveState? { status.live ?? watch?.state }
 
     var connection: String {
         if status.certificateProblem != nil { return "untrusted-certificate" }
@@ -401,6 +439,7 @@ struct StatusSnapshot {
             "newConflicts": status.locked ? .null : .int(status.unreviewedConflicts),
             "lastSync": Presentation.date(status.lastSync),
             "certificateProblem": ConnectionDescription.problemJSON(status.certificateProblem),
+            "live": live.map { .string($0.rawValue) } ?? .null,
         ])
     }
 
@@ -440,6 +479,12 @@ struct StatusSnapshot {
         }
         lines.append("last sync       \(status.lastSync == nil && status.locked ? "(unlock to see)" : ago(status.lastSync))")
         if let problem = status.certificateProblem { lines.append("certificate     \(problem)") }
+        switch live {
+        case .live?: lines.append("live sync       \(Console.styled("live", .green))\(watch.map { " (vaultsync watch, pid \($0.pid))" } ?? "")")
+        case .polling?: lines.append("live sync       polling (the server has no notifications hub)")
+        case .offline?: lines.append("live sync       \(Console.styled("waiting for the server", .yellow))\(watch.map { " (vaultsync watch, pid \($0.pid))" } ?? "")")
+        case nil: lines.append("live sync       not running (`vaultsync watch` keeps this device live)")
+        }
         return lines
     }
 }

@@ -212,6 +212,8 @@ struct ProfileSettings: Codable, Equatable {
     var insecureAllowPlainHTTP: Bool?
     /// A PEM file of extra certificate authorities (`config ca-file PATH`), absolute.
     var caFile: String?
+    /// `config save-timeout SECONDS`: how long a save waits for the server before it is kept and queued.
+    var saveTimeout: Int?
 
     static let defaultLockTimeout = 3600
 
@@ -229,7 +231,15 @@ struct ProfileSettings: Codable, Equatable {
         configuration.insecureAllowPlainHTTP = insecureAllowPlainHTTP ?? false
         configuration.caFile = effectiveCAFile(environment: environment)?.path
         configuration.proxy = ProxySettings.fromEnvironment(environment)
+        if let seconds = effectiveSaveTimeout(environment: environment) { configuration.api.saveTimeout = .seconds(Int64(seconds)) }
         return configuration
+    }
+
+    /// The save deadline in force: `VAULTSYNC_SAVE_TIMEOUT` (seconds, 1–60), else `config save-timeout`,
+    /// else the engine's default (`nil`).
+    func effectiveSaveTimeout(environment: [String: String]) -> Int? {
+        if let text = environment["VAULTSYNC_SAVE_TIMEOUT"], let seconds = Int(text), (1...60).contains(seconds) { return seconds }
+        return saveTimeout
     }
 
     /// The CA file in use and where the setting came from.
