@@ -1267,12 +1267,12 @@ struct ResolutionFaultTests {
         await devices.finish()
     }
 
-    /// The Open case of docs/RELIABILITY.md (fault scenario, seed 152393): a third device deleted an
-    /// item for good; A and B had each changed only its state offline. Each used to re-create the same
-    /// content, and two re-creations at the same moment made two items (a re-creation key made of the content then gave them one).
-    /// Since b1c1bca a state change goes with an item deleted for good elsewhere (docs/PROTOCOL.md,
-    /// "Deleted for good elsewhere"): neither device brings it back, each says so, and B's sync running
-    /// while A's snapshot is on the wire changes nothing.
+    /// The Open case of docs/RELIABILITY.md (fault scenario, seed 152393): a third device deleted an item for good; A
+    /// and B had each changed only its state offline. Each used to re-create the same content, and two re-creations
+    /// at the same moment made two items (a re-creation key made of the content then gave them one). Since b1c1bca a
+    /// state change goes with an item deleted for good elsewhere (docs/PROTOCOL.md, "Deleted for good elsewhere"):
+    /// neither device brings it back, each says so, and B's sync running while A's snapshot is on the wire changes
+    /// nothing.
     @Test("two devices changed only the state of an item deleted for good, at the same moment: it stays deleted, both are told")
     func twoDevicesStateOnlyAtOnce() async throws {
         let devices = try await TwoDevices.start()
@@ -1293,11 +1293,11 @@ struct ResolutionFaultTests {
         await devices.finish()
     }
 
-    /// docs/RELIABILITY.md's Open entry "deleted for good on one device, edited offline on two": a third device deleted an item for good
-    /// and A and B had each edited it offline, differently. Both re-create it at the same moment (B's whole
-    /// sync runs while A's snapshot is on the wire, so neither sees the other's re-creation). With a
-    /// re-creation key made of the content, the two versions made two items of one name. The key is now
-    /// the item's id alone: A is answered with B's re-creation and meets it as a conflict.
+    /// docs/RELIABILITY.md's Open entry "deleted for good on one device, edited offline on two": a third device
+    /// deleted an item for good and A and B had each edited it offline, differently. Both re-create it at the same
+    /// moment (B's whole sync runs while A's snapshot is on the wire, so neither sees the other's re-creation). With
+    /// a re-creation key made of the content, the two versions made two items of one name. The key is now the item's
+    /// id alone: A is answered with B's re-creation and meets it as a conflict.
     @Test("two devices edited an item deleted for good, at the same moment: one item and a backup, not two items of one name")
     func twoDevicesEditAtOnce() async throws {
         let devices = try await TwoDevices.start()
