@@ -36,7 +36,7 @@ export SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH="${SWT_EXPERIMENTAL_MAXIMU
 # not when a 4 KiB buffer fills (or never, if the run is stopped).
 # (No exec: the trap above stops PostgreSQL when the tests end.)
 # A copy of the output is kept so that, when the run fails, the failing tests' lines are printed again at the
-# very end: a CI report that shows only a run's last lines then still names what failed (session 34: a red run
+# very end: a CI report that shows only a run's last lines then still names what failed (RELIABILITY bug 67: a red run
 # whose tail said only "failed with 2 issues").
 log=$(mktemp "${TMPDIR:-/tmp}/vaultsync-test-log.XXXXXX")
 buffered=()

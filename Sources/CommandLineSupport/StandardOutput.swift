@@ -8,7 +8,7 @@
 
 /// A command's output on standard output, with its failures seen. `print` and Foundation's non-throwing
 /// `FileHandle.write` drop a failed write (a full disk: `vaultsync generate > pw.txt` exited 0 with an empty
-/// file) or trap (`export > /dev/full` died with SIGILL); QA, session 34.
+/// file) or trap (`export > /dev/full` died with SIGILL); RELIABILITY bug 70.
 public enum StandardOutput {
     /// A write to standard output that failed, with the system's reason.
     public struct Failure: Error, CustomStringConvertible {

@@ -108,7 +108,7 @@ public struct SyncText: Sendable {
         }
         func objects(_ key: String, required: Bool = true) throws -> [JSONObject] {
             guard let value = object[key], !value.isNull else {
-                // A vault's items or folders missing, or null, would read as every one deleted (QA, session 33).
+                // A vault's items or folders missing, or null, would read as every one deleted (RELIABILITY bug 64).
                 if required { throw ServerCallError.invalidResponse("sync.\(key) is missing") }
                 return []
             }
@@ -430,7 +430,7 @@ public final class BitwardenAPI: Sendable {
         return millis
     }
 
-    /// `expecting`: the id the request named; an answer about another item is not an answer (QA, session 33: a
+    /// `expecting`: the id the request named; an answer about another item is not an answer (RELIABILITY bug 63: a
     /// push answered with another item's id was settled, and the edit lost).
     func cipher(_ reply: Reply, expecting id: String? = nil) throws -> CipherWire {
         let wire: CipherWire

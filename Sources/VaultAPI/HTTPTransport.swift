@@ -279,7 +279,7 @@ public struct AsyncHTTPClientTransport: HTTPTransport {
 }
 
 /// How slowly an answer's body may arrive. The request's deadline covers the answer's head; an idle connection
-/// times out on its own, but a body that trickles in (a byte every few seconds) never would (QA, session 33: a
+/// times out on its own, but a body that trickles in (a byte every few seconds) never would (RELIABILITY bug 65: a
 /// `sync` held for good). Counted from the head's arrival: the body gets the request timeout again, then must
 /// have come at ``floor`` on average. (Counted from the request's start, a head that arrived just inside the
 /// deadline left its body no time at all: a loaded machine failed a request that had been answered in time.)

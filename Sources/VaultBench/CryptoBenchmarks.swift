@@ -56,7 +56,7 @@ enum CryptoBenchmarks {
 
     /// P4-json (a report): an item's stored text written straight out (`jsonBytes()`, what storing an item
     /// and sealing a queue record do) next to the same text through a tree (`jsonObject().serialized()`,
-    /// how it was written before session 28), on the benchmark vault's items.
+    /// how it was written before commit 572f52d), on the benchmark vault's items.
     static func json(options: BenchOptions) throws -> BenchResult {
         let count = options.quick ? 2_000 : 10_000
         let keys = VaultKeys(userKey: SymmetricCryptoKey.generate())

@@ -244,7 +244,7 @@ extension VaultEngine {
             userKey = try master.decryptUserKeyMapped(try cryptoCall { try EncString(protectedKey) })
         } catch VaultError.wrongPassword where apiKey == nil {
             // The server accepted this password's hash, so the key it sent should open with it: the answer is at
-            // fault, not the password (QA, session 33: "Invalid master password" for a password that was right).
+            // fault, not the password (RELIABILITY bug 66: "Invalid master password" for a password that was right).
             throw VaultError.serverAnswerInvalid("the account key in the login's answer does not open with this password, which the server accepted")
         }
         guard let userID = Self.subject(ofJWT: tokens.accessToken) else {

@@ -92,7 +92,7 @@ struct AttachmentCache: Sendable {
     }
 
     /// Evicts every user's cached files of the profile at `profileDatabase` down to `limit` bytes each (none
-    /// at 0): a lowered limit holds at once, not from the next download (QA, session 34: set to 0, every file
+    /// at 0): a lowered limit holds at once, not from the next download (RELIABILITY bug 72: set to 0, every file
     /// stayed readable offline).
     static func trimAll(profileDatabase: String, limit: Int) {
         let root = profileFolder(of: profileDatabase) + "/attachment-cache"

@@ -123,7 +123,7 @@ extension VaultEngine {
             } catch let error as ServerCallError where error.isOutOfDate && !written {
                 // Another device changed the item since this one read it: the file waits with the item's record, and
                 // the next sync attaches it to the item as it is then, as an edit in that case is queued (it was
-                // refused, exit 6, nothing kept: QA, session 34).
+                // refused, exit 6, nothing kept: RELIABILITY bug 72).
                 await recordContact(success: true)
                 logger.info("server copy changed meanwhile; attachment queued", metadata: ["item": "\(wire.id ?? "")"])
             } catch let error as ServerCallError where !error.isOutOfDate {
@@ -291,7 +291,7 @@ extension VaultEngine {
             let name = (try? wire.decrypted(with: current.keys).attachments.first { $0.id == attachmentID }?.fileName) ?? nil
             let limit = configuration.attachmentCacheBytes
             let cache = ByteSize.readable(limit, binaryUnits: true)
-            // Not "never downloaded" when it was, and was not kept (QA, session 34).
+            // Not "never downloaded" when it was, and was not kept (RELIABILITY bug 72).
             let unreachable = "The server could not be reached, and \"\(name ?? attachmentID)\""
             if limit == 0 {
                 throw VaultError.attachmentNeedsServer(unreachable + " is not on this device: downloaded attachments are not kept here "

@@ -40,7 +40,7 @@ extension VaultEngine {
             return ImportedItem.contentKey(of: view)
         })
         // Only the vault's items count: two equal entries of one file (one login in two KeePassXC groups) are two
-        // items the user has, not one "already in the vault" (QA, session 34: refused, or one dropped, on an empty vault).
+        // items the user has, not one "already in the vault" (RELIABILITY bug 71: refused, or one dropped, on an empty vault).
         return vault.items.indices.filter { known.contains(ImportedItem.contentKey(of: vault.items[$0].view)) }
     }
 

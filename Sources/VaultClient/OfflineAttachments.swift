@@ -103,7 +103,7 @@ extension VaultEngine {
     /// Removes the staged files of a queued change that went without reaching the server: settled by removing
     /// the item (``removeLocally(_:)``), discarded (``discardPending(itemID:)``), or forgotten with an item made
     /// here and deleted for good before its first sync (``permanentlyDeleteItem(id:)``). Nothing else names
-    /// them once their record is gone, so they would stay in the profile for good (QA, session 34). Called
+    /// them once their record is gone, so they would stay in the profile for good (RELIABILITY bug 75). Called
     /// after the transaction that removed the record: a failed one leaves the files its record still names.
     func removeStaged(_ staged: [StagedAttachment], userID: String) {
         let staging = attachmentStaging(userID: userID)

@@ -108,7 +108,7 @@ extension VaultEngine {
         let keys = current.keys
         let (previous, previousRow) = try Self.parsedItem(stored, id: id)
         // Every field of the stored version is decrypted only to carry an edit over onto it; otherwise its name
-        // and password are what the save compares (an offline save's decryption: docs/BENCHMARKS.md, session 26).
+        // and password are what the save compares (an offline save's decryption: docs/BENCHMARKS.md, measured 2026-11-27).
         let previousView = try original.map { _ in try modelCall { try previous.decrypted(with: keys) } }
         let item = original.map { Self.rebased(edited, from: $0, onto: previousView!) } ?? edited
         // The item key is opened once, for the comparison and the encryption (the edit keeps the stored key and owner).
@@ -302,7 +302,7 @@ extension VaultEngine {
             let deadline = configuration.api.saveTimeout
             let serverVersion = try await authorized { api, token in try await online(api.withRequestTimeout(deadline), token, input) }
             // An answer that does not decrypt here never replaces a version that does (as a pull keeps it): the
-            // save is kept and queued, as for any answer that is not the protocol's (QA, session 33).
+            // save is kept and queued, as for any answer that is not the protocol's (RELIABILITY bug 63).
             if let answer = serverVersion, let local = input.local, Self.answerUnreadable(answer, instead: local, keys: current.keys) {
                 throw ServerCallError.invalidResponse("the server's copy of the item does not decrypt on this device")
             }
@@ -336,7 +336,7 @@ extension VaultEngine {
                await serverLacksItem(itemID) {
                 // Deleted for good on another device since this one synced: the change is kept and queued, and the
                 // next sync treats it as it treats the same change made offline (an edit makes the item again, a
-                // state change goes with the deleted item). Refusing it lost what the person typed (QA, session 35).
+                // state change goes with the deleted item). Refusing it lost what the person typed (RELIABILITY bug 93).
                 await recordContact(success: true)
                 logger.info("the server no longer has the item; queued for the next sync", metadata: ["item": "\(itemID)"])
                 return try queue(itemID: itemID, input, existing: nil, reason: .goneFromServer)
@@ -594,7 +594,7 @@ extension VaultEngine {
     // MARK: Helpers
 
     /// What a save reads before it decides, in one read transaction (each read transaction is a measurable
-    /// part of an offline save: docs/BENCHMARKS.md, session 26).
+    /// part of an offline save: docs/BENCHMARKS.md, measured 2026-11-27).
     struct SaveFacts {
         /// The item's queue record, opened.
         var existing: PendingChange?
@@ -703,7 +703,7 @@ extension VaultEngine {
     /// Refuses what the server would refuse, before anything is stored or queued.
     func validate(_ view: CipherView) throws {
         // White space by Unicode's property (what Foundation's `whitespacesAndNewlines` holds), without Foundation's
-        // string bridging: it was 2% of an offline save (docs/BENCHMARKS.md, session 27).
+        // string bridging: it was 2% of an offline save (docs/BENCHMARKS.md, measured 2026-11-27).
         if view.name.unicodeScalars.allSatisfy(\.properties.isWhitespace) { throw VaultError.invalidItem("a name is required") }
         let present: [(CipherType, Bool)] = [(.login, view.login != nil), (.secureNote, view.secureNote != nil), (.card, view.card != nil),
                                               (.identity, view.identity != nil), (.sshKey, view.sshKey != nil)]

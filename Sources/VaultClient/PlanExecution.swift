@@ -272,7 +272,7 @@ extension VaultEngine {
     }
 
     static func deleteDroppedMessage(name: String) -> String {
-        // Not "after you deleted it": the edit may have been made first and reached the server first (QA, session 34).
+        // Not "after you deleted it": the edit may have been made first and reached the server first (RELIABILITY bug 73).
         "\"\(name)\" was edited on another device since this one last synced, and deleted here: the edit was kept and the delete dropped."
     }
 
@@ -432,7 +432,7 @@ extension VaultEngine {
 
     func settle(_ run: PlanRun<CipherWire>, baseline: SettleBaseline) async throws {
         guard let settled = run.result ?? run.server else { return try await dropRecord(run.change) }
-        // The server's answer does not decrypt here: the record stays, and is tried again (QA, session 33: an
+        // The server's answer does not decrypt here: the record stays, and is tried again (RELIABILITY bug 63: an
         // edit was settled on such an answer, and lost).
         if let keys = session?.keys, Self.answerUnreadable(settled, instead: run.local, keys: keys) {
             throw ServerCallError.invalidResponse("the server's copy of the item does not decrypt on this device")

@@ -138,7 +138,7 @@ extension VaultEngine {
     /// - its encryption does not verify while the local copy's does.
     /// `serverNow`: the server's clock now. A local copy dated more than a day after it (a date a hostile or
     /// broken answer gave it) is no reason to refuse a version: its date alone would otherwise refuse every
-    /// genuine update after it for good (QA, session 33).
+    /// genuine update after it for good (RELIABILITY bug 66).
     static func refusal(server: CipherWire, local: CipherWire, keys: VaultKeys, serverNow: WireDate) -> RefusedVersion? {
         if local.key != nil, server.key == nil { return .lostItemKey }
         if let serverRevision = server.revisionDate, let localRevision = local.revisionDate, serverRevision < localRevision,
@@ -219,7 +219,7 @@ struct SkippedItem: Error {
 /// batch; the rows are handed over a batch at a time, at most two batches ahead, to the write transaction
 /// that compares and stores them, in the answer's order. The pull takes about the longest part's time
 /// instead of their sum (a fresh device's sync of 50,000 items: 4.6 s with one thread, 2.6–3.2 s with two,
-/// 2.2–2.6 s with the rows read on both cores; docs/BENCHMARKS.md, sessions 28 and 29).
+/// 2.2–2.6 s with the rows read on both cores; docs/BENCHMARKS.md, measured 2026-11-27 and 2026-11-28).
 final class ParsedRows: @unchecked Sendable {
     typealias Built = Result<CipherRow, SkippedItem>
     static let batchSize = 500

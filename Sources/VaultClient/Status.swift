@@ -234,7 +234,7 @@ extension VaultEngine {
             do {
                 live = try await item(id: summary.originalID)
             } catch VaultError.itemNotFound {
-                // Deleted for good since (QA, session 34: "No item …" was all the user got).
+                // Deleted for good since (RELIABILITY bug 74: "No item …" was all the user got).
                 guard backupHoldsChoice else {
                     let backupName = summary.name ?? backupID
                     let deleteQueued = try await pendingChange(itemKind: .cipher, itemID: summary.originalID, userID: current.userID)?
@@ -387,7 +387,7 @@ extension VaultEngine {
     /// version the change started from (the record's `baseVersion`: the server's, as last synced here), and
     /// the next sync brings the server's latest.
     ///
-    /// The cached copy must not keep the discarded version until that sync (QA, session 35): a later save
+    /// The cached copy must not keep the discarded version until that sync (RELIABILITY bug 82): a later save
     /// starts from the cached copy, so an edit made offline after the discard queued the discarded changes
     /// again and sent them, and `get` showed them meanwhile. A record without a base (written by an older
     /// version, or a create settled while saved meanwhile) keeps the cached copy, as before.

@@ -372,7 +372,7 @@ enum HTTPClients {
         configuration.timeout = .init(connect: .seconds(5), read: .seconds(60))
         // A refused connection means "offline" now, not after retries until the request deadline.
         configuration.connectionPool.retryConnectionEstablishment = false
-        // A redirect is never followed (QA, session 33: a login's hash was posted again wherever a server sent
+        // A redirect is never followed (RELIABILITY bug 62: a login's hash was posted again wherever a server sent
         // it, over plain HTTP too): the 3xx answer is the server's, and says "not now" (exit 7 at the CLI).
         configuration.redirectConfiguration = .disallow
         return configuration

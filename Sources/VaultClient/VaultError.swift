@@ -108,7 +108,7 @@ extension VaultError: LocalizedError {
         case .loginRefused:
             return "The server did not accept this email and master password. Check both (the email is the one the account signs in with) and try again."
         case .sessionInvalid:
-            // A later unlock (another shell's) replaces the sealed session too (QA, session 34).
+            // A later unlock (another shell's) replaces the sealed session too (RELIABILITY bug 73).
             return "The session key no longer opens this vault: the session expired, the vault was locked, or a later `vaultsync unlock` "
                 + "(in another shell, say) replaced it. Unlock again with your master password."
         case .accountNotFound(let email): return "No account \(email) on this device. Log in first."
@@ -122,7 +122,7 @@ extension VaultError: LocalizedError {
             return "The server's answer could not be understood (\(reason)). Nothing was changed on this device; queued changes stay queued."
         case .offlineEditsDisabled(let detail): return "The server could not be reached (\(detail)), and offline edits are turned off."
         case .sessionExpired:
-            // A change the server refused this way was not saved (QA, session 34: the message did not say so).
+            // A change the server refused this way was not saved (RELIABILITY bug 73: the message did not say so).
             return "The server no longer accepts this device's login (it expired, or the master password was changed on another device). "
                 + "Log in again; what this command would have changed was not saved, and your local data and pending changes are kept."
         case .invalidItem(let reason): return "The item cannot be saved: \(reason)."
@@ -318,7 +318,7 @@ public struct EngineConfiguration: Sendable {
     /// resolved in pages, not opened whole). The opened records and bulk requests are most of a pass's
     /// memory: pages of 1,000, two at a time, keep the peak of 100,000 creates where pages of 2,000 one at
     /// a time had it, and resolve faster than those did; pages of 2,000 two at a time would be ~6% faster
-    /// still and take P5 over its goal (docs/BENCHMARKS.md, session 19).
+    /// still and take P5 over its goal (docs/BENCHMARKS.md, measured 2026-11-26).
     public var resolutionPageSize = 1_000
     /// Plain pushes per bulk request, where the server offers the VaultSync bulk extension (0: never).
     public var bulkPushSize = 500

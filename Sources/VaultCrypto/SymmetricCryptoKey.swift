@@ -24,7 +24,7 @@ public struct SymmetricCryptoKey: Sendable {
     /// HMAC-SHA256 keyed with ``macKey`` and fed nothing yet: each MAC with this key starts from a copy
     /// (swift-crypto's hash states copy themselves on first write), instead of deriving the two padded key
     /// states again for every field (a list of a large vault computes three MACs per item: docs/BENCHMARKS.md,
-    /// session 26). `nil` for a 32-byte key.
+    /// measured 2026-11-27). `nil` for a 32-byte key.
     let macTemplate: HMAC<SHA256>?
 
     /// Creates a key from its raw bytes (32 or 64).

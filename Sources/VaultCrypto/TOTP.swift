@@ -39,7 +39,7 @@ public struct TOTP: Sendable, Equatable {
 
     /// A base32 secret (spaces and padding ignored), an otpauth URI, or a `steam://` secret (base32 after
     /// the scheme). A Steam secret was taken by `add --totp` but gave no code: `get --field totp` said it was
-    /// not base32 (QA, session 35).
+    /// not base32 (RELIABILITY bug 85).
     public init(secretOrURI text: String) throws {
         let trimmed = text.trimmingCharacters(in: .whitespacesAndNewlines)
         if trimmed.lowercased().hasPrefix("steam://") {

@@ -109,7 +109,7 @@ public enum CSV {
         /// The columns of `row` whose names are not in `known` (compared without case) and whose cells are
         /// not empty, in file order: what the importer must keep somewhere instead of dropping. A known column
         /// named twice is read once (``value(_:anyCase:)`` reads the first), so its later ones are here too (a
-        /// second `url` or `password` column was dropped: QA, session 34).
+        /// second `url` or `password` column was dropped: RELIABILITY bug 71).
         public func otherCells(_ row: Row, known: Set<String>) -> [(column: String, value: String)] {
             var out: [(String, String)] = []
             var read: Set<String> = []

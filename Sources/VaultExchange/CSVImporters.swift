@@ -28,7 +28,7 @@ public enum CSVImporter {
     /// format's plainly (a file edited by hand, another program's export, a header two formats could write).
     /// A Chrome and a KeePassXC file both have the columns `chrome-csv` requires, so the required columns
     /// alone let a file of one format import under another's mapping, its titles and groups becoming custom
-    /// fields (QA, session 34).
+    /// fields (RELIABILITY bug 76).
     public static func recognizedFormat(header: [String]) -> ImportFormat? {
         let names = Set(header.map { $0.trimmingSpaces.lowercased() })
         func hasAll(_ columns: [String]) -> Bool { columns.allSatisfy(names.contains) }

@@ -91,7 +91,7 @@ public struct JSONParser {
         }
 
         /// The kept keys' bytes: a key read from the text is looked up by its bytes, without a string or a
-        /// hash (the lookup by string was a sixth of a list's selective parse, docs/BENCHMARKS.md session 30).
+        /// hash (the lookup by string was a sixth of a list's selective parse, docs/BENCHMARKS.md, measured 2026-11-28).
         private let keyBytes: [(bytes: [UInt8], inner: Selection?)]
 
         /// The selection inside the value of the key spelled `raw` in the text: `.some(nil)` for the whole
@@ -111,7 +111,7 @@ public struct JSONParser {
     /// Parses a JSON text that must be an object, building only the values `selection` names: the others are
     /// read over and checked as JSON (structure, escapes) but never built, nor are their strings checked as
     /// UTF-8. For a stored item of which only a few fields are wanted (a list's names and usernames): its
-    /// history, fields and notes cost a scan, not a tree (docs/BENCHMARKS.md, session 26).
+    /// history, fields and notes cost a scan, not a tree (docs/BENCHMARKS.md, measured 2026-11-27).
     public static func parseObject<Bytes: Collection>(_ bytes: Bytes, keeping selection: Selection) throws -> JSONObject where Bytes.Element == UInt8 {
         func run(_ buffer: UnsafeBufferPointer<UInt8>) throws -> JSONObject {
             var parser = JSONParser(buffer: buffer)
@@ -623,7 +623,7 @@ extension JSONObject {
 /// key. The check's rule is Swift's equality of strings (canonical equivalence, the equality every lookup
 /// of a key uses), so that "é" precomposed and "e" + a combining accent are one key; comparing every pair
 /// of an object's keys that way, and reading their first and last bytes pair by pair, was a third of the
-/// selective parse a list makes of each item (docs/BENCHMARKS.md, session 29).
+/// selective parse a list makes of each item (docs/BENCHMARKS.md, measured 2026-11-28).
 struct KeyPrint {
     /// An ASCII key's length and bytes hashed (FNV-1a); 0 for any other key.
     let asciiHash: UInt64

@@ -6,7 +6,7 @@ import Foundation
 ///
 /// Ids made one after another sort one after another, so a B-tree keyed by them grows at its end: a bulk
 /// create of 500 items writes a few index pages instead of about one random page per item and index
-/// (docs/BENCHMARKS.md, session 32). Every reader treats an id as an opaque UUID string, of any version.
+/// (docs/BENCHMARKS.md, measured 2026-11-28). Every reader treats an id as an opaque UUID string, of any version.
 public enum TimeOrderedID {
     /// An id for something made at `microseconds` since 1970 (clamped to the 48 bits of milliseconds the layout
     /// has). The 12 bits after the version hold the fraction of the millisecond (RFC 9562's method 3), so ids

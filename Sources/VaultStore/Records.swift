@@ -279,7 +279,7 @@ public struct SyncStateRow: Codable, Sendable, Equatable, FetchableRecord, Persi
     }
 
     /// Read by column name (``FetchableRecord``'s initializer, in place of the one `Decodable` gives): every save reads it (the known-offline check), and
-    /// GRDB's keyed decoding container was 5% of an offline save's time (docs/BENCHMARKS.md, session 27).
+    /// GRDB's keyed decoding container was 5% of an offline save's time (docs/BENCHMARKS.md, measured 2026-11-27).
     public init(row: Row) throws {
         userID = try row.decode(forColumn: CodingKeys.userID.stringValue)
         lastSyncDate = try row.decode(forColumn: CodingKeys.lastSyncDate.stringValue)

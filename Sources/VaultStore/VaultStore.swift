@@ -29,7 +29,7 @@ public final class VaultStore: Sendable {
             // SQLite's temporary files in memory: statement journals (a statement that fires a trigger
             // inside a longer transaction keeps one) and sorts. On disk they went to the system's
             // temporary folder, outside the profile, one write per page: 259 MB for P2's settling of
-            // 10,000 changes (docs/BENCHMARKS.md, session 19).
+            // 10,000 changes (docs/BENCHMARKS.md, measured 2026-11-26).
             try db.execute(sql: "PRAGMA temp_store = MEMORY")
             // Each commit reports the log's size; this replaces SQLite's automatic checkpoint, which
             // ran inside the commit that crossed 1,000 pages (``BackgroundCheckpoint``).
@@ -55,7 +55,7 @@ public final class VaultStore: Sendable {
             try Self.migrator.migrate(pool)
         } catch let error as DatabaseError where [.SQLITE_NOTADB, .SQLITE_CORRUPT].contains(error.resultCode) {
             // SQLite's own text named a pragma ("SQLite error 26: file is not a database - while executing
-            // `PRAGMA synchronous = NORMAL`"), not the file or what to do (QA, session 35).
+            // `PRAGMA synchronous = NORMAL`"), not the file or what to do (RELIABILITY bug 86).
             throw StoreError.databaseUnusable(path: path, reason: error.message ?? "\(error.resultCode)")
         }
     }
@@ -105,7 +105,7 @@ public final class VaultStore: Sendable {
     /// Runs `body` (a large write: a full sync's one transaction) without starting the background copy of the
     /// log it grows, then copies the log into the database at the caller's priority and returns when that is
     /// done. A copy started in the background by the large commit ran during the list a person asked for next,
-    /// and made it 0.2–0.4 s slower at 50,000 items (docs/BENCHMARKS.md, session 36); at a background priority
+    /// and made it 0.2–0.4 s slower at 50,000 items (docs/BENCHMARKS.md, measured 2026-11-29); at a background priority
     /// the sync could not simply wait for it either, as a busy machine starves such a thread for seconds.
     public func copyingLogAfter<T: Sendable>(isolation: isolated (any Actor)? = #isolation,
                                              _ body: () async throws -> T) async throws -> T {
@@ -404,8 +404,8 @@ public enum Sealed {
 /// priority was not enough after a full sync's one large commit: its copy, running during the list that
 /// followed, made that list 0.2–0.4 s slower at 50,000 items (it takes the cores the list leaves idle between
 /// its pages, and the disk). A sync therefore makes that copy itself before it returns
-/// (``VaultStore/copyingLogAfter(_:)``: that copy runs at the sync's priority; docs/BENCHMARKS.md, sessions 30
-/// and 36).
+/// (``VaultStore/copyingLogAfter(_:)``: that copy runs at the sync's priority; docs/BENCHMARKS.md, measured
+/// 2026-11-28 and 2026-11-29).
 final class BackgroundCheckpoint: @unchecked Sendable {
     static let logPages: Int32 = 1000
     let path: String

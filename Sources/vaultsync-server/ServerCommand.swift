@@ -124,7 +124,7 @@ struct ServerCommand: AsyncParsableCommand {
                 throw ValidationError("--database-url-file: cannot read \(path)")
             }
             // Any line end ends the line: "\r\n" is one Character in Swift, which a split on "\n" does not see, and a file
-            // with Windows line ends gave a URL whose database name ended in it (QA, session 35).
+            // with Windows line ends gave a URL whose database name ended in it (RELIABILITY bug 90).
             let line = text.split(maxSplits: 1, omittingEmptySubsequences: false, whereSeparator: \.isNewline).first
                 .map { $0.trimmingCharacters(in: .whitespaces) } ?? ""
             guard !line.isEmpty else { throw ValidationError("--database-url-file: \(path) is empty") }

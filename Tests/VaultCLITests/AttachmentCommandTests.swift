@@ -18,7 +18,7 @@ struct AttachmentCommandTests {
         try await a.expect(["attachment", "add", "Recovery", source, "--name", "codes (2026).txt"])
         let listed = try await a.json(["attachment", "list", "Recovery"])
         #expect(listed.count == 1 && listed[0]?["fileName"]?.stringValue == "codes (2026).txt")
-        // A name with a line end stays on its row in the text list (it broke the row: QA, session 34).
+        // A name with a line end stays on its row in the text list (it broke the row: RELIABILITY bug 72).
         try await a.expect(["add", "note", "--name", "Lines", "--notes", "x"])
         try await a.expect(["attachment", "add", "Lines", source, "--name", "two\nlines.txt"])
         let rows = try await a.expect(["attachment", "list", "Lines"]).stdout.split(separator: "\n")
@@ -42,7 +42,7 @@ struct AttachmentCommandTests {
         #expect(try await b.expect(["attachment", "get", "Recovery", "codes (2026).txt", "--output", "-"]).stdout
                 == "recovery-code-1\nrecovery-code-2\n")
         try await scenario.server.start()
-        // A lowered limit holds at once: at 0 nothing stays readable offline, and offline says why (QA, session 34:
+        // A lowered limit holds at once: at 0 nothing stays readable offline, and offline says why (RELIABILITY bug 72:
         // every file stayed, and a file too large to keep was said to be "never downloaded").
         try await b.expect(["config", "attachment-cache", "0"])
         await scenario.server.stop()
@@ -58,7 +58,7 @@ struct AttachmentCommandTests {
         try await b.expect(["config", "attachment-cache", "lots"], status: 64)
         try await b.expect(["config", "attachment-cache", "1GiB"])
         #expect(try await b.json(["config", "show"])["attachmentCache"]?.intValue == 1 << 30)
-        // A size under a MiB is shown as it is, never as "0 MiB" (which reads as none kept; QA, session 33).
+        // A size under a MiB is shown as it is, never as "0 MiB" (which reads as none kept; RELIABILITY bug 53).
         let small = try await b.expect(["config", "attachment-cache", "512KiB"])
         #expect(small.stdout.contains("Up to 512 KiB of downloaded attachments"), "\(small.stdout)")
         #expect(try await b.expect(["config", "show"]).stdout.contains("attachment cache 512 KiB"))

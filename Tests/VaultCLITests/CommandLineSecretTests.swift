@@ -89,7 +89,7 @@ struct CommandLineSecretTests {
         await scenario.finish([device])
     }
 
-    /// QA, session 35 (pass D): every file a command line names for input was read with Foundation's file
+    /// RELIABILITY bug 83: every file a command line names for input was read with Foundation's file
     /// calls, which take regular files only, so `--password-file <(pass show vault)`, `--password @<(…)` and
     /// the rest were refused as "cannot read /dev/fd/63": a secret that never touches the disk could be
     /// given through standard input only, one flag per command.
@@ -142,7 +142,7 @@ struct CommandLineSecretTests {
         await scenario.finish([device])
     }
 
-    /// QA, session 35 (pass D): a secret file with Windows line ends gave the secret with "\r\n" in it ("\r\n" is one
+    /// RELIABILITY bug 90: a secret file with Windows line ends gave the secret with "\r\n" in it ("\r\n" is one
     /// Character in Swift, which a split on "\n" does not see): a password that matches nothing, a TOTP secret refused.
     @Test("@FILE with Windows line ends: the line end is not part of the secret; a hidden field keeps its inner line ends")
     func secretFilesWithWindowsLineEnds() async throws {
@@ -295,7 +295,7 @@ struct CommandLineSecretTests {
     }
 
     #if os(Linux)
-    /// QA, session 35 (pass D): a signal while the editor had the decrypted item open ended vaultsync by its default
+    /// RELIABILITY bug 88: a signal while the editor had the decrypted item open ended vaultsync by its default
     /// action, and the plaintext file stayed in /dev/shm until the next reboot: SIGTERM, SIGHUP (a closed terminal),
     /// and a Ctrl-C, which the terminal sends to vaultsync too while the editor (vim) ignores it.
     @Test("a signal while $EDITOR runs: SIGTERM and SIGHUP remove the decrypted file and exit 128 + the signal; SIGINT and SIGQUIT are the editor's, the edit is saved")

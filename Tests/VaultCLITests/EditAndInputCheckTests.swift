@@ -3,7 +3,7 @@ import Testing
 import VaultModels
 import VaultTestSupport
 
-/// QA, session 35 (pass D), left open at the end of RELIABILITY bug 92: an edit that changes nothing saved a new
+/// Left open at the end of RELIABILITY bug 92, fixed as bugs 94–97 and 99: an edit that changes nothing saved a new
 /// revision; `list --search ""` listed nothing; a TYPE in capitals was refused; `--uri ""` added an empty URI; a
 /// folder's item count took in archived items.
 @Suite("CLI: edits that change nothing, and what TYPE, --search and --uri take")

@@ -84,7 +84,7 @@ struct ExecutableTests {
         // No server, no account: status says so and exits 0; the profile goes to ~/.local/share/vaultsync, 0700.
         let status = try await runExecutable("vaultsync", ["status"], environment: environment, in: home)
         #expect(status.status == 0, "\(status)")
-        // Nothing to unlock: it says how to log in, not "locked" or "unlock to see" (QA, session 34).
+        // Nothing to unlock: it says how to log in, not "locked" or "unlock to see" (RELIABILITY bug 73).
         #expect(status.stdout.contains("not logged in (vaultsync login EMAIL)") && !status.stdout.contains("unlock"), "\(status)")
         let profile = home + "/.local/share/vaultsync"
         let mode = try FileManager.default.attributesOfItem(atPath: profile)[.posixPermissions] as? Int

@@ -23,7 +23,7 @@ func portable(_ view: CipherView) -> CipherView {
 
 @Suite("CLI: import and export", .serialized)
 struct ImportExportCommandTests {
-    /// QA, session 34: on a full disk `generate > pw.txt` and `get --field password > f` exited 0 with nothing
+    /// RELIABILITY bug 70: on a full disk `generate > pw.txt` and `get --field password > f` exited 0 with nothing
     /// written, and `export > f` trapped (SIGILL).
     @Test("output that cannot be written (a full disk) is an error, exit 1, for every command that prints",
           .enabled(if: FileManager.default.fileExists(atPath: "/dev/full"), "no /dev/full here"))
@@ -49,7 +49,7 @@ struct ImportExportCommandTests {
         await scenario.finish([a])
     }
 
-    /// QA, session 34: an import from a pipe (`<(gpg -d …)`, `-`, /dev/stdin) was refused ("cannot read"), so a
+    /// RELIABILITY bug 71: an import from a pipe (`<(gpg -d …)`, `-`, /dev/stdin) was refused ("cannot read"), so a
     /// decrypted export had to be written to disk first.
     @Test("import reads standard input (-) and pipes; a folder or a missing file is named as such, exit 64")
     func importFromAPipe() async throws {
@@ -123,7 +123,7 @@ struct ImportExportCommandTests {
         #expect(mode == 0o600)
         let refused = try await a.expect(["export", "--format", "json", "--output", exported], status: 64)
         #expect(refused.stderr.contains("exists already"))
-        // A symbolic link to nothing is not followed, and counts as a file that exists (QA, session 33: exit 1).
+        // A symbolic link to nothing is not followed, and counts as a file that exists (RELIABILITY bug 66: exit 1).
         let dangling = directory + "/dangling.json"
         try FileManager.default.createSymbolicLink(atPath: dangling, withDestinationPath: directory + "/nowhere.json")
         let viaLink = try await a.expect(["export", "--format", "json", "--output", dangling], status: 64)
@@ -186,7 +186,7 @@ struct ImportExportCommandTests {
         await scenario.finish([device])
     }
 
-    /// QA, session 34 (bug 73, left open): a KeePassXC file has every column `chrome-csv` requires, so
+    /// RELIABILITY bug 76 (left open by bug 73): a KeePassXC file has every column `chrome-csv` requires, so
     /// `--format chrome-csv` imported it silently, the titles and groups becoming custom fields.
     @Test("a CSV file of one format named as another is refused, exit 65, naming the format it is; nothing imported")
     func csvOfAnotherFormat() async throws {

@@ -139,14 +139,14 @@ struct ItemCommandTests {
         try await device.expect(["delete", "Wi-Fi"])
         let trash = try await device.json(["list", "--trash"])
         #expect(trash.count == 1 && trash[0]?["deletedDate"]?.isNull == false && trash[0]?["favorite"]?.boolValue == true)
-        // An item in the trash is not archived (it then showed in no list but the trash: QA, session 34).
+        // An item in the trash is not archived (it then showed in no list but the trash: RELIABILITY bug 73).
         let archivedInTrash = try await device.expect(["archive", "Wi-Fi"], status: 64)
         #expect(archivedInTrash.stderr.contains("is in the trash: restore it first"), "\(archivedInTrash)")
         try await device.expect(["restore", "Wi-Fi"])
         try await device.expect(["folder", "rename", "Work", "Office"])
         let folders = try await device.json(["folder", "list"])
         #expect(folders.count == 1 && folders[0]?["name"]?.stringValue == "Office" && folders[0]?["items"]?.intValue == 2)
-        // A rename onto another folder's name is refused as an add is, quoting that folder (QA, session 34); a new
+        // A rename onto another folder's name is refused as an add is, quoting that folder (RELIABILITY bug 73); a new
         // case of the folder's own name is a rename.
         try await device.expect(["folder", "add", "Spare"])
         let taken = try await device.expect(["folder", "rename", "Office", "spare"], status: 64)
@@ -214,7 +214,7 @@ struct ItemCommandTests {
         await scenario.finish([device])
     }
 
-    /// QA, session 35 (pass D): a Steam Guard secret (`steam://…`, as Bitwarden's clients store it) was taken by
+    /// RELIABILITY bug 85: a Steam Guard secret (`steam://…`, as Bitwarden's clients store it) was taken by
     /// `add --totp` and `add --json`, but `get --field totp` exited 1 ("the secret is not base32").
     @Test("a steam:// TOTP secret gives Steam Guard's five-character codes, in plain output and JSON")
     func steamTOTP() async throws {
@@ -236,7 +236,7 @@ struct ItemCommandTests {
         await scenario.finish([device])
     }
 
-    /// QA, session 35 (pass D): `get --field` printed the login's six fields only; a card's number, an identity's
+    /// RELIABILITY bug 91: `get --field` printed the login's six fields only; a card's number, an identity's
     /// email, an SSH key or a custom field needed `--json` and a JSON tool.
     @Test("get --field takes any field by the label get shows it under, or the part after the dot when it names one field")
     func getAnyField() async throws {
@@ -275,7 +275,7 @@ struct ItemCommandTests {
         await scenario.finish([device])
     }
 
-    /// QA, session 35 (pass D): an item moved to the trash (or the archive) and made again under its name left every
+    /// RELIABILITY bug 84: an item moved to the trash (or the archive) and made again under its name left every
     /// command by that name ambiguous (exit 5) until the trash was emptied, though `list` showed one item of it.
     @Test("ITEM by name with one of that name in the trash or the archive: the one list shows, for every command; restore and unarchive mean the other; delete for good lists both")
     func nameShadowedInTheTrash() async throws {
@@ -312,7 +312,7 @@ struct ItemCommandTests {
         await scenario.finish([device])
     }
 
-    /// QA, session 35 (pass D): a folder deleted on another device, not yet synced here, still named here: `move ITEM F`
+    /// RELIABILITY bug 87: a folder deleted on another device, not yet synced here, still named here: `move ITEM F`
     /// said "Moved … to \"F\"" and `add`/`edit --folder F` said nothing, while the server kept the item in no folder.
     @Test("move, add and edit into a folder another device deleted: the item is in no folder, and the command says so")
     func folderDeletedElsewhere() async throws {
@@ -341,7 +341,7 @@ struct ItemCommandTests {
         await scenario.finish([a, b])
     }
 
-    /// QA, session 35 (pass D): `get --json` prints both `folderId` and `folder`, and `folderId` won whenever it was
+    /// RELIABILITY bug 92: `get --json` prints both `folderId` and `folder`, and `folderId` won whenever it was
     /// there: a changed `"folder"` in that output, or in the editor's template, was saved without the change.
     @Test("get --json fed back with folder changed, or folderId changed: the changed one is applied; both changed to two folders is refused")
     func jsonFolderEdits() async throws {
@@ -419,7 +419,7 @@ struct ItemCommandTests {
         for bad in [#"{"type":"card","name":"J3","card":{"expMonth":"13"}}"#, #"{"type":"card","name":"J3","card":{"expYear":"20x9"}}"#,
                     #"{"type":"login","name":"J3","login":{"totp":"!!!notbase32"}}"#, #"{"type":"login","name":"J3","login":{"totp":"steam://!!!!"}}"#,
                     #"{"type":"login","name":"J3","login":{"uris":[{"uri":"https://b.example","match":9}]}}"#,
-                    // As --field refuses them (QA, session 33): a boolean that is neither, a link to nothing.
+                    // As --field refuses them (RELIABILITY bug 53): a boolean that is neither, a link to nothing.
                     #"{"type":"note","name":"J3","fields":[{"name":"b","type":"boolean","value":"maybe"}]}"#,
                     #"{"type":"note","name":"J3","fields":[{"name":"l","type":"linked"}]}"#] {
             try await device.expect(["add", "--json", "-"], status: 64, stdin: bad)
@@ -439,7 +439,7 @@ struct ItemCommandTests {
             #expect(result.stdout.contains(said), "\(arguments): \(result.stdout)")
         }
         #expect(try await device.json(["get", "Visa"])["revisionDate"] == unchanged)
-        // Moved to the trash twice: the second says so, and the item keeps its trash date (QA, session 33).
+        // Moved to the trash twice: the second says so, and the item keeps its trash date (RELIABILITY bug 51).
         try await device.expect(["delete", "Visa"])
         let trashed = try await device.json(["get", "Visa"])
         let again = try await device.expect(["delete", "Visa"])

@@ -128,7 +128,7 @@ struct OfflineAndConflictTests {
         await scenario.finish([a, b])
     }
 
-    @Test("a change whose attempt failed waits for its next one: sync says so, when, and how to send it sooner (QA, session 33)")
+    @Test("a change whose attempt failed waits for its next one: sync says so, when, and how to send it sooner (RELIABILITY bug 57)")
     func waitingAfterFailure() async throws {
         let scenario = try await CLIScenario.start()
         let (a, proxy) = try await scenario.deviceBehindProxy()
@@ -185,7 +185,7 @@ struct OfflineAndConflictTests {
         #expect(deletion.stderr.contains("saved offline — 3 changes pending"))
         let status = try await a.json(["status"])
         #expect(status["connection"]?.stringValue == "offline" && status["pending"]?.intValue == 3)
-        // The time shown offline is the attempt that failed, said as such (it read "last contact: 0 s ago": QA, session 34).
+        // The time shown offline is the attempt that failed, said as such (it read "last contact: 0 s ago": RELIABILITY bug 73).
         #expect(try await a.expect(["status"]).stdout.contains("offline (last attempt, failed: "))
         let pending = try await a.json(["pending"])
         #expect(pending.arrayValue?.compactMap { $0["kind"]?.stringValue }.sorted() == ["create", "softDelete", "update"])
@@ -285,7 +285,7 @@ struct OfflineAndConflictTests {
         #expect(try await a.expect(["get", "Two", "--field", "password"]).stdout == "two-B\n")
         #expect(try await a.expect(["get", twoBackup, "--field", "password"]).stdout == "two-A\n")
         let reviewed = try await a.json(["conflicts"])
-        // The one settled (its backup in the trash) is in no list; the one kept both stays, reviewed (QA, session 33).
+        // The one settled (its backup in the trash) is in no list; the one kept both stays, reviewed (RELIABILITY bug 56).
         #expect(reviewed.arrayValue?.compactMap { $0["backupId"]?.stringValue } == [twoBackup])
         #expect(reviewed.arrayValue?.allSatisfy { $0["reviewed"]?.boolValue == true } == true)
         // A backup deleted for good on another device leaves every list, and cannot be settled any more.
@@ -302,7 +302,7 @@ struct OfflineAndConflictTests {
         let retried = try await a.expect(["pending", "retry"])
         #expect(retried.stdout.contains("0 changes"))  // nothing needed attention
         try await a.expect(["pending", "discard", "Scratch", "--yes"])
-        // A folder made here is named as a folder, by its name (QA, session 33).
+        // A folder made here is named as a folder, by its name (RELIABILITY bug 58).
         try await a.expect(["folder", "add", "Temp"])
         let folderGone = try await a.expect(["pending", "discard", "Temp", "--yes"])
         #expect(folderGone.stdout.contains("Discarded: the folder \"Temp\", which exists only on this device"), "\(folderGone.stdout)")
@@ -312,7 +312,7 @@ struct OfflineAndConflictTests {
         await scenario.finish([a, b])
     }
 
-    /// QA, session 35 (pass D): a change discarded offline stayed in the cached copy until the next sync, so
+    /// RELIABILITY bug 82: a change discarded offline stayed in the cached copy until the next sync, so
     /// `get` showed it and the next offline edit queued it again: the discarded username reached the server
     /// and the other device. Now the cached copy goes back to the version the change started from at once.
     @Test("pending discard offline: the item is at once what it was before the change (edit, trash, delete for good, folder rename), and a later edit does not send what was discarded")
@@ -354,7 +354,7 @@ struct OfflineAndConflictTests {
         await scenario.finish([a, b])
     }
 
-    /// QA, session 34 (bug 73, left open): once the live item was deleted for good, `--keep theirs` answered
+    /// RELIABILITY bug 74 (left open by bug 73): once the live item was deleted for good, `--keep theirs` answered
     /// "No item …" although the backup held the version chosen. It becomes the item again now; the side the
     /// deleted item held is gone, and choosing it changes nothing and says so.
     @Test("conflicts resolve after the live item was deleted for good: the backup's side becomes the item again; the other side is refused, nothing lost")
@@ -422,7 +422,7 @@ struct OfflineAndConflictTests {
 
         let drafts = try await device.json(["drafts"])
         #expect(drafts.count == 2 && Set(drafts.arrayValue?.compactMap { $0["draftId"]?.stringValue } ?? []) == [first, second])
-        // By an id prefix, as items are (the full id was needed: QA, session 34), and by its item's name.
+        // By an id prefix, as items are (the full id was needed: RELIABILITY bug 73), and by its item's name.
         try await device.expect(["drafts", "recover", String(first.prefix(8))])
         #expect(try await device.expect(["get", "Draft me", "--field", "password"]).stdout == "after\n")
         try await device.expect(["drafts", "discard", "Unsaved note"])
@@ -431,7 +431,7 @@ struct OfflineAndConflictTests {
         await scenario.finish([device])
     }
 
-    /// QA, session 34 (bug 73, left open): the draft kept the edited item but not the version the edit started from,
+    /// RELIABILITY bug 77 (left open by bug 73): the draft kept the edited item but not the version the edit started from,
     /// so recovering it after this device had synced another device's change wrote the old fields back over that
     /// change (the other device's version survived only in a conflict backup).
     @Test("drafts recover of an item changed on another device since the draft began: both changes kept, no conflict")
@@ -465,7 +465,7 @@ struct OfflineAndConflictTests {
         await scenario.finish([device, other])
     }
 
-    @Test("vaultsync demo interrupted (Ctrl-C, or SIGTERM since session 35): its server stops, its folder is removed and the person told, exit 128 + the signal; its lines arrive as said (QA, session 33)",
+    @Test("vaultsync demo interrupted (Ctrl-C or SIGTERM): its server stops, its folder is removed and the person told, exit 128 + the signal; its lines arrive as said (RELIABILITY bugs 66 and 78)",
           arguments: [SIGINT, SIGTERM])
     func demoInterrupted(signal: Int32) async throws {
         let folder = try emptyFolder()
@@ -500,7 +500,7 @@ struct OfflineAndConflictTests {
         #expect(processes(mentioning: root + "/server").isEmpty)
     }
 
-    @Test("vaultsync demo --keep: the vaultsync-server process keeps serving until Ctrl-C, then stops; the files stay (session 35)")
+    @Test("vaultsync demo --keep: the vaultsync-server process keeps serving until Ctrl-C, then stops; the files stay (RELIABILITY bug 78)")
     func demoKeep() async throws {
         let folder = try emptyFolder()
         defer { try? FileManager.default.removeItem(atPath: folder) }

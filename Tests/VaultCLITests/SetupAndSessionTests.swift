@@ -13,7 +13,7 @@ struct SetupAndSessionTests {
         let registered = try await device.expect(["register", scenario.email, "--kdf-iterations", "100000"],
                                                  environment: ["VAULTSYNC_PASSWORD": scenario.password])
         #expect(registered.stdout.contains("export VAULTSYNC_SESSION=\""))
-        // A login the server refuses says so, not that the password changed elsewhere (QA, session 33).
+        // A login the server refuses says so, not that the password changed elsewhere (RELIABILITY bug 53).
         let fresh = CLIDevice()
         try await fresh.expect(["config", "server", await scenario.server.url])
         let refused = try await fresh.expect(["login", scenario.email, "--accept-kdf", "pbkdf2:100000"], status: 3,
@@ -115,7 +115,7 @@ struct SetupAndSessionTests {
         try await other.expect(["config", "server", await scenario.server.url])
         let unconfirmed = try await other.expect(["login", scenario.email], status: 8)
         #expect(unconfirmed.stderr.contains("--accept-kdf pbkdf2:100000"), "\(unconfirmed)")
-        // Confirmed settings that are not the announced ones are named as such (QA, session 33).
+        // Confirmed settings that are not the announced ones are named as such (RELIABILITY bug 53).
         let mismatch = try await other.expect(["login", scenario.email, "--accept-kdf", "pbkdf2:100001"], status: 8)
         #expect(mismatch.stderr.contains("--accept-kdf pbkdf2:100001 is not what the server announces (pbkdf2:100000)"), "\(mismatch)")
         try await other.expect(["login", scenario.email, "--accept-kdf", "pbkdf2:100000"])
@@ -128,7 +128,7 @@ struct SetupAndSessionTests {
         let noServer = try await device.expect(["login", "a@example.com"], status: 64)
         #expect(noServer.stderr.contains("config server"))
         try await device.expect(["config", "server", "not a url"], status: 64)
-        // A port out of range trapped in the first connection once it was stored (QA, session 33): refused here.
+        // A port out of range trapped in the first connection once it was stored (RELIABILITY bug 49): refused here.
         let badPort = try await device.expect(["config", "server", "http://127.0.0.1:99999"], status: 64)
         #expect(badPort.stderr.contains("a port is between 1 and 65535") && !badPort.stderr.contains("(--insecure-allow-plain-http)"), "\(badPort.stderr)")
         let ipv6 = try await device.expect(["config", "server", "http://::1:18473"], status: 64)
@@ -152,7 +152,7 @@ struct SetupAndSessionTests {
         try? FileManager.default.removeItem(atPath: (device.home as NSString).deletingLastPathComponent)
     }
 
-    /// QA, session 35 (pass D): `VAULTSYNC_HOME="~/vault"` (quoted, so the shell left the `~`) made a folder named
+    /// RELIABILITY bug 86: `VAULTSYNC_HOME="~/vault"` (quoted, so the shell left the `~`) made a folder named
     /// `~` wherever the command ran, and a relative one was another profile after a `cd`; a profile path under a file,
     /// a link to nothing or a damaged database printed Foundation's or SQLite's own text (`NSCocoaErrorDomain error
     /// 512`, "while executing `PRAGMA synchronous = NORMAL`").
@@ -189,7 +189,7 @@ struct SetupAndSessionTests {
                 "\(damaged)")
     }
 
-    /// QA, session 35 (pass D): `unlock` without a terminal or a password said "The vault is locked. Run `eval
+    /// RELIABILITY bug 89: `unlock` without a terminal or a password said "The vault is locked. Run `eval
     /// $(vaultsync unlock)`": the command it was. `folder add none` made a folder FOLDER arguments cannot name.
     @Test("unlock with no way to get the password says how to give it; a folder cannot be named none")
     func unlockWithoutPasswordAndFolderNone() async throws {
@@ -207,7 +207,7 @@ struct SetupAndSessionTests {
         await scenario.finish([device])
     }
 
-    /// QA, session 35 (pass D): a damaged `settings.json` blocked `config server` too, which could repair it.
+    /// RELIABILITY bug 98: a damaged `settings.json` blocked `config server` too, which could repair it.
     @Test("a damaged settings.json: other commands refuse it and say how to repair; the config setters replace it, keeping a copy (0600) and the account")
     func damagedSettings() async throws {
         let scenario = try await CLIScenario.start()

@@ -8,7 +8,7 @@ import VaultTestSupport
 /// damaged on the way. It must never stop the user from working with the rest of the vault.
 @Suite("CLI: an item that cannot be decrypted")
 struct UnreadableItemTests {
-    /// QA, session 33: an item a server injected under a foreign key blocked `export` ("sync, or see `vaultsync
+    /// RELIABILITY bug 68: an item a server injected under a foreign key blocked `export` ("sync, or see `vaultsync
     /// list`") and could not be deleted either: every command that names it decrypted it first.
     @Test("an injected item under a foreign key is listed as unreadable, can be deleted by id, and then export works")
     func injectedItemCanBeDeleted() async throws {

@@ -194,7 +194,7 @@ struct AttachmentTests {
             _ = try await offline.engine.attachmentContents(itemID: id, attachmentID: ids[1])
             Issue.record("an evicted attachment was read offline")
         } catch VaultError.attachmentNeedsServer(let message) {
-            // Let go to keep the cache under its limit: said as such, not "never downloaded" (QA, session 34).
+            // Let go to keep the cache under its limit: said as such, not "never downloaded" (RELIABILITY bug 72).
             #expect(message.contains("\"two.bin\" is not on this device (never opened here, or let go to keep the attachment cache under"), "\(message)")
         }
         // What the cache holds is the ciphertext the server sent, never the file.

@@ -5,7 +5,7 @@ import NIOCore
 /// The pace an answer's body must keep (HTTPTransport's `BodyPace`), on instants the test chooses.
 @Suite("Answer body pace")
 struct BodyPaceTests {
-    /// CI, session 34: the pace counted from the request's start, so a head that arrived just inside the
+    /// RELIABILITY bug 67: the pace counted from the request's start, so a head that arrived just inside the
     /// deadline left its body no time: an answer given in time failed as "came too slowly" on a loaded machine.
     @Test("a head that came just inside the deadline still gives its body the full timeout")
     func countsFromTheHead() throws {

@@ -56,14 +56,14 @@ struct ClassificationAndStorageTests {
         for id in [item.id!, favorite.id!, deletedHere.id!] { #expect(try await b.engine.permanentlyDeleteItem(id: id) == .synced) }
         // The one 404 that is not a refusal: the server no longer has an item this device has (deleted for good
         // elsewhere). An edit is kept and queued, and the sync makes the item again, as for the same edit made
-        // offline (the edit was lost with exit 6 before: QA, session 35).
+        // offline (the edit was lost with exit 6 before: RELIABILITY bug 93).
         var edit = item
         edit.login?.password = "typed while it was deleted elsewhere"
         #expect(try await a.engine.updateItem(edit).outcome == .savedItemGoneFromServer(pendingCount: 1))
         #expect(try await a.engine.item(id: item.id!).login?.password == "typed while it was deleted elsewhere")
         // A state change is queued the same way, and goes with the deleted item at the sync.
         #expect(try await a.engine.setFavorite(id: favorite.id!, true) == .savedItemGoneFromServer(pendingCount: 2))
-        // Deleting for good what the server no longer has is done, not refused (session 34): the item leaves here too.
+        // Deleting for good what the server no longer has is done, not refused (RELIABILITY bug 68): the item leaves here too.
         #expect(try await a.engine.permanentlyDeleteItem(id: deletedHere.id!) == .synced)
         #expect(try await a.engine.hasItem(id: deletedHere.id!) == false)
         #expect(try await a.engine.pendingCount() == 2)

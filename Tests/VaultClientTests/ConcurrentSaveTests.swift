@@ -101,7 +101,7 @@ struct ConcurrentSaveTests {
         await scenario.finish([a, b])
     }
 
-    /// QA, session 33: an item added by one process while another's sync was downloading disappeared until the
+    /// RELIABILITY bug 59: an item added by one process while another's sync was downloading disappeared until the
     /// next sync (the snapshot, made before the add, lacked it), and an edit made meanwhile was reported as a
     /// rollback by the server.
     @Test("items added or edited while another process's sync downloads: kept, and no rollback is reported")

@@ -95,9 +95,9 @@ struct MergeResolutionTests {
         await devices.finish()
     }
 
-    /// docs/RELIABILITY.md's Open entry of session 23: "newer" compared the record's last save, and a state
-    /// change moves it like an edit. A's password change is older than B's; A's favorite (folder, archive)
-    /// after B's edit must not make it newer.
+    /// docs/RELIABILITY.md's Open entry '"newer" after a trash, archive, folder or favorite change' (closed in
+    /// 5ae49ba): "newer" compared the record's last save, and a state change moves it like an edit. A's
+    /// password change is older than B's; A's favorite (folder, archive) after B's edit must not make it newer.
     @Test("a favorite, folder or archive change made after the other device's edit does not make an older edit newer",
           arguments: [("a favorite", ConflictPolicy.merge), ("a folder", .merge), ("the archive", .merge),
                       ("a favorite", .newerWinsWithBackup)])
@@ -160,7 +160,7 @@ struct MergeResolutionTests {
         await devices.finish()
     }
 
-    /// The fault scenario, seed 250999 (session 24, two backups of one version): A's older edit loses, and its
+    /// The fault scenario, seed 250999 (RELIABILITY bug 27, two backups of one version): A's older edit loses, and its
     /// backup's first post never reaches the server. A then favorites the item and syncs again: the backup
     /// is posted, and the plan must count A's version as kept. The local version's identity is its content
     /// change (`contentEditDate`), not its last save: a favorite is not a new version to back up.
@@ -289,7 +289,7 @@ struct MergeResolutionTests {
         // B, offline since it pulled, changes the password after A's merge landed: B's edit is newer, and B
         // backs up A's merge when it pushes its own. Newer by 30 s on B's clock: edits a second apart on two clocks
         // are not ordered reliably (a server's `Date` header a loaded machine left stale moved A's a second later,
-        // and A's version won: one full run in session 35; docs/RELIABILITY.md, bug 80).
+        // and A's version won: once in a full run; RELIABILITY bug 80).
         let offlineB = try Device.make(url: deadServerURL(), profile: devices.b.profile, clock: TestClock(skewSeconds: 30))
         try await offlineB.engine.unlock(email: devices.scenario.email, password: devices.scenario.password)
         var fromB = try await offlineB.engine.item(id: id)
@@ -338,7 +338,7 @@ struct MergeResolutionTests {
     }
 
     /// Keeping the backup's side of a merged conflict takes only what that side changed: the field the live
-    /// item took from this device without a conflict stays (a QA pass found it dropped: a value typed here
+    /// item took from this device without a conflict stays (RELIABILITY bug 46: it was dropped, a value typed here
     /// ended up in no item).
     @Test("keep theirs after a merge: the conflicting password from the backup, this device's cleanly merged username stays", arguments: [
         ConflictChoice.theirs, .mine,

@@ -41,7 +41,7 @@ struct OfflineAttachmentTests {
         }
     }
 
-    /// QA, session 34: a file added to an item another device had changed since this one read it was refused
+    /// RELIABILITY bug 72: a file added to an item another device had changed since this one read it was refused
     /// ("out of date", exit 6) and nothing was kept, where an edit in that case is queued.
     @Test("added online to an item changed elsewhere since: kept and queued, then attached at the next sync beside the other edit")
     func addToAStaleItem() async throws {
@@ -181,7 +181,7 @@ struct OfflineAttachmentTests {
         let back = try await online(devices)
         let report = try await back.engine.sync()
         #expect(report.needsAttention == 1 && report.resolved == 0, "\(report)")
-        // The item is named, and what waits (QA, session 33: the summary alone said "1 need attention").
+        // The item is named, and what waits (RELIABILITY bug 58: the summary alone said "1 need attention").
         #expect(report.messages.contains { $0.hasPrefix("\"Big scan\" reached the server, but an attachment added here was refused") }, "\(report.messages)")
         let mine = try await back.engine.views().filter { $0.name == "Big scan" }
         #expect(mine.count == 1 && mine.first?.id != temporaryID, "one item, under the server's id: \(mine.map(\.id))")
@@ -264,7 +264,7 @@ struct OfflineAttachmentTests {
         await devices.finish()
     }
 
-    /// QA, session 34 (bug 73, left open): the encrypted files of attachments added offline stayed in the profile
+    /// RELIABILITY bug 75 (left open by bug 73): the encrypted files of attachments added offline stayed in the profile
     /// for good when their change went without reaching the server: discarded (`pending discard`), or an item
     /// made here deleted for good before its first sync.
     @Test("staged files go with their change: a discarded edit, a discarded new item, a new item deleted for good before it reached the server")

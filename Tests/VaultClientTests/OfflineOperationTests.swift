@@ -243,7 +243,7 @@ struct OfflineOperationTests {
         let scenario = try await Scenario.start()
         let a = try await scenario.device(register: true)
         await #expect(throws: VaultError.invalidItem("a name is required")) { try await a.engine.addItem(loginItem("  ")) }
-        // A folder's errors name a folder (QA, session 33).
+        // A folder's errors name a folder (RELIABILITY bug 53).
         await #expect(throws: VaultError.invalidFolder("a folder name is required")) { try await a.engine.createFolder(name: " ") }
         await #expect(throws: VaultError.invalidFolder("the name is longer than the server accepts")) {
             try await a.engine.createFolder(name: String(repeating: "f", count: 601))

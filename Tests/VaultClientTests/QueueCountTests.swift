@@ -280,7 +280,7 @@ struct QueueCountTests {
         #endif
         // Nothing but a checkpoint copies the log into the database file (the automatic one is replaced). How much
         // is in the file depends on how many copies finished before the loop ended: under a loaded suite only the
-        // first (a full run, session 36: 946,176 bytes against the 1,000,000 once asserted here). The first alone
+        // first (a full run on 2026-11-29, RELIABILITY bug 101: 946,176 bytes against the 1,000,000 once asserted here). The first alone
         // copies the database as of 1,000 log pages, about 230 pages of it at four to five log pages per commit
         // (the row, the rowid tree, the id index, the triggers' counters); 400 KB holds up to ten per commit.
         #expect(fileSize() > before + 400_000, "the log was copied into the file: \(before) → \(fileSize())")

@@ -20,7 +20,7 @@ struct ResolutionFaultTests {
         return (device, proxy)
     }
 
-    /// QA, session 33: a push answered with another item's copy, or with one that does not decrypt here, was
+    /// RELIABILITY bug 63: a push answered with another item's copy, or with one that does not decrypt here, was
     /// settled on: "1 change sent", nothing pending, and the edit gone from the device.
     @Test("a push answered about another item, or with a copy that does not decrypt here: nothing settles on it, the edit stays queued",
           arguments: ["another item's id", "a MAC that fails"])
@@ -738,7 +738,7 @@ struct ResolutionFaultTests {
         await #expect(throws: VaultError.self) { _ = try await viaProxy.engine.sync() }
         await proxy.setForwardHook(nil)
         #expect(once.fired)
-        // Both backed W's version up at once. Since session 13 a backup of the server's version carries
+        // Both backed W's version up at once. A backup of the server's version carries (since 59d7546)
         // a key shared by the account's devices (the item and the revision), so our server made one
         // backup of the two posts: no twin to check for. (Servers that ignore keys still make two, and
         // the postponed check below still runs for them.)
@@ -1251,7 +1251,7 @@ struct ResolutionFaultTests {
         let reportA = try await devices.a.engine.sync()
         let reportB = try await devices.b.engine.sync()
         _ = try await devices.a.engine.sync()
-        // A's edit brought the item back, and A is told (QA, session 34: it came back without a word); B met A's
+        // A's edit brought the item back, and A is told (RELIABILITY bug 81: it came back without a word); B met A's
         // re-creation, a conflict it reports as a backup, and is not told it made the item again.
         #expect(reportA.messages.contains { $0.hasPrefix("\"Recreated twice\" had been deleted for good on another device; it was made again") },
                 "\(reportA.messages)")
@@ -1267,12 +1267,12 @@ struct ResolutionFaultTests {
         await devices.finish()
     }
 
-    /// The Open case of docs/RELIABILITY.md (fault scenario, seed 152393): a third device deleted an
-    /// item for good; A and B had each changed only its state offline. Each used to re-create the same
-    /// content, and two re-creations at the same moment made two items (session 16 gave them one key).
-    /// Since session 21 a state change goes with an item deleted for good elsewhere (docs/PROTOCOL.md,
-    /// "Deleted for good elsewhere"): neither device brings it back, each says so, and B's sync running
-    /// while A's snapshot is on the wire changes nothing.
+    /// The Open case of docs/RELIABILITY.md (fault scenario, seed 152393): a third device deleted an item for good; A
+    /// and B had each changed only its state offline. Each used to re-create the same content, and two re-creations
+    /// at the same moment made two items (a re-creation key made of the content then gave them one). Since b1c1bca a
+    /// state change goes with an item deleted for good elsewhere (docs/PROTOCOL.md, "Deleted for good elsewhere"):
+    /// neither device brings it back, each says so, and B's sync running while A's snapshot is on the wire changes
+    /// nothing.
     @Test("two devices changed only the state of an item deleted for good, at the same moment: it stays deleted, both are told")
     func twoDevicesStateOnlyAtOnce() async throws {
         let devices = try await TwoDevices.start()
@@ -1293,11 +1293,11 @@ struct ResolutionFaultTests {
         await devices.finish()
     }
 
-    /// The Open case of docs/RELIABILITY.md left after session 21: a third device deleted an item for good
-    /// and A and B had each edited it offline, differently. Both re-create it at the same moment (B's whole
-    /// sync runs while A's snapshot is on the wire, so neither sees the other's re-creation). With a
-    /// re-creation key made of the content, the two versions made two items of one name. The key is now
-    /// the item's id alone: A is answered with B's re-creation and meets it as a conflict.
+    /// docs/RELIABILITY.md's Open entry "deleted for good on one device, edited offline on two": a third device
+    /// deleted an item for good and A and B had each edited it offline, differently. Both re-create it at the same
+    /// moment (B's whole sync runs while A's snapshot is on the wire, so neither sees the other's re-creation). With
+    /// a re-creation key made of the content, the two versions made two items of one name. The key is now the item's
+    /// id alone: A is answered with B's re-creation and meets it as a conflict.
     @Test("two devices edited an item deleted for good, at the same moment: one item and a backup, not two items of one name")
     func twoDevicesEditAtOnce() async throws {
         let devices = try await TwoDevices.start()
@@ -1357,7 +1357,7 @@ struct ResolutionFaultTests {
         await devices.finish()
     }
 
-    /// The fault scenario, seed 436496 (session 24, two backups of one version): two devices backed up the
+    /// The fault scenario, seed 436496 (RELIABILITY bug 28, two backups of one version): two devices backed up the
     /// server's version under two revisions that differ only in state (archived in between), the second
     /// device's snapshot older than the first one's backup. A backup of the server's version was keyed by the
     /// revision, so each made one. It is keyed by the version's content now (its encrypted fields, unique to

@@ -322,7 +322,7 @@ struct ResolutionTests {
         await devices.finish()
     }
 
-    @Test("filed offline in a folder another device deleted: the item is in no folder, and the user is told (QA, session 33)")
+    @Test("filed offline in a folder another device deleted: the item is in no folder, and the user is told (RELIABILITY bug 55)")
     func filedInDeletedFolder() async throws {
         let devices = try await TwoDevices.start()
         let folder = try await devices.a.engine.createFolder(name: "Gone").value

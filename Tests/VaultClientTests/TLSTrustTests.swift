@@ -232,7 +232,7 @@ struct ProxyTests {
         await scenario.finish([proxied, direct])
     }
 
-    @Test("a proxy nobody listens at is named as what could not be reached, not the server (QA, session 33)")
+    @Test("a proxy nobody listens at is named as what could not be reached, not the server (RELIABILITY bug 61)")
     func proxyUnreachable() async throws {
         let scenario = try await Scenario.start()
         let registered = try await scenario.device(register: true)

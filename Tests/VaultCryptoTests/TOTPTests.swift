@@ -37,7 +37,7 @@ import VaultCrypto
         #expect(uri.code(at: Date(timeIntervalSince1970: 1_111_111_109)) == "07081804")
     }
 
-    /// QA, session 35: a `steam://` secret was taken by `add --totp` and gave no code. Steam Guard's codes are
+    /// RELIABILITY bug 85: a `steam://` secret was taken by `add --totp` and gave no code. Steam Guard's codes are
     /// five characters of its alphabet, made from the same truncated HMAC-SHA-1 over 30-second steps; the
     /// expected codes were computed by a separate implementation (Python's hmac, Bitwarden's algorithm).
     @Test func steamCodes() throws {

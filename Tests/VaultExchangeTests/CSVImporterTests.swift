@@ -157,7 +157,7 @@ struct CSVImporterTests {
         #expect(named.items.first?.view.fields == [hidden("login_totp", "JBSW"), hidden("CARD NUMBER", "4111"),
                                                    hidden("VERIFICATION NUMBER", "123"), plain("Phone", "555")])
         // A column the format reads, named twice: the first is read, the second kept as a field (it was dropped:
-        // QA, session 34).
+        // RELIABILITY bug 71).
         let twice = try CSVImporter.read("name,url,username,password,extra,Extra,URL,password\nD,https://one.example,u,p1,x1,x2,https://two.example,p2\n",
                                          format: .chromeCSV)
         #expect(twice.items.map(\.view) == [login("D", uris: ["https://one.example"], username: "u", password: "p1").with {
@@ -248,7 +248,7 @@ struct CSVImporterTests {
         }
     }
 
-    /// QA, session 34 (bug 73, left open): the required columns alone let a file of one format import under
+    /// RELIABILITY bug 76 (left open by bug 73): the required columns alone let a file of one format import under
     /// another's mapping (a KeePassXC or Firefox file has every column `chrome-csv` requires).
     @Test("each fixture named as another CSV format is refused, naming its own; named as its own it reads")
     func anotherFormatsFile() throws {

@@ -69,7 +69,7 @@ struct LosslessWireTests {
         #expect(!out.entries.contains { $0.key == "Name" })
     }
 
-    /// Found by the parser fuzz in CI (stop 46): a folder with "id" and "Id" was accepted, and writing it
+    /// Found by the parser fuzz in CI (fixed in 9e4e997): a folder with "id" and "Id" was accepted, and writing it
     /// back kept one of the two, so the second read differed from the first.
     @Test("an object with both spellings of a key (\"id\" and \"Id\") is refused at every level, not half kept")
     func firstLetterTwins() throws {

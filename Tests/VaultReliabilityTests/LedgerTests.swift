@@ -2,9 +2,9 @@ import Testing
 import VaultModels
 import VaultSyncCore
 
-/// The ledger's rules for names (`Ledger.lostNames`), pure: which names may be gone at the end of a
-/// run and which must still be on an item or a backup. The fault scenario's missing name of session 13
-/// (seed 179694) was a rule missing here, not data lost: renaming a backup replaces the name it kept.
+/// The ledger's rules for names (`Ledger.lostNames`), pure: which names may be gone at the end of a run and which
+/// must still be on an item or a backup. The fault scenario's missing name of seed 179694 (docs/RELIABILITY.md,
+/// "Open") was a rule missing here, not data lost: renaming a backup replaces the name it kept.
 @Suite("Ledger")
 struct LedgerTests {
     static let backupOfY = BackupName.make(originalName: "item-y", losingVersionDate: WireDate(microsecondsSinceEpoch: 1_795_657_171_802_121))

@@ -809,7 +809,7 @@ struct BackupVersion: Hashable {
     var notes: String?
     var history: [String]
 
-    /// Usernames count since edits change them too (session 14): two backups with one password, notes and
+    /// Usernames count, since edits change them too: two backups with one password, notes and
     /// history but different usernames are two versions (seed 16540 flagged them as one).
     init(_ backup: ItemFingerprint) {
         item = BackupName.originalName(of: backup.name)

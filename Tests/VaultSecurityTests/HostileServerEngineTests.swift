@@ -94,7 +94,7 @@ struct HostileServerEngineTests {
             ("an empty answer", HostileServer.Reply(status: 200, body: [])),
             ("wrong types everywhere", .json(#"{"object":"sync","profile":[],"ciphers":"x","folders":{}}"#)),
             ("ciphers as an object", HostileServer.Reply(body: sync(ciphers: .object(["a": .int(1)])))),
-            // Missing or null would read as every item (or folder) deleted elsewhere (QA, session 33).
+            // Missing or null would read as every item (or folder) deleted elsewhere (RELIABILITY bug 64).
             ("ciphers as null", HostileServer.Reply(body: sync(ciphers: .null))),
             ("folders as null", HostileServer.Reply(body: sync(ciphers: .array(cipherJSON.map(JSONValue.object)), folders: .null))),
             ("no profile", HostileServer.Reply(body: sync(ciphers: .array(cipherJSON.map(JSONValue.object)), profile: nil))),
@@ -154,7 +154,7 @@ struct HostileServerEngineTests {
         try? FileManager.default.removeItem(atPath: device.profile)
     }
 
-    /// QA, session 33: a server that answered the token request with a redirect to another host had the login's
+    /// RELIABILITY bug 62: a server that answered the token request with a redirect to another host had the login's
     /// password hash posted there (over plain HTTP too), and a refresh's token the same way.
     @Test("a redirect is never followed: nothing reaches the host it names, and the login fails as 'not now'")
     func redirectsNotFollowed() async throws {
@@ -182,7 +182,7 @@ struct HostileServerEngineTests {
 }
 
 extension HostileServerEngineTests {
-    /// QA, session 33: an answer whose body trickled in (a byte every few seconds) held `sync` for good: the
+    /// RELIABILITY bug 65: an answer whose body trickled in (a byte every few seconds) held `sync` for good: the
     /// request's deadline covers the answer's head only.
     @Test("an answer that trickles in gives up after the request timeout, as 'not now', with the local data kept")
     func slowAnswer() async throws {

@@ -125,8 +125,8 @@ struct MaliciousServerTests {
         await #expect(throws: VaultError.kdfBelowMinimums(offered: .pbkdf2(iterations: 5_000))) {
             try await newDevice.engine.login(email: setup.email, password: setup.password, acceptingKdf: .pbkdf2(iterations: 100_000))
         }
-        // Settings no account can have (1 iteration) are the same refusal, not an answer "not understood" (QA,
-        // session 33: exit 7, which a script takes for "offline, try later"), and nothing is sent either.
+        // Settings no account can have (1 iteration) are the same refusal, not an answer "not understood"
+        // (RELIABILITY bug 66: exit 7, which a script takes for "offline, try later"), and nothing is sent either.
         await setup.proxy.setTamper { method, path, _ in
             guard method == "POST", path.hasSuffix("/accounts/prelogin") else { return nil }
             return Array(#"{"kdf":0,"kdfIterations":1,"kdfMemory":null,"kdfParallelism":null}"#.utf8)
@@ -332,7 +332,7 @@ struct MaliciousServerTests {
         #expect(bankNow.login?.password == "new password")
     }
 
-    /// QA, session 33: a token answer whose account key did not open said "Invalid master password", for a
+    /// RELIABILITY bug 66: a token answer whose account key did not open said "Invalid master password", for a
     /// password the server had just accepted.
     @Test("a login answer whose account key does not open with the accepted password is the answer's fault, not the password's")
     func tamperedAccountKey() async throws {
@@ -357,7 +357,7 @@ struct MaliciousServerTests {
         #expect(await device.engine.isUnlocked == false)
     }
 
-    /// QA, session 33: one answer dating an item 9999-12-31 was stored, and every genuine update after it was
+    /// RELIABILITY bug 66: one answer dating an item 9999-12-31 was stored, and every genuine update after it was
     /// then refused as "older" for good.
     @Test("an item a server once dated far in the future does not refuse the genuine versions after it")
     func farFutureDateHeals() async throws {

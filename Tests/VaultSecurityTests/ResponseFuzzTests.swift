@@ -104,7 +104,7 @@ struct ResponseFuzzTests {
                 #expect(!error.description.isEmpty)
             } catch let refused as BitwardenAPI.KdfSettingsRefused {
                 // A prelogin announcing settings no account can have (a mutated "kdf" digit: Argon2id without memory) is
-                // refused as such, its own type since session 33 (the engine says "KDF unusable", exit 8).
+                // refused as such, with its own type (RELIABILITY bugs 66 and 79; the engine says "KDF unusable", exit 8).
                 #expect(name == "prelogin" && !refused.reason.isEmpty)
             } catch {
                 Issue.record("\(name): \(status) \(input) threw untyped \(type(of: error)): \(error)")

@@ -298,7 +298,7 @@ struct AttachmentTests {
         }
     }
 
-    /// QA, session 34: the web, browser, desktop and `bw` clients send `attachments` as a map of id to file name
+    /// RELIABILITY bug 69: the web, browser, desktop and `bw` clients send `attachments` as a map of id to file name
     /// (and `attachments2`) with every edit, clone and share; the server read it as an answer's array and refused all.
     @Test("an edit and a clone as the official clients send them (attachments as a map, attachments2) are taken; the file stays",
           arguments: Backend.available)

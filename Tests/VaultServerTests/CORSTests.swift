@@ -3,7 +3,7 @@ import Testing
 @testable import VaultServer
 
 /// Cross-origin requests from the official clients that run in a browser engine (docs/PROTOCOL.md,
-/// "Cross-origin requests"). QA, session 34: every preflight was a 404 and no answer named an allowed origin,
+/// "Cross-origin requests"). RELIABILITY bug 69: every preflight was a 404 and no answer named an allowed origin,
 /// so the desktop app and Safari's extension could not sign in.
 @Suite("Cross-origin requests (CORS)")
 struct CORSTests {

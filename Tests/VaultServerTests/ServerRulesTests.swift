@@ -65,7 +65,7 @@ struct ServerRulesTests {
         }
     }
 
-    /// QA, session 34: one id deleted for good on another device failed a whole bulk request (404, nothing done),
+    /// RELIABILITY bug 69: one id deleted for good on another device failed a whole bulk request (404, nothing done),
     /// and a bulk move to a folder that is not the user's took the items out of their folders.
     @Test("bulk routes pass over ids the user cannot see, as the official server does; a move to a folder not the user's is refused",
           arguments: Backend.available)
@@ -216,7 +216,7 @@ struct ServerRulesTests {
         }
     }
 
-    /// QA, session 34: the official clients sign up through `register/send-verification-email` and then
+    /// RELIABILITY bug 69: the official clients sign up through `register/send-verification-email` and then
     /// `register/finish`; the first was a 404, so no account could be made from them.
     @Test("sign-up as the official clients do it: the verification token comes back at once and finishes that email's account only",
           arguments: Backend.available)
@@ -241,7 +241,7 @@ struct ServerRulesTests {
             let other = try await finish("mallory@example.com", token: token)
             #expect(other.status == .badRequest && other.message == "Invalid email verification token.")
             // Altered where every bit counts: the expiry (the MAC's last base64url character holds two bits a decoder
-            // drops, so changing it there was no change one time in sixteen: CI, session 34).
+            // drops, so changing it there was no change one time in sixteen: fixed in 710a835).
             let parts = token.split(separator: ".", omittingEmptySubsequences: false)
             let expires = try #require(parts.first.flatMap { Int64($0) })
             let altered = try await finish(email, token: "\(expires + 1)." + parts.dropFirst().joined(separator: "."))

@@ -163,7 +163,7 @@ struct SessionTests {
             }
             let byIdentifier = try await api.request(.get, "/api/devices/identifier/\(phone.identifier)", token: laptop.access)
             #expect(byIdentifier.object["id"] == .string(try id(phone)))
-            // The phone apps' anonymous question before a login (a 404 before: QA, session 34).
+            // The phone apps' anonymous question before a login (a 404 before: RELIABILITY bug 69).
             func known(_ email: String, _ identifier: String) async throws -> JSONValue? {
                 try await api.request(.get, "/api/devices/knowndevice", headers: [
                     HTTPField.Name("X-Request-Email")!: AccessTokenSigner.base64URL(Data(email.utf8)),

@@ -75,7 +75,7 @@ struct TwoFactorTests {
             let token = try await user.token(api)
             let none = try await api.request(.get, "/api/two-factor", token: token)
             #expect(none.json == .object(["object": .string("list"), "data": .array([]), "continuationToken": .null]))
-            // The profile says whether two-step login is on (it said "off" always: QA, session 34).
+            // The profile says whether two-step login is on (it said "off" always: RELIABILITY bug 69).
             #expect(try await api.request(.get, "/api/accounts/profile", token: token).object["twoFactorEnabled"] == .bool(false))
             #expect(try await api.request(.get, "/api/sync", token: token).object["profile"]?.objectValue?["twoFactorEnabled"] == .bool(false))
 

@@ -18,7 +18,7 @@ enum CipherRequests {
     static func write(from object: JSONObject, path: String = "$") throws -> CipherWrite {
         // The server keeps an item's attachments itself, so what a body says of them is never read: the official
         // clients send `attachments` as a map of id to file name (and `attachments2`), where an answer has an
-        // array; read as the answer's array, every edit or clone of an item with a file was refused (QA, session 34).
+        // array; read as the answer's array, every edit or clone of an item with a file was refused (RELIABILITY bug 69).
         var object = object
         for key in ["attachments", "attachments2"] { while object[key] != nil { object[key] = nil } }
         let wire: CipherWire

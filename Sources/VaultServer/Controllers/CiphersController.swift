@@ -254,8 +254,8 @@ struct CiphersController {
         let ids = try CipherRequests.ids(from: body)
         let folder = try Self.optionalID(body, "folderId")
         let userID = try context.requireUser()
-        // The official move refuses a folder that is not the user's (it took the items out of their folders: QA,
-        // session 34); ids the user cannot see are passed over.
+        // The official move refuses a folder that is not the user's (it took the items out of their folders:
+        // RELIABILITY bug 69); ids the user cannot see are passed over.
         if let folder, try await services.repository.folder(id: folder, userID: userID) == nil {
             throw APIError(.badRequest, "Invalid folder.")
         }

@@ -21,7 +21,7 @@ struct SessionsController {
     }
 
     /// Whether this device (`X-Device-Identifier`) has signed in to the account of `X-Request-Email` (base64url)
-    /// and is not revoked: the phone apps ask before a login (it was a 404: QA, session 34). Anonymous, as the
+    /// and is not revoked: the phone apps ask before a login (it was a 404: RELIABILITY bug 69). Anonymous, as the
     /// official route; it says nothing to anyone who does not already hold the device's random identifier.
     func knownDevice(_ request: Request) async throws -> Response {
         guard let encoded = request.headers[HTTPField.Name("X-Request-Email")!], let email = AccessTokenSigner.decodeBase64URL(encoded),

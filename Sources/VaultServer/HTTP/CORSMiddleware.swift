@@ -7,7 +7,7 @@ import Hummingbird
 /// gets `Access-Control-Allow-Origin` naming it (never `*`: the answers carry credentials); a preflight
 /// (`OPTIONS` with `Access-Control-Request-Method`) is answered here with what it asked for. Any other origin
 /// gets no CORS headers, so a browser keeps a page of another site from reading the answers. Before this, every
-/// preflight was a 404 and those clients could not sign in (QA, session 34).
+/// preflight was a 404 and those clients could not sign in (RELIABILITY bug 69).
 struct CORSMiddleware<Context: RequestContext>: RouterMiddleware {
     /// The origins the official clients' own shells use, always allowed (as the official server and Vaultwarden do).
     static var clientOrigins: Set<String> { ["file://", "bw-desktop-file://bundle"] }

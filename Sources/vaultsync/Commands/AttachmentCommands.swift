@@ -91,7 +91,7 @@ struct AttachmentCommand: AsyncParsableCommand {
             }
             guard access(path, R_OK) == 0 else { throw CLIError.usage("\(file) cannot be read") }
             // A pipe or a device has no size to announce to the server before the upload (it was reported as the
-            // local vault failing, exit 1: QA, session 34).
+            // local vault failing, exit 1: RELIABILITY bug 72).
             guard (try? FileManager.default.attributesOfItem(atPath: path)[.type] as? FileAttributeType) == .typeRegular else {
                 throw CLIError.usage("\(file) is not a regular file (a pipe or a device): an attachment is read from a file whose size is known; save it to a file first")
             }

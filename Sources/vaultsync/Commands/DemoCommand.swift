@@ -29,7 +29,7 @@ struct DemoCommand: AsyncParsableCommand {
             throw ExitCode(ExitStatus.failure.rawValue)
         }
         // Interrupted (Ctrl-C, or a SIGTERM or SIGHUP) while it runs: the server stops, its folder goes too, and the
-        // person is told (QA, session 33). A signal sent to this process alone (not its terminal's group) must not
+        // person is told (RELIABILITY bug 66). A signal sent to this process alone (not its terminal's group) must not
         // leave the server's process running. Once the story is told, with --keep, the same signal ends the wait.
         let stop = StopSignals()
         stop.onInterrupted { [root = story.root, server = story.server] signal in
@@ -56,8 +56,8 @@ struct DemoCommand: AsyncParsableCommand {
         }
         print(Console.styled("demo: all \(story.checks) verifications passed", .green))
         if keep {
-            // From here a signal is the person's "stop now", not an interruption (`demo --keep` ignored Ctrl-C until
-            // session 35: the wait made a second signal source, which never fired).
+            // From here a signal is the person's "stop now", not an interruption (`demo --keep` ignored Ctrl-C,
+            // RELIABILITY bug 78: the wait made a second signal source, which never fired).
             stop.keepWaiting()
             story.printKeepInstructions()
             fflush(nil)
@@ -95,7 +95,7 @@ struct DemoStory {
     }
 
     /// Each step's lines go out as they are said, into a pipe or a file too (not at the end, when the output is
-    /// buffered; QA, session 33: `demo --keep` in a pipe showed nothing while it waited).
+    /// buffered; RELIABILITY bug 66: `demo --keep` in a pipe showed nothing while it waited).
     func step(_ title: String) {
         fflush(nil)
         print("\n" + Console.styled(title, .bold))

@@ -49,7 +49,7 @@ struct ImportCommand: VaultCommand {
     @Argument(help: "The file to import (- for standard input; a pipe such as <(gpg -d export.csv.gpg) works too).") var file: String
 
     /// The whole input: `-` is standard input; a pipe or a device is read to its end as a file is (an import
-    /// from `<(gpg -d …)` was refused, leaving a decrypted export on disk the only way: QA, session 34).
+    /// from `<(gpg -d …)` was refused, leaving a decrypted export on disk the only way: RELIABILITY bug 71).
     static func readInput(_ file: String, passwordFromStdin: Bool) throws -> Data {
         if file == "-" {
             if passwordFromStdin {
@@ -173,10 +173,10 @@ struct ExportCommand: VaultCommand {
     @Flag(help: "Include items of organizations (shared items).") var organization = false
 
     func execute(_ context: CLIContext) async throws {
-        // "-" is standard output, as for `attachment get` (it wrote a plaintext file named "-": QA, session 34).
+        // "-" is standard output, as for `attachment get` (it wrote a plaintext file named "-": RELIABILITY bug 70).
         let output = output == "-" ? nil : output
         if output?.isEmpty == true { throw CLIError.usage("--output needs a file name (or - for standard output)") }
-        // A symbolic link counts, even one to nothing (QA, session 33: it was found only when writing, exit 1).
+        // A symbolic link counts, even one to nothing (RELIABILITY bug 66: it was found only when writing, exit 1).
         if let output, FileManager.default.fileExists(atPath: output) || (try? FileManager.default.destinationOfSymbolicLink(atPath: output)) != nil {
             throw CLIError.usage("\(output) exists already; name a new file (an export never overwrites one)")
         }

@@ -26,7 +26,7 @@ struct FolderCommand: AsyncParsableCommand {
         func execute(_ context: CLIContext) async throws {
             let folders = try await context.engine.folders().sorted { $0.name.localizedCaseInsensitiveCompare($1.name) == .orderedAscending }
             // The items `list --folder F` shows: neither the trash nor the archive. Archived items were counted while
-            // that list left them out (QA, session 35). As for `list`, the rest of each item is not decrypted.
+            // that list left them out (RELIABILITY bug 99). As for `list`, the rest of each item is not decrypted.
             var counts: [String: Int] = [:]
             for item in try await context.engine.itemSummaries() {
                 if case .success(let shown) = item.result, !shown.isDeleted, !shown.isArchived, let folder = shown.folderId {
@@ -47,7 +47,7 @@ struct FolderCommand: AsyncParsableCommand {
 
     /// Refuses `name` when a folder other than `besides` has it (compared without case), quoting that folder's name.
     /// `none` is refused too: FOLDER arguments take it for no folder (`move ITEM none`, `list --folder none`), so a
-    /// folder of that name could be named by its id only (`folder add none` made one: QA, session 35).
+    /// folder of that name could be named by its id only (`folder add none` made one: RELIABILITY bug 89).
     static func refuseTaken(_ name: String, besides id: String? = nil, _ context: CLIContext) async throws {
         if name.caseInsensitiveCompare("none") == .orderedSame {
             throw CLIError.usage("\"\(name)\" cannot be a folder's name: FOLDER arguments take it for no folder (move ITEM none); choose another name")
@@ -79,7 +79,7 @@ struct FolderCommand: AsyncParsableCommand {
         func execute(_ context: CLIContext) async throws {
             guard let id = try await context.folderID(folder) else { throw CLIError.usage("give a folder") }
             // Another folder's name is refused as `add` refuses it (a rename made two "F2", and every use of the
-            // name then asked for an id: QA, session 34); a new case of the folder's own name is a rename.
+            // name then asked for an id: RELIABILITY bug 73); a new case of the folder's own name is a rename.
             try await FolderCommand.refuseTaken(name, besides: id, context)
             let outcome = try await context.engine.renameFolder(id: id, name: name)
             print("Renamed \"\(folder)\" to \"\(name)\"")

@@ -25,7 +25,7 @@ struct ListCommand: VaultCommand {
     @Flag(help: "Archived items.") var archived = false
 
     func validate() throws {
-        // An empty text listed nothing (QA, session 35), as if the vault were empty.
+        // An empty text listed nothing (RELIABILITY bug 95), as if the vault were empty.
         if search?.isEmpty == true {
             throw ValidationError("--search needs a text to look for; leave out --search to list every item")
         }
@@ -180,7 +180,7 @@ struct GetCommand: VaultCommand {
 extension GetCommand {
     /// A field other than the login's six, by the label the item's view shows it under (`card.number`,
     /// `identity.email`, `sshKey.privateKey`, `field.NAME`, any case), or by the part after the dot when only one
-    /// field of the item ends so (`number`, `pin`). Only the login's fields could be printed alone (QA, session 35):
+    /// field of the item ends so (`number`, `pin`). Only the login's fields could be printed alone (RELIABILITY bug 91):
     /// a card's number, an SSH key or a custom field took `--json` and a JSON tool. `nil`: a field such items have,
     /// this one has not; a name no item can have is a usage error, as before.
     static func labelledField(_ name: String, of view: CipherView) throws -> String? {
@@ -300,7 +300,7 @@ struct EditCommand: VaultCommand {
         try await fields.apply(to: &view, secrets: secrets, context: context)
         // Values equal to the stored ones change nothing: nothing is saved or queued. Such an edit saved a new
         // revision (which could meet another device's change as a conflict) where the editor said "no changes"
-        // (QA, session 35). The decrypted item is compared before anything the save adds (a password's history
+        // (RELIABILITY bug 94). The decrypted item is compared before anything the save adds (a password's history
         // and revision date come only with a changed password).
         if view == original {
             Console.note("no changes: \"\(original.name)\" already has these values")
@@ -434,7 +434,7 @@ enum EditorSession {
 /// What a signal does while `$EDITOR` has the decrypted item open.
 ///
 /// A signal's default action ended this process there and left the plaintext file in /dev/shm until the next
-/// reboot, unshredded (QA, session 35): a Ctrl-C meant for the editor (the terminal sends it to both, and vim
+/// reboot, unshredded (RELIABILITY bug 88): a Ctrl-C meant for the editor (the terminal sends it to both, and vim
 /// ignores it), a closed terminal or SSH connection (SIGHUP), a SIGTERM. As git does for its editor, SIGINT and
 /// SIGQUIT do nothing here while the editor runs: they are the editor's to act on. SIGTERM and SIGHUP overwrite
 /// and remove the file, pass the signal on to the editor (which could otherwise write the text back) and exit
@@ -550,7 +550,7 @@ struct ArchiveCommand: VaultCommand {
         let id = try await context.itemID(item)
         let current = try await context.engine.item(id: id)
         guard !current.isArchived else { return print("\"\(current.name)\" is archived already.") }
-        // Archived in the trash, it showed in neither `list --archived` nor the vault (QA, session 34).
+        // Archived in the trash, it showed in neither `list --archived` nor the vault (RELIABILITY bug 73).
         guard !current.isDeleted else {
             throw CLIError.usage("\"\(current.name)\" is in the trash: restore it first (`vaultsync restore`), then archive it")
         }

@@ -352,7 +352,7 @@ struct UnlockCommand: VaultCommand {
 
     func execute(_ context: CLIContext) async throws {
         let email = try context.requireEmail()
-        // Not `CLIError.locked`, whose advice is to run this very command (QA, session 35).
+        // Not `CLIError.locked`, whose advice is to run this very command (RELIABILITY bug 89).
         guard let password = try context.masterPassword() else {
             throw CLIError.stated("""
                 No master password: there is no terminal to ask on. Give it with VAULTSYNC_PASSWORD or --password-file \
@@ -444,7 +444,7 @@ struct StatusSnapshot {
     }
 
     var lines: [String] {
-        // No account: nothing to unlock (it said "unlock to see" and "locked": QA, session 34).
+        // No account: nothing to unlock (it said "unlock to see" and "locked": RELIABILITY bug 73).
         let loggedIn = settings.email != nil
         func ago(_ date: WireDate?) -> String {
             // Locked, the account's sync state cannot be read: not known, rather than "never".

@@ -442,7 +442,7 @@ struct ConflictComparison {
 
 struct DraftsCommand: AsyncParsableCommand {
     /// DRAFT as ITEM is read (id, a 6+ character id prefix, or the name of the item it edits): the full id was
-    /// needed, where every other command takes a prefix (QA, session 34).
+    /// needed, where every other command takes a prefix (RELIABILITY bug 73).
     static func draftID(_ reference: String, _ context: CLIContext) async throws -> String {
         let drafts = try await context.engine.drafts()
         return try await Presentation.find(reference, in: drafts.map { (id: $0.id, name: $0.item.name) }, what: "draft")

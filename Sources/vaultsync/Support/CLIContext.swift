@@ -61,7 +61,7 @@ struct CLIContext {
         return nil
     }
 
-    /// The password file's first line as versions before session 25 read it: a file with Windows line ends
+    /// The password file's first line as versions before commit 1786a9e read it: a file with Windows line ends
     /// ("\r\n") gave its whole text, line end included. `nil` when that is the reading above.
     func legacyFilePassword() -> String? {
         guard let path = options.passwordFile, let text = try? InputFile.text(path, what: "the password file"),
@@ -143,7 +143,7 @@ struct CLIContext {
     }
 
     /// Writes the settings. A damaged file found by this command (and still there) is kept beside them first, and
-    /// the person told: a damaged file blocked every command, `config server` too (QA, session 35).
+    /// the person told: a damaged file blocked every command, `config server` too (RELIABILITY bug 98).
     func saveSettings() throws {
         if let damaged = damagedSettings, FileManager.default.contents(atPath: profile.settingsPath) == damaged.bytes {
             let copy = try profile.keepDamagedSettings(damaged)
@@ -203,7 +203,7 @@ func report(_ error: any Error) -> ExitCode {
 /// Prints the "saved offline" note when a save did not reach the server.
 /// Whether a save that reached the server lost the folder it asked for: a server keeps an item in no folder when
 /// the folder is gone there (deleted on another device since this one synced), and the save succeeds. `move`
-/// said "Moved … to \"F\"" and `add`/`edit --folder F` nothing, with the item in no folder (QA, session 35); a
+/// said "Moved … to \"F\"" and `add`/`edit --folder F` nothing, with the item in no folder (RELIABILITY bug 87); a
 /// sync says it for the changes it sends (bug 55). Says so, on standard error, and returns true.
 @discardableResult
 func noteFolderGone(asked: String?, stored: String?, folder: String?, item: String, outcome: SaveOutcome) -> Bool {

@@ -5,8 +5,8 @@ import Foundation
 ///
 /// Each may be a pipe: `--password-file <(pass show vault)`, `--password @<(gpg -d pw.gpg)`, a FIFO, `/dev/stdin`,
 /// the way to give a secret that never touches the disk. They were read with Foundation's file calls, which
-/// take only regular files, and every such source was refused as "cannot read" (QA, session 35; `import`
-/// had the same fix in session 34). A pipe can be read once only, so each path is read once per run and
+/// take only regular files, and every such source was refused as "cannot read" (RELIABILITY bug 83; `import`
+/// had the same fix, bug 71). A pipe can be read once only, so each path is read once per run and
 /// kept for the run: the master password is asked for more than once by some commands (an unlock, then
 /// the proof a two-step change wants).
 enum InputFile {

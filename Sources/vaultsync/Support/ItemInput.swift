@@ -104,7 +104,7 @@ struct ItemOptions: ParsableArguments {
         }
     }
 
-    /// A `--uri` must say something: `--uri ""` (or spaces) added an empty URI, saved and synced (QA, session 35).
+    /// A `--uri` must say something: `--uri ""` (or spaces) added an empty URI, saved and synced (RELIABILITY bug 97).
     func checkURIs() throws {
         if uri.contains(where: \.isBlankURI) {
             throw ValidationError("--uri needs a URI (e.g. https://example.com); an empty one is not added. --uri replaces the item's URIs: give each one to keep")
@@ -322,7 +322,7 @@ enum ItemJSONInput {
 
     /// `folderId` and `folder` both name the item's folder, and `get --json` (like the editor's template) prints
     /// both: the one changed from what the item has is applied. `folderId` won whenever it was there, so a
-    /// changed `"folder"` in that output was saved without the change, silently (QA, session 35). Both changed,
+    /// changed `"folder"` in that output was saved without the change, silently (RELIABILITY bug 92). Both changed,
     /// to two folders, is refused.
     static func applyFolder(_ object: JSONObject, to view: inout CipherView, context: CLIContext) async throws {
         let givenID = try text(object["folderId"], "folderId"), givenName = try text(object["folder"], "folder")
@@ -477,7 +477,7 @@ extension CipherType {
     static let supportedNames = supported.map(\.name).joined(separator: ", ")
 
     /// The type a TYPE argument (`add TYPE`, `list --type`, the item JSON's `"type"`) names, in any case:
-    /// `list --type LOGIN` was refused (QA, session 35), while item names and ids are found in any case.
+    /// `list --type LOGIN` was refused (RELIABILITY bug 96), while item names and ids are found in any case.
     static func named(_ text: String) throws -> CipherType {
         guard let type = supported.first(where: { $0.name.caseInsensitiveCompare(text) == .orderedSame }) else {
             throw CLIError.usage("unknown item type \"\(text)\" (\(supportedNames))")
@@ -528,8 +528,8 @@ enum SecretSource: Equatable {
     func read(flag: String, label: String, wholeText: Bool) throws -> String? {
         // Any line end ends the line: "\r\n" is one Character in Swift, which neither a split on "\n" nor
         // `hasSuffix("\n")` sees, so a file with Windows line ends gave its secret with the line end in it (a
-        // password that matches nothing, a TOTP secret refused: QA, session 35; `--password-file` had it fixed
-        // in session 25).
+        // password that matches nothing, a TOTP secret refused: RELIABILITY bug 90; `--password-file` had it fixed
+        // in commit 1786a9e).
         func trimmed(_ text: String) -> String {
             guard !wholeText else {
                 var text = text

@@ -201,7 +201,7 @@ enum Presentation {
 
 /// Which of several items of one name an ITEM argument means when only one of them is where the command
 /// works. An item moved to the trash or the archive and made again under its name (a new login for a site)
-/// left every `get NAME` ambiguous, exit 5, until the trash was emptied (QA, session 35), while `list` showed
+/// left every `get NAME` ambiguous, exit 5, until the trash was emptied (RELIABILITY bug 84), while `list` showed
 /// one item of that name: now the one `list` shows is meant (else the one outside the trash), `restore` means
 /// the one in the trash and `unarchive` the one in the archive. A delete for good (`.any`) still lists them
 /// all: it cannot be undone once synced.

@@ -18,7 +18,7 @@ struct Profile {
 
     /// The folder VAULTSYNC_HOME names, as an absolute path. A `~` the shell did not expand (the value quoted, or set
     /// in a service's environment file) is the home folder; a relative path is taken from the current folder
-    /// once, here. Both were used as given (QA, session 35): `VAULTSYNC_HOME="~/vault"` made a folder named `~`
+    /// once, here. Both were used as given (RELIABILITY bug 86): `VAULTSYNC_HOME="~/vault"` made a folder named `~`
     /// in whatever folder the command ran in, and a relative profile was another, empty one after a `cd`,
     /// shown by `config show` under the same relative name.
     static func absolute(_ path: String, environment: [String: String]) -> String {
@@ -48,7 +48,7 @@ struct Profile {
 
     /// Why `directory` cannot be created or used, said as the person can act on it; Foundation's own text was
     /// "A file with the same name already exists" for a symbolic link to nothing and "(NSCocoaErrorDomain error
-    /// 512.)" under a file, and "cannot create" for a folder that existed but was another user's (QA, session 35).
+    /// 512.)" under a file, and "cannot create" for a folder that existed but was another user's (RELIABILITY bug 86).
     static func problem(creating directory: String) -> String? {
         var path = directory
         while !path.isEmpty {

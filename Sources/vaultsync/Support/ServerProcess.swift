@@ -6,7 +6,7 @@ import Foundation
 ///
 /// The demo used to link the server's library and run it in-process. Every command paid for that: the
 /// server's code (Hummingbird, PostgresNIO and ours) made the executable a quarter larger, and its
-/// symbols and type records are bound and scanned at every start (docs/BENCHMARKS.md, session 35).
+/// symbols and type records are bound and scanned at every start (docs/BENCHMARKS.md, measured 2026-11-29).
 final class ServerProcess: @unchecked Sendable {
     /// Why the server could not be started.
     struct Failure: Error, CustomStringConvertible {
