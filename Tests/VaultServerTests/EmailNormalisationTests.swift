@@ -27,7 +27,7 @@ struct EmailNormalisationTests {
     }
 
     /// Registrations of taken emails would lock the test's address out after 10: not what is tested here.
-    static let generousRegistrations: (inout ServerConfiguration) -> Void = { $0.registrationLockoutThreshold = 1_000 }
+    static func generousRegistrations(_ configuration: inout ServerConfiguration) { configuration.registrationLockoutThreshold = 1_000 }
 
     @Test("a trailing newline, NFD, fullwidth letters, Turkish İ and Cyrillic look-alikes are the existing account; invisible characters are refused",
           arguments: Backend.available)
