@@ -20,6 +20,8 @@ struct ServerServices: Sendable {
     let registrationLimiter: LoginRateLimiter
     /// Wrong two-step codes, per account: lockouts that grow (docs/PROTOCOL.md, "Two-step login").
     let twoFactorLimiter: LoginRateLimiter
+    /// Refused logins, summarised (one line per interval).
+    let refusals: RefusalLog
     let twoFactorSecrets: TwoFactorSecrets
     let registrationTokens: RegistrationTokens
     let configuration: ServerConfiguration
@@ -160,6 +162,7 @@ public func buildApplication(
                                      maxSeconds: configuration.loginLockoutMaxSeconds),
             addressEscalation: .init(threshold: configuration.addressLockoutThreshold, baseSeconds: configuration.loginLockoutBaseSeconds,
                                      maxSeconds: configuration.loginLockoutMaxSeconds),
+            capacity: configuration.loginLimiterCapacity,
             now: { [now = configuration.now] in Double(now()) / 1_000_000 }),
         registrationLimiter: LoginRateLimiter(
             account: .init(burst: 5, refillPerSecond: 1.0 / 60),
@@ -167,6 +170,7 @@ public func buildApplication(
             accountEscalation: .init(threshold: .max, baseSeconds: 0, maxSeconds: 0),
             addressEscalation: .init(threshold: configuration.registrationLockoutThreshold, baseSeconds: configuration.loginLockoutBaseSeconds,
                                      maxSeconds: configuration.loginLockoutMaxSeconds),
+            capacity: configuration.loginLimiterCapacity,
             now: { [now = configuration.now] in Double(now()) / 1_000_000 }),
         twoFactorLimiter: LoginRateLimiter(
             // Only the lockouts count: the buckets are the login limiter's job.
@@ -175,7 +179,10 @@ public func buildApplication(
             accountEscalation: .init(threshold: configuration.twoFactorLockoutThreshold, baseSeconds: configuration.loginLockoutBaseSeconds,
                                      maxSeconds: configuration.loginLockoutMaxSeconds),
             addressEscalation: .init(threshold: .max, baseSeconds: 0, maxSeconds: 0),
+            capacity: configuration.loginLimiterCapacity,
             now: { [now = configuration.now] in Double(now()) / 1_000_000 }),
+        refusals: RefusalLog(logger: logger, intervalSeconds: configuration.refusalLogIntervalSeconds,
+                             now: { [now = configuration.now] in Double(now()) / 1_000_000 }),
         twoFactorSecrets: TwoFactorSecrets(tokenKey: tokenKey),
         registrationTokens: RegistrationTokens(tokenKey: tokenKey),
         configuration: configuration,

@@ -67,6 +67,11 @@ public struct ServerConfiguration: Sendable {
     /// Registrations refused from one address because the email has an account (probing for accounts)
     /// before the address may not register for `loginLockoutBaseSeconds`, doubling with each further one.
     public var registrationLockoutThreshold = 10
+    /// Keys each table of a login limiter holds (accounts, addresses, account-and-address failures)
+    /// before it evicts its least recently used cold ones; never an active lockout or a partly used bucket.
+    public var loginLimiterCapacity = LoginRateLimiter.defaultCapacity
+    /// Refused logins are logged as one summary line per this many seconds, not one line each.
+    public var refusalLogIntervalSeconds = 60.0
     /// Addresses of reverse proxies whose `X-Forwarded-For` header is believed (exact IP addresses). From
     /// any other peer the header is ignored and the socket's address is the client's.
     public var trustedProxies: [String] = []

@@ -90,13 +90,14 @@ struct TestDatabase {
 func withTestServer(
     _ backend: Backend,
     configure: (inout ServerConfiguration) -> Void = { _ in },
+    logger: Logger? = nil,
     _ body: @Sendable (APIClient) async throws -> Void
 ) async throws {
     let directory = NSTemporaryDirectory() + "vaultsync-test-" + UUID().uuidString
     let database = try await TestDatabase.make(backend, directory: directory)
     var configuration = database.configuration
     configure(&configuration)
-    let app = try await buildApplication(configuration: configuration)
+    let app = try await buildApplication(configuration: configuration, logger: logger)
     do {
         try await app.test(.ahc(.http)) { client in
             try await body(APIClient(client: client))

@@ -14,6 +14,10 @@ struct AccessClaims: Sendable, Equatable {
     var clientID: String
     var notBefore: Int64
     var expires: Int64
+    /// The device's revocation generation when the token was issued (`dgen`; 0 in tokens from before it
+    /// existed). Every revocation of the device increments the stored one, so a token issued before a
+    /// revocation stays refused after the device signs in again (docs/SECURITY.md, "Attack review 2026-12-01").
+    var generation: Int64 = 0
 }
 
 /// Signs and verifies access tokens: JWTs with HS256 (HMAC-SHA256 from swift-crypto).
@@ -44,6 +48,7 @@ struct AccessTokenSigner: Sendable {
         payload["device"] = .string(claims.device)
         payload["devicetype"] = .string(String(claims.deviceType))
         payload["client_id"] = .string(claims.clientID)
+        payload["dgen"] = .number(String(claims.generation))
         payload["scope"] = .array([.string("api"), .string("offline_access")])
         payload["amr"] = .array([.string("Application")])
         let body = header + "." + Self.base64URL(Data(payload.serialized()))
@@ -75,7 +80,7 @@ struct AccessTokenSigner: Sendable {
             subject: subject, email: payload["email"]?.stringValue ?? "", name: payload["name"]?.stringValue ?? "",
             securityStamp: payload["sstamp"]?.stringValue ?? "", device: payload["device"]?.stringValue ?? "",
             deviceType: Int(payload["devicetype"]?.stringValue ?? "") ?? 0, clientID: payload["client_id"]?.stringValue ?? "",
-            notBefore: Int64(notBefore), expires: Int64(expires))
+            notBefore: Int64(notBefore), expires: Int64(expires), generation: Int64(payload["dgen"]?.intValue ?? 0))
     }
 
     static func base64URL(_ data: Data) -> String {
@@ -193,9 +198,9 @@ struct DecoyKdf: Sendable {
                                      info: Data("vaultsync prelogin decoy kdf".utf8), outputByteCount: 32)
     }
 
-    /// `email` as accounts store it: trimmed and lower-cased.
+    /// `email` as accounts store it (``EmailAddress/normalise(_:)``; for ASCII: trimmed and lower-cased).
     static func normalise(_ email: String) -> String {
-        email.trimmingCharacters(in: .whitespacesAndNewlines).lowercased()
+        EmailAddress.normalise(email)
     }
 
     func settings(for email: String) -> Settings {

@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 
 /// Limits for login attempts: token buckets per account and per client address, and lockouts that
 /// grow with repeated failures (docs/PROTOCOL.md, "Login limits").
@@ -7,7 +8,14 @@ import Foundation
 /// in a row of one account from one address (a success resets them), or from one address over all
 /// accounts (reset a day after the last failure), the next attempt waits `base` seconds, and every
 /// failure after that doubles the wait, up to `max`. The per-account lockout is keyed by the address
-/// too, so nobody can lock an account's owner out from elsewhere beyond the flat account bucket.
+/// too, so nobody can lock an account's owner out from elsewhere beyond the flat account bucket, which
+/// is the account's own and bounds guesses from all addresses together.
+///
+/// Memory is bounded without forgetting what matters (docs/SECURITY.md, "Attack review 2026-12-01"):
+/// a refused attempt stores nothing, so an address adds keys no faster than its bucket lets it try; each
+/// table holds `capacity` keys and makes room by evicting its least recently used *cold* ones (a full
+/// bucket, a count of failures with no lockout running), never an active lockout or a partly used bucket.
+/// The tables used to be emptied at 100,000 keys: that many made-up client ids reset every lockout.
 ///
 /// Per instance (in memory): several instances behind one database each enforce their own limit,
 /// which bounds an attacker to N × the limit — good enough, and needs no shared state.
@@ -42,84 +50,238 @@ actor LoginRateLimiter {
         var lockedUntil: Double
     }
 
-    private let pairEscalation: Escalation
-    private let addressEscalation: Escalation
-    private var pairFailures: [String: Failures] = [:]
-    private var addressFailures: [String: Failures] = [:]
-
     private struct Bucket {
         var tokens: Double
         var updated: Double
     }
 
+    private let pairEscalation: Escalation
+    private let addressEscalation: Escalation
+    private var pairFailures: LRUTable<Failures>
+    private var addressFailures: LRUTable<Failures>
     private let accountLimit: Limit
     private let addressLimit: Limit
-    private var accounts: [String: Bucket] = [:]
-    private var addresses: [String: Bucket] = [:]
+    private var accounts: LRUTable<Bucket>
+    private var addresses: LRUTable<Bucket>
     private let now: @Sendable () -> Double
+
+    /// The keys each table holds before it evicts cold ones.
+    static let defaultCapacity = 100_000
 
     init(account: Limit, address: Limit,
          accountEscalation: Escalation = .init(threshold: 20, baseSeconds: 60, maxSeconds: 86_400),
          addressEscalation: Escalation = .init(threshold: 200, baseSeconds: 60, maxSeconds: 86_400),
+         capacity: Int = LoginRateLimiter.defaultCapacity,
          now: @escaping @Sendable () -> Double = { Date().timeIntervalSince1970 }) {
         accountLimit = account
         addressLimit = address
         pairEscalation = accountEscalation
         self.addressEscalation = addressEscalation
+        pairFailures = LRUTable(capacity: capacity)
+        addressFailures = LRUTable(capacity: capacity)
+        accounts = LRUTable(capacity: capacity)
+        addresses = LRUTable(capacity: capacity)
         self.now = now
     }
 
     private static func pairKey(_ account: String, _ address: String) -> String { account + "\n" + address }
 
+    /// For tests: the keys held by the largest table.
+    var largestTable: Int { max(accounts.count, addresses.count, pairFailures.count, addressFailures.count) }
+
     /// Takes one attempt for `account` from `address`; returns the seconds to wait when refused. A
-    /// locked-out attempt takes nothing (hammering does not extend a lockout).
+    /// locked-out attempt takes nothing (hammering does not extend a lockout), and a refused one stores
+    /// nothing (it cannot push other keys out).
     func attempt(account: String, address: String) -> Double? {
         let time = now()
-        if accounts.count > 100_000 { accounts.removeAll() }
-        if addresses.count > 100_000 { addresses.removeAll() }
-        if pairFailures.count > 100_000 { pairFailures.removeAll() }
-        if addressFailures.count > 100_000 { addressFailures.removeAll() }
-        let locked = max(pairFailures[Self.pairKey(account, address)]?.lockedUntil ?? 0, addressFailures[address]?.lockedUntil ?? 0)
+        let pairKey = Self.pairKey(account, address)
+        let locked = max(pairFailures.peek(pairKey)?.lockedUntil ?? 0, addressFailures.peek(address)?.lockedUntil ?? 0)
         if locked > time { return locked - time }
-        let accountWait = Self.wait(in: &accounts, key: account, limit: accountLimit, time: time)
-        let addressWait = Self.wait(in: &addresses, key: address, limit: addressLimit, time: time)
-        if let wait = max(accountWait ?? 0, addressWait ?? 0) as Double?, wait > 0 { return wait }
-        Self.take(in: &accounts, key: account)
-        Self.take(in: &addresses, key: address)
+        let accountBucket = Self.refilled(accounts.peek(account), limit: accountLimit, time: time)
+        let addressBucket = Self.refilled(addresses.peek(address), limit: addressLimit, time: time)
+        let wait = max(Self.wait(accountBucket, limit: accountLimit), Self.wait(addressBucket, limit: addressLimit))
+        if wait > 0 { return wait }
+        let accountLimit = accountLimit, addressLimit = addressLimit
+        accounts.set(account, Bucket(tokens: accountBucket.tokens - 1, updated: time)) { Self.isCold($0, limit: accountLimit, time: time) }
+        addresses.set(address, Bucket(tokens: addressBucket.tokens - 1, updated: time)) { Self.isCold($0, limit: addressLimit, time: time) }
         return nil
     }
 
     /// A failed attempt (wrong password or unknown account): counts towards the lockouts.
     func recordFailure(account: String, address: String) {
         let time = now()
-        Self.fail(in: &pairFailures, key: Self.pairKey(account, address), escalation: pairEscalation, time: time, forgetAfter: nil)
-        Self.fail(in: &addressFailures, key: address, escalation: addressEscalation, time: time, forgetAfter: addressEscalation.maxSeconds)
+        let pair = Self.failed(pairFailures.peek(Self.pairKey(account, address)), escalation: pairEscalation, time: time, forgetAfter: nil)
+        pairFailures.set(Self.pairKey(account, address), pair) { $0.lockedUntil <= time }
+        let forget = addressEscalation.maxSeconds
+        let byAddress = Self.failed(addressFailures.peek(address), escalation: addressEscalation, time: time, forgetAfter: forget)
+        addressFailures.set(address, byAddress) { $0.lockedUntil <= time }
     }
 
     /// A successful login: the account's failures from that address are forgotten.
     func recordSuccess(account: String, address: String) {
-        pairFailures[Self.pairKey(account, address)] = nil
+        pairFailures.remove(Self.pairKey(account, address))
     }
 
-    private static func fail(in failures: inout [String: Failures], key: String, escalation: Escalation, time: Double, forgetAfter: Double?) {
-        var entry = failures[key] ?? Failures(count: 0, last: time, lockedUntil: 0)
+    private static func failed(_ entry: Failures?, escalation: Escalation, time: Double, forgetAfter: Double?) -> Failures {
+        var entry = entry ?? Failures(count: 0, last: time, lockedUntil: 0)
         if let forgetAfter, time - entry.last > forgetAfter { entry.count = 0 }
         entry.count += 1
         entry.last = time
         if let lockout = escalation.lockout(after: entry.count) { entry.lockedUntil = time + lockout }
-        failures[key] = entry
+        return entry
     }
 
-    private static func wait(in buckets: inout [String: Bucket], key: String, limit: Limit, time: Double) -> Double? {
-        var bucket = buckets[key] ?? Bucket(tokens: limit.burst, updated: time)
-        bucket.tokens = min(limit.burst, bucket.tokens + (time - bucket.updated) * limit.refillPerSecond)
-        bucket.updated = time
-        buckets[key] = bucket
-        if bucket.tokens >= 1 { return nil }
-        return (1 - bucket.tokens) / limit.refillPerSecond
+    private static func refilled(_ bucket: Bucket?, limit: Limit, time: Double) -> Bucket {
+        guard let bucket else { return Bucket(tokens: limit.burst, updated: time) }
+        return Bucket(tokens: min(limit.burst, bucket.tokens + max(0, time - bucket.updated) * limit.refillPerSecond), updated: time)
     }
 
-    private static func take(in buckets: inout [String: Bucket], key: String) {
-        buckets[key]?.tokens -= 1
+    private static func wait(_ bucket: Bucket, limit: Limit) -> Double {
+        bucket.tokens >= 1 ? 0 : (1 - bucket.tokens) / limit.refillPerSecond
+    }
+
+    /// A bucket that has refilled: forgetting it changes nothing.
+    private static func isCold(_ bucket: Bucket, limit: Limit, time: Double) -> Bool {
+        refilled(bucket, limit: limit, time: time).tokens >= limit.burst
+    }
+}
+
+/// A dictionary of at most `capacity` keys (unless more are hot) that makes room by evicting its least
+/// recently used cold entries: ``set(_:_:isCold:)`` looks at a few of the oldest entries and evicts the
+/// cold ones; a hot one it meets moves to the front (it is still in use), so eviction costs a few steps
+/// per insertion whatever the table holds. When every entry it looks at is hot, the table grows past
+/// `capacity`: what is hot (a lockout running, a bucket being used) is bounded by how fast attempts are
+/// allowed, and forgetting it would be the attack.
+struct LRUTable<Value> {
+    private struct Node {
+        var key: String
+        var value: Value
+        var newer: Int
+        var older: Int
+    }
+
+    let capacity: Int
+    private var index: [String: Int] = [:]
+    private var nodes: [Node] = []
+    private var free: [Int] = []
+    /// The most and least recently used nodes (-1: none).
+    private var newest = -1
+    private var oldest = -1
+    /// How many of the oldest entries one insertion looks at.
+    private static var evictionSteps: Int { 8 }
+
+    init(capacity: Int) {
+        self.capacity = max(1, capacity)
+    }
+
+    var count: Int { index.count }
+
+    /// The value of `key`, without making it recently used.
+    func peek(_ key: String) -> Value? {
+        index[key].map { nodes[$0].value }
+    }
+
+    /// Stores `value` under `key` as the most recently used; a new key first makes room by evicting the
+    /// oldest entries `isCold` says may go.
+    mutating func set(_ key: String, _ value: Value, isCold: (Value) -> Bool) {
+        if let slot = index[key] {
+            nodes[slot].value = value
+            moveToFront(slot)
+            return
+        }
+        if index.count >= capacity { evict(isCold: isCold) }
+        let node = Node(key: key, value: value, newer: -1, older: newest)
+        let slot: Int
+        if let reused = free.popLast() {
+            nodes[reused] = node
+            slot = reused
+        } else {
+            nodes.append(node)
+            slot = nodes.count - 1
+        }
+        if newest >= 0 { nodes[newest].newer = slot }
+        newest = slot
+        if oldest < 0 { oldest = slot }
+        index[key] = slot
+    }
+
+    mutating func remove(_ key: String) {
+        guard let slot = index.removeValue(forKey: key) else { return }
+        unlink(slot)
+        free.append(slot)
+    }
+
+    private mutating func evict(isCold: (Value) -> Bool) {
+        var steps = 0
+        while index.count >= capacity, oldest >= 0, steps < Self.evictionSteps {
+            steps += 1
+            let slot = oldest
+            if isCold(nodes[slot].value) {
+                remove(nodes[slot].key)
+            } else {
+                moveToFront(slot)
+            }
+        }
+    }
+
+    private mutating func moveToFront(_ slot: Int) {
+        guard slot != newest else { return }
+        unlink(slot)
+        nodes[slot].older = newest
+        nodes[slot].newer = -1
+        if newest >= 0 { nodes[newest].newer = slot }
+        newest = slot
+        if oldest < 0 { oldest = slot }
+    }
+
+    private mutating func unlink(_ slot: Int) {
+        let node = nodes[slot]
+        if node.newer >= 0 { nodes[node.newer].older = node.older } else { newest = node.older }
+        if node.older >= 0 { nodes[node.older].newer = node.newer } else { oldest = node.newer }
+        nodes[slot].newer = -1
+        nodes[slot].older = -1
+    }
+}
+
+/// Refused logins, logged as one summary line per interval instead of one line each: a flood of
+/// refusals must not become a flood of log lines (docs/SECURITY.md, "Attack review 2026-12-01"). The
+/// first refusal after a quiet interval is logged as it happens; the ones after it in the same interval
+/// are counted, and the next refusal after the interval logs how many there were and from how many
+/// addresses (counted up to 1,000).
+actor RefusalLog {
+    private let logger: Logger
+    private let interval: Double
+    private let now: @Sendable () -> Double
+    private var windowStart: Double = -.infinity
+    private var counts: [String: Int] = [:]
+    private var addresses: Set<String> = []
+
+    init(logger: Logger, intervalSeconds: Double = 60, now: @escaping @Sendable () -> Double) {
+        self.logger = logger
+        interval = intervalSeconds
+        self.now = now
+    }
+
+    /// One refusal of kind `what` ("login failed", "api key login failed") from `address`.
+    func note(_ what: String, address: String) {
+        let time = now()
+        if time - windowStart >= interval {
+            flush()
+            windowStart = time
+            logger.info("\(what)", metadata: ["address": "\(address)"])
+            return
+        }
+        counts[what, default: 0] += 1
+        if addresses.count < 1_000 { addresses.insert(address) }
+    }
+
+    private func flush() {
+        guard !counts.isEmpty else { return }
+        let summary = counts.sorted { $0.key < $1.key }.map { "\($0.value) \($0.key)" }.joined(separator: ", ")
+        logger.warning("refused logins since the last line: \(summary)",
+                       metadata: ["addresses": "\(addresses.count >= 1_000 ? "1000+" : String(addresses.count))",
+                                  "seconds": "\(Int(interval))"])
+        counts = [:]
+        addresses = []
     }
 }

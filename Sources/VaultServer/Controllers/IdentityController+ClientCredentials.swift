@@ -41,17 +41,17 @@ extension IdentityController {
             .flatMap { services.twoFactorSecrets.unseal($0) }
         guard let user, let stored, constantTimeEqual(stored, secret) else {
             await services.limiter.recordFailure(account: clientID, address: address)
-            services.logger.info("api key login failed", metadata: ["address": "\(address)"])
+            await services.refusals.note("api key login failed", address: address)
             throw Self.invalidClient
         }
         await services.limiter.recordSuccess(account: clientID, address: address)
         let device = field("deviceIdentifier")!
         let deviceType = Int(field("deviceType")!) ?? 14
-        _ = try await services.repository.registerDevice(
+        let (_, _, generation) = try await services.repository.registerDevice(
             userID: user.id, identifier: device, name: String(field("deviceName")!.prefix(100)), type: deviceType,
             now: services.now(), makeToken: RefreshTokens.make(chain:))
         services.logger.info("api key login", metadata: ["user": "\(user.id)"])
-        return JSONResponse.make(.object(tokenFields(user: user, device: device, deviceType: deviceType, clientID: clientID,
+        return JSONResponse.make(.object(tokenFields(user: user, device: device, deviceType: deviceType, generation: generation, clientID: clientID,
                                                       refresh: nil, scope: "api")))
     }
 }

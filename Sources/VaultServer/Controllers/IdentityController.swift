@@ -65,15 +65,36 @@ struct IdentityController {
             throw APIError(.badRequest, "Registration not allowed or user already exists")
         }
         let body = try await request.jsonObject(limit: services.configuration.maxBodyBytes)
-        let email = body["email"]?.stringValue?.trimmingCharacters(in: .whitespaces).lowercased() ?? ""
+        let email = EmailAddress.normalise(body["email"]?.stringValue ?? "")
         guard Self.isEmailAddress(email) else {
             throw APIError.invalidModel(["email": ["The Email field is not a supported e-mail address format."]])
         }
+        try Self.refuseInvisibleCharacters(email)
         return JSONResponse.make(.string(services.registrationTokens.token(email: email, nowSeconds: services.now() / 1_000_000)))
     }
 
     static func isEmailAddress(_ email: String) -> Bool {
         email.count <= 256 && email.contains("@") && !email.hasPrefix("@") && !email.hasSuffix("@")
+    }
+
+    /// 400 for an address with a character that displays as nothing (``EmailAddress/invisibleCharacter(in:)``):
+    /// such an address can only be meant to look like another.
+    static func refuseInvisibleCharacters(_ email: String) throws {
+        if let scalar = EmailAddress.invisibleCharacter(in: email) {
+            let code = "U+" + String(scalar.value, radix: 16, uppercase: true)
+            throw APIError.invalidModel(["email": ["The Email field contains an invisible character (\(code))."]])
+        }
+    }
+
+    /// `body[key]` as an integer, `nil` when absent or `null`; 400 naming the field when it is anything else
+    /// (a string, a fraction): a KDF setting the server cannot read is refused, never replaced by the default.
+    static func optionalInteger(_ body: JSONObject, _ key: String, field: String? = nil) throws -> Int? {
+        guard let value = body[key], !value.isNull else { return nil }
+        guard let number = value.intValue else {
+            let name = field ?? key
+            throw APIError.invalidModel([name: ["The field \(name) must be an integer."]])
+        }
+        return number
     }
 
     func register(_ request: Request, _ context: VaultRequestContext, finish: Bool) async throws -> Response {
@@ -82,13 +103,13 @@ struct IdentityController {
         }
         let body = try await request.jsonObject(limit: services.configuration.maxBodyBytes)
         func string(_ key: String) -> String? { body[key]?.stringValue }
-        var email = string("email")?.trimmingCharacters(in: .whitespaces).lowercased() ?? ""
+        var email = EmailAddress.normalise(string("email") ?? "")
         var hash = string("masterPasswordHash")
         var key = string("key") ?? string("userSymmetricKey")
-        var kdfType = body["kdf"]?.intValue
-        var iterations = body["kdfIterations"]?.intValue
-        var memory = body["kdfMemory"]?.intValue
-        var parallelism = body["kdfParallelism"]?.intValue
+        var kdfType = try Self.optionalInteger(body, "kdf")
+        var iterations = try Self.optionalInteger(body, "kdfIterations")
+        var memory = try Self.optionalInteger(body, "kdfMemory")
+        var parallelism = try Self.optionalInteger(body, "kdfParallelism")
         if body["key"] != nil && body["userSymmetricKey"] != nil {
             throw APIError.invalidModel(["key": ["Send either key or userSymmetricKey, not both."]])
         }
@@ -99,12 +120,13 @@ struct IdentityController {
         if let authentication = body["masterPasswordAuthentication"]?.objectValue {
             hash = authentication["masterPasswordAuthenticationHash"]?.stringValue
             if let kdf = authentication["kdf"]?.objectValue {
-                kdfType = kdf["kdfType"]?.intValue
-                iterations = kdf["iterations"]?.intValue
-                memory = kdf["memory"]?.intValue
-                parallelism = kdf["parallelism"]?.intValue
+                let path = "masterPasswordAuthentication.kdf."
+                kdfType = try Self.optionalInteger(kdf, "kdfType", field: path + "kdfType")
+                iterations = try Self.optionalInteger(kdf, "iterations", field: path + "iterations")
+                memory = try Self.optionalInteger(kdf, "memory", field: path + "memory")
+                parallelism = try Self.optionalInteger(kdf, "parallelism", field: path + "parallelism")
             }
-            if let salt = authentication["salt"]?.stringValue, salt.lowercased() != email {
+            if let salt = authentication["salt"]?.stringValue, EmailAddress.normalise(salt) != email {
                 throw APIError(.unprocessableContent, "Unexpected RegisterData format")
             }
         }
@@ -114,10 +136,11 @@ struct IdentityController {
                 throw APIError(.unprocessableContent, "Unexpected RegisterData format")
             }
         }
-        if email.isEmpty, let fromToken = string("email") { email = fromToken }
+        if email.isEmpty, let fromToken = string("email") { email = EmailAddress.normalise(fromToken) }
         guard Self.isEmailAddress(email) else {
             throw APIError.invalidModel(["email": ["The Email field is not a supported e-mail address format."]])
         }
+        try Self.refuseInvisibleCharacters(email)
         // A finish that carries the first step's token creates the account of the email the token was made for.
         if finish, let token = string("emailVerificationToken"),
            services.registrationTokens.email(of: token, nowSeconds: services.now() / 1_000_000) != email {
@@ -142,6 +165,17 @@ struct IdentityController {
         let address = services.clientAddress(request, context)
         if let wait = await services.registrationLimiter.attempt(account: email, address: address) {
             throw APIError.tooMany("registrations", wait: wait)
+        }
+        // A look-alike of an existing account (the same address but for accents, width or Cyrillic and Greek
+        // letters drawn like Latin ones), or an account stored before emails were normalised (in another
+        // composition), is taken; the lookup tries those stored forms (``VaultRepository/user(email:_:)``).
+        let skeleton = EmailAddress.skeleton(email)
+        let legacy = EmailAddress.legacyForm(string("email") ?? "")
+        for taken in Set([email, skeleton, legacy]) where Self.isEmailAddress(taken) {
+            if try await services.repository.user(email: taken) != nil {
+                await services.registrationLimiter.recordFailure(account: email, address: address)
+                throw APIError(.badRequest, "Registration not allowed or user already exists")
+            }
         }
         let salt = SystemRandomSource().bytes(count: 32)
         let iterationsServer = storedHashIterations
@@ -194,8 +228,8 @@ struct IdentityController {
             token: refresh, tokens: services.refreshTokens, now: services.now(),
             lifetime: configuration.refreshTokenLifetime * 1_000_000, grace: configuration.refreshTokenGracePeriod * 1_000_000)
         switch outcome {
-        case .issued(let user, let device, let type):
-            var object = tokenFields(user: user, device: device, deviceType: type, clientID: clientID,
+        case .issued(let user, let device, let type, let generation):
+            var object = tokenFields(user: user, device: device, deviceType: type, generation: generation, clientID: clientID,
                                      refresh: services.refreshTokens.successor(of: refresh))
             object["Key"] = nil
             return JSONResponse.make(.object(object))
@@ -221,14 +255,14 @@ struct IdentityController {
                 throw Self.grantError("invalid_request", message: "\(name) cannot be blank")
             }
         }
-        let email = field("username")!.lowercased()
+        let email = EmailAddress.normalise(field("username")!)
         if let wait = await services.limiter.attempt(account: email, address: address) {
             throw APIError.tooMany("login attempts", wait: wait)
         }
         let verified = try await verifyPassword(email: email, presented: field("password")!)
         guard let user = verified else {
             await services.limiter.recordFailure(account: email, address: address)
-            services.logger.info("login failed", metadata: ["address": "\(address)"])
+            await services.refusals.note("login failed", address: address)
             throw Self.grantError("invalid_username_or_password", message: "Username or password is incorrect. Try again.")
         }
         await services.limiter.recordSuccess(account: email, address: address)
@@ -236,10 +270,11 @@ struct IdentityController {
         // Two-step login, after the password (docs/PROTOCOL.md, "Two-step login").
         let step = try await twoFactorStep(field, user: user, device: device)
         let deviceType = Int(field("deviceType")!) ?? 14
-        let (_, refresh) = try await services.repository.registerDevice(
+        let (_, refresh, generation) = try await services.repository.registerDevice(
             userID: user.id, identifier: device, name: String(field("deviceName")!.prefix(100)), type: deviceType,
             now: services.now(), makeToken: RefreshTokens.make(chain:))
-        var object = tokenFields(user: user, device: device, deviceType: deviceType, clientID: field("client_id")!, refresh: refresh)
+        var object = tokenFields(user: user, device: device, deviceType: deviceType, generation: generation, clientID: field("client_id")!,
+                                 refresh: refresh)
         if step.remember {
             object["TwoFactorToken"] = .string(try await rememberDevice(user: user, device: device))
         }
@@ -267,13 +302,13 @@ struct IdentityController {
     }
 
     /// The token endpoint's answer fields. `refresh` nil: no refresh token (the `client_credentials` grant).
-    func tokenFields(user: UserRecord, device: String, deviceType: Int, clientID: String, refresh: String?,
+    func tokenFields(user: UserRecord, device: String, deviceType: Int, generation: Int64, clientID: String, refresh: String?,
                      scope: String = "api offline_access") -> JSONObject {
         let now = services.now() / 1_000_000
         let lifetime = services.configuration.accessTokenLifetime
         let access = services.signer.sign(AccessClaims(
             subject: user.id, email: user.email, name: user.name ?? "", securityStamp: user.securityStamp, device: device,
-            deviceType: deviceType, clientID: clientID, notBefore: now, expires: now + lifetime))
+            deviceType: deviceType, clientID: clientID, notBefore: now, expires: now + lifetime, generation: generation))
         var object = JSONObject()
         object["access_token"] = .string(access)
         object["expires_in"] = .number(String(lifetime))

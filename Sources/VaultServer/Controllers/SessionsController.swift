@@ -218,12 +218,15 @@ extension VaultRepository {
         }
     }
 
-    /// A new security stamp, and every device of the account revoked, in one transaction.
+    /// A new security stamp, every device of the account revoked, and the personal API key dropped, in
+    /// one transaction: log out everywhere and a password change end the sessions the key opened and the
+    /// key itself (`POST /api/accounts/api-key` makes a new one).
     static func rotateSecurityStamp(userID: String, now: Int64, _ session: any SQLSession) async throws {
-        try await session.query("UPDATE users SET security_stamp = ?, updated_at = ? WHERE id = ?", [.text(newID()), .int(now), .text(userID)])
+        try await session.query("UPDATE users SET security_stamp = ?, updated_at = ?, api_key = NULL WHERE id = ?",
+                                [.text(newID()), .int(now), .text(userID)])
         try await session.query("""
             UPDATE devices SET refresh_token_hash = 'revoked:' || id, previous_refresh_token_hash = NULL,
-                previous_refresh_expires_at = NULL, revoked_at = ?, updated_at = ?
+                previous_refresh_expires_at = NULL, revoked_at = ?, updated_at = ?, generation = generation + 1
             WHERE user_id = ? AND revoked_at IS NULL
             """, [.int(now), .int(now), .text(userID)])
     }

@@ -161,6 +161,11 @@ struct ErrorMiddleware<Context: RequestContext>: RouterMiddleware {
             case .methodNotAllowed: return APIError(.methodNotAllowed, "Method not allowed.").response()
             default: return APIError(error.status, error.body ?? error.status.reasonPhrase).response()
             }
+        } catch StorageError.uniqueViolation {
+            // A client's input that collides with stored data (a taken id): the client's fault, and the answer
+            // says nothing about what it collided with. The routes that take a client's id refuse it before
+            // this; this is the rule for any that does not.
+            return APIError(.badRequest, "The request conflicts with data already stored.").response()
         } catch {
             context.logger.error("unhandled error", metadata: ["error": "\(String(describing: type(of: error)))", "path": "\(request.uri.path)"])
             return APIError(.internalServerError, "An unhandled server error has occurred.").response()

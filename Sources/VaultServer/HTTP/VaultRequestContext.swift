@@ -52,7 +52,8 @@ extension Request {
 
 /// Checks the bearer token on every route it guards; 401 without a valid, unexpired one, when its
 /// security stamp is not the account's current one (logged out everywhere, password changed), or when
-/// the device it was issued to has been revoked (theft detected, logged out, deactivated).
+/// the device it was issued to has been revoked (theft detected, logged out, deactivated) since the
+/// token was issued, even if the device has signed in again after.
 struct AuthMiddleware: RouterMiddleware {
     typealias Context = VaultRequestContext
     let signer: AccessTokenSigner
@@ -64,7 +65,8 @@ struct AuthMiddleware: RouterMiddleware {
               let claims = signer.verify(String(header.dropFirst(7)), nowSeconds: now() / 1_000_000),
               // Download links are signed with the same key; only a user's token (a user id subject) is an access token.
               UUID(uuidString: claims.subject) != nil,
-              try await repository.accessTokenIsLive(userID: claims.subject, device: claims.device, stamp: claims.securityStamp) else {
+              try await repository.accessTokenIsLive(userID: claims.subject, device: claims.device, stamp: claims.securityStamp,
+                                                     generation: claims.generation) else {
             throw APIError.unauthorized
         }
         var context = context
@@ -75,15 +77,16 @@ struct AuthMiddleware: RouterMiddleware {
 }
 
 extension VaultRepository {
-    /// Whether an access token still stands: the account's security stamp is the one it carries and the
-    /// device it was issued to is still signed in (not revoked).
-    func accessTokenIsLive(userID: String, device: String, stamp: String) async throws -> Bool {
+    /// Whether an access token still stands: the account's security stamp is the one it carries, the
+    /// device it was issued to is signed in (not revoked), and has not been revoked since the token was
+    /// issued (its generation is the token's: a revocation increments it, a later login does not reset it).
+    func accessTokenIsLive(userID: String, device: String, stamp: String, generation: Int64) async throws -> Bool {
         try await read { session in
             guard let row = try await session.query("""
-                SELECT u.security_stamp, d.revoked_at FROM users u JOIN devices d ON d.user_id = u.id
+                SELECT u.security_stamp, d.revoked_at, d.generation FROM users u JOIN devices d ON d.user_id = u.id
                 WHERE u.id = ? AND d.identifier = ?
                 """, [.text(userID), .text(device)]).first else { return false }
-            return row.text("security_stamp") == stamp && row.int("revoked_at") == nil
+            return row.text("security_stamp") == stamp && row.int("revoked_at") == nil && row.int("generation") == generation
         }
     }
 }

@@ -503,7 +503,12 @@ extension VaultRepository {
                         throw CipherWriteError(outcome: .forbidden("You do not have permissions to delete this."))
                     }
                 case .archive, .unarchive:
-                    break
+                    // Archiving bumps the item's revision (as the official server does), which every member sees:
+                    // a read-only member's archive made the editors' next save "out of date". Only those who may
+                    // edit the item archive it (docs/SECURITY.md, "Attack review 2026-12-01").
+                    guard current.access.edit else {
+                        throw CipherWriteError(outcome: .forbidden("You do not have permissions to edit this."))
+                    }
                 }
                 affected += try await Self.affectedUsers(userID: current.userID, organizationID: current.organizationID, session)
                 switch action {

@@ -322,6 +322,17 @@ enum Migrations {
                 "CREATE INDEX devices_identifier ON devices(identifier)",
             ]
         },
+        Migration(version: 12, name: "revocation lasts: devices count their revocations, access tokens carry the count") { d in
+            [
+                // Incremented by every revocation of the device (logout, deactivation, refresh-token reuse, a new
+                // security stamp) and never reset: an access token carries the value it was issued under, so one
+                // issued before a revocation stays refused after the device signs in again.
+                "ALTER TABLE devices ADD COLUMN generation \(d.integer) NOT NULL DEFAULT 0",
+                // Tokens issued before this migration carry no generation (read as 0): a device revoked before it
+                // starts at 1, so they stay refused when it signs in again.
+                "UPDATE devices SET generation = 1 WHERE revoked_at IS NOT NULL",
+            ]
+        },
     ]
 
     /// Applies every migration not applied yet (up to `lastVersion`: tests build an older schema to migrate

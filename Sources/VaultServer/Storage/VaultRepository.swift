@@ -42,8 +42,24 @@ public final class VaultRepository: Sendable {
         try await read { session in try await Self.user(id: id, session) }
     }
 
+    /// The account of `email` in its normalised form (``EmailAddress/normalise(_:)``), or else in a form
+    /// accounts were stored in before: trimmed of spaces and lower-cased, in the composition the client
+    /// sent (a non-ASCII address in NFC or NFD).
     static func user(email: String, _ session: any SQLSession) async throws -> UserRecord? {
-        try await session.query("SELECT * FROM users WHERE email = ?", [.text(email.lowercased())]).first.map(UserRecord.init(row:))
+        let normalised = EmailAddress.normalise(email)
+        let legacy = EmailAddress.legacyForm(email)
+        var forms = [normalised]
+        for form in [legacy, legacy.precomposedStringWithCanonicalMapping, legacy.decomposedStringWithCanonicalMapping]
+            where !forms.contains(where: { Array($0.utf8) == Array(form.utf8) }) {
+            forms.append(form)
+        }
+        let rows = try await session.query("SELECT * FROM users WHERE email IN (\(placeholders(forms.count)))", forms.map(SQLValue.text))
+        let users = rows.map(UserRecord.init(row:))
+        // The normalised form first; otherwise the legacy forms in the order above.
+        for form in forms {
+            if let user = users.first(where: { Array($0.email.utf8) == Array(form.utf8) }) { return user }
+        }
+        return nil
     }
 
     static func user(id: String, _ session: any SQLSession) async throws -> UserRecord? {
@@ -85,20 +101,22 @@ public final class VaultRepository: Sendable {
     // MARK: Devices and refresh tokens
 
     /// Records a password login on a device and starts its refresh-token chain: `makeToken` gets the
-    /// device's row id (the chain) and returns the first token, whose hash is stored. Any earlier token of
-    /// the device stops working, and a revoked device is active again.
+    /// device's row id (the chain) and returns the first token, whose hash is stored. Any earlier refresh
+    /// token of the device stops working, and a revoked device is active again; access tokens issued
+    /// before a revocation stay refused (the device's `generation`, returned for the new access token).
     func registerDevice(userID: String, identifier: String, name: String, type: Int, now: Int64,
-                        makeToken: @Sendable (String) -> String) async throws -> (deviceID: String, refreshToken: String) {
+                        makeToken: @Sendable (String) -> String) async throws -> (deviceID: String, refreshToken: String, generation: Int64) {
         try await transaction { session in
-            if let existing = try await session.query(
-                "SELECT id FROM devices WHERE user_id = ? AND identifier = ?", [.text(userID), .text(identifier)]).first?.text("id") {
+            if let row = try await session.query(
+                "SELECT id, generation FROM devices WHERE user_id = ? AND identifier = ?", [.text(userID), .text(identifier)]).first,
+               let existing = row.text("id") {
                 let token = makeToken(existing)
                 try await session.query("""
                     UPDATE devices SET refresh_token_hash = ?, previous_refresh_token_hash = NULL, previous_refresh_expires_at = NULL,
                         refresh_issued_at = ?, revoked_at = NULL, name = ?, type = ?, updated_at = ?
                     WHERE id = ?
                     """, [.text(RefreshTokens.hash(token)), .int(now), .text(name), .int(Int64(type)), .int(now), .text(existing)])
-                return (existing, token)
+                return (existing, token, row.int("generation") ?? 0)
             }
             let id = newID()
             let token = makeToken(id)
@@ -107,14 +125,14 @@ public final class VaultRepository: Sendable {
                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
                 """, [.text(id), .text(userID), .text(identifier), .text(name), .int(Int64(type)), .text(RefreshTokens.hash(token)),
                       .int(now), .int(now), .int(now)])
-            return (id, token)
+            return (id, token, 0)
         }
     }
 
     /// What a refresh with a presented token comes to.
     enum RefreshOutcome: Sendable {
         /// The successor of the presented token is the device's current token: answer it.
-        case issued(user: UserRecord, identifier: String, type: Int)
+        case issued(user: UserRecord, identifier: String, type: Int, generation: Int64)
         /// Not a token of any live chain (made up, from a revoked device, or from before a new login).
         case invalid
         /// The chain is older than its absolute lifetime.
@@ -156,7 +174,8 @@ public final class VaultRepository: Sendable {
                 return .reused
             }
             guard let userID = device.text("user_id"), let user = try await Self.user(id: userID, session) else { return .invalid }
-            return .issued(user: user, identifier: device.text("identifier") ?? "", type: Int(device.int("type") ?? 0))
+            return .issued(user: user, identifier: device.text("identifier") ?? "", type: Int(device.int("type") ?? 0),
+                           generation: device.int("generation") ?? 0)
         }
         if let known { return known }
         // Unknown: an older token of a live chain, or made up. Only a token whose successors reach the
@@ -174,12 +193,13 @@ public final class VaultRepository: Sendable {
         return .reused
     }
 
-    /// Ends a device's refresh-token chain and its access tokens (checked on every request).
+    /// Ends a device's refresh-token chain and every access token issued to it so far, for good: the
+    /// generation moves on, so a later login of the device does not bring them back.
     static func revokeDevice(id: String, now: Int64, _ session: any SQLSession) async throws {
         // The column is unique and required: a value no token hashes to.
         try await session.query("""
             UPDATE devices SET refresh_token_hash = ?, previous_refresh_token_hash = NULL, previous_refresh_expires_at = NULL,
-                revoked_at = ?, updated_at = ?
+                revoked_at = ?, updated_at = ?, generation = generation + 1
             WHERE id = ?
             """, [.text("revoked:" + newID()), .int(now), .int(now), .text(id)])
     }
@@ -201,11 +221,29 @@ public final class VaultRepository: Sendable {
     /// Creates a folder. With an idempotency key (docs/PROTOCOL.md, "Idempotent creates") a repeat of
     /// an earlier create answers with the folder it made, as it is now, and changes nothing; `410`
     /// (``CipherWriteOutcome/createdSinceDeleted(_:id:)``) if that folder was deleted since.
+    ///
+    /// A client-chosen `id` that any folder has (this user's or another's) is refused as
+    /// ``CipherWriteOutcome/invalid(_:)`` with the same words either way: the answer tells nothing about
+    /// whose it is (it was a 500 from the unique index, which told that the id existed).
     func createFolder(userID: String, id: String?, name: String, createKey key: String?, now: Int64) async throws -> FolderRecord {
+        do {
+            return try await insertFolder(userID: userID, id: id, name: name, createKey: key, now: now)
+        } catch StorageError.uniqueViolation {
+            // Another create with this id committed between the check and the insert.
+            throw CipherWriteError(outcome: .invalid(Self.takenID))
+        }
+    }
+
+    static let takenID = "The id is already in use: leave it out and the server chooses one."
+
+    private func insertFolder(userID: String, id: String?, name: String, createKey key: String?, now: Int64) async throws -> FolderRecord {
         try await transaction { session in
             let createKey = key.map { CreateKey(userID: userID, key: $0, kind: .folder) }
             if let createKey, let earlier = try await Self.earlierCreate(createKey, session) {
                 return try await Self.earlierFolder(id: earlier, userID: userID, session)
+            }
+            if let id, try await !session.query("SELECT id FROM folders WHERE id = ?", [.text(id)]).isEmpty {
+                throw CipherWriteError(outcome: .invalid(Self.takenID))
             }
             let id = id ?? newID()
             if let createKey, try await !Self.claim(createKey, itemID: id, now: now, session) {
