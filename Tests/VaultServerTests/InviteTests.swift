@@ -49,8 +49,9 @@ struct InviteTests {
 
     /// `POST …/users/{inviteID}/accept` as `token`'s account, with `code` as the body's `token` (none: no `token` field).
     static func accept(_ api: APIClient, org: Organization, inviteID: String, token: String, code: String?) async throws -> APIResponse {
-        try await api.request(.post, "/api/organizations/\(org.id)/users/\(inviteID)/accept", token: token,
-                              json: .object(code.map { ["token": .string($0)] } ?? [:]))
+        var body = JSONObject()
+        if let code { body["token"] = .string(code) }
+        return try await api.request(.post, "/api/organizations/\(org.id)/users/\(inviteID)/accept", token: token, json: .object(body))
     }
 
     /// A refusal of an accept, as every refusal must look: 400, the one message, nothing else.
