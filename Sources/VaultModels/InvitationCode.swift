@@ -17,7 +17,7 @@ public enum InvitationCode {
     /// is not `length` symbols of the alphabet.
     public static func normalised(_ typed: String) -> String? {
         let symbols = String(typed.filter { !$0.isWhitespace && $0 != "-" }.uppercased())
-        guard symbols.count == length, symbols.allSatisfy { alphabet.contains($0) } else { return nil }
+        guard symbols.count == length, symbols.allSatisfy({ alphabet.contains($0) }) else { return nil }
         return symbols
     }
 

@@ -35,6 +35,8 @@ struct OrganizationCommand: AsyncParsableCommand {
             var invitations: [PendingInvitation] = []
             do {
                 invitations = try await context.engine.pendingInvitations()
+            } catch VaultError.serverRefused(404, _) {
+                // A server without the VaultSync invite list (Bitwarden's own mails its invitations).
             } catch {
                 Console.note("Pending invitations are not shown: \(describe(error).message)")
             }
