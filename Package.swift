@@ -234,7 +234,7 @@ let package = Package(
         .testTarget(
             name: "VaultCLITests",
             dependencies: [
-                "VaultClient", "VaultModels", "VaultCrypto", "VaultExchange", "VaultTestSupport", "VaultServer", "CommandLineSupport",
+                "VaultClient", "VaultAPI", "VaultModels", "VaultCrypto", "VaultExchange", "VaultTestSupport", "VaultServer", "CommandLineSupport",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
             ],
             swiftSettings: strict

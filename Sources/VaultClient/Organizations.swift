@@ -1,4 +1,5 @@
 import Foundation
+import VaultAPI
 import VaultCrypto
 import VaultModels
 import VaultStore
@@ -53,6 +54,39 @@ extension VaultEngine {
                                          sealedKey: try cryptoCall { try EncString.encrypt(key.base64, key: current.keys.userKey).serialized },
                                          trustedAt: clock.now().microsecondsSinceEpoch)
         try await write { [userID = current.userID] tx in try tx.organizations(of: userID).trust(row) }
+    }
+
+    /// Invites `email` to an organization this account owns or administers (online only), as a member of
+    /// `type` (2 user, 1 admin, 3 manager) with access to every collection of the organization, read-only
+    /// when `readOnly`. Returns the invite with its one-time code: the owner hands it to the invitee over
+    /// another channel, and the invitee accepts with it (``acceptInvitation(_:code:)``). Inviting an email
+    /// again makes a new code and the old one stops working (docs/SECURITY.md, "Invitations are bound to a
+    /// one-time code").
+    public func inviteToOrganization(id organizationID: String, email: String, type: Int, readOnly: Bool) async throws -> IssuedInvitation {
+        let id = organizationID.lowercased()
+        let collections = try await accountCall { api, token in try await api.organizationCollectionIDs(organizationID: id, token: token) }
+        return try await accountCall { api, token in
+            try await api.invite(email: email, organizationID: id, type: type, collectionIDs: collections, readOnly: readOnly, token: token)
+        }
+    }
+
+    /// The invites to this account that it can still accept (online only).
+    public func pendingInvitations() async throws -> [PendingInvitation] {
+        try await accountCall { api, token in try await api.pendingInvitations(token: token) }
+            .sorted { ($0.organizationName, $0.organizationID) < ($1.organizationName, $1.organizationID) }
+    }
+
+    /// Accepts an invite with the one-time code the organization's owner handed over (online only). The
+    /// membership is then Accepted: the owner still confirms it before its items reach this account.
+    /// A refusal of the code is ``VaultError/invitationRefused(organization:message:)``.
+    public func acceptInvitation(_ invitation: PendingInvitation, code: String) async throws {
+        do {
+            try await accountCall { api, token in
+                try await api.acceptInvitation(id: invitation.id, organizationID: invitation.organizationID, code: code, token: token)
+            }
+        } catch VaultError.serverRefused(let status, let message) where status == 400 {
+            throw VaultError.invitationRefused(organization: "\"\(invitation.organizationName)\" (\(invitation.organizationID))", message: message)
+        }
     }
 
     /// Refuses to encrypt for an organization the user has not trusted here, or whose key is no longer

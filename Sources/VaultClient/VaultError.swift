@@ -63,6 +63,9 @@ public enum VaultError: Error, Sendable, Equatable {
     case organizationKeyChanged(String)
     /// No key for this organization on this device (not a confirmed membership, or its key did not unwrap).
     case organizationUnavailable(String)
+    /// The server refused to accept an organization invite with the code given (wrong, used already, the
+    /// invite expired or took too many wrong codes); its message.
+    case invitationRefused(organization: String, message: String)
     /// The password was right and the account needs a second factor: log in again with one of the
     /// listed providers' codes (``LoginOptions/secondFactor``).
     case twoFactorRequired(TwoFactorChallenge)
@@ -151,6 +154,8 @@ extension VaultError: LocalizedError {
             return "Nothing was saved: the server now hands out another key for the organization \(organization) than the one you trusted. Trust it again only if you know why its key changed."
         case .organizationUnavailable(let organization):
             return "No key for the organization \(organization) on this device: it is not a confirmed membership of this account (sync, or ask its administrator to confirm you)."
+        case .invitationRefused(let organization, let message):
+            return "The invitation to \(organization) was not accepted: \(message) The code is the one `vaultsync org invite` printed for the owner, who gives it to you over another channel."
         case .twoFactorRequired(let challenge):
             let usable = challenge.providers.filter { TwoFactorRules.supported.contains($0) }
             var text = "This account uses two-step login"

@@ -45,7 +45,7 @@ struct AccountDeletionTests {
             "collections": .array([.object(["id": .string(collectionID), "readOnly": .bool(false), "hidePasswords": .bool(false)])]),
         ]))
         #expect(invite.status == .ok, "invite: \(invite.message ?? "")")
-        try await member.acceptInvite(api, organizationID: orgID)
+        try await member.acceptInvite(api, organizationID: orgID, invite: invite)
         guard confirm else { return }
         let members = try await api.request(.get, "/api/organizations/\(orgID)/users", token: ownerToken).object["data"]?.arrayValue ?? []
         let entry = try #require(members.compactMap(\.objectValue).first { $0["email"] == .string(member.email.lowercased()) && $0["status"] == .int(1) })

@@ -39,7 +39,7 @@ struct SharedOrganization {
                                                 "hidePasswords": .bool(hidePasswords)])]),
             ]))
             #expect(invite.status == .ok)
-            try await member.acceptInvite(api, organizationID: orgID)
+            try await member.acceptInvite(api, organizationID: orgID, invite: invite)
         }
         let members = try await api.request(.get, "/api/organizations/\(orgID)/users", token: ownerToken).object["data"]?.arrayValue ?? []
         for entry in members.compactMap(\.objectValue) where entry["status"] == .int(1) {

@@ -42,7 +42,7 @@ struct OrganizationTests {
                                                     "hidePasswords": .bool(false), "manage": .bool(false)])]),
                 ]))
                 #expect(invite.status == .ok, "invite: \(invite.message ?? "")")
-                try await member.acceptInvite(api, organizationID: orgID)
+                try await member.acceptInvite(api, organizationID: orgID, invite: invite)
             }
             let members = try await api.request(.get, "/api/organizations/\(orgID)/users", token: ownerToken).object
             let accepted = (members["data"]?.arrayValue ?? []).compactMap(\.objectValue).filter { $0["status"] == .int(1) }

@@ -212,15 +212,24 @@ struct TestUser: Sendable {
         return (try #require(org.object["id"]?.stringValue), orgKey)
     }
 
-    /// Accepts, as this user, the pending invite to `organizationID` (listed by `GET /api/vaultsync/invites`).
-    func acceptInvite(_ api: APIClient, organizationID: String) async throws {
+    /// The one-time code the invite answer `invite` gave for this user's email.
+    func inviteCode(in invite: APIResponse) throws -> String {
+        let codes = (invite.object["inviteCodes"]?.arrayValue ?? []).compactMap(\.objectValue)
+        let entry = try #require(codes.first { $0["email"] == .string(email.lowercased()) }, "no code for \(email) in the invite answer")
+        return try #require(entry["code"]?.stringValue)
+    }
+
+    /// Accepts, as this user, the pending invite to `organizationID` (listed by `GET /api/vaultsync/invites`)
+    /// with the one-time code the invite answer `invite` gave for this user's email.
+    func acceptInvite(_ api: APIClient, organizationID: String, invite: APIResponse) async throws {
+        let code = try inviteCode(in: invite)
         let token = try await token(api)
         let invites = try await api.request(.get, "/api/vaultsync/invites", token: token).object["data"]?.arrayValue ?? []
-        let invite = try #require(invites.compactMap(\.objectValue).first { $0["organizationId"] == .string(organizationID) },
-                                  "no invite to \(organizationID) for \(email)")
-        let inviteID = try #require(invite["id"]?.stringValue)
+        let pending = try #require(invites.compactMap(\.objectValue).first { $0["organizationId"] == .string(organizationID) },
+                                   "no invite to \(organizationID) for \(email)")
+        let inviteID = try #require(pending["id"]?.stringValue)
         let accepted = try await api.request(.post, "/api/organizations/\(organizationID)/users/\(inviteID)/accept", token: token,
-                                             json: .object(["token": .string("")]))
+                                             json: .object(["token": .string(code)]))
         #expect(accepted.status == .ok, "accept: \(accepted.message ?? "")")
     }
 

@@ -83,6 +83,11 @@ struct OrganizationsController {
                 object["type"] = .int(Int(row.int("type") ?? 2))
                 object["collections"] = .array([])
                 object["groups"] = .array([])
+                object["acceptedWithCode"] = .bool(false)
+                // Whether the invitee can still accept it (docs/PROTOCOL.md, "Organization invites").
+                object["inviteState"] = .string(row.text("code_hash") == nil ? "noCode"
+                    : (row.int("failed_attempts") ?? 0) >= InviteCodes.maximumFailures ? "tooManyWrongCodes"
+                    : (row.int("created_at") ?? 0) < inviteNotBefore ? "expired" : "pending")
                 return object.serialized()
             } + rows.map { row in
                 var object = JSONObject()
@@ -95,6 +100,8 @@ struct OrganizationsController {
                 object["type"] = .int(Int(row.int("type") ?? 2))
                 object["collections"] = .array([])
                 object["groups"] = .array([])
+                // The member proved they were the invitee with the invite's one-time code.
+                object["acceptedWithCode"] = .bool(row.bool("accepted_with_code"))
                 return object.serialized()
             })
         }
@@ -205,26 +212,42 @@ struct OrganizationsController {
         guard (0...4).contains(type) else { throw APIError.invalidModel(["type": ["Invalid member type."]]) }
         if type != 2 && membership.type != 0 { throw APIError(.badRequest, "Only Owners can invite Managers, Admins or Owners") }
         let collections = try Self.accessEntries(body["collections"], field: "collections") ?? []
-        try await services.repository.invite(organizationID: orgID, emails: emails, type: type, collections: collections, now: services.now())
-        return JSONResponse.empty()
+        let issued = try await services.repository.invite(organizationID: orgID, emails: emails, type: type, collections: collections,
+                                                          now: services.now())
+        // Bitwarden answers with an empty body, which its clients do not read; this server adds the codes,
+        // for the inviter only (docs/PROTOCOL.md, "Organization invites").
+        let expires = WireDate(microsecondsSinceEpoch: services.now() + services.configuration.inviteLifetime * 1_000_000).iso8601
+        return JSONResponse.make(.object([
+            "object": .string("organizationInvites"),
+            "inviteCodes": .array(issued.map { invite in
+                .object(["id": .string(invite.id), "email": .string(invite.email), "code": .string(invite.code),
+                         "expirationDate": .string(expires)])
+            }),
+        ]))
     }
 
     /// Invites older than this (microseconds since the epoch) can no longer be accepted.
     var inviteNotBefore: Int64 { services.now() - services.configuration.inviteLifetime * 1_000_000 }
 
-    /// `POST /api/organizations/{orgId}/users/{id}/accept` by the invitee (`{"token"}` from the official
-    /// invite mail is accepted and not needed: the signed-in account's email is what the invite names).
+    /// What every refused accept answers, whatever the reason (docs/SECURITY.md, "Invitations are bound to a
+    /// one-time code").
+    static let acceptRefused = "This invitation cannot be accepted with this code: it is wrong, used already or expired. Ask the organization for a new invitation."
+
+    /// `POST /api/organizations/{orgId}/users/{id}/accept` `{"token"}` by the invitee, where `token` is the
+    /// invite's one-time code. The account must be the invited email, and the code the invite's.
     func accept(_ request: Request, _ context: VaultRequestContext) async throws -> Response {
         let orgID = try Self.uuid(context, "orgId")
-        let inviteID = try Self.uuid(context, "id")
-        _ = try await request.readBody(limit: services.configuration.maxBodyBytes)
+        guard let inviteID = context.parameters.get("id").flatMap({ UUID(uuidString: $0) != nil ? $0.lowercased() : nil }) else {
+            throw APIError(.badRequest, Self.acceptRefused)
+        }
+        // A body that is not JSON is an attempt without a code, refused (and counted) as any other.
+        let bytes = try await request.readBody(limit: services.configuration.maxBodyBytes)
+        let code = (try? JSONParser.parseObject(bytes))?["token"]?.stringValue
         guard let user = try await services.repository.user(id: try context.requireUser()) else { throw APIError.unauthorized }
-        switch try await services.repository.acceptInvite(id: inviteID, organizationID: orgID, user: user, notBefore: inviteNotBefore,
-                                                          now: services.now()) {
+        switch try await services.repository.acceptInvite(id: inviteID, organizationID: orgID, user: user, code: code,
+                                                          notBefore: inviteNotBefore, now: services.now()) {
         case nil: return JSONResponse.empty()
-        case .notFound: throw APIError.notFound
-        case .otherAccount: throw APIError(.badRequest, "This invitation was issued to a different account.")
-        case .expired: throw APIError(.badRequest, "This invitation has expired. Ask the organization for a new one.")
+        case .refused: throw APIError(.badRequest, Self.acceptRefused)
         case .alreadyMember: throw APIError(.badRequest, "You are already a member of this organization.")
         }
     }

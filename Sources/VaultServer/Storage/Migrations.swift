@@ -333,6 +333,18 @@ enum Migrations {
                 "UPDATE devices SET generation = 1 WHERE revoked_at IS NOT NULL",
             ]
         },
+        Migration(version: 13, name: "organization invites are accepted with a one-time code") { d in
+            [
+                // The SHA-256 (hex) of the invite's one-time code, which only the inviter was shown
+                // (docs/PROTOCOL.md, "Organization invites"). NULL for invites recorded before: they cannot
+                // be accepted; inviting the email again gives them a code.
+                "ALTER TABLE organization_invites ADD COLUMN code_hash TEXT",
+                // Accept attempts with a wrong (or no) code; at `InviteCodes.maximumFailures` the invite is dead.
+                "ALTER TABLE organization_invites ADD COLUMN failed_attempts \(d.integer) NOT NULL DEFAULT 0",
+                // 1: the member accepted their invite with its code (memberships made before, and owners, 0).
+                "ALTER TABLE memberships ADD COLUMN accepted_with_code \(d.integer) NOT NULL DEFAULT 0",
+            ]
+        },
     ]
 
     /// Applies every migration not applied yet (up to `lastVersion`: tests build an older schema to migrate

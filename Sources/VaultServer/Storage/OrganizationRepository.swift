@@ -175,11 +175,20 @@ extension VaultRepository {
         }
     }
 
-    /// Records invites for `emails` (docs/PROTOCOL.md, "Organization invites"). Whether an email has an
-    /// account is never looked at, so the answer cannot tell; an email already invited gets its invite
-    /// renewed with the new type and collections. Refused as a whole: a collection of another
-    /// organization, or an email that is already a member.
-    func invite(organizationID: String, emails: [String], type: Int, collections: [CollectionAccessEntry], now: Int64) async throws {
+    /// One invite as the inviter is told it: its id (the member id it will have), the email, and the code
+    /// to hand to the invitee.
+    struct IssuedInvite: Sendable {
+        var id: String
+        var email: String
+        var code: String
+    }
+
+    /// Records invites for `emails` (docs/PROTOCOL.md, "Organization invites"), each with a new one-time
+    /// code whose hash only is stored. Whether an email has an account is never looked at, so the answer
+    /// cannot tell; an email already invited gets its invite renewed with the new type, collections and
+    /// code (the old code stops working, the wrong-code count starts again). Refused as a whole: a
+    /// collection of another organization, or an email that is already a member.
+    func invite(organizationID: String, emails: [String], type: Int, collections: [CollectionAccessEntry], now: Int64) async throws -> [IssuedInvite] {
         try await transaction { session in
             for entry in collections {
                 guard try await !session.query("SELECT id FROM collections WHERE id = ? AND organization_id = ?",
@@ -191,40 +200,60 @@ extension VaultRepository {
                 .object(["id": .string(entry.membershipID), "readOnly": .bool(entry.readOnly),
                          "hidePasswords": .bool(entry.hidePasswords), "manage": .bool(entry.manage)])
             })
+            var issued: [IssuedInvite] = []
             for email in emails {
                 guard try await session.query("""
                     SELECT m.id FROM memberships m JOIN users u ON u.id = m.user_id WHERE m.organization_id = ? AND u.email = ?
                     """, [.text(organizationID), .text(email)]).isEmpty else {
                     throw APIError(.badRequest, "User already in organization: \(email)")
                 }
-                try await session.query("""
-                    INSERT INTO organization_invites (id, organization_id, email, type, collections, created_at) VALUES (?, ?, ?, ?, ?, ?)
+                let code = InviteCodes.make()
+                let row = try await session.query("""
+                    INSERT INTO organization_invites (id, organization_id, email, type, collections, created_at, code_hash, failed_attempts)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, 0)
                     ON CONFLICT (organization_id, email) DO UPDATE SET type = excluded.type, collections = excluded.collections,
-                        created_at = excluded.created_at
+                        created_at = excluded.created_at, code_hash = excluded.code_hash, failed_attempts = 0
+                    RETURNING id
                     """, [.text(newID()), .text(organizationID), .text(email), .int(Int64(type)),
-                          .text(String(decoding: access.serialized(), as: UTF8.self)), .int(now)])
+                          .text(String(decoding: access.serialized(), as: UTF8.self)), .int(now), .text(code.hash)]).first
+                issued.append(IssuedInvite(id: row?.text("id") ?? "", email: email, code: code.shown))
             }
+            return issued
         }
     }
 
-    /// Why an invite could not be accepted.
+    /// Why an invite could not be accepted. Every case but `alreadyMember` gets the same answer: the
+    /// caller learns nothing about which check failed (nor whether their email was the invited one).
     enum InviteRefusal: Error, Sendable {
-        case notFound, otherAccount, expired, alreadyMember
+        /// No such invite (never made, accepted already), expired, dead after too many wrong codes, the
+        /// code wrong or missing, or another account's invite.
+        case refused
+        /// The code was right, and the account is already a member.
+        case alreadyMember
     }
 
-    /// The invitee accepts: the invite becomes an Accepted membership with the same id and the access the
-    /// admin chose; an owner or admin then confirms it with the organization key wrapped for the member.
-    /// Only the account whose email was invited can accept, once, before the invite expires.
-    func acceptInvite(id: String, organizationID: String, user: UserRecord, notBefore: Int64, now: Int64) async throws -> InviteRefusal? {
+    /// The invitee accepts with the invite's one-time code: the invite becomes an Accepted membership with
+    /// the same id, the access the admin chose, and the mark that it was accepted with the code; an owner
+    /// or admin then confirms it with the organization key wrapped for the member. Only the account whose
+    /// email was invited, with the code, once, before the invite expires and before it has taken
+    /// `InviteCodes.maximumFailures` wrong codes; each attempt that is not accepted counts.
+    func acceptInvite(id: String, organizationID: String, user: UserRecord, code: String?, notBefore: Int64, now: Int64) async throws -> InviteRefusal? {
         try await transaction { session in
             guard let invite = try await session.query("SELECT * FROM organization_invites WHERE id = ? AND organization_id = ?",
-                                                       [.text(id), .text(organizationID)]).first else { return .notFound }
-            guard invite.text("email") == user.email.lowercased() else { return .otherAccount }
-            guard (invite.int("created_at") ?? 0) >= notBefore else { return .expired }
+                                                       [.text(id), .text(organizationID)]).first,
+                  (invite.int("created_at") ?? 0) >= notBefore else { return .refused }
+            // The attempt is counted before the code is looked at, in one statement, so that attempts at
+            // the same moment cannot slip past the limit together.
+            guard try await !session.query("""
+                UPDATE organization_invites SET failed_attempts = failed_attempts + 1 WHERE id = ? AND failed_attempts < ? RETURNING id
+                """, [.text(id), .int(InviteCodes.maximumFailures)]).isEmpty else { return .refused }
+            let codeMatches = InviteCodes.matches(code, stored: invite.text("code_hash"))
+            guard codeMatches, invite.text("email") == user.email.lowercased() else { return .refused }
             try await session.query("DELETE FROM organization_invites WHERE id = ?", [.text(id)])
             guard try await Self.membership(userID: user.id, organizationID: organizationID, session) == nil else { return .alreadyMember }
-            try await session.query("INSERT INTO memberships (id, organization_id, user_id, type, status, akey) VALUES (?, ?, ?, ?, 1, NULL)",
-                                    [.text(id), .text(organizationID), .text(user.id), .int(invite.int("type") ?? 2)])
+            try await session.query("""
+                INSERT INTO memberships (id, organization_id, user_id, type, status, akey, accepted_with_code) VALUES (?, ?, ?, ?, 1, NULL, 1)
+                """, [.text(id), .text(organizationID), .text(user.id), .int(invite.int("type") ?? 2)])
             let access = (try? JSONParser.parse(Array((invite.text("collections") ?? "[]").utf8)))?.arrayValue ?? []
             for entry in access.compactMap(\.objectValue) {
                 // A collection deleted since the invite is skipped.
@@ -240,13 +269,13 @@ extension VaultRepository {
         }
     }
 
-    /// Invites for `email` that can still be accepted, with their organization's name.
+    /// Invites for `email` that can still be accepted (not expired, not dead), with their organization's name.
     func pendingInvites(email: String, notBefore: Int64) async throws -> [SQLRow] {
         try await transaction { session in
             try await session.query("""
                 SELECT i.id, i.organization_id, i.type, o.name FROM organization_invites i JOIN organizations o ON o.id = i.organization_id
-                WHERE i.email = ? AND i.created_at >= ? ORDER BY i.created_at
-                """, [.text(email.lowercased()), .int(notBefore)])
+                WHERE i.email = ? AND i.created_at >= ? AND i.failed_attempts < ? ORDER BY i.created_at
+                """, [.text(email.lowercased()), .int(notBefore), .int(InviteCodes.maximumFailures)])
         }
     }
 

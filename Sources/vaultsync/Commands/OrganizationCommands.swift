@@ -1,20 +1,25 @@
 import ArgumentParser
 import Foundation
+import VaultAPI
 import VaultClient
 import VaultModels
 
 struct OrganizationCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "org",
-        abstract: "List the account's organizations and trust the ones you joined.",
+        abstract: "List the account's organizations, invite to them, accept invitations, and trust the ones you joined.",
         discussion: """
         A server can announce a membership you never accepted, with an organization key it knows. Such an organization's shared items can be read, but nothing of yours (a new item, an edit of one of its items) is encrypted with its key until you trust it on this device, and a trusted organization whose key later changes is refused again until you trust it anew.
 
+        An invitation is accepted with a one-time code that `org invite` prints for the owner, who gives it to the invitee over another channel: the server sends no mail, so an email alone proves nothing.
+
         Examples:
           vaultsync org list
+          vaultsync org invite Family frank@example.com
+          vaultsync org accept Family --code ABCD-EFGH-IJKL-MNOP-QRST-UVWX-YZ23
           vaultsync org trust Family
         """,
-        subcommands: [List.self, Trust.self],
+        subcommands: [List.self, Invite.self, Accept.self, Trust.self],
         defaultSubcommand: List.self
     )
 
@@ -26,21 +31,42 @@ struct OrganizationCommand: AsyncParsableCommand {
 
         func execute(_ context: CLIContext) async throws {
             let organizations = try await context.engine.organizations()
+            // Invitations live on the server only: listed when it answers, said when it does not.
+            var invitations: [PendingInvitation] = []
+            do {
+                invitations = try await context.engine.pendingInvitations()
+            } catch VaultError.serverRefused(404, _) {
+                // A server without the VaultSync invite list (Bitwarden's own mails its invitations).
+            } catch {
+                Console.note("Pending invitations are not shown: \(describe(error).message)")
+            }
             if output.json {
-                Presentation.printJSON(.array(organizations.map { organization in
+                let memberships: [JSONValue] = organizations.map { organization in
                     .object([
                         "id": .string(organization.id), "name": .string(organization.name), "status": .int(organization.status),
                         "keyAvailable": .bool(organization.keyAvailable), "trusted": .bool(organization.trusted),
                         "keyChanged": .bool(organization.keyChanged),
                     ])
-                }))
+                }
+                let invited: [JSONValue] = invitations.map { invitation in
+                    .object([
+                        "id": .string(invitation.organizationID), "name": .string(invitation.organizationName), "status": .int(0),
+                        "invited": .bool(true), "invitationId": .string(invitation.id),
+                        "keyAvailable": .bool(false), "trusted": .bool(false), "keyChanged": .bool(false),
+                    ])
+                }
+                Presentation.printJSON(.array(memberships + invited))
                 return
             }
-            if organizations.isEmpty { Console.note("no organizations") }
+            if organizations.isEmpty && invitations.isEmpty { Console.note("no organizations") }
             for organization in organizations {
                 let trust = organization.trusted ? "trusted" : organization.keyChanged ? "KEY CHANGED" :
                     organization.keyAvailable ? "not trusted" : "no key (not confirmed)"
                 print("\(organization.id)\t\(Console.styled(organization.name, .bold))\t\(trust)")
+            }
+            for invitation in invitations {
+                print("\(invitation.organizationID)\t\(Console.styled(Console.terminalSafe(invitation.organizationName), .bold))\tinvited "
+                    + "(accept with the owner's code: vaultsync org accept \(invitation.organizationID) --code CODE)")
             }
         }
     }
@@ -54,14 +80,135 @@ struct OrganizationCommand: AsyncParsableCommand {
         @Argument(help: "The organization's name or id.") var organization: String
 
         func execute(_ context: CLIContext) async throws {
-            let all = try await context.engine.organizations()
-            let matches = all.filter { $0.id == organization.lowercased() || $0.name.caseInsensitiveCompare(organization) == .orderedSame }
-            guard let chosen = matches.first else { throw CLIError.notFound(what: "organization", reference: organization) }
-            guard matches.count == 1 else {
-                throw CLIError.ambiguous(what: "organization", reference: organization, candidates: matches.map { "\($0.name) (\($0.id))" })
-            }
+            let chosen = try OrganizationCommand.resolve(organization, in: try await context.engine.organizations())
             try await context.engine.trustOrganization(id: chosen.id)
             print("Trusted \"\(chosen.name)\" (\(chosen.id)) on this device.")
+        }
+    }
+
+    /// The one organization of this device's list that `reference` names (its id, or its name in any case).
+    static func resolve(_ reference: String, in all: [OrganizationSummary]) throws -> OrganizationSummary {
+        let matches = all.filter { $0.id == reference.lowercased() || $0.name.caseInsensitiveCompare(reference) == .orderedSame }
+        guard let chosen = matches.first else { throw CLIError.notFound(what: "organization", reference: reference) }
+        guard matches.count == 1 else {
+            throw CLIError.ambiguous(what: "organization", reference: reference, candidates: matches.map { "\($0.name) (\($0.id))" })
+        }
+        return chosen
+    }
+
+    /// The member types an invite can offer (Bitwarden's `OrganizationUserType`).
+    enum MemberType: String, CaseIterable, ExpressibleByArgument {
+        case user, manager, admin
+
+        var wireValue: Int {
+            switch self {
+            case .user: return 2
+            case .manager: return 3
+            case .admin: return 1
+            }
+        }
+    }
+
+    struct Invite: VaultCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "invite",
+            abstract: "Invite an email to an organization you own or administer, and print the one-time code to accept it with.",
+            discussion: """
+            Online only. The invitee gets access to every collection of the organization (read-only with --read-only); an admin sees and edits everything. Give the printed code to the invitee over another channel than this server (in person, by phone, in a message you trust): whoever registers the email cannot accept without it. It works once, expires with the invitation (5 days on a VaultSync server) and stops after 5 wrong tries; inviting the email again makes a new code and the old one stops working. Inviting a manager or an admin needs the owner.
+
+            Examples:
+              vaultsync org invite Family frank@example.com
+              vaultsync org invite Family frank@example.com --type manager --read-only --json
+            """)
+        @OptionGroup var global: GlobalOptions
+        @OptionGroup var output: OutputOptions
+        @Argument(help: "The organization's name or id.") var organization: String
+        @Argument(help: "The invitee's email.") var email: String
+        @Option(help: "The member type: user, manager or admin.") var type: MemberType = .user
+        @Flag(help: "The member can read the organization's items and not change them (user or manager).") var readOnly = false
+
+        func validate() throws {
+            let trimmed = email.trimmingCharacters(in: .whitespaces)
+            guard let at = trimmed.firstIndex(of: "@"), at != trimmed.startIndex, trimmed.index(after: at) != trimmed.endIndex,
+                  trimmed.count <= 256, !trimmed.contains(where: \.isWhitespace) else {
+                throw ValidationError("\"\(email)\" is not an email address")
+            }
+            if readOnly && type == .admin {
+                throw ValidationError("--read-only is for a user or a manager: an admin sees and edits every item of the organization")
+            }
+        }
+
+        func execute(_ context: CLIContext) async throws {
+            let chosen = try OrganizationCommand.resolve(organization, in: try await context.engine.organizations())
+            let invitee = email.trimmingCharacters(in: .whitespaces).lowercased()
+            let invitation = try await context.engine.inviteToOrganization(id: chosen.id, email: invitee, type: type.wireValue, readOnly: readOnly)
+            if output.json {
+                Presentation.printJSON(.object([
+                    "organizationId": .string(chosen.id), "organizationName": .string(chosen.name), "email": .string(invitation.email),
+                    "invitationId": .string(invitation.id), "type": .string(type.rawValue), "readOnly": .bool(readOnly),
+                    "code": .string(invitation.code), "expirationDate": invitation.expirationDate.map(JSONValue.string) ?? .null,
+                ]))
+                return
+            }
+            let name = Console.terminalSafe(chosen.name)
+            print("Invited \(invitation.email) to \"\(name)\" as \(type.rawValue)\(readOnly ? " (read-only)" : ""). The one-time code:")
+            print("")
+            print("    \(Console.terminalSafe(invitation.code))")
+            print("")
+            print("Give this code to \(invitation.email) yourself, over another channel than this server (in person, by phone, "
+                + "in a message you trust); they accept with: vaultsync org accept \(chosen.id) --code CODE")
+            let until = invitation.expirationDate.map { " until \(Console.terminalSafe($0))" } ?? ""
+            print("It works once\(until), and stops after 5 wrong tries; inviting the email again makes a new code.")
+        }
+    }
+
+    struct Accept: VaultCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "accept",
+            abstract: "Accept an invitation to an organization with the one-time code its owner gave you.",
+            discussion: """
+            Online only. `vaultsync org list` shows your pending invitations. Once accepted, the owner confirms your membership; after that `vaultsync sync` brings its shared items and `vaultsync org trust` lets you add to it.
+
+            Example:
+              vaultsync org accept Family --code ABCD-EFGH-IJKL-MNOP-QRST-UVWX-YZ23
+            """)
+        @OptionGroup var global: GlobalOptions
+        @OptionGroup var output: OutputOptions
+        @Argument(help: "The organization's name or id, as the invitation names it.") var organization: String
+        @Option(help: "The one-time code the organization's owner gave you (case, spaces and dashes do not matter).") var code: String
+
+        func validate() throws {
+            guard InvitationCode.normalised(code) != nil else {
+                throw ValidationError("--code takes the code `vaultsync org invite` printed: \(InvitationCode.length) letters and digits 2-7, "
+                    + "in groups of four like ABCD-EFGH-IJKL-MNOP-QRST-UVWX-YZ23")
+            }
+        }
+
+        func execute(_ context: CLIContext) async throws {
+            let symbols = InvitationCode.normalised(code) ?? code
+            let invitations = try await context.engine.pendingInvitations()
+            let matches = invitations.filter {
+                $0.organizationID == organization.lowercased() || $0.organizationName.caseInsensitiveCompare(organization) == .orderedSame
+            }
+            guard let chosen = matches.first else {
+                throw CLIError.missing("No pending invitation to \"\(organization)\" for this account (`vaultsync org list` shows them). "
+                    + "An invitation that expired or took 5 wrong codes is gone: ask the owner to invite you again.")
+            }
+            guard matches.count == 1 else {
+                throw CLIError.ambiguous(what: "invitation", reference: organization,
+                                         candidates: matches.map { "\(Console.terminalSafe($0.organizationName)) (\($0.organizationID))" })
+            }
+            try await context.engine.acceptInvitation(chosen, code: InvitationCode.grouped(symbols))
+            let name = Console.terminalSafe(chosen.organizationName)
+            if output.json {
+                Presentation.printJSON(.object([
+                    "organizationId": .string(chosen.organizationID), "organizationName": .string(chosen.organizationName),
+                    "invitationId": .string(chosen.id), "status": .string("accepted"),
+                ]))
+                return
+            }
+            print("Accepted the invitation to \"\(name)\" (\(chosen.organizationID)). Its owner confirms your membership next; "
+                + "then `vaultsync sync` brings its shared items, and `vaultsync org trust \(chosen.organizationID)` lets you add to it.")
         }
     }
 }

@@ -1,0 +1,93 @@
+import Foundation
+import NIOHTTP1
+import VaultModels
+
+/// An invite the server recorded, with the one-time code only the inviter is shown.
+public struct IssuedInvitation: Sendable, Equatable {
+    /// The invite's id, which becomes the member's id when it is accepted.
+    public var id: String
+    public var email: String
+    /// The one-time code to hand to the invitee, as shown (`ABCD-EFGH-…`).
+    public var code: String
+    /// Until when the invite can be accepted, as the server said it (ISO 8601), if it did.
+    public var expirationDate: String?
+
+    public init(id: String, email: String, code: String, expirationDate: String?) {
+        self.id = id
+        self.email = email
+        self.code = code
+        self.expirationDate = expirationDate
+    }
+}
+
+/// An invite to the signed-in account that it can still accept.
+public struct PendingInvitation: Sendable, Equatable {
+    /// The invite's id (the path's `{organizationUserId}` when accepting).
+    public var id: String
+    public var organizationID: String
+    /// The organization's name as the server gives it (plaintext, not authenticated).
+    public var organizationName: String
+    /// The member type it offers (0 owner, 1 admin, 2 user, 3 manager).
+    public var type: Int
+
+    public init(id: String, organizationID: String, organizationName: String, type: Int) {
+        self.id = id
+        self.organizationID = organizationID
+        self.organizationName = organizationName
+        self.type = type
+    }
+}
+
+/// The organization calls behind invitations (docs/PROTOCOL.md, "Organization invites").
+extension BitwardenAPI {
+    /// The organization's collections (`GET /api/organizations/{id}/collections`, owners and admins).
+    public func organizationCollectionIDs(organizationID: String, token: String) async throws -> [String] {
+        let answer = try object(try await send(.GET, "/api/organizations/\(organizationID)/collections", token: token))
+        guard let data = answer["data"]?.arrayValue else { throw ServerCallError.invalidResponse("the collection list has no data") }
+        return data.compactMap { $0.objectValue?["id"]?.stringValue }
+    }
+
+    /// Invites `email` (`POST /api/organizations/{id}/users/invite`) as a member of `type` with the given
+    /// access to `collectionIDs`, and returns the invite with its one-time code. A server that answers
+    /// without a code (the official one mails it; this one sends it back to the inviter) is refused as an
+    /// invalid answer: without it the invitee cannot accept.
+    public func invite(email: String, organizationID: String, type: Int, collectionIDs: [String], readOnly: Bool,
+                       token: String) async throws -> IssuedInvitation {
+        let body: JSONObject = [
+            "emails": .array([.string(email)]), "type": .int(type), "groups": .array([]),
+            "collections": .array(collectionIDs.map { id in
+                .object(["id": .string(id), "readOnly": .bool(readOnly), "hidePasswords": .bool(false), "manage": .bool(false)])
+            }),
+        ]
+        let reply = try await send(.POST, "/api/organizations/\(organizationID)/users/invite", token: token, json: .object(body))
+        guard !reply.body.isEmpty else {
+            throw ServerCallError.invalidResponse("the server recorded the invite but gave no one-time code for it (it may mail the invitation instead)")
+        }
+        let entries = (try object(reply)["inviteCodes"]?.arrayValue ?? []).compactMap(\.objectValue)
+        guard let entry = entries.first(where: { $0["email"]?.stringValue?.lowercased() == email.lowercased() }) ?? entries.first,
+              let id = entry["id"]?.stringValue, let code = entry["code"]?.stringValue else {
+            throw ServerCallError.invalidResponse("the invite answer has no one-time code")
+        }
+        return IssuedInvitation(id: id, email: entry["email"]?.stringValue ?? email, code: code,
+                                expirationDate: entry["expirationDate"]?.stringValue)
+    }
+
+    /// The invites the signed-in account can still accept (`GET /api/vaultsync/invites`, a VaultSync server extension).
+    public func pendingInvitations(token: String) async throws -> [PendingInvitation] {
+        let answer = try object(try await send(.GET, "/api/vaultsync/invites", token: token))
+        guard let data = answer["data"]?.arrayValue else { throw ServerCallError.invalidResponse("the invite list has no data") }
+        return data.compactMap { value in
+            guard let entry = value.objectValue, let id = entry["id"]?.stringValue,
+                  let organizationID = entry["organizationId"]?.stringValue else { return nil }
+            return PendingInvitation(id: id, organizationID: organizationID.lowercased(),
+                                     organizationName: entry["organizationName"]?.stringValue ?? "(no name)",
+                                     type: entry["type"]?.intValue ?? 2)
+        }
+    }
+
+    /// Accepts an invite with its one-time code (`POST /api/organizations/{orgId}/users/{id}/accept`, `{"token"}`).
+    public func acceptInvitation(id: String, organizationID: String, code: String, token: String) async throws {
+        _ = try await send(.POST, "/api/organizations/\(organizationID)/users/\(id)/accept", token: token,
+                           json: .object(["token": .string(code), "resetPasswordKey": .null]))
+    }
+}
