@@ -4,7 +4,9 @@ import HTTPTypes
 import Hummingbird
 import HummingbirdCore
 import HummingbirdTLS
+import HummingbirdWebSocket
 import Logging
+import NIOCore
 import ServiceLifecycle
 import VaultCrypto
 import VaultModels
@@ -26,6 +28,10 @@ struct ServerServices: Sendable {
     let registrationTokens: RegistrationTokens
     let configuration: ServerConfiguration
     let logger: Logger
+    /// This process's notifications hub connections.
+    let hub: NotificationHub
+    /// What controllers call after a committed change (docs/PROTOCOL.md, "The notifications hub").
+    let notifier: Notifier
 
     var now: @Sendable () -> Int64 { configuration.now }
 
@@ -143,13 +149,19 @@ public func buildApplication(
     var logger = providedLogger ?? Logger(label: "vaultsync-server")
     logger.logLevel = configuration.logLevel
     // TLS files are checked before anything is opened or stored.
-    let server: HTTPServerBuilder = try configuration.tls.map { try .tls(.http1(), tlsConfiguration: TLSSetup.serverConfiguration($0)) }
-        ?? .http1()
+    let tlsConfiguration = try configuration.tls.map { try TLSSetup.serverConfiguration($0) }
     let database = try providedDatabase ?? openDatabase(configuration, logger: logger)
     if let postgres = database as? PostgresDatabase { try await postgres.checkConnection() }
     let repository = VaultRepository(database: database)
     try await repository.migrate()
     let tokenKey = try loadTokenKey(configuration)
+    let hub = NotificationHub(limits: .init(
+        connectionsPerUser: configuration.hubConnectionsPerUser, connectionsPerAddress: configuration.hubConnectionsPerAddress,
+        pingInterval: configuration.hubPingInterval, idleTimeout: configuration.hubIdleTimeout))
+    // One node (SQLite): straight to this hub. PostgreSQL: through NOTIFY/LISTEN, so every node sharing the
+    // database tells its own connections.
+    let postgresTransport = (database as? PostgresDatabase).map { PostgresNotificationTransport(database: $0, hub: hub, logger: logger) }
+    let transport: any NotificationTransport = postgresTransport ?? LocalNotificationTransport(hub: hub)
     let services = ServerServices(
         repository: repository,
         signer: AccessTokenSigner(keyBytes: tokenKey, issuer: "vaultsync"),
@@ -186,7 +198,9 @@ public func buildApplication(
         twoFactorSecrets: TwoFactorSecrets(tokenKey: tokenKey),
         registrationTokens: RegistrationTokens(tokenKey: tokenKey),
         configuration: configuration,
-        logger: logger)
+        logger: logger,
+        hub: hub,
+        notifier: Notifier(repository: repository, transport: transport, logger: logger, now: configuration.now))
 
     let router = Router(context: VaultRequestContext.self)
     // Outermost: a preflight is answered before routing, and every answer (errors too) carries the CORS headers.
@@ -212,6 +226,15 @@ public func buildApplication(
     twoFactor.addPublicRoutes(to: router)
     twoFactor.addRoutes(to: api)
     APIKeyController(services: services).addRoutes(to: api)
+    let notifications = NotificationsController(services: services, hub: hub)
+    notifications.addRoutes(to: router)
+    // The hub's upgrade has a router of its own: only upgrade requests are matched against it.
+    let webSocketRouter = Router(context: VaultRequestContext.self)
+    notifications.addWebSocketRoutes(to: webSocketRouter)
+    let http: HTTPServerBuilder = .http1WebSocketUpgrade(
+        webSocketRouter: webSocketRouter,
+        configuration: .init(ws: .init(maxFrameSize: hub.limits.maxInboundBytes, autoPing: .disabled)))
+    let server: HTTPServerBuilder = try tlsConfiguration.map { try .tls(http, tlsConfiguration: $0) } ?? http
 
     let location = database.location
     let startLogger = logger
@@ -228,7 +251,51 @@ public func buildApplication(
         },
         logger: logger)
     app.addServices(DatabaseService(database: database))
-    return app
+    if let postgresTransport {
+        app.addServices(postgresTransport)
+        app.beforeServerStarts { await postgresTransport.waitUntilListening() }
+    }
+    return HubApplication(inner: app, hub: hub)
+}
+
+/// The application with the notifications hub's shutdown in front: on a graceful shutdown every hub
+/// connection is first sent a close message that invites a reconnect (and given a moment to end), and
+/// only then is the server asked to stop. Without this the WebSocket layer would end the connections
+/// with a bare WebSocket close, racing the hub's close message.
+struct HubApplication<Inner: ApplicationProtocol>: ApplicationProtocol {
+    typealias Responder = Inner.Responder
+    let inner: Inner
+    let hub: NotificationHub
+    /// How long the hub's connections get to send their close message before the server stops anyway.
+    var drainTimeout: Duration = .seconds(5)
+
+    var responder: Inner.Responder { get async throws { try await inner.responder } }
+    var server: HTTPServerBuilder { inner.server }
+    var eventLoopGroup: any EventLoopGroup { inner.eventLoopGroup }
+    var configuration: ApplicationConfiguration { inner.configuration }
+    var logger: Logger { inner.logger }
+    @Sendable func onServerRunning(_ channel: any Channel) async { await inner.onServerRunning(channel) }
+    var services: [any Service] { inner.services }
+    var processesRunBeforeServerStart: [@Sendable () async throws -> Void] { inner.processesRunBeforeServerStart }
+
+    func run() async throws {
+        // The server runs in a group of its own, out of reach of the caller's graceful shutdown (a detached task
+        // inherits none), so that shutdown can be passed on after the hub has closed its connections.
+        let group = ServiceGroup(configuration: .init(services: [inner], logger: inner.logger))
+        let running = Task.detached { try await group.run() }
+        try await withTaskCancellationHandler {
+            try await withGracefulShutdownHandler {
+                try await running.value
+            } onGracefulShutdown: { [hub, drainTimeout] in
+                Task {
+                    await hub.shutdown(drainingFor: drainTimeout)
+                    await group.triggerGracefulShutdown()
+                }
+            }
+        } onCancel: {
+            running.cancel()
+        }
+    }
 }
 
 /// Closes the database when the service group shuts down.

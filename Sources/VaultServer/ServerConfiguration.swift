@@ -43,6 +43,13 @@ public struct ServerConfiguration: Sendable {
     /// Largest attachment file accepted (`--attachment-limit`): a v2 create announcing more is refused, and
     /// an upload is cut off at its announced size. Files stream, so this bounds storage, not memory.
     public var maxAttachmentBytes = 100 * 1024 * 1024
+    /// The notifications hub (docs/PROTOCOL.md, "The notifications hub"): open connections allowed per
+    /// account and per client address, the server's ping interval, and how long a connection may stay
+    /// silent (clients ping every 15 s) before it is closed.
+    public var hubConnectionsPerUser = 20
+    public var hubConnectionsPerAddress = 100
+    public var hubPingInterval: Duration = .seconds(15)
+    public var hubIdleTimeout: Duration = .seconds(30)
     /// How long an organization invite can be accepted, in seconds (official: 5 days).
     public var inviteLifetime: Int64 = 5 * 86_400
     /// Login attempts per account: burst, then one per `accountRefillSeconds`.

@@ -29,6 +29,7 @@ struct AccountDeletionController {
                 """)
         case .deleted(let organizations):
             services.logger.info("account deleted", metadata: ["user": "\(user.id)", "organizations": "\(organizations)"])
+            await services.notifier.loggedOut(user.id, contextID: context.claims?.device)
             return JSONResponse.empty()
         }
     }

@@ -141,6 +141,9 @@ struct AttachmentsController {
             &buffers, reader: &reader, received: &received, file: [], expected: expected, bodyLimit: bodyLimit, attachmentID: attachment.id,
             cipherID: record.id, userID: userID, uploadID: uploadID)
         services.logger.debug("attachment uploaded", metadata: ["attachment": "\(attachment.id)", "bytes": "\(expected)"])
+        if let updated = try await services.repository.visibleCipher(id: record.id, userID: userID) {
+            await services.notifier.cipher(updated, .syncCipherUpdate, by: context)
+        }
         return JSONResponse.empty()
     }
 
@@ -290,6 +293,7 @@ struct AttachmentsController {
             services.logger.debug("attachment uploaded (legacy flow)", metadata: ["attachment": "\(creation.attachmentID)", "bytes": "\(size)"])
         }
         guard let updated = try await services.repository.visibleCipher(id: cipherID, userID: userID) else { throw APIError.notFound }
+        await services.notifier.cipher(updated, .syncCipherUpdate, by: context)
         return JSONResponse.make(.object(try JSONParser.parseObject(services.renderer(for: request).cipher(updated))))
     }
 
@@ -380,6 +384,7 @@ struct AttachmentsController {
         do {
             let updated = try await services.repository.deleteAttachment(
                 id: attachment.id, cipherID: record.id, userID: userID, lastKnownRevisionDate: lastKnown, now: services.now())
+            await services.notifier.cipher(updated, .syncCipherUpdate, by: context)
             return JSONResponse.make(.object(["cipher": .object(try JSONParser.parseObject(services.renderer(for: request).cipher(updated)))]))
         } catch let error as CipherWriteError {
             throw error.apiError

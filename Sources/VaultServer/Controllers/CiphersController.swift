@@ -67,8 +67,10 @@ struct CiphersController {
             let (name, id) = try await folderBody(request)
             let key = try CipherRequests.idempotencyKey(request)
             do {
-                let folder = try await services.repository.createFolder(userID: try context.requireUser(), id: id, name: name,
+                let userID = try context.requireUser()
+                let folder = try await services.repository.createFolder(userID: userID, id: id, name: name,
                                                                         createKey: key, now: services.now())
+                await services.notifier.folder(folder, .syncFolderCreate, userID: userID, by: context)
                 return JSONResponse.make(.object(services.renderer(for: nil).folder(folder)))
             } catch let error as CipherWriteError {
                 throw error.apiError
@@ -77,8 +79,10 @@ struct CiphersController {
         for method in [HTTPRequest.Method.put, .post] {
             api.on("folders/:id", method: method) { request, context in
                 let (name, _) = try await folderBody(request)
+                let userID = try context.requireUser()
                 guard let folder = try await services.repository.renameFolder(
-                    id: try Self.id(context), userID: try context.requireUser(), name: name, now: services.now()) else { throw APIError.notFound }
+                    id: try Self.id(context), userID: userID, name: name, now: services.now()) else { throw APIError.notFound }
+                await services.notifier.folder(folder, .syncFolderUpdate, userID: userID, by: context)
                 return JSONResponse.make(.object(services.renderer(for: nil).folder(folder)))
             }
         }
@@ -127,6 +131,7 @@ struct CiphersController {
             let record = try await services.repository.createCipher(
                 userID: userID, write: write, collectionIDs: collections, requireCollections: wrapped && write.organizationID != nil,
                 now: services.now())
+            await services.notifier.cipher(record, .syncCipherCreate, by: context)
             return render(record, request)
         } catch let error as CipherWriteError {
             throw error.apiError
@@ -138,7 +143,9 @@ struct CiphersController {
         let id = try Self.id(context)
         let write = try CipherRequests.write(from: try await request.jsonObject(limit: services.configuration.maxBodyBytes))
         do {
-            return render(try await services.repository.updateCipher(id: id, userID: userID, write: write, now: services.now()), request)
+            let record = try await services.repository.updateCipher(id: id, userID: userID, write: write, now: services.now())
+            await services.notifier.cipher(record, .syncCipherUpdate, by: context)
+            return render(record, request)
         } catch let error as CipherWriteError {
             throw error.apiError
         }
@@ -165,6 +172,7 @@ struct CiphersController {
             writes.append((id.lowercased(), try CipherRequests.write(from: object, path: "$.ciphers[\(index)]")))
         }
         let results = try await services.repository.updateCiphers(userID: userID, writes: writes, now: services.now())
+        await services.notifier.bulkChange(results.compactMap { try? $0.get() }, userID: userID, by: context)
         let renderer = services.renderer(for: request)
         // `"answer": "revision"`: a client that keeps what it sent needs only the new revision date and
         // the folder and favorite the server stored (a folder not the user's is dropped), not the cipher.
@@ -215,6 +223,7 @@ struct CiphersController {
             writes.append(write)
         }
         let results = try await services.repository.createCiphers(userID: userID, writes: writes, now: services.now())
+        await services.notifier.bulkChange(results.compactMap { try? $0.get() }, userID: userID, by: context)
         let renderer = services.renderer(for: request)
         var bytes = Array(#"{"object":"list","data":["#.utf8)
         for (index, (key, result)) in zip(keys, results).enumerated() {
@@ -243,6 +252,7 @@ struct CiphersController {
                 ids: [try Self.id(context)], userID: try context.requireUser(), folderID: .some(folder),
                 favorite: body["favorite"]?.boolValue ?? false, now: services.now())
             guard let record = records.first else { throw APIError.notFound }
+            await services.notifier.cipher(record, .syncCipherUpdate, by: context, onlyTo: [try context.requireUser()])
             return render(record, request)
         } catch let error as CipherWriteError {
             throw error.apiError
@@ -260,8 +270,10 @@ struct CiphersController {
             throw APIError(.badRequest, "Invalid folder.")
         }
         do {
-            _ = try await services.repository.updateCipherState(ids: ids, userID: userID, folderID: .some(folder),
-                                                                favorite: nil, ignoringUnknown: true, now: services.now())
+            let records = try await services.repository.updateCipherState(ids: ids, userID: userID, folderID: .some(folder),
+                                                                          favorite: nil, ignoringUnknown: true, now: services.now())
+            // Folders are each user's own: only the mover's devices hear of it.
+            await services.notifier.ciphers(records, .syncCipherUpdate, by: context, onlyTo: [userID])
             return JSONResponse.empty()
         } catch let error as CipherWriteError {
             throw error.apiError
@@ -284,6 +296,12 @@ struct CiphersController {
             records = try await services.repository.changeLifecycle(ids: ids, userID: userID, action: action, ignoringUnknown: bulk, now: services.now())
         } catch let error as CipherWriteError {
             throw error.apiError
+        }
+        switch action {
+        case .hardDelete: await services.notifier.ciphers(records, .syncLoginDelete, by: context)
+        case .softDelete, .restore: await services.notifier.ciphers(records, .syncCipherUpdate, by: context)
+        // Archiving is the user's own state of the item.
+        case .archive, .unarchive: await services.notifier.ciphers(records, .syncCipherUpdate, by: context, onlyTo: [userID])
         }
         switch action {
         case .softDelete, .hardDelete:
@@ -329,6 +347,7 @@ struct CiphersController {
             relations.append((key, folder))
         }
         try await services.repository.importVault(userID: userID, folders: folders, ciphers: writes, relationships: relations, now: services.now())
+        await services.notifier.user(userID, .syncVault, contextID: context.claims?.device)
         return JSONResponse.empty()
     }
 
@@ -340,6 +359,7 @@ struct CiphersController {
             let record = try await services.repository.shareCipher(
                 id: try Self.id(context), userID: try context.requireUser(), write: write,
                 collectionIDs: try CipherRequests.collectionIDs(from: body), now: services.now())
+            await services.notifier.cipher(record, .syncCipherUpdate, by: context)
             return render(record, request)
         } catch let error as CipherWriteError {
             throw error.apiError
@@ -367,6 +387,7 @@ struct CiphersController {
                 throw error.apiError
             }
         }
+        await services.notifier.ciphers(records, .syncCipherUpdate, by: context)
         let renderer = services.renderer(for: request)
         return JSONResponse.list(records.map { renderer.cipher($0) })
     }
@@ -377,6 +398,7 @@ struct CiphersController {
             let record = try await services.repository.setCipherCollections(
                 id: try Self.id(context), userID: try context.requireUser(), collectionIDs: try CipherRequests.collectionIDs(from: body),
                 now: services.now())
+            if let record { await services.notifier.cipher(record, .syncCipherUpdate, by: context) }
             let renderer = services.renderer(for: request)
             if v2 {
                 var object = JSONObject()
@@ -403,8 +425,11 @@ struct CiphersController {
     }
 
     func deleteFolder(_ context: VaultRequestContext) async throws -> Response {
-        let deleted = try await services.repository.deleteFolders(ids: [try Self.id(context)], userID: try context.requireUser(), now: services.now())
+        let id = try Self.id(context)
+        let userID = try context.requireUser()
+        let deleted = try await services.repository.deleteFolders(ids: [id], userID: userID, now: services.now())
         guard deleted > 0 else { throw APIError.notFound }
+        await services.notifier.folderDeleted(id: id, userID: userID, by: context)
         return JSONResponse.empty()
     }
 }

@@ -53,7 +53,10 @@ struct OrganizationsController {
             guard let key = body["key"]?.stringValue, (try? EncString(key)) != nil else {
                 throw APIError(.badRequest, "Key or UserId is not set, unable to process request")
             }
-            try await services.repository.confirm(organizationID: orgID, membershipID: try Self.uuid(context, "id"), key: key, now: services.now())
+            let confirmed = try await services.repository.confirm(organizationID: orgID, membershipID: try Self.uuid(context, "id"), key: key,
+                                                                  now: services.now())
+            // The new member's devices fetch the organization key (and its items) now.
+            await services.notifier.user(confirmed, .syncOrgKeys, contextID: context.claims?.device)
             return JSONResponse.empty()
         }
         api.post("organizations/:orgId/users/:id/accept") { request, context in try await accept(request, context) }

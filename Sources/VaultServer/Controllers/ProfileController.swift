@@ -76,6 +76,7 @@ struct ProfileController {
                                                                             now: services.now()) else {
             throw APIError.unauthorized
         }
+        await services.notifier.user(userID, .syncSettings, contextID: context.claims?.device)
         return JSONResponse.make(.object(Renderer.domains(user, withExclusions: true)))
     }
 

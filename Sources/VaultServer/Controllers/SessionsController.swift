@@ -102,6 +102,7 @@ struct SessionsController {
         let user = try await verifiedUser(request, context, presented: body["masterPasswordHash"]?.stringValue)
         try await services.repository.rotateSecurityStamp(userID: user.id, now: services.now())
         services.logger.info("security stamp rotated", metadata: ["user": "\(user.id)"])
+        await services.notifier.loggedOut(user.id, contextID: context.claims?.device)
         return JSONResponse.empty()
     }
 
@@ -147,6 +148,7 @@ struct SessionsController {
             userID: user.id, passwordHash: Data(stored).base64EncodedString(), salt: Data(salt).base64EncodedString(),
             iterations: iterations, key: key, hint: body["masterPasswordHint"] == nil ? user.passwordHint : hint, now: services.now())
         services.logger.info("master password changed", metadata: ["user": "\(user.id)"])
+        await services.notifier.loggedOut(user.id, contextID: context.claims?.device)
         return JSONResponse.empty()
     }
 
@@ -154,9 +156,11 @@ struct SessionsController {
     /// refresh and access tokens stop. 404 for a device of another account.
     func deactivate(_ context: VaultRequestContext) async throws -> Response {
         let id = try OrganizationsController.uuid(context, "id")
-        guard try await services.repository.revokeDevice(id: id, userID: try context.requireUser(), now: services.now()) else {
+        let userID = try context.requireUser()
+        guard let identifier = try await services.repository.revokeDevice(id: id, userID: userID, now: services.now()) else {
             throw APIError.notFound
         }
+        await services.notifier.deviceRevoked(userID: userID, device: identifier)
         return JSONResponse.empty()
     }
 
@@ -171,8 +175,9 @@ struct SessionsController {
         let now = services.now()
         if let claims = services.signer.verify(token, nowSeconds: now / 1_000_000), UUID(uuidString: claims.subject) != nil {
             try await services.repository.revokeDevice(userID: claims.subject, identifier: claims.device, now: now)
-        } else {
-            try await services.repository.revokeDevice(refreshTokenHash: RefreshTokens.hash(token), now: now)
+            await services.notifier.deviceRevoked(userID: claims.subject, device: claims.device)
+        } else if let revoked = try await services.repository.revokeDevice(refreshTokenHash: RefreshTokens.hash(token), now: now) {
+            await services.notifier.deviceRevoked(userID: revoked.userID, device: revoked.identifier)
         }
         return JSONResponse.empty()
     }
@@ -186,14 +191,14 @@ extension VaultRepository {
         }
     }
 
-    /// Revokes one of the account's devices; `false` if it has no device with that id.
-    func revokeDevice(id: String, userID: String, now: Int64) async throws -> Bool {
+    /// Revokes one of the account's devices and returns its identifier; `nil` if it has no device with that id.
+    func revokeDevice(id: String, userID: String, now: Int64) async throws -> String? {
         try await transaction { session in
-            guard let row = try await session.query("SELECT revoked_at FROM devices WHERE id = ? AND user_id = ?",
-                                                    [.text(id), .text(userID)]).first else { return false }
+            guard let row = try await session.query("SELECT revoked_at, identifier FROM devices WHERE id = ? AND user_id = ?",
+                                                    [.text(id), .text(userID)]).first else { return nil }
             // Already revoked: nothing to do (the official server answers the same).
             if row.int("revoked_at") == nil { try await Self.revokeDevice(id: id, now: now, session) }
-            return true
+            return row.text("identifier") ?? ""
         }
     }
 
@@ -207,14 +212,19 @@ extension VaultRepository {
         }
     }
 
-    /// Revokes the device whose current or previous refresh token has this hash, if any.
-    func revokeDevice(refreshTokenHash: String, now: Int64) async throws {
+    /// Revokes the device whose current or previous refresh token has this hash, if any; returns its
+    /// account and identifier.
+    @discardableResult
+    func revokeDevice(refreshTokenHash: String, now: Int64) async throws -> (userID: String, identifier: String)? {
         try await transaction { session in
+            var revoked: (String, String)?
             for row in try await session.query("""
-                SELECT id FROM devices WHERE (refresh_token_hash = ? OR previous_refresh_token_hash = ?) AND revoked_at IS NULL
+                SELECT id, user_id, identifier FROM devices WHERE (refresh_token_hash = ? OR previous_refresh_token_hash = ?) AND revoked_at IS NULL
                 """, [.text(refreshTokenHash), .text(refreshTokenHash)]) {
                 try await Self.revokeDevice(id: row.text("id") ?? "", now: now, session)
+                revoked = (row.text("user_id") ?? "", row.text("identifier") ?? "")
             }
+            return revoked
         }
     }
 

@@ -1,11 +1,14 @@
 import Foundation
 import Hummingbird
+import HummingbirdWebSocket
 import NIOCore
 import VaultModels
 
 /// Per-request state: the authenticated user (set by ``AuthMiddleware``) and the client's address.
-public struct VaultRequestContext: RequestContext {
+public struct VaultRequestContext: RequestContext, WebSocketRequestContext {
     public var coreContext: CoreRequestContextStorage
+    /// Where the WebSocket upgrade of `/notifications/hub` keeps its handler.
+    public let webSocket: WebSocketHandlerReference<VaultRequestContext>
     /// The authenticated user's id, on `/api` routes that require it.
     var userID: String?
     /// The access token's claims.
@@ -15,6 +18,7 @@ public struct VaultRequestContext: RequestContext {
 
     public init(source: ApplicationRequestContextSource) {
         coreContext = .init(source: source)
+        webSocket = .init()
         remoteAddress = source.channel.remoteAddress?.ipAddress ?? "unknown"
     }
 

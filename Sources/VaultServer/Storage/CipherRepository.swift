@@ -492,6 +492,8 @@ extension VaultRepository {
     /// Soft delete, restore, hard delete, archive or unarchive several ciphers at once, all or nothing.
     /// `ignoringUnknown` (the bulk routes): ids the user cannot see are passed over, as the official server filters
     /// a bulk request to the user's own items (one deleted for good on another device failed the whole request).
+    /// The items as they are after the change; for a delete for good, as they were before it (with all of
+    /// their collections and the delete's time as revision date, for its notification).
     func changeLifecycle(ids: [String], userID: String, action: Lifecycle, ignoringUnknown: Bool = false, now: Int64) async throws -> [CipherRecord] {
         try await transaction { session in
             var result: [CipherRecord] = []
@@ -524,6 +526,13 @@ extension VaultRepository {
                                                 [.int(now), .int(now), .text(id)])
                     }
                 case .hardDelete:
+                    // What the notification of the delete needs, read before the collection links go with the row:
+                    // every collection of the item (not only the caller's), and the time of the delete.
+                    var gone = current
+                    gone.collectionIDs = try await session.query("SELECT collection_id FROM collection_ciphers WHERE cipher_id = ? ORDER BY collection_id",
+                                                                 [.text(id)]).compactMap { $0.text("collection_id") }
+                    gone.revisionDate = now
+                    result.append(gone)
                     try await session.query("DELETE FROM ciphers WHERE id = ?", [.text(id)])
                 case .archive, .unarchive:
                     let archived: Int64? = action == .archive ? (current.archivedDate ?? now) : nil

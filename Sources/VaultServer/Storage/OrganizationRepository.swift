@@ -286,15 +286,18 @@ extension VaultRepository {
         }
     }
 
-    /// Confirms an Accepted member, storing the organization key wrapped for them.
-    func confirm(organizationID: String, membershipID: String, key: String, now: Int64) async throws {
+    /// Confirms an Accepted member, storing the organization key wrapped for them; returns their user id.
+    @discardableResult
+    func confirm(organizationID: String, membershipID: String, key: String, now: Int64) async throws -> String {
         try await transaction { session in
             guard let row = try await session.query(
                 "UPDATE memberships SET status = 2, akey = ? WHERE id = ? AND organization_id = ? AND status = 1 RETURNING user_id",
                 [.text(key), .text(membershipID), .text(organizationID)]).first else {
                 throw APIError(.badRequest, "User not valid.")
             }
-            try await Self.bumpRevision([row.text("user_id") ?? ""], now: now, session)
+            let userID = row.text("user_id") ?? ""
+            try await Self.bumpRevision([userID], now: now, session)
+            return userID
         }
     }
 

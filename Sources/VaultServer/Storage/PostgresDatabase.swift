@@ -82,6 +82,31 @@ public final class PostgresDatabase: SQLDatabase {
     public func close() async {
         runTask.cancel()
     }
+
+    /// `NOTIFY channel, payload` (delivered to every connection listening on the channel, this node's too).
+    func notify(channel: String, payload: String) async throws {
+        var bindings = PostgresBindings(capacity: 2)
+        bindings.append(channel)
+        bindings.append(payload)
+        try await client.query(PostgresQuery(unsafeSQL: "SELECT pg_notify($1, $2)", binds: bindings), logger: logger)
+    }
+
+    /// Listens on `channel` on a connection of its own (outside the pool, which it would hold for ever) and
+    /// hands each payload to `handle`; `ready` is called once the `LISTEN` stands. Returns when cancelled;
+    /// throws when the connection fails.
+    func listen(channel: String, ready: @Sendable () -> Void, _ handle: @Sendable (String) -> Void) async throws {
+        let connection = try await PostgresConnection.connect(configuration: connectionConfiguration, id: 1, logger: logger)
+        do {
+            try await connection.listen(on: channel) { notifications in
+                ready()
+                for try await notification in notifications { handle(notification.payload) }
+            }
+        } catch {
+            try? await connection.close()
+            throw error
+        }
+        try? await connection.close()
+    }
 }
 
 struct PostgresSession: SQLSession {
