@@ -64,8 +64,13 @@ public actor HostileServer {
                     let bytes = reply.body
                     return Response(status: .init(code: reply.status), headers: headers, body: ResponseBody(contentLength: announced) { writer in
                         try await writer.write(ByteBuffer(bytes: bytes))
-                        // The rest never comes: the answer ends only when the client gives up on it.
-                        while !Task.isCancelled { try await Task.sleep(for: .seconds(60)) }
+                        // The rest comes a space every 50 ms: a client reading on would wait for ever (and time
+                        // out). A client that gave up closed the connection, and the next write ends this answer;
+                        // after a minute it ends anyway, so the server can always stop.
+                        for _ in 0..<1_200 {
+                            try await Task.sleep(for: .milliseconds(50))
+                            try await writer.write(ByteBuffer(bytes: [0x20]))
+                        }
                         try await writer.finish(nil)
                     })
                 }

@@ -69,7 +69,7 @@ struct CrashTests {
             let delay = UInt64.random(in: 10...500, using: &generator)
             try await Task.sleep(nanoseconds: delay * 1_000_000)
             let failure = child.killAndCollect()
-            #expect(child.wasKilled, "round \(round): the helper ended on its own: \(failure)")
+            #expect(child.wasKilled, "round \(round): the crash-helper ended on its own: \(failure)")
             let text = child.output.text
             print("crash round \(round): killed after \(text.split(separator: "\n").count - 1) acknowledged saves")
             acknowledged = text.split(separator: "\n").compactMap { line in line.hasPrefix("ACK ") ? Int(line.dropFirst(4)) : nil }

@@ -48,7 +48,7 @@ struct ProfileFileLockTests {
         #expect(reader.read(a.profile + "/no such file") == nil)
         #expect(try probe(helper, shm) == "LOCKED", "reading through kept descriptors left the lock in place")
 
-        // The hazard the helper avoids is real: one plain read and close of the file drops the lock.
+        // The hazard this lock avoids is real: one plain read and close of the file drops the lock.
         _ = FileManager.default.contents(atPath: shm)
         #expect(try probe(helper, shm) == "FREE", "a plain read released this process's lock")
         await scenario.finish([a])

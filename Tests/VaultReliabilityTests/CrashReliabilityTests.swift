@@ -11,7 +11,7 @@ import VaultTestSupport
 /// next sync nothing is duplicated and the device agrees with the server.
 @Suite("Crashes", .serialized)
 struct CrashReliabilityTests {
-    /// A crash point on the wire: the helper dies right after the server answered the `occurrence`-th
+    /// A crash point on the wire: the crash-helper process dies right after the server answered the `occurrence`-th
     /// request matching `method` and `pathPrefix` (the server did the work; the client never heard).
     struct CrashPoint: CustomStringConvertible {
         var method: String
@@ -114,7 +114,7 @@ struct CrashReliabilityTests {
     }
 }
 
-/// A device A (the profile the helper runs on) and an online device B of the same account.
+/// A device A (the profile the crash-helper process runs on) and an online device B of the same account.
 struct CrashWorld {
     let server: LiveServer
     let template: AccountTemplate
@@ -143,7 +143,7 @@ struct CrashWorld {
         await server.destroy()
     }
 
-    /// Runs the helper on A's profile; returns it once it printed `READY`.
+    /// Runs the crash-helper process on A's profile; returns it once it printed `READY`.
     func launch(_ helper: URL, _ arguments: [String], tag: String, on device: SimDevice) async throws -> KillableChild {
         await device.engine.lock()
         let child = KillableChild(executable: helper, arguments: arguments, environment: ["VAULTSYNC_CRASH_TAG": tag])
@@ -187,15 +187,15 @@ struct CrashWorld {
                                            clock: SkewedClock(skewSeconds: 0), email: template.email) { $0.api.requestTimeout = .seconds(2) }
         defer { Task { await a.remove() } }
         // More saves than it can make before the kill, however late the kill comes on a busy machine (with
-        // 400 a wake-up held up by seconds let the helper finish on its own).
+        // 400 a wake-up held up by seconds let the crash-helper process finish on its own).
         let child = try await launch(helper, [a.databasePath, template.email, reliabilityPassword, "100000"], tag: tag, on: a)
         try await child.wait(for: "ACK ")
         try await Task.sleep(for: .milliseconds(Int.random(in: 0...300, using: &generator)))
         let errors = child.killAndCollect()
         figures.runs += 1
-        #expect(child.wasKilled, "the helper ended on its own: \(errors)")
+        #expect(child.wasKilled, "the crash-helper ended on its own: \(errors)")
         if child.wasKilled { figures.kills += 1 }
-        // What the helper acknowledged: creates (the item's password) and edits (a new password).
+        // What the crash-helper process acknowledged: creates (the item's password) and edits (a new password).
         for line in child.output.text.split(separator: "\n") where line.hasPrefix("ACK ") {
             guard let index = Int(line.dropFirst(4)) else { continue }
             // An edit (every third save) changes the item created just before it.
@@ -279,7 +279,7 @@ struct CrashWorld {
            let milliseconds = Int(field.dropFirst("milliseconds=".count)) {
             figures.resolutionMilliseconds = milliseconds
         }
-        #expect(child.wasKilled || child.output.text.contains("SYNCED"), "\(context): the helper failed: \(errors)")
+        #expect(child.wasKilled || child.output.text.contains("SYNCED"), "\(context): the crash-helper failed: \(errors)")
         if child.wasKilled {
             figures.kills += 1
             if point != nil { figures.namedPoints += 1 }

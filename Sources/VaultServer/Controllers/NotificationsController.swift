@@ -145,7 +145,7 @@ struct NotificationsController {
                     // about once a minute the token is checked again as a request would be.
                     ticks += 1
                     if ticks % Self.ticksPerRecheck == 0,
-                       try await !services.repository.accessTokenIsLive(userID: claims.subject, device: claims.device, stamp: claims.securityStamp) {
+                       try await !services.repository.accessTokenIsLive(userID: claims.subject, device: claims.device, stamp: claims.securityStamp, generation: claims.generation) {
                         try await close("The session has ended.", allowReconnect: false)
                         break loop
                     }
@@ -177,7 +177,7 @@ struct HubAuthMiddleware: RouterMiddleware {
         }
         guard let token, let claims = services.signer.verify(token, nowSeconds: services.now() / 1_000_000),
               UUID(uuidString: claims.subject) != nil,
-              try await services.repository.accessTokenIsLive(userID: claims.subject, device: claims.device, stamp: claims.securityStamp) else {
+              try await services.repository.accessTokenIsLive(userID: claims.subject, device: claims.device, stamp: claims.securityStamp, generation: claims.generation) else {
             return nil
         }
         return claims

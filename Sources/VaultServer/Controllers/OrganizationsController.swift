@@ -205,7 +205,8 @@ struct OrganizationsController {
         try RequestLimits.check(values, field: "emails", limit: RequestLimits.inviteEmails)
         // Checked by form only: whether an address has an account never changes the answer.
         let emails = try values.map { value -> String in
-            guard let email = value.stringValue?.trimmingCharacters(in: .whitespaces).lowercased(), email.count <= 256,
+            // Normalised as accounts are (docs/SECURITY.md, look-alike accounts), so an invite names one account.
+            guard let email = value.stringValue.map(EmailAddress.normalise), email.count <= 256,
                   let at = email.firstIndex(of: "@"), at != email.startIndex, email.index(after: at) != email.endIndex else {
                 throw APIError.invalidModel(["emails": ["Every email must be an email address of at most 256 characters."]])
             }

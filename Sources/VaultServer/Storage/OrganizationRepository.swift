@@ -248,7 +248,7 @@ extension VaultRepository {
                 UPDATE organization_invites SET failed_attempts = failed_attempts + 1 WHERE id = ? AND failed_attempts < ? RETURNING id
                 """, [.text(id), .int(InviteCodes.maximumFailures)]).isEmpty else { return .refused }
             let codeMatches = InviteCodes.matches(code, stored: invite.text("code_hash"))
-            guard codeMatches, invite.text("email") == user.email.lowercased() else { return .refused }
+            guard codeMatches, invite.text("email").map(EmailAddress.normalise) == EmailAddress.normalise(user.email) else { return .refused }
             try await session.query("DELETE FROM organization_invites WHERE id = ?", [.text(id)])
             guard try await Self.membership(userID: user.id, organizationID: organizationID, session) == nil else { return .alreadyMember }
             try await session.query("""
@@ -275,7 +275,7 @@ extension VaultRepository {
             try await session.query("""
                 SELECT i.id, i.organization_id, i.type, o.name FROM organization_invites i JOIN organizations o ON o.id = i.organization_id
                 WHERE i.email = ? AND i.created_at >= ? AND i.failed_attempts < ? ORDER BY i.created_at
-                """, [.text(email.lowercased()), .int(notBefore), .int(InviteCodes.maximumFailures)])
+                """, [.text(EmailAddress.normalise(email)), .int(notBefore), .int(InviteCodes.maximumFailures)])
         }
     }
 

@@ -277,7 +277,11 @@ struct DemoStory {
         try await server.start()
         say("server back at \(server.url); nobody runs sync")
         let sent = await eventsA.waitFor { if case .synced(let count, _, _) = $0 { return count > 0 } else { return false } }
-        let received = await eventsB.waitFor { if case .itemChanged(_, "Bank") = $0 { return true } else { return false } }
+        // B hears of it live, or (when it reconnected after the change) catches up on reconnecting: either
+        // way without anyone running sync.
+        let notes = bank.notes
+        let engineB = b.engine
+        let received = await LiveEventsSeen.waitUntil { (try? await Self.named("Bank", in: engineB))?.notes == notes }
         for line in await eventsA.lines() { say("A: " + line) }
         for line in await eventsB.lines() { say("B: " + line) }
         let pending = try await a.engine.pendingCount()
@@ -418,6 +422,16 @@ actor LiveEventsSeen {
 
     func lines() -> [String] {
         seen.compactMap { WatchCommand.describe($0).0 }
+    }
+
+    /// Waits until `condition` holds, for at most `limit`.
+    static func waitUntil(within limit: Duration = .seconds(60), _ condition: @Sendable () async -> Bool) async -> Bool {
+        let deadline = ContinuousClock.now + limit
+        while ContinuousClock.now < deadline {
+            if await condition() { return true }
+            try? await Task.sleep(for: .milliseconds(20))
+        }
+        return await condition()
     }
 
     nonisolated func waitFor(within limit: Duration = .seconds(60), _ match: @escaping @Sendable (LiveEvent) -> Bool) async -> Bool {
