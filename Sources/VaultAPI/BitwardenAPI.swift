@@ -166,13 +166,8 @@ public final class BitwardenAPI: Sendable {
         self.connection = connection
     }
 
-    /// The same client with every request's deadline at `timeout` (a save's short attempt).
-    public func withRequestTimeout(_ timeout: TimeAmount) -> BitwardenAPI {
-        var changed = configuration
-        changed.requestTimeout = timeout
-        return BitwardenAPI(baseURL: baseURL, transport: transport, configuration: changed, now: now, onClockSample: onClockSample,
-                            logger: logger, connection: connection)
-    }
+    /// A shorter deadline for every request made in this task (a save's attempt: ``APIConfiguration/saveTimeout``).
+    @TaskLocal public static var requestDeadline: TimeAmount?
 
     // MARK: Transport
 
@@ -209,7 +204,7 @@ public final class BitwardenAPI: Sendable {
         // An absolute URL (an attachment's download or upload link) may name another host.
         let url = path.hasPrefix("https://") || path.hasPrefix("http://") ? path : baseURL + path
         var request = TransportRequest(method: method, url: url, headers: headers, body: body, bodyFile: file,
-                                       timeout: timeout ?? configuration.requestTimeout)
+                                       timeout: timeout ?? Self.requestDeadline ?? configuration.requestTimeout)
         request.maximumBodySize = maximumBodySize
         let sentAt = now()
         let response: TransportResponse

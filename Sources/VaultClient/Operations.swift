@@ -300,7 +300,9 @@ extension VaultEngine {
         if let (reason, count) = queued { return self.queued(input.local, itemID: itemID, reason: reason, count: count) }
         do {
             let deadline = configuration.api.saveTimeout
-            let serverVersion = try await authorized { api, token in try await online(api.withRequestTimeout(deadline), token, input) }
+            let serverVersion = try await BitwardenAPI.$requestDeadline.withValue(deadline) {
+                try await authorized { api, token in try await online(api, token, input) }
+            }
             // An answer that does not decrypt here never replaces a version that does (as a pull keeps it): the
             // save is kept and queued, as for any answer that is not the protocol's (RELIABILITY bug 63).
             if let answer = serverVersion, let local = input.local, Self.answerUnreadable(answer, instead: local, keys: current.keys) {
@@ -562,7 +564,7 @@ extension VaultEngine {
         if existing == nil, !offlineMomentsAgo(facts) {
             do {
                 let deadline = configuration.api.saveTimeout
-                let serverVersion = try await authorized { api, token in try await online(api.withRequestTimeout(deadline), token) }
+                let serverVersion = try await BitwardenAPI.$requestDeadline.withValue(deadline) { try await authorized(online) }
                 await recordContact(success: true)
                 try await write { tx in
                     let folders = tx.folders(of: userID)
