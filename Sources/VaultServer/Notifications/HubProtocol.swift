@@ -1,22 +1,6 @@
 import Foundation
 import VaultModels
 
-/// Bitwarden's push types (the `Type` of a notification), as the official clients number them.
-enum PushType: Int, Sendable, CaseIterable {
-    case syncCipherUpdate = 0
-    case syncCipherCreate = 1
-    case syncLoginDelete = 2
-    case syncFolderDelete = 3
-    case syncCiphers = 4
-    case syncVault = 5
-    case syncOrgKeys = 6
-    case syncFolderCreate = 7
-    case syncFolderUpdate = 8
-    case syncCipherDelete = 9
-    case syncSettings = 10
-    case logOut = 11
-}
-
 /// One `ReceiveMessage` argument: `{ContextId, Type, Payload}`. The payload holds ids and dates only,
 /// never vault content (docs/PROTOCOL.md, "The notifications hub").
 struct HubNotification: Sendable, Equatable {

@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import VaultModels
 
 /// What the controllers call after a change has been committed: works out who may know of it and
 /// publishes the notification (docs/PROTOCOL.md, "The notifications hub"). A failure here is logged
