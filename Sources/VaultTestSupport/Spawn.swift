@@ -30,12 +30,47 @@ public enum Spawn {
     /// `stderr` as its descriptors 0, 1 and 2. Returns its process id.
     public static func start(_ executable: String, _ arguments: [String], environment: [String: String], folder: String?,
                       stdin: Int32, stdout: Int32, stderr: Int32) throws -> pid_t {
+        try start(executable, arguments, environment: environment, folder: folder, descriptors: .given(stdin, stdout, stderr))
+    }
+
+    /// Starts `executable` in a session of its own whose controlling terminal is the pseudo-terminal
+    /// `terminalPath` (its descriptors 0, 1 and 2), as a shell starts a program at a terminal: the
+    /// terminal's Ctrl-C is a SIGINT to it, `/dev/tty` is that terminal, and a program it starts in the
+    /// foreground (an editor) may take the terminal over. Returns its process id.
+    public static func start(_ executable: String, _ arguments: [String], environment: [String: String], folder: String?,
+                             terminalPath: String) throws -> pid_t {
+        try start(executable, arguments, environment: environment, folder: folder, descriptors: .terminal(terminalPath))
+    }
+
+    /// glibc's POSIX_SPAWN_SETSID (spawn.h; not in Swift's Glibc module, which leaves out the GNU additions).
+    #if canImport(Glibc)
+    static let setSID: Int32 = 0x80
+    #else
+    static let setSID: Int32 = Int32(POSIX_SPAWN_SETSID)
+    #endif
+
+    enum Descriptors {
+        case given(Int32, Int32, Int32)
+        case terminal(String)
+    }
+
+    static func start(_ executable: String, _ arguments: [String], environment: [String: String], folder: String?,
+                      descriptors: Descriptors) throws -> pid_t {
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_adddup2(&actions, stdin, 0)
-        posix_spawn_file_actions_adddup2(&actions, stdout, 1)
-        posix_spawn_file_actions_adddup2(&actions, stderr, 2)
+        switch descriptors {
+        case .given(let stdin, let stdout, let stderr):
+            posix_spawn_file_actions_adddup2(&actions, stdin, 0)
+            posix_spawn_file_actions_adddup2(&actions, stdout, 1)
+            posix_spawn_file_actions_adddup2(&actions, stderr, 2)
+        case .terminal(let path):
+            // glibc runs setsid (POSIX_SPAWN_SETSID, below) before the file actions: opening the terminal
+            // without O_NOCTTY then makes it the new session's controlling terminal.
+            posix_spawn_file_actions_addopen(&actions, 0, path, O_RDWR, 0)
+            posix_spawn_file_actions_adddup2(&actions, 0, 1)
+            posix_spawn_file_actions_adddup2(&actions, 0, 2)
+        }
         // Nothing else of this process goes to the child: SwiftNIO's sockets are not close-on-exec, so a
         // child otherwise kept every test server's listening socket open for as long as it ran, and a
         // test that stopped its server and started it again on its port found the port taken ("Address
@@ -68,7 +103,9 @@ public enum Spawn {
         sigemptyset(&none)
         posix_spawnattr_setsigdefault(&attributes, &all)
         posix_spawnattr_setsigmask(&attributes, &none)
-        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK))
+        var flags = POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK
+        if case .terminal = descriptors { flags |= Self.setSID }
+        posix_spawnattr_setflags(&attributes, Int16(flags))
         var pid: pid_t = 0
         let result = posix_spawn(&pid, executable, &actions, &attributes, argv, envp)
         guard result == 0 else { throw Failed(description: "posix_spawn \(executable): \(String(cString: strerror(result)))") }

@@ -26,7 +26,7 @@ struct TerminalStep: Sendable {
 
 /// The C library's pseudo-terminal calls, looked up at run time (Swift's Glibc module leaves them out
 /// of its headers' default feature set).
-private enum PTY {
+enum PTY {
     typealias OpenPT = @convention(c) (Int32) -> Int32
     typealias FDCall = @convention(c) (Int32) -> Int32
     typealias Name = @convention(c) (Int32) -> UnsafeMutablePointer<CChar>?

@@ -54,6 +54,9 @@ struct WatchCommand: VaultCommand {
             }
             group.addTask { await printer.value }
             let first = await group.next() ?? false
+            // The printer is a task of its own: cancelling the group does not end it, and the group
+            // waits for the child that awaits it (Ctrl-C did nothing while the stream stayed open).
+            printer.cancel()
             group.cancelAll()
             return first
         }
