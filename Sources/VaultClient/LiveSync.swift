@@ -16,13 +16,18 @@ public struct LiveSyncOptions: Sendable {
     public var reconnect: ReconnectSchedule
     /// The hub's keep-alive: a ping this often, and silence for twice as long ends the connection.
     public var pingInterval: Duration
+    /// While connected, how often the queue is looked at: a change queued while the server answered
+    /// (a refused or failed request, a save made by another process on this profile) is sent once its
+    /// retry is due, without waiting for a reconnection.
+    public var queueCheckInterval: Duration
 
     public init(pollInterval: Duration = .seconds(30), pollsBeforeHubRetry: Int = 10, reconnect: ReconnectSchedule = ReconnectSchedule(),
-                pingInterval: Duration = .seconds(15)) {
+                pingInterval: Duration = .seconds(15), queueCheckInterval: Duration = .seconds(10)) {
         self.pollInterval = pollInterval
         self.pollsBeforeHubRetry = pollsBeforeHubRetry
         self.reconnect = reconnect
         self.pingInterval = pingInterval
+        self.queueCheckInterval = queueCheckInterval
     }
 }
 
@@ -251,18 +256,62 @@ extension VaultEngine {
         try requireUsableServer()
         let current = try requireSession()
         guard let token = current.tokens?.accessToken else { throw VaultError.notLoggedIn }
-        let userID = current.userID
-        let device = try await read { tx in try tx.accounts.find(userID: userID)?.deviceIdentifier } ?? ""
+        let (userID, device) = try await liveIdentity()
         let configured = await notificationsAddress()
         let secure = configuration.serverURL.hasPrefix("https://") || (configured?.hasPrefix("https://") ?? false)
         let tls = secure ? api.webSocketTLS : nil
         let connection = NotificationsConnection(url: NotificationsConnection.hubURL(baseURL: api.baseURL, configuredNotifications: configured),
                                                  tls: tls, pingInterval: options.pingInterval, logger: logger)
-        return try await connection.run(accessToken: token, onOpen: { [weak self] in
-            await self?.hubOpened()
-        }, onMessage: { [weak self] message in
-            await self?.applyLive(message, deviceIdentifier: device, userID: userID)
-        })
+        return try await withThrowingTaskGroup(of: HubConnectionEnd?.self) { group in
+            group.addTask {
+                try await connection.run(accessToken: token, onOpen: { [weak self] in
+                    await self?.hubOpened()
+                }, onMessage: { [weak self] message in
+                    await self?.applyLive(message, deviceIdentifier: device, userID: userID)
+                })
+            }
+            group.addTask { [weak self] in
+                await self?.sendDueChanges(every: options.queueCheckInterval)
+                return nil
+            }
+            // The connection's end decides; the queue's look-out ends with it.
+            let end = try await group.next() ?? nil
+            group.cancelAll()
+            return end ?? .cancelled
+        }
+    }
+
+    /// While the hub connection is up: every `interval`, a sync when a queued change is due.
+    func sendDueChanges(every interval: Duration) async {
+        while !Task.isCancelled {
+            do {
+                try await Task.sleep(for: interval)
+            } catch {
+                return
+            }
+            guard liveState == .live, session != nil else { continue }
+            do {
+                let now = clock.now()
+                let due = try await pendingChanges().filter {
+                    $0.metadata.state == .pending && ($0.metadata.nextAttemptDate.map { $0 <= now } ?? true)
+                }
+                guard !due.isEmpty else { continue }
+                let report = try await sync()
+                emit(.synced(sent: report.resolved, pending: report.stillPending, messages: report.messages))
+            } catch is CancellationError {
+                return
+            } catch {
+                emit(.problem(Self.liveReason(error)))
+            }
+        }
+    }
+
+    /// The account and this device's identifier, by which live messages are addressed and echoes
+    /// (`ContextId`) recognised.
+    func liveIdentity() async throws -> (userID: String, device: String) {
+        let userID = try requireSession().userID
+        let device = try await read { tx in try tx.accounts.find(userID: userID)?.deviceIdentifier } ?? ""
+        return (userID, device)
     }
 
     func hubOpened() async {

@@ -157,7 +157,8 @@ public func buildApplication(
     let tokenKey = try loadTokenKey(configuration)
     let hub = NotificationHub(limits: .init(
         connectionsPerUser: configuration.hubConnectionsPerUser, connectionsPerAddress: configuration.hubConnectionsPerAddress,
-        pingInterval: configuration.hubPingInterval, idleTimeout: configuration.hubIdleTimeout))
+        pingInterval: configuration.hubPingInterval, idleTimeout: configuration.hubIdleTimeout),
+        observer: configuration.notificationObserver)
     // One node (SQLite): straight to this hub. PostgreSQL: through NOTIFY/LISTEN, so every node sharing the
     // database tells its own connections.
     let postgresTransport = (database as? PostgresDatabase).map { PostgresNotificationTransport(database: $0, hub: hub, logger: logger) }

@@ -92,6 +92,12 @@ public struct ServerConfiguration: Sendable {
     public var bulkUpdateLimit = 1000
     /// Serve HTTPS with this certificate and key instead of plain HTTP (docs/PROTOCOL.md, "TLS").
     public var tls: TLSFiles?
+    /// Called with every notification the hub hands to this node, as the JSON hub protocol's record
+    /// (`{"type":1,"target":"ReceiveMessage",…}` and 0x1E) and the users it is for, before it reaches
+    /// the node's connections. For a process that embeds the server and carries notifications by
+    /// other means: the in-process simulation delivers them to its devices with drops, duplicates and
+    /// reordering. nil (the default): none.
+    public var notificationObserver: (@Sendable (_ userIDs: [String], _ record: String) -> Void)?
     /// The clock, in microseconds since the epoch (tests move it to expire tokens).
     public var now: @Sendable () -> Int64 = { Int64((Date().timeIntervalSince1970 * 1_000_000).rounded()) }
 

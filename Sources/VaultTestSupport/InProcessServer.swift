@@ -18,6 +18,9 @@ import VaultServer
 public struct InProcessServer: Sendable {
     let client: any TestClientProtocol
     public let time: SimulatedTime
+    /// Every notification the server's hub published, in order (nothing is connected to the hub:
+    /// the owner of the world delivers them as it chooses).
+    public let notifications: PublishedNotifications
 
     /// The address engines are configured with: a loopback port where nothing listens, so a request
     /// that missed the in-process transport fails instead of reaching something real.
@@ -40,9 +43,11 @@ public struct InProcessServer: Sendable {
         configuration.insecureTestingPasswordIterations = 1_000
         configuration.tokenKey = Array(repeating: 0x5A, count: 64)
         configuration.now = { time.serverMicroseconds }
+        let notifications = PublishedNotifications()
+        configuration.notificationObserver = { users, record in notifications.append(userIDs: users, record: record) }
         let app = try await buildApplication(configuration: configuration)
         return try await app.test(.router) { client in
-            try await body(InProcessServer(client: client, time: time))
+            try await body(InProcessServer(client: client, time: time, notifications: notifications))
         }
     }
 
@@ -83,6 +88,30 @@ public struct InProcessServer: Sendable {
         func two(_ value: Int64) -> String { value < 10 ? "0\(value)" : "\(value)" }
         return "\(weekdays[Int(days % 7)]), \(two(day)) \(months[Int(month - 1)]) \(year) "
             + "\(two(secondOfDay / 3_600)):\(two(secondOfDay % 3_600 / 60)):\(two(secondOfDay % 60)) GMT"
+    }
+}
+
+/// The notifications an ``InProcessServer`` published: each the JSON hub protocol's record (as a JSON
+/// client of the hub would receive it) and the users it is for.
+public final class PublishedNotifications: @unchecked Sendable {
+    public struct Published: Sendable, Equatable {
+        public let userIDs: [String]
+        public let record: String
+    }
+
+    private let lock = NSLock()
+    private var published: [Published] = []
+
+    func append(userIDs: [String], record: String) {
+        lock.withLock { published.append(Published(userIDs: userIDs, record: record)) }
+    }
+
+    /// The notifications published since the last call, oldest first.
+    public func take() -> [Published] {
+        lock.withLock {
+            defer { published = [] }
+            return published
+        }
     }
 }
 

@@ -39,14 +39,14 @@ struct Device {
     let engine: VaultEngine
 
     static func make(url: String, profile: String = temporaryDirectory("vaultsync-device"), clock: any DeviceClock = SystemDeviceClock(),
-                     configure: (inout EngineConfiguration) -> Void = { _ in }) throws -> Device {
+                     transport: (any HTTPTransport)? = nil, configure: (inout EngineConfiguration) -> Void = { _ in }) throws -> Device {
         var configuration = EngineConfiguration(serverURL: url)
         // Generous: the suites run in parallel on two cores; fault tests set short timeouts themselves.
         configuration.api.connectTimeout = .seconds(10)
         configuration.api.requestTimeout = .seconds(20)
         configuration.api.saveTimeout = .seconds(20)
         configure(&configuration)
-        let engine = try VaultEngine(databasePath: profile + "/vault.sqlite", configuration: configuration, clock: clock)
+        let engine = try VaultEngine(databasePath: profile + "/vault.sqlite", configuration: configuration, clock: clock, transport: transport)
         return Device(profile: profile, engine: engine)
     }
 

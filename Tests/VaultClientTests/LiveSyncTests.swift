@@ -1,6 +1,11 @@
+import AsyncHTTPClient
 import Foundation
+import Logging
+import NIOHTTP1
 import Testing
-import VaultClient
+@testable import VaultClient
+import VaultCrypto
+import VaultAPI
 import VaultModels
 import VaultSyncCore
 import VaultTestSupport
@@ -103,5 +108,147 @@ struct LiveSyncTests {
         await logA.stop()
         await logB.stop()
         await scenario.finish([a, b])
+    }
+    @Test("the server ends every session (log out everywhere): a live device hears LogOut, locks and forgets its tokens")
+    func logOutFromServer() async throws {
+        let scenario = try await Scenario.start()
+        let a = try await scenario.device(register: true)
+        let b = try await scenario.device()
+        let log = await LiveEventLog.listening(to: b.engine)
+        await b.engine.startLiveSync(Self.options)
+        #expect(await log.waitFor { $0 == .state(.live) })
+
+        let master = try MasterKey.derive(password: scenario.password, salt: scenario.email, kdf: testKDF)
+        let hash = master.serverAuthorizationHash(password: scenario.password)
+        _ = try? await a.engine.authorized { api, token in
+            try await api.rawJSON(.POST, "/api/accounts/security-stamp", token: token, body: .object(["masterPasswordHash": .string(hash)]))
+        }
+        #expect(await log.waitFor { $0 == .loggedOut })
+        #expect(await waitUntil { await b.engine.liveSyncState == nil }, "the live loop ends with the session")
+        #expect(try await b.engine.status().locked)
+        // The tokens are gone from the profile too: unlocked again, it may read its copy but not reach the server.
+        let reopened = try b.reopen(url: await scenario.server.url)
+        try await reopened.engine.unlock(email: scenario.email, password: scenario.password)
+        await #expect(throws: VaultError.self) { _ = try await reopened.engine.sync() }
+        await log.stop()
+        await scenario.finish([a, b, reopened])
+    }
+
+    @Test("a server whose hub refuses the upgrade (404): the device polls the revision date and still receives changes")
+    func pollsWithoutHub() async throws {
+        let scenario = try await Scenario.start()
+        let a = try await scenario.device(register: true)
+        let proxy = FaultProxy(upstream: await scenario.server.url)
+        try await proxy.start()
+        await proxy.add(.init(method: "GET", pathPrefix: "/notifications/hub", action: .fail(status: 404), times: 1_000))
+        let b = try Device.make(url: await proxy.url)
+        try await b.engine.login(email: scenario.email, password: scenario.password, acceptingKdf: testKDF)
+        let log = await LiveEventLog.listening(to: b.engine)
+        await b.engine.startLiveSync(Self.options)
+        #expect(await log.waitFor { $0 == .state(.polling) })
+
+        _ = try await a.engine.addItem(loginItem("Polled"))
+        #expect(await waitUntil { (try? await b.engine.view(named: "Polled")) != nil }, "the next poll sees the revision move and syncs")
+        #expect(await b.engine.liveSyncState == .polling)
+        await b.engine.stopLiveSync()
+        await log.stop()
+        await proxy.stop()
+        await scenario.finish([a, b])
+    }
+
+    @Test("an item with a change waiting here is not overwritten by another device's live change: the next sync keeps both")
+    func queuedItemKeptForResolution() async throws {
+        let scenario = try await Scenario.start()
+        let a = try await scenario.device(register: true)
+        // B's API requests go through a transport that can refuse one (its hub connection is a WebSocket of its own).
+        let refusing = RefusingTransport()
+        let b = try Device.make(url: await scenario.server.url, transport: refusing)
+        try await b.engine.login(email: scenario.email, password: scenario.password, acceptingKdf: testKDF)
+        let saved = try await a.engine.addItem(loginItem("Shared", password: "first"))
+        let id = try #require(saved.value.id)
+        _ = try await b.engine.sync()
+        let log = await LiveEventLog.listening(to: b.engine)
+        // The queue's look-out must not send B's change before A's live change arrives (that order is the next test's).
+        var options = Self.options
+        options.queueCheckInterval = .seconds(3_600)
+        await b.engine.startLiveSync(options)
+        #expect(await log.waitFor { $0 == .state(.live) })
+
+        // B's edit does not reach the server (503): it waits in B's queue.
+        refusing.refuseNext(method: "PUT", pathPrefix: "/api/ciphers/")
+        var mine = try #require(try await b.engine.view(named: "Shared"))
+        mine.login?.password = "written on B"
+        let queued = try await b.engine.updateItem(mine)
+        #expect(queued.outcome != .synced)
+        var theirs = saved.value
+        theirs.login?.password = "written on A"
+        _ = try await a.engine.updateItem(theirs)
+        #expect(await log.waitFor { $0 == .itemKeptForResolution(id: id) })
+        #expect(try await b.engine.view(named: "Shared")?.login?.password == "written on B", "B's own change stays in place")
+
+        _ = try await b.engine.sync()
+        let passwords = Set(try await b.engine.views().compactMap(\.login?.password))
+        #expect(passwords.isSuperset(of: ["written on A", "written on B"]), "both versions kept: \(passwords)")
+        await b.engine.stopLiveSync()
+        await log.stop()
+        await scenario.finish([a, b])
+    }
+    @Test("a change queued while the hub stays connected (the server refused it once) leaves by itself once its retry is due")
+    func queuedWhileConnectedLeaves() async throws {
+        let scenario = try await Scenario.start()
+        let a = try await scenario.device(register: true)
+        let refusing = RefusingTransport()
+        let b = try Device.make(url: await scenario.server.url, transport: refusing)
+        try await b.engine.login(email: scenario.email, password: scenario.password, acceptingKdf: testKDF)
+        let logA = await LiveEventLog.listening(to: a.engine)
+        let logB = await LiveEventLog.listening(to: b.engine)
+        await a.engine.startLiveSync(Self.options)
+        var options = Self.options
+        options.queueCheckInterval = .milliseconds(100)
+        await b.engine.startLiveSync(options)
+        #expect(await logB.waitFor { $0 == .state(.live) })
+        #expect(await logA.waitFor { $0 == .state(.live) })
+
+        refusing.refuseNext(method: "POST", pathPrefix: "/api/ciphers")
+        let queued = try await b.engine.addItem(loginItem("Refused once"))
+        #expect(queued.outcome != .synced)
+        #expect(await logB.waitFor { if case .synced(let sent, _, _) = $0 { return sent == 1 } else { return false } })
+        #expect(try await b.engine.pendingCount() == 0)
+        #expect(await logA.waitFor { if case .itemChanged(_, let name) = $0 { return name == "Refused once" } else { return false } },
+                "A hears of it live")
+        await a.engine.stopLiveSync()
+        await b.engine.stopLiveSync()
+        await logA.stop()
+        await logB.stop()
+        await scenario.finish([a, b])
+    }
+}
+
+/// The production transport (AsyncHTTPClient), except that it answers the next request matching a
+/// method and path with a 503 of its own, as a failing server would (a fault for one request; a device's
+/// hub connection is a WebSocket of its own and never passes here).
+final class RefusingTransport: HTTPTransport, @unchecked Sendable {
+    private let inner = AsyncHTTPClientTransport(client: HTTPClient.shared)
+    private let lock = NSLock()
+    private var refusal: (method: String, pathPrefix: String)?
+
+    func refuseNext(method: String, pathPrefix: String) {
+        lock.withLock { refusal = (method, pathPrefix) }
+    }
+
+    func execute(_ request: TransportRequest, logger: Logger) async throws -> TransportResponse {
+        let path = URLComponents(string: request.url)?.path ?? ""
+        let refused = lock.withLock { () -> Bool in
+            guard let refusal, refusal.method == request.method.rawValue, path.hasPrefix(refusal.pathPrefix) else { return false }
+            self.refusal = nil
+            return true
+        }
+        if refused { return TransportResponse(status: 503, headers: HTTPHeaders(), body: Array("refused once".utf8)) }
+        return try await inner.execute(request, logger: logger)
+    }
+
+    func download(_ request: TransportRequest, into descriptor: Int32, progress: (@Sendable (Int) -> Void)?,
+                  logger: Logger) async throws -> TransportResponse {
+        try await inner.download(request, into: descriptor, progress: progress, logger: logger)
     }
 }

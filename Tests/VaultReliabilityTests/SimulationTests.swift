@@ -72,6 +72,8 @@ struct Simulation {
         var generator = SeededRandom(seed: seed)
         var expiries = SeededRandom(seed: seed ^ Self.expirySeedMask)
         var clockSteps = SeededRandom(seed: seed ^ Self.timeSeedMask)
+        var live = LiveDelivery(seed: seed)
+        let published = observer.server.notifications
         let steps = Int.random(in: 4...12, using: &generator)
         let ledger = Ledger(tag: "s\(seed)")
         let trace = StepTrace(seed: seed, verbose: verbose)
@@ -89,6 +91,7 @@ struct Simulation {
         }
         for device in devices.dropFirst() { try await device.engine.pull() }
         trace.add("set-up: device 0 added \(added.joined(separator: "; ")); devices 1 and 2 pulled" + Self.network(devices))
+        LiveDelivery.post(published.take(), to: devices)
         for (device, faultRate) in zip(devices, faultRates) {
             await device.network.setRandomFaults([FaultProxy.RandomFault(
                 probability: faultRate,
@@ -109,8 +112,11 @@ struct Simulation {
             let seconds = Int64.random(in: 1...30, using: &clockSteps)
             time.advance(microseconds: seconds * 1_000_000)
             let device = devices[Int.random(in: 0..<devices.count, using: &generator)]
-            let event = try await act(device, step: step, snapshots: snapshots, ledger: ledger, trace: trace, email: email,
-                                      generator: &generator, expiries: &expiries)
+            // What the hub sent the device since it last acted arrives first (some of it).
+            let heard = await live.hear(device, ledger: ledger).map { $0 + ", then " } ?? ""
+            let event = heard + (try await act(device, step: step, snapshots: snapshots, ledger: ledger, trace: trace, email: email,
+                                               generator: &generator, expiries: &expiries))
+            LiveDelivery.post(published.take(), to: devices)
             let checking = ContinuousClock.now
             phases.add("steps", checking - stepStarted)
             // Invariants after every step.
@@ -144,10 +150,23 @@ struct Simulation {
         }
         let settling = ContinuousClock.now
         time.advance(microseconds: 60_000_000)
-        let final = try await settle(devices, email: email, loggingInAgain: true)
+        _ = try await settle(devices, email: email, loggingInAgain: true)
+        trace.add("final rounds: faults off, everyone unlocked, syncs until the queues settle" + Self.network(devices))
+        // Then every live message still on its way arrives, late and out of order (the final rounds'
+        // own too): applied by revision date, none may undo what the devices agree on.
+        for device in devices {
+            device.partitioned = false
+            device.liveInbox = []
+        }
+        LiveDelivery.post(published.take(), to: devices)
+        for device in devices {
+            while let heard = await live.hear(device, ledger: ledger, all: true) { trace.add("late: device \(device.index) \(heard)") }
+        }
+        var final: [DeviceSnapshot] = []
+        for device in devices { final.append(try await DeviceSnapshot.take(device)) }
+        let server = try await observer.snapshot()
         let checking = ContinuousClock.now
         phases.add("final rounds", checking - settling)
-        trace.add("final rounds: faults off, everyone unlocked, syncs until the queues settle" + Self.network(devices))
         var refreshes: [String: Int] = [:]
         for device in devices { refreshes.merge(await device.network.tally(pathPrefix: tokenPath)) { $0 + $1 } }
         for (device, snapshot) in zip(devices, final) {
@@ -157,7 +176,7 @@ struct Simulation {
         trace.add("end: token refreshes: \(describeRefreshes(refreshes)); logins after the session ended: "
                   + "\(devices.map(\.loginsAgain).reduce(0, +)); ledger: "
                   + ledger.counts.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", "))
-        let findings = try finalFindings(devices, snapshots: final, ledger: ledger)
+        let findings = try finalFindings(devices, snapshots: final, ledger: ledger) + Invariants.serverFindings(final, server: server)
         phases.add("final checks", ContinuousClock.now - checking)
         phases.count("saves during a push", ledger.counts["save during a push"] ?? 0)
         phases.count("token refreshes", refreshes["requests"] ?? 0)
@@ -167,6 +186,9 @@ struct Simulation {
         // conflicts the devices' syncs merged, under this run's conflict policy (VAULTSYNC_SIM_CONFLICTS).
         phases.count("backups at the end", final.first.map { $0.items.values.filter { BackupName.isBackup($0.name) }.count } ?? 0)
         phases.count("merges during steps", ledger.counts["merges"] ?? 0)
+        for event in ["live messages applied", "live messages dropped", "live messages duplicated", "live catch-ups"] {
+            phases.count(event, ledger.counts[event] ?? 0)
+        }
         if !findings.isEmpty { return fail(findings) }
         trace.add("held: every invariant after every step and at the end")
         return SeedOutcome(trace: trace.lines, findings: [])
@@ -190,16 +212,25 @@ struct Simulation {
                 try await device.engine.unlock(email: email, password: reliabilityPassword)
                 device.locked = false
                 event = "unlock"
+                if LiveDelivery.connected(device) { event += ", " + (await LiveDelivery.reconnect(device, ledger: ledger)) }
             }
         } else if roll < 3 {
             await device.engine.lock()
             device.locked = true
+            device.liveInbox = []
             device.lockedSteps = Int.random(in: 1...3, using: &generator)
             event = "lock (for \(device.lockedSteps) steps)"
         } else if roll < 11 {
             let partitioned = Bool.random(using: &generator)
             await device.network.setPartitioned(partitioned)
+            let wasPartitioned = device.partitioned
+            device.partitioned = partitioned
             event = partitioned ? "partition" : "heal"
+            if partitioned {
+                await LiveDelivery.disconnect(device)
+            } else if wasPartitioned {
+                event += ", " + (await LiveDelivery.reconnect(device, ledger: ledger))
+            }
         } else if roll < 14 {
             let seconds = Int64.random(in: -600...600, using: &generator)
             device.clock.jump(seconds: seconds)
@@ -226,6 +257,7 @@ struct Simulation {
                 do {
                     try await device.logInAgain(email: email)
                     event += "; logged in again"
+                    if LiveDelivery.connected(device) { event += ", " + (await LiveDelivery.reconnect(device, ledger: ledger)) }
                 } catch let error as VaultError {
                     switch error {
                     case .storage, .crypto, .model: throw error
@@ -304,15 +336,20 @@ final class ServerObserver: @unchecked Sendable {
 
     /// Every password the server's items hold (current ones and histories).
     func passwords() async throws -> Set<String> {
+        try await snapshot().passwords
+    }
+
+    /// What the server holds, decrypted, as a device's snapshot.
+    func snapshot() async throws -> DeviceSnapshot {
         if device == nil {
             let index = Simulation.deviceCount
             device = try await SimDevice.inProcess(index: index, server: server, copying: template.profiles[index],
                                                    sealedSession: template.sealedSessions[index], sessionKey: template.sessionKey,
                                                    skewSeconds: 0, randomSeed: 0x0B5E_47E4)
         }
-        guard let device else { return [] }
+        guard let device else { return DeviceSnapshot() }
         _ = try await device.engine.pull()
-        return try await DeviceSnapshot.take(device).passwords
+        return try await DeviceSnapshot.take(device)
     }
 
     func remove() async {

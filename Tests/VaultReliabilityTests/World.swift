@@ -331,6 +331,10 @@ final class SimDevice: @unchecked Sendable {
     var sessionEnded = false
     /// How often the user logged in again after the session ended.
     var loginsAgain = 0
+    /// The simulation's partition of this device's network is on (``LiveDelivery``: no hub connection).
+    var partitioned = false
+    /// Hub records sent to this device and not yet heard (``LiveDelivery``).
+    var liveInbox: [String] = []
 
     init(index: Int, profile: String, network: any DeviceNetwork, clock: SkewedClock, engine: VaultEngine) {
         self.index = index
@@ -843,6 +847,23 @@ enum Invariants {
 
     /// Queue records are either waiting or need attention, and keep their data: every record except
     /// a permanent delete still has its local item or folder.
+    /// Every device holds what the server holds (items and folders), but for what still waits in a
+    /// queue (a record that needs attention stays local by design).
+    static func serverFindings(_ snapshots: [DeviceSnapshot], server: DeviceSnapshot) -> [String] {
+        var findings: [String] = []
+        for (index, snapshot) in snapshots.enumerated() {
+            let queued = Set(snapshot.queued.keys)
+            for id in Set(server.items.keys).union(snapshot.items.keys).subtracting(queued).sorted() where server.items[id] != snapshot.items[id] {
+                findings.append("device \(index) and the server differ on item \(id): "
+                                + "\(snapshot.items[id]?.description ?? "missing") vs \(server.items[id]?.description ?? "missing")")
+            }
+            for id in Set(server.folders.keys).union(snapshot.folders.keys).subtracting(queued).sorted() where server.folders[id] != snapshot.folders[id] {
+                findings.append("device \(index) and the server differ on folder \(id)")
+            }
+        }
+        return findings
+    }
+
     static func queueFindings(_ snapshot: DeviceSnapshot, device: Int) -> [String] {
         snapshot.queued.compactMap { id, _ in
             let kind = snapshot.queuedKinds[id]

@@ -49,6 +49,8 @@ final class HubTestClient: Sendable {
                                 try await outbound.write(.text(String(decoding: bytes, as: UTF8.self)))
                             }
                         }
+                        // ``disconnect()``: the WebSocket close handshake; the server's answer ends the reading below.
+                        if !Task.isCancelled { try? await outbound.close(.normalClosure, reason: nil) }
                     }
                     var handshaken = false
                     for try await message in inbound.messages(maxSize: 1 << 20) {
@@ -99,9 +101,10 @@ final class HubTestClient: Sendable {
         try await Self.within(deadline) { [run] in try await run.value }
     }
 
+    /// Closes the connection as a client app does (a WebSocket close); ``closed(deadline:)`` then returns
+    /// once the server has answered it.
     func disconnect() {
         outgoing.finish()
-        run.cancel()
     }
 
     static func within<T: Sendable>(_ deadline: Duration, _ body: @escaping @Sendable () async throws -> T) async throws -> T {

@@ -264,8 +264,7 @@ struct NotificationHubTests {
         }
     }
 
-    @Test("refusals: no token, a bad handshake, too many connections, a frame over the limit; the server pings and closes the silent",
-          .disabled("ends with a CancellationError within its first second; not yet found whether the test client or the hub throws it"))
+    @Test("refusals: no token, a bad handshake, too many connections, a frame over the limit; the server pings and closes the silent")
     func refusalsAndLimits() async throws {
         try await withTestServer(.sqlite, configure: {
             $0.hubConnectionsPerUser = 2

@@ -61,9 +61,12 @@ final class NotificationHub: Sendable {
 
     let limits: Limits
     private let state = Mutex(State())
+    /// ``ServerConfiguration/notificationObserver``.
+    private let observer: (@Sendable (_ userIDs: [String], _ record: String) -> Void)?
 
-    init(limits: Limits = Limits()) {
+    init(limits: Limits = Limits(), observer: (@Sendable (_ userIDs: [String], _ record: String) -> Void)? = nil) {
         self.limits = limits
+        self.observer = observer
     }
 
     func register(userID: String, device: String, address: String) throws(Refusal) -> Connection {
@@ -107,6 +110,9 @@ final class NotificationHub: Sendable {
 
     /// Hands one delivery to the connections on this node it is for.
     func deliver(_ delivery: HubDelivery) {
+        if let observer, let notification = delivery.notification {
+            observer(delivery.userIDs, String(decoding: HubProtocol.json.encode(.invocation(notification)), as: UTF8.self))
+        }
         let targets = state.withLock { state -> [Connection] in
             delivery.userIDs.flatMap { user in
                 (state.byUser[user].map { Array($0.values) } ?? []).filter { delivery.devices?.contains($0.device) ?? true }
