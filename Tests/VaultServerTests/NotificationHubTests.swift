@@ -264,6 +264,23 @@ struct NotificationHubTests {
         }
     }
 
+    @Test("a reused refresh token revokes its device, and the device's hub connection closes within a second")
+    func reusedRefreshTokenCloses() async throws {
+        try await withTestServer(.sqlite) { api in
+            let user = try await TestUser.register(api)
+            let device = try await SignedInDevice.login(user, api)
+            let first = try await api.refresh(device.refresh)
+            let second = try await api.refresh(try #require(first.refresh))
+            #expect(second.ok)
+            let hub = try await Self.connect(api, SignedInDevice(identifier: device.identifier, access: try #require(second.access),
+                                                                  refresh: try #require(second.refresh)), .json)
+            // The login's token again: older than the chain's previous one, so someone else holds the chain.
+            #expect(try await api.refresh(device.refresh).refusedAsInvalidGrant)
+            #expect(try await hub.next(deadline: Self.closeBound) == .close(error: "The session has ended.", allowReconnect: false))
+            _ = try await hub.closed(deadline: Self.closeBound)
+        }
+    }
+
     @Test("refusals: no token, a bad handshake, too many connections, a frame over the limit; the server pings and closes the silent")
     func refusalsAndLimits() async throws {
         try await withTestServer(.sqlite, configure: {

@@ -233,8 +233,9 @@ struct IdentityController {
                                      refresh: services.refreshTokens.successor(of: refresh))
             object["Key"] = nil
             return JSONResponse.make(.object(object))
-        case .reused:
+        case .reused(let userID, let identifier):
             services.logger.warning("refresh token reused: device revoked")
+            await services.notifier.deviceRevoked(userID: userID, device: identifier)
             throw Self.grantError("invalid_grant", message: "Invalid refresh token.")
         case .invalid, .expired:
             throw Self.grantError("invalid_grant", message: "Invalid refresh token.")

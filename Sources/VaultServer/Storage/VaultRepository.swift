@@ -138,8 +138,9 @@ public final class VaultRepository: Sendable {
         /// The chain is older than its absolute lifetime.
         case expired
         /// A token older than the device's previous one, or the previous one after its grace period: someone
-        /// else holds the chain. The device has been revoked.
-        case reused
+        /// else holds the chain. The device has been revoked (its user and identifier: its hub
+        /// connections are closed too).
+        case reused(userID: String, identifier: String)
     }
 
     /// The rules of a refresh (docs/PROTOCOL.md, "Refresh tokens"), in one transaction:
@@ -171,7 +172,7 @@ public final class VaultRepository: Sendable {
                 // The previous token within its grace: the same answer again.
             } else {
                 try await Self.revokeDevice(id: id, now: now, session)
-                return .reused
+                return .reused(userID: device.text("user_id") ?? "", identifier: device.text("identifier") ?? "")
             }
             guard let userID = device.text("user_id"), let user = try await Self.user(id: userID, session) else { return .invalid }
             return .issued(user: user, identifier: device.text("identifier") ?? "", type: Int(device.int("type") ?? 0),
@@ -190,7 +191,7 @@ public final class VaultRepository: Sendable {
         let hashes = Set([current] + (device.text("previous_refresh_token_hash").map { [$0] } ?? []))
         guard try await slowHash({ tokens.leads(from: token, toOneOf: hashes) }) else { return .invalid }
         try await transaction { session in try await Self.revokeDevice(id: chain, now: now, session) }
-        return .reused
+        return .reused(userID: device.text("user_id") ?? "", identifier: device.text("identifier") ?? "")
     }
 
     /// Ends a device's refresh-token chain and every access token issued to it so far, for good: the
