@@ -352,8 +352,8 @@ extension VaultEngine {
             case .fullSync, .syncFolders:
                 let report = try await sync()
                 emit(.synced(sent: report.resolved, pending: report.stillPending, messages: report.messages))
-            case .fetchItem(let id, _):
-                try await applyLiveItem(id: id, userID: userID)
+            case .fetchItem(let id, let revisionDate):
+                try await applyLiveItem(id: id, userID: userID, announced: revisionDate)
             case .removeItem(let id):
                 try await removeLiveItem(id: id, userID: userID)
             case .removeFolder(let id):
@@ -370,7 +370,17 @@ extension VaultEngine {
     /// Fetches an item another device changed and stores it, unless a change of this device waits for
     /// it (the resolver meets the two at the next sync) or the server's version may not replace the
     /// local copy (older, lost its key, does not verify: docs/SECURITY.md).
-    func applyLiveItem(id: String, userID: String) async throws {
+    ///
+    /// `announced`: the revision date the message gave. A local copy already at that revision or later
+    /// (a duplicate, or a message that arrives after a newer change was pulled) needs no request.
+    func applyLiveItem(id: String, userID: String, announced: WireDate? = nil) async throws {
+        if let announced {
+            let current = try await read { tx -> Bool in
+                guard let local = try tx.ciphers(of: userID).find(id: id), let revision = local.revisionDate else { return false }
+                return revision >= announced.microsecondsSinceEpoch
+            }
+            if current { return }
+        }
         guard let server = try await reread(id) else {
             // The server no longer shows it to this account (deleted, or no longer shared with it).
             try await removeLiveItem(id: id, userID: userID)
