@@ -69,9 +69,9 @@ struct Scenario {
     }
 
     /// A logged-in device (registers the account on first use).
-    func device(register: Bool = false, clock: any DeviceClock = SystemDeviceClock(),
+    func device(register: Bool = false, clock: any DeviceClock = SystemDeviceClock(), transport: (any HTTPTransport)? = nil,
                 configure: (inout EngineConfiguration) -> Void = { _ in }) async throws -> Device {
-        let device = try Device.make(url: await server.url, clock: clock, configure: configure)
+        let device = try Device.make(url: await server.url, clock: clock, transport: transport, configure: configure)
         if register {
             try await device.engine.register(email: email, password: password, kdf: testKDF)
         } else {

@@ -36,6 +36,15 @@ actor LiveEventLog {
     }
 
     func stop() { task?.cancel() }
+
+    /// Starts `engine`'s live sync with `options` and collects its events; expects it to go live (or `state`).
+    static func live(_ engine: VaultEngine, _ options: LiveSyncOptions = LiveSyncTests.options, until state: LiveState = .live,
+                     sourceLocation: SourceLocation = #_sourceLocation) async -> LiveEventLog {
+        let log = await listening(to: engine)
+        await engine.startLiveSync(options)
+        #expect(await log.waitFor { $0 == .state(state) }, "live sync reaches \(state)", sourceLocation: sourceLocation)
+        return log
+    }
 }
 
 /// Live sync on the real server over real sockets (docs/PROTOCOL.md, "The notifications hub"): a
@@ -50,9 +59,7 @@ struct LiveSyncTests {
         let scenario = try await Scenario.start()
         let a = try await scenario.device(register: true)
         let b = try await scenario.device()
-        let log = await LiveEventLog.listening(to: b.engine)
-        await b.engine.startLiveSync(Self.options)
-        #expect(await log.waitFor { $0 == .state(.live) })
+        let log = await LiveEventLog.live(b.engine)
 
         let saved = try await a.engine.addItem(loginItem("GitHub"))
         #expect(saved.outcome == .synced)
@@ -85,12 +92,8 @@ struct LiveSyncTests {
         let scenario = try await Scenario.start()
         let a = try await scenario.device(register: true)
         let b = try await scenario.device()
-        let logA = await LiveEventLog.listening(to: a.engine)
-        let logB = await LiveEventLog.listening(to: b.engine)
-        await a.engine.startLiveSync(Self.options)
-        await b.engine.startLiveSync(Self.options)
-        #expect(await logA.waitFor { $0 == .state(.live) })
-        #expect(await logB.waitFor { $0 == .state(.live) })
+        let logA = await LiveEventLog.live(a.engine)
+        let logB = await LiveEventLog.live(b.engine)
 
         await scenario.server.stop()
         #expect(await logA.waitFor { $0 == .state(.offline) })
@@ -114,9 +117,7 @@ struct LiveSyncTests {
         let scenario = try await Scenario.start()
         let a = try await scenario.device(register: true)
         let b = try await scenario.device()
-        let log = await LiveEventLog.listening(to: b.engine)
-        await b.engine.startLiveSync(Self.options)
-        #expect(await log.waitFor { $0 == .state(.live) })
+        let log = await LiveEventLog.live(b.engine)
 
         let master = try MasterKey.derive(password: scenario.password, salt: scenario.email, kdf: testKDF)
         let hash = master.serverAuthorizationHash(password: scenario.password)
@@ -143,9 +144,7 @@ struct LiveSyncTests {
         await proxy.add(.init(method: "GET", pathPrefix: "/notifications/hub", action: .fail(status: 404), times: 1_000))
         let b = try Device.make(url: await proxy.url)
         try await b.engine.login(email: scenario.email, password: scenario.password, acceptingKdf: testKDF)
-        let log = await LiveEventLog.listening(to: b.engine)
-        await b.engine.startLiveSync(Self.options)
-        #expect(await log.waitFor { $0 == .state(.polling) })
+        let log = await LiveEventLog.live(b.engine, Self.options, until: .polling)
 
         _ = try await a.engine.addItem(loginItem("Polled"))
         #expect(await waitUntil { (try? await b.engine.view(named: "Polled")) != nil }, "the next poll sees the revision move and syncs")
@@ -162,17 +161,14 @@ struct LiveSyncTests {
         let a = try await scenario.device(register: true)
         // B's API requests go through a transport that can refuse one (its hub connection is a WebSocket of its own).
         let refusing = RefusingTransport()
-        let b = try Device.make(url: await scenario.server.url, transport: refusing)
-        try await b.engine.login(email: scenario.email, password: scenario.password, acceptingKdf: testKDF)
+        let b = try await scenario.device(transport: refusing)
         let saved = try await a.engine.addItem(loginItem("Shared", password: "first"))
         let id = try #require(saved.value.id)
         _ = try await b.engine.sync()
-        let log = await LiveEventLog.listening(to: b.engine)
         // The queue's look-out must not send B's change before A's live change arrives (that order is the next test's).
         var options = Self.options
         options.queueCheckInterval = .seconds(3_600)
-        await b.engine.startLiveSync(options)
-        #expect(await log.waitFor { $0 == .state(.live) })
+        let log = await LiveEventLog.live(b.engine, options)
 
         // B's edit does not reach the server (503): it waits in B's queue.
         refusing.refuseNext(method: "PUT", pathPrefix: "/api/ciphers/")
@@ -193,21 +189,17 @@ struct LiveSyncTests {
         await log.stop()
         await scenario.finish([a, b])
     }
+
     @Test("a change queued while the hub stays connected (the server refused it once) leaves by itself once its retry is due")
     func queuedWhileConnectedLeaves() async throws {
         let scenario = try await Scenario.start()
         let a = try await scenario.device(register: true)
         let refusing = RefusingTransport()
-        let b = try Device.make(url: await scenario.server.url, transport: refusing)
-        try await b.engine.login(email: scenario.email, password: scenario.password, acceptingKdf: testKDF)
-        let logA = await LiveEventLog.listening(to: a.engine)
-        let logB = await LiveEventLog.listening(to: b.engine)
-        await a.engine.startLiveSync(Self.options)
+        let b = try await scenario.device(transport: refusing)
+        let logA = await LiveEventLog.live(a.engine)
         var options = Self.options
         options.queueCheckInterval = .milliseconds(100)
-        await b.engine.startLiveSync(options)
-        #expect(await logB.waitFor { $0 == .state(.live) })
-        #expect(await logA.waitFor { $0 == .state(.live) })
+        let logB = await LiveEventLog.live(b.engine, options)
 
         refusing.refuseNext(method: "POST", pathPrefix: "/api/ciphers")
         let queued = try await b.engine.addItem(loginItem("Refused once"))
