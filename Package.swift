@@ -6,6 +6,7 @@ import PackageDescription
 //   VaultCrypto → VaultModels → VaultSyncCore → VaultStore / VaultAPI → VaultClient → vaultsync (CLI)
 //   VaultModels → VaultExchange (import/export formats) → VaultClient
 //   VaultModels → VaultServer → vaultsync-server
+//   VaultAgent (the agent's socket: frames and peers, no vault) → vaultsync
 let strict: [SwiftSetting] = [
     .swiftLanguageMode(.v6),
     .enableUpcomingFeature("ExistentialAny"),
@@ -176,11 +177,19 @@ let package = Package(
             ],
             swiftSettings: strict
         ),
+        // The agent's socket: framing, the Unix domain socket server with its peer check, the client.
+        // Below the CLI, beside the engine: it knows nothing of vaults, only of frames and peers.
+        .target(
+            name: "VaultAgent",
+            dependencies: [.product(name: "Logging", package: "swift-log")],
+            swiftSettings: strict
+        ),
         .executableTarget(
             name: "vaultsync",
             dependencies: [
                 "VaultCrypto", "VaultModels", "VaultSyncCore", "VaultClient", "VaultAPI", "VaultExchange",
-                // Not VaultServer: `vaultsync demo` runs the vaultsync-server executable (docs/BENCHMARKS.md, session 35).
+                // Not VaultServer: `vaultsync demo` runs the vaultsync-server executable, so no command loads and binds the
+                // server's code at start (it was a fifth of their relocations and protocol records; commit 79872c8).
                 "CommandLineSupport",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
@@ -240,6 +249,11 @@ let package = Package(
                 "VaultClient", "VaultAPI", "VaultModels", "VaultCrypto", "VaultExchange", "VaultTestSupport", "VaultServer", "CommandLineSupport",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
             ],
+            swiftSettings: strict
+        ),
+        .testTarget(
+            name: "VaultAgentTests",
+            dependencies: ["VaultAgent", "VaultTestSupport", .product(name: "Logging", package: "swift-log")],
             swiftSettings: strict
         ),
         .testTarget(
