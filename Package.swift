@@ -187,7 +187,7 @@ let package = Package(
         .executableTarget(
             name: "vaultsync",
             dependencies: [
-                "VaultCrypto", "VaultModels", "VaultSyncCore", "VaultClient", "VaultAPI", "VaultExchange",
+                "VaultCrypto", "VaultModels", "VaultSyncCore", "VaultClient", "VaultAPI", "VaultExchange", "VaultAgent",
                 // Not VaultServer: `vaultsync demo` runs the vaultsync-server executable, so no command loads and binds the
                 // server's code at start (it was a fifth of their relocations and protocol records; commit 79872c8).
                 "CommandLineSupport",

@@ -79,7 +79,7 @@ public final class AgentSocketServer: @unchecked Sendable {
         acceptor.start()
     }
 
-    /// Stops accepting, ends every open connection and removes the socket file.
+    /// Stops accepting, ends every open connection once its current answer is written, and removes the socket file.
     public func stop() {
         let (fd, open) = lock.withLock { () -> (Int32, Set<Int32>) in
             stopped = true
@@ -91,7 +91,9 @@ public final class AgentSocketServer: @unchecked Sendable {
             close(fd)
             unlink(path)
         }
-        for connection in open { shutdown(connection, Int32(SHUT_RDWR)) }
+        // Reading ends on each open connection; an answer being written still goes out (the answer to a
+        // `stop` request is written after the request that stops the agent).
+        for connection in open { shutdown(connection, Int32(SHUT_RD)) }
     }
 
     /// The folder exists (made with mode 700 when missing), belongs to this user and admits nobody else.

@@ -28,7 +28,7 @@ struct VaultSyncCommand: AsyncParsableCommand {
             UnlockCommand.self, LockCommand.self, StatusCommand.self,
             ListCommand.self, GetCommand.self, AddCommand.self, EditCommand.self, DeleteCommand.self, RestoreCommand.self,
             ArchiveCommand.self, UnarchiveCommand.self, MoveCommand.self, FavoriteCommand.self,
-            FolderCommand.self, SyncCommand.self, WatchCommand.self, PendingCommand.self, ConflictsCommand.self, DraftsCommand.self,
+            FolderCommand.self, SyncCommand.self, WatchCommand.self, AgentCommand.self, PendingCommand.self, ConflictsCommand.self, DraftsCommand.self,
             ImportCommand.self, ExportCommand.self,
             AttachmentCommand.self, GenerateCommand.self, OrganizationCommand.self, TwoStepCommand.self, APIKeyCommand.self,
         ]

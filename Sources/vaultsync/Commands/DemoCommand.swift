@@ -353,8 +353,8 @@ final class StopSignals: @unchecked Sendable {
         while true { try? await Task.sleep(for: .seconds(3600)) }
     }
 
-    init() {
-        for number in [SIGINT, SIGTERM, SIGHUP] {
+    init(signals: [Int32] = [SIGINT, SIGTERM, SIGHUP]) {
+        for number in signals {
             signal(number, SIG_IGN)
             let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
             source.setEventHandler { [weak self] in self?.received(number) }
@@ -380,6 +380,16 @@ final class StopSignals: @unchecked Sendable {
             }
             if now { continuation.resume() }
         }
+    }
+
+    /// Ends ``waitForSignal()`` as a signal would (the process stops for another reason).
+    func release() {
+        let waiting: CheckedContinuation<Void, Never>? = lock.withLock {
+            signalled = true
+            defer { waiter = nil }
+            return waiter
+        }
+        waiting?.resume()
     }
 
     private func received(_ number: Int32) {

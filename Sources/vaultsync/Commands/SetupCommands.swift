@@ -375,6 +375,8 @@ struct LockCommand: VaultCommand {
 
     func execute(_ context: CLIContext) async throws {
         context.profile.removeSession()
+        // A running agent locks too (it holds the keys in memory; its next request needs the password again).
+        _ = try? AgentLink.ask("lock", context)
         print("Locked.")
     }
 }
@@ -413,7 +415,7 @@ struct StatusSnapshot {
     var settings: ProfileSettings
     var status: SyncStatus
     /// The `vaultsync watch` that keeps this profile live, when one runs.
-    var watch: (pid: Int32, state: LiveState)?
+    var watch: (pid: Int32, state: LiveState, program: String)?
 
     /// How the device keeps in step: this process's live sync, else a running watch's.
     var live: LiveState? { status.live ?? watch?.state }
@@ -480,9 +482,9 @@ struct StatusSnapshot {
         lines.append("last sync       \(status.lastSync == nil && status.locked ? "(unlock to see)" : ago(status.lastSync))")
         if let problem = status.certificateProblem { lines.append("certificate     \(problem)") }
         switch live {
-        case .live?: lines.append("live sync       \(Console.styled("live", .green))\(watch.map { " (vaultsync watch, pid \($0.pid))" } ?? "")")
+        case .live?: lines.append("live sync       \(Console.styled("live", .green))\(watch.map { " (vaultsync \($0.program), pid \($0.pid))" } ?? "")")
         case .polling?: lines.append("live sync       polling (the server has no notifications hub)")
-        case .offline?: lines.append("live sync       \(Console.styled("waiting for the server", .yellow))\(watch.map { " (vaultsync watch, pid \($0.pid))" } ?? "")")
+        case .offline?: lines.append("live sync       \(Console.styled("waiting for the server", .yellow))\(watch.map { " (vaultsync \($0.program), pid \($0.pid))" } ?? "")")
         case nil: lines.append("live sync       not running (`vaultsync watch` keeps this device live)")
         }
         return lines

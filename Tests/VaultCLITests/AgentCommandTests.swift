@@ -1,0 +1,78 @@
+import Foundation
+import Testing
+import VaultModels
+import VaultTestSupport
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `vaultsync agent` through the built executable, against a real server (docs/CLI.md, "The agent").
+@Suite("vaultsync agent")
+struct AgentCommandTests {
+    @Test("agent start asks once and detaches: unlocked and live in the background, no secret in its arguments or environment; SIGHUP locks it; stop ends it")
+    func startLiveHangupStop() async throws {
+        let scenario = try await CLIScenario.start()
+        let a = try await scenario.device(register: true)
+        let b = try await scenario.device()
+        defer { Task { await scenario.finish([a, b]) } }
+        let started = try await b.expect(["agent", "start"])
+        #expect(started.stdout.contains("Agent started"), "\(started)")
+        let pid = try #require(try await Self.status(b)["pid"]?.intValue.map(Int32.init))
+        defer { kill(pid, SIGKILL) }
+        #expect(await waitUntil { (try? await Self.status(b)["live"]) == .string("live") }, "the agent's live sync connects")
+        #expect(try await Self.status(b)["locked"] == .bool(false))
+
+        let arguments = try String(decoding: Data(contentsOf: URL(fileURLWithPath: "/proc/\(pid)/cmdline")), as: UTF8.self)
+        let environment = try String(decoding: Data(contentsOf: URL(fileURLWithPath: "/proc/\(pid)/environ")), as: UTF8.self)
+        #expect(!arguments.contains(scenario.password) && !environment.contains(scenario.password), "no password in /proc/\(pid)")
+        #expect(!environment.contains("VAULTSYNC_SESSION="), "no session key either")
+
+        // Another device's change reaches this profile's store while nothing but the agent runs here.
+        try await a.expect(["add", "login", "--name", "Through the agent", "--username", "alice"])
+        // (`list` reads the local copy and asks the server nothing.)
+        #expect(await waitUntil {
+            (try? await b.json(["list"])).flatMap { itemID($0, named: "Through the agent") } != nil
+        }, "the agent stored it")
+        let status = try await b.expect(["status"])
+        #expect(status.stdout.contains("live sync       live (vaultsync agent, pid \(pid))"), "\(status)")
+
+        kill(pid, SIGHUP)
+        #expect(await waitUntil { (try? await Self.status(b)["locked"]) == .bool(true) }, "SIGHUP locks the agent")
+        let stopped = try await b.expect(["agent", "stop"])
+        #expect(stopped.stdout.contains("Agent stopped."), "\(stopped)")
+        #expect(try await Self.status(b)["running"] == .bool(false))
+        #expect(await waitUntil { kill(pid, 0) != 0 }, "the process has ended")
+    }
+
+    @Test("a wrong password is told by agent start in the calling terminal (exit 3) and no agent is left running")
+    func wrongPassword() async throws {
+        let scenario = try await CLIScenario.start()
+        let a = try await scenario.device(register: true)
+        defer { Task { await scenario.finish([a]) } }
+        let refused = try await a.expect(["agent", "start"], status: 3, environment: ["VAULTSYNC_PASSWORD": "not the password"])
+        #expect(refused.stderr.lowercased().contains("password"), "\(refused)")
+        #expect(try await Self.status(a)["running"] == .bool(false))
+        #expect(try await a.expect(["agent", "stop"]).stdout.contains("No agent runs for this profile."))
+    }
+
+    @Test("vaultsync lock locks a running agent too; two profiles have an agent each")
+    func lockAndTwoProfiles() async throws {
+        let scenario = try await CLIScenario.start()
+        let a = try await scenario.device(register: true)
+        let b = try await scenario.device()
+        defer { Task { await scenario.finish([a, b]) } }
+        try await a.expect(["agent", "start"])
+        try await b.expect(["agent", "start"])
+        let pids = [try await Self.status(a)["pid"], try await Self.status(b)["pid"]]
+        #expect(pids[0] != nil && pids[0] != pids[1], "each profile has its own agent: \(pids)")
+        try await a.expect(["lock"])
+        #expect(try await Self.status(a)["locked"] == .bool(true))
+        #expect(try await Self.status(b)["locked"] == .bool(false), "the other profile's agent is untouched")
+        try await a.expect(["agent", "stop"])
+        try await b.expect(["agent", "stop"])
+    }
+
+    static func status(_ device: CLIDevice) async throws -> JSONObject {
+        try #require(try await device.json(["agent", "status"]).objectValue)
+    }
+}
