@@ -166,8 +166,15 @@ public final class BitwardenAPI: Sendable {
         self.connection = connection
     }
 
-    /// A shorter deadline for every request made in this task (a save's attempt: ``APIConfiguration/saveTimeout``).
-    @TaskLocal public static var requestDeadline: TimeAmount?
+    /// The instant by which every request made in this task must be done (a save's attempt:
+    /// ``APIConfiguration/saveTimeout`` from the save's start): each request gets what is left of it, so
+    /// a token refresh and the save's own request share the one deadline.
+    @TaskLocal public static var requestDeadline: NIODeadline?
+
+    /// What is left of ``requestDeadline`` now (at least a millisecond: a request past it fails at once).
+    static var remainingDeadline: TimeAmount? {
+        requestDeadline.map { max($0 - .now(), .milliseconds(1)) }
+    }
 
     // MARK: Transport
 
@@ -204,7 +211,7 @@ public final class BitwardenAPI: Sendable {
         // An absolute URL (an attachment's download or upload link) may name another host.
         let url = path.hasPrefix("https://") || path.hasPrefix("http://") ? path : baseURL + path
         var request = TransportRequest(method: method, url: url, headers: headers, body: body, bodyFile: file,
-                                       timeout: timeout ?? Self.requestDeadline ?? configuration.requestTimeout)
+                                       timeout: timeout ?? Self.remainingDeadline ?? configuration.requestTimeout)
         request.maximumBodySize = maximumBodySize
         let sentAt = now()
         let response: TransportResponse
