@@ -72,6 +72,29 @@ struct AgentCommandTests {
         try await b.expect(["agent", "stop"])
     }
 
+    @Test("agent run under a service manager (no terminal, no password) starts locked; vaultsync unlock unlocks it and it goes live")
+    func serviceStartsLocked() async throws {
+        let scenario = try await CLIScenario.start()
+        let a = try await scenario.device(register: true)
+        defer { Task { await scenario.finish([a]) } }
+        var environment = a.environment
+        environment.removeValue(forKey: "VAULTSYNC_PASSWORD")
+        let agent = KillableChild(executable: try vaultsyncExecutable(), arguments: ["agent", "run"], environment: environment,
+                                  replacingEnvironment: true, collectingStandardError: true)
+        try agent.run()
+        defer { _ = agent.killAndCollect() }
+        try await agent.wait(for: "listening on")
+        #expect(agent.output.text.contains("the agent starts locked"), "\(agent.output.text)")
+        #expect(try await Self.status(a)["locked"] == .bool(true))
+
+        let unlocked = try await a.expect(["unlock", "--raw"])
+        #expect(unlocked.stderr.contains("the agent is unlocked too"), "\(unlocked)")
+        #expect(!unlocked.stdout.contains("agent"), "standard output is the session key alone")
+        #expect(await waitUntil { (try? await Self.status(a)["live"]) == .string("live") }, "unlocked, it goes live")
+        try await a.expect(["agent", "stop"])
+        #expect(await waitUntil { !agent.isRunning })
+    }
+
     static func status(_ device: CLIDevice) async throws -> JSONObject {
         try #require(try await device.json(["agent", "status"]).objectValue)
     }

@@ -30,9 +30,11 @@ enum AgentLink {
         AgentLocation.socketPath(profileDirectory: context.profile.directory, environment: context.environment)
     }
 
-    /// Sends `{"op": op}` and returns the answer; `nil` when no agent runs for the profile.
-    static func ask(_ op: String, _ context: CLIContext, timeout: Duration = .seconds(30)) throws -> JSONObject? {
-        let request = JSONValue.object(["op": .string(op)]).serialized()
+    /// Sends `{"op": op, …fields}` and returns the answer; `nil` when no agent runs for the profile.
+    static func ask(_ op: String, _ context: CLIContext, fields: JSONObject = [:], timeout: Duration = .seconds(30)) throws -> JSONObject? {
+        var object = fields
+        object["op"] = .string(op)
+        let request = JSONValue.object(object).serialized()
         let answer: [UInt8]
         do {
             answer = try AgentSocketClient.exchange(path: socketPath(context), request: request, timeout: timeout)
@@ -69,13 +71,17 @@ struct AgentRunCommand: VaultCommand {
         if passwordStdin {
             guard let password = readLine(strippingNewline: true), !password.isEmpty else { throw CLIError.locked }
             try await context.unlockLocally(email: email, password: password)
-        } else {
+        } else if context.options.passwordFile != nil || context.environment["VAULTSYNC_PASSWORD"].map({ !$0.isEmpty }) == true
+                    || context.environment["VAULTSYNC_SESSION"].map({ !$0.isEmpty }) == true || Console.stdinIsTTY {
             try await context.unlock()
+        } else {
+            // Started by a service manager: no terminal to ask on. It runs locked until `vaultsync unlock`.
+            Console.note("no master password given: the agent starts locked; `vaultsync unlock` unlocks it")
         }
         AgentHardening.apply()
         let engine = context.engine
         let lockTimeout = context.settings.lockTimeout ?? ProfileSettings.defaultLockTimeout
-        let state = AgentState(engine: engine, lockTimeout: .seconds(lockTimeout))
+        let state = AgentState(engine: engine, email: email, lockTimeout: .seconds(lockTimeout))
         let stop = StopSignals(signals: [SIGINT, SIGTERM])
         stop.keepWaiting()
         signal(SIGHUP, SIG_IGN)
@@ -102,7 +108,7 @@ struct AgentRunCommand: VaultCommand {
                 if event == .loggedOut { await state.requestStop() }
             }
         }
-        await engine.startLiveSync()
+        if !((try? await engine.status().locked) ?? true) { await engine.startLiveSync() }
         Console.note("agent for \(context.profile.directory) listening on \(path) (pid \(getpid()))")
         fflush(nil)
         let idle = Task {
@@ -132,17 +138,21 @@ struct AgentRunCommand: VaultCommand {
 /// What the agent holds between requests: the engine, when it was last used, and whether it was asked to stop.
 actor AgentState {
     let engine: VaultEngine
+    let email: String
     let lockTimeout: Duration
     private var lastUse = ContinuousClock.now
     private var stopRequested = false
     private var stopWaiters: [CheckedContinuation<Void, Never>] = []
 
-    init(engine: VaultEngine, lockTimeout: Duration) {
+    init(engine: VaultEngine, email: String, lockTimeout: Duration) {
         self.engine = engine
+        self.email = email
         self.lockTimeout = lockTimeout
     }
 
-    /// One request: `status`, `lock` or `stop`. What needs no key is answered locked too.
+    /// One request: `status`, `unlock` (with the master password, which a command asked for in its
+    /// terminal; the keys themselves never leave the agent), `lock` or `stop`. What needs no key is
+    /// answered locked too.
     func answer(_ request: [UInt8]) async -> [UInt8] {
         guard let object = try? JSONParser.parseObject(request), let op = object["op"]?.stringValue else {
             return Self.error("malformed", "A request is a JSON object with an \"op\".")
@@ -157,6 +167,21 @@ actor AgentState {
             answer["needsAttention"] = status.map { .int($0.needsAttentionCount) } ?? .null
             answer["live"] = await engine.liveSyncState.map { .string($0.rawValue) } ?? .null
             return JSONValue.object(answer).serialized()
+        case "unlock":
+            guard let password = object["password"]?.stringValue, !password.isEmpty else {
+                return Self.error("malformed", "An unlock request carries the master password.")
+            }
+            do {
+                try await engine.unlock(email: email, password: password)
+            } catch VaultError.wrongPassword {
+                return Self.error("wrongPassword", "The master password is not correct.")
+            } catch {
+                return Self.error("unlockFailed", "The vault could not be unlocked here.")
+            }
+            await engine.startLiveSync()
+            Console.note("agent unlocked")
+            fflush(nil)
+            return JSONValue.object(["ok": .bool(true)]).serialized()
         case "lock":
             await lock(reason: "vaultsync lock")
             return JSONValue.object(["ok": .bool(true)]).serialized()

@@ -361,6 +361,11 @@ struct UnlockCommand: VaultCommand {
         }
         try await context.unlockLocally(email: email, password: password)
         let key = try await context.startSession()
+        // A running agent that is locked gets the password too (standard output stays the line to eval).
+        if let agent = try? AgentLink.ask("status", context), agent["locked"] == .bool(true) {
+            _ = try AgentLink.ask("unlock", context, fields: ["password": .string(password)])
+            Console.note("the agent is unlocked too")
+        }
         if raw { print(key) } else { print("export VAULTSYNC_SESSION=\"\(key)\"") }
     }
 }
