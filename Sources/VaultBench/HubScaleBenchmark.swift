@@ -51,7 +51,9 @@ enum HubScaleBenchmark {
         try raiseOpenFileLimit(toAtLeast: connections + 4_096)
 
         let data = temporaryDirectory("vaultsync-bench-l2")
-        defer { try? FileManager.default.removeItem(atPath: data) }
+        // VAULTSYNC_L2_KEEP=1 keeps the data directory (the organization, its tokens' key) for profiling.
+        let keep = ProcessInfo.processInfo.environment["VAULTSYNC_L2_KEEP"] != nil
+        defer { if keep { print("L2: data kept in \(data)") } else { try? FileManager.default.removeItem(atPath: data) } }
         let setupStart = ContinuousClock.now
         let organization = try await OrganizationSetup.make(dataDirectory: data, members: members, devicesPerMember: devicesPerMember)
         print(String(format: "L2: organization of %ld members, %ld device logins, made in %.1f s", members,
@@ -84,8 +86,11 @@ enum HubScaleBenchmark {
         let one = connect(hubURL, token: organization.members[1].tokens[0], log: single)
         try await waitFor("the reference connection to open", within: .seconds(30)) { single.opened == 1 }
         var referenceTimes: [Double] = []
+        var referenceRequests: [Double] = []
         for round in 0..<rounds {
-            referenceTimes.append(try await change(api, organization, name: "L2 reference \(round)", reaching: 1, log: single))
+            let measured = try await change(api, organization, name: "L2 reference \(round)", reaching: 1, log: single)
+            referenceTimes.append(measured.delivery)
+            referenceRequests.append(measured.request)
         }
         one.cancel()
         await one.value
@@ -107,8 +112,11 @@ enum HubScaleBenchmark {
         }
         let rssOpen = try server.residentKiB()
         var fanout: [Double] = []
+        var requests: [Double] = []
         for round in 0..<rounds {
-            fanout.append(try await change(api, organization, name: "L2 change \(round)", reaching: connections, log: log))
+            let measured = try await change(api, organization, name: "L2 change \(round)", reaching: connections, log: log)
+            fanout.append(measured.delivery)
+            requests.append(measured.request)
         }
         let rssAfter = try server.residentKiB()
         guard log.ended.isEmpty else {
@@ -121,7 +129,8 @@ enum HubScaleBenchmark {
         let perConnection = Double(rssOpen - rssBefore) / Double(connections)
         print(String(format: "L2: %ld connections open in %.1f s; server VmRSS %.1f MiB with none, %.1f MiB with all, %.1f MiB after %ld changes",
                      connections, openTime, Double(rssBefore) / 1024, Double(rssOpen) / 1024, Double(rssAfter) / 1024, rounds))
-        print("L2: an organization change to all \(connections) connections of \(members) members, each of \(rounds) rounds (ms): " + fanout.map { String(format: "%.0f", $0 * 1000) }.joined(separator: " "))
+        print("L2: one device connected: delivered in (ms) \(milliseconds(referenceTimes)); the create answered in \(milliseconds(referenceRequests))")
+        print("L2: all \(connections) connected: the last received it after (ms) \(milliseconds(fanout)); the create answered in \(milliseconds(requests))")
         let worst = fanout.max() ?? .nan
         return [
             BenchResult(id: "L2-rss", what: "server RSS per hub connection, \(connections) open", value: perConnection, unit: "KiB",
@@ -135,16 +144,23 @@ enum HubScaleBenchmark {
 
     /// Creates an organization item through the owner's unconnected device; seconds from the request
     /// until `count` connections have received its `SyncCipherCreate`.
-    static func change(_ api: BitwardenAPI, _ organization: OrganizationSetup, name: String, reaching count: Int, log: HubLog) async throws -> Double {
+    /// Also the create's own round trip (the answer comes once the notification is published).
+    static func change(_ api: BitwardenAPI, _ organization: OrganizationSetup, name: String, reaching count: Int,
+                       log: HubLog) async throws -> (delivery: Double, request: Double) {
         var view = try organization.keys.newItem(type: .login, name: name, organizationId: organization.id)
         view.login = LoginView(username: "bench", password: "pw")
         let wire = try view.encrypted(with: organization.keys)
         let start = ContinuousClock.now
         let created = try await api.createCipher(wire, collectionIDs: [organization.collectionID], token: organization.actingToken)
+        let request = (ContinuousClock.now - start).seconds
         guard let id = created.id?.lowercased() else { throw LiveBenchError.notSynced("\(name): the create answered no id") }
         try await waitFor("\(name) to reach \(count) connections", within: .seconds(60), poll: .milliseconds(1)) { log.arrivals(id).count >= count }
-        guard let last = log.arrivals(id).last else { return .nan }
-        return (last - start).seconds
+        guard let last = log.arrivals(id).last else { return (.nan, request) }
+        return ((last - start).seconds, request)
+    }
+
+    static func milliseconds(_ values: [Double]) -> String {
+        values.map { String(format: "%.0f", $0 * 1000) }.joined(separator: " ")
     }
 
     /// One hub connection (the client library's, JSON protocol, pinging every 15 s) reporting to `log`.
