@@ -82,11 +82,13 @@ struct BenchAccount: Sendable {
     }
 }
 
-/// A `LiveServer` for benchmarks: large imports allowed; SQLite unless a PostgreSQL URL is given.
-func benchServer(postgresURL: String? = nil) -> LiveServer {
+/// A `LiveServer` for benchmarks: large imports allowed; SQLite unless a PostgreSQL URL is given; the
+/// token signing key given (several nodes on one database share one) or the data directory's.
+func benchServer(postgresURL: String? = nil, tokenKey: [UInt8]? = nil) -> LiveServer {
     LiveServer(configure: { configuration in
         configuration.maxImportBytes = 256 * 1024 * 1024
         configuration.databaseURL = postgresURL
+        configuration.tokenKey = tokenKey
     })
 }
 

@@ -19,7 +19,7 @@ struct BenchOptions {
     var quick = false
     var only: Set<String>? = nil
     var jsonPath = "bench-results.json"
-    /// PostgreSQL admin URL for P6's second backend (a throwaway database is created in it).
+    /// PostgreSQL admin URL for P6's and A1's second backend and L1's two nodes (throwaway databases are created in it).
     var postgresURL = ProcessInfo.processInfo.environment["VAULTSYNC_TEST_POSTGRES_URL"].flatMap { $0.isEmpty ? nil : $0 }
 
     static func parse(_ arguments: [String]) -> BenchOptions {
@@ -33,10 +33,12 @@ struct BenchOptions {
             case "--postgres": options.postgresURL = iterator.next()
             case "-h", "--help":
                 print("""
-                usage: VaultBench [--quick] [--only P1,P2,P3,P4,P5,P6,P7,P8,A1,A2,UNLOCK,L] [--json FILE] [--postgres URL]
+                usage: VaultBench [--quick] [--only P1,P2,P3,P4,P5,P6,P7,P8,A1,A2,UNLOCK,L,L0,L1,L2,L3] [--json FILE] [--postgres URL]
                 Runs VaultSync's benchmarks, each next to its reference in the same run, prints a table and writes JSON.
-                --postgres URL (or VAULTSYNC_TEST_POSTGRES_URL): also measure P6 and A1 on PostgreSQL, in a throwaway database.
-                P7 and P8 run the release vaultsync (and P7 VaultBenchFloor) executables next to this one (swift build -c release builds them).
+                --postgres URL (or VAULTSYNC_TEST_POSTGRES_URL): also measure P6 and A1 on PostgreSQL, and L1 across two
+                server nodes on one PostgreSQL database, in throwaway databases.
+                P7 and P8 run the release vaultsync (and P7 VaultBenchFloor) executables next to this one, L2 the release
+                vaultsync-server (swift build -c release builds them).
                 P3's reference needs python3 with requests and cryptography (Debian: python3-requests python3-cryptography).
                 Build with -c release for meaningful figures.
                 """)

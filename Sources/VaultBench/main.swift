@@ -38,6 +38,8 @@ do {
     if options.wants("P7") { results += try await CommandLineBenchmark.run(options: options) }
     if options.wants("P8") { results += try await ImportBenchmark.run(options: options) }
     if options.wants("L") || options.wants("L0") || options.wants("L1") { results += try await LiveBenchmark.run(options: options) }
+    if options.wants("L") || options.wants("L2") { results += try await HubScaleBenchmark.run(options: options) }
+    if options.wants("L") || options.wants("L3") { results += try await ReconnectBenchmark.run(options: options) }
 } catch {
     FileHandle.standardError.write(Data("benchmark failed: \(error)\n".utf8))
     exit(1)

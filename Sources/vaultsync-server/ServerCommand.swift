@@ -188,6 +188,44 @@ struct ServerCommand: AsyncParsableCommand {
         }
     }
 
+    @Option(name: .customLong("hub-connections-per-user"), help: ArgumentHelp("""
+        Open notifications-hub connections allowed per account; one more is refused (VAULTSYNC_HUB_CONNECTIONS_PER_USER; \
+        default \(ServerConfiguration().hubConnectionsPerUser)).
+        """, valueName: "COUNT"))
+    var hubConnectionsPerUserFlag: Int?
+
+    @Option(name: .customLong("hub-connections-per-address"), help: ArgumentHelp("""
+        Open notifications-hub connections allowed per client address (behind a NAT or a proxy many devices share one) \
+        (VAULTSYNC_HUB_CONNECTIONS_PER_ADDRESS; default \(ServerConfiguration().hubConnectionsPerAddress)).
+        """, valueName: "COUNT"))
+    var hubConnectionsPerAddressFlag: Int?
+
+    /// A hub limit from its flag, else its variable, else the default; a value that is not a whole number
+    /// of at least 1 is a usage error naming where it came from (0 would refuse every connection).
+    func hubLimit(_ flag: Int?, flagName: String, variable: String, default value: Int) throws -> Int {
+        let (limit, source): (Int?, String)
+        if let flag {
+            (limit, source) = (flag, flagName)
+        } else if let text = environment(variable) {
+            (limit, source) = (Int(text), variable)
+        } else {
+            return value
+        }
+        guard let limit, limit >= 1 else {
+            throw ValidationError("\(source) must be a whole number of at least 1.")
+        }
+        return limit
+    }
+
+    /// The hub's connection limits per account and per address.
+    func hubLimits() throws -> (perUser: Int, perAddress: Int) {
+        let defaults = ServerConfiguration()
+        return (try hubLimit(hubConnectionsPerUserFlag, flagName: "--hub-connections-per-user", variable: "VAULTSYNC_HUB_CONNECTIONS_PER_USER",
+                             default: defaults.hubConnectionsPerUser),
+                try hubLimit(hubConnectionsPerAddressFlag, flagName: "--hub-connections-per-address",
+                             variable: "VAULTSYNC_HUB_CONNECTIONS_PER_ADDRESS", default: defaults.hubConnectionsPerAddress))
+    }
+
     /// The flag, else its environment variable (an optional option cannot have a default value).
     var tlsCertFile: String? { tlsCertFileFlag ?? environment("VAULTSYNC_TLS_CERT_FILE") }
     var tlsKeyFile: String? { tlsKeyFileFlag ?? environment("VAULTSYNC_TLS_KEY_FILE") }
@@ -250,6 +288,7 @@ struct ServerCommand: AsyncParsableCommand {
         _ = try secrets()
         _ = try tlsFiles()
         _ = try attachmentLimit()
+        _ = try hubLimits()
     }
 
     func run() async throws {
@@ -265,6 +304,7 @@ struct ServerCommand: AsyncParsableCommand {
         configuration.corsOrigins = corsOrigins
         configuration.tls = try tlsFiles()
         configuration.maxAttachmentBytes = try attachmentLimit()
+        (configuration.hubConnectionsPerUser, configuration.hubConnectionsPerAddress) = try hubLimits()
         // No file and no variable: the key file in the data directory.
         configuration.tokenKey = secrets.tokenKey
         let level = configuration.logLevel
