@@ -150,8 +150,8 @@ struct NotificationsController {
                         break loop
                     }
                     if let hubProtocol { try await send(hubProtocol.encode(.ping)) }
-                case .hub(.message(let notification)):
-                    if let hubProtocol { try await send(hubProtocol.encode(.invocation(notification))) }
+                case .hub(.message(let shared)):
+                    if let hubProtocol { try await send(shared.bytes(hubProtocol)) }
                 case .hub(.close(let error, let allowReconnect)):
                     try await close(error, allowReconnect: allowReconnect)
                     break loop

@@ -24,7 +24,7 @@ final class NotificationHub: Sendable {
 
     /// What the hub tells one connection to do.
     enum Event: Sendable {
-        case message(HubNotification)
+        case message(SharedNotification)
         /// Send a close message and end the connection.
         case close(error: String?, allowReconnect: Bool)
     }
@@ -110,8 +110,11 @@ final class NotificationHub: Sendable {
 
     /// Hands one delivery to the connections on this node it is for.
     func deliver(_ delivery: HubDelivery) {
-        if let observer, let notification = delivery.notification {
-            observer(delivery.userIDs, String(decoding: HubProtocol.json.encode(.invocation(notification)), as: UTF8.self))
+        // Encoded once per protocol for all the connections it goes to (an organization's change reaches
+        // thousands), not once per connection.
+        let shared = delivery.notification.map(SharedNotification.init)
+        if let observer, let shared {
+            observer(delivery.userIDs, String(decoding: shared.bytes(.json), as: UTF8.self))
         }
         let targets = state.withLock { state -> [Connection] in
             delivery.userIDs.flatMap { user in
@@ -119,7 +122,7 @@ final class NotificationHub: Sendable {
             }
         }
         for connection in targets {
-            if let notification = delivery.notification { connection.continuation.yield(.message(notification)) }
+            if let shared { connection.continuation.yield(.message(shared)) }
             if let close = delivery.close { connection.continuation.yield(.close(error: close.error, allowReconnect: close.allowReconnect)) }
         }
     }
@@ -145,6 +148,27 @@ final class NotificationHub: Sendable {
         let deadline = ContinuousClock.now + timeout
         while !isEmpty, ContinuousClock.now < deadline {
             try? await Task.sleep(for: .milliseconds(10))
+        }
+    }
+}
+
+/// A notification on its way to many connections, with its encoding in each protocol made by the first
+/// connection that needs it and kept for the others.
+final class SharedNotification: Sendable {
+    let notification: HubNotification
+    private let encodings = Mutex<[HubProtocol: [UInt8]]>([:])
+
+    init(_ notification: HubNotification) {
+        self.notification = notification
+    }
+
+    /// The invocation's bytes in `hubProtocol`.
+    func bytes(_ hubProtocol: HubProtocol) -> [UInt8] {
+        encodings.withLock { encodings in
+            if let bytes = encodings[hubProtocol] { return bytes }
+            let bytes = hubProtocol.encode(.invocation(notification))
+            encodings[hubProtocol] = bytes
+            return bytes
         }
     }
 }
