@@ -79,28 +79,30 @@ enum UnixSocket {
     }
 
     static func bind(_ fd: Int32, _ address: sockaddr_un) -> Int32 {
-        var address = address
-        return withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { pointer in
-                #if canImport(Glibc)
-                Glibc.bind(fd, pointer, socklen_t(MemoryLayout<sockaddr_un>.size))
-                #else
-                Darwin.bind(fd, pointer, socklen_t(MemoryLayout<sockaddr_un>.size))
-                #endif
-            }
+        withAddress(address) { pointer, length in
+            #if canImport(Glibc)
+            Glibc.bind(fd, pointer, length)
+            #else
+            Darwin.bind(fd, pointer, length)
+            #endif
         }
     }
 
     static func connect(_ fd: Int32, _ address: sockaddr_un) -> Int32 {
+        withAddress(address) { pointer, length in
+            #if canImport(Glibc)
+            Glibc.connect(fd, pointer, length)
+            #else
+            Darwin.connect(fd, pointer, length)
+            #endif
+        }
+    }
+
+    /// Calls `call` with `address` as the `sockaddr` pointer and length the socket calls take.
+    private static func withAddress(_ address: sockaddr_un, _ call: (UnsafePointer<sockaddr>, socklen_t) -> Int32) -> Int32 {
         var address = address
         return withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { pointer in
-                #if canImport(Glibc)
-                Glibc.connect(fd, pointer, socklen_t(MemoryLayout<sockaddr_un>.size))
-                #else
-                Darwin.connect(fd, pointer, socklen_t(MemoryLayout<sockaddr_un>.size))
-                #endif
-            }
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { call($0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
         }
     }
 
