@@ -95,6 +95,25 @@ struct AgentCommandTests {
         #expect(await waitUntil { !agent.isRunning })
     }
 
+    @Test("config agent on: unlock starts the agent when none runs, and its output is still the session line alone")
+    func configAgentOn() async throws {
+        let scenario = try await CLIScenario.start()
+        let a = try await scenario.device(register: true)
+        defer { Task { await scenario.finish([a]) } }
+        try await a.expect(["config", "agent", "on"])
+        #expect(try await a.json(["config", "show"])["agent"] == .bool(true))
+        let unlocked = try await a.expect(["unlock", "--raw"])
+        #expect(unlocked.stderr.contains("agent started"), "\(unlocked)")
+        #expect(unlocked.stdout.split(separator: "\n").count == 1, "only the session key on standard output: \(unlocked)")
+        #expect(try await Self.status(a)["locked"] == .bool(false))
+        try await a.expect(["agent", "stop"])
+        try await a.expect(["config", "agent", "off"])
+        try await a.expect(["unlock", "--raw"])
+        #expect(try await Self.status(a)["running"] == .bool(false), "off: unlock leaves the agent alone")
+        let refused = try await a.expect(["config", "agent", "maybe"], status: 64)
+        #expect(refused.stderr.contains("say on or off"), "\(refused)")
+    }
+
     static func status(_ device: CLIDevice) async throws -> JSONObject {
         try #require(try await device.json(["agent", "status"]).objectValue)
     }

@@ -237,7 +237,6 @@ struct AgentStartCommand: VaultCommand {
     func execute(_ context: CLIContext) async throws {
         _ = try context.requireServer()
         let email = try context.requireEmail()
-        let path = AgentLink.socketPath(context)
         if let running = try AgentLink.ask("status", context) {
             print("The agent already runs (pid \(running["pid"]?.intValue ?? 0)).")
             return
@@ -246,6 +245,14 @@ struct AgentStartCommand: VaultCommand {
         // A wrong password is told here, in this terminal, not in the agent's log.
         try await context.unlockLocally(email: email, password: password)
         await context.engine.lock()
+        let child = try await Self.launch(context, password: password)
+        print("Agent started (pid \(child)): this device stays unlocked and live; it locks after "
+              + "\(context.settings.lockTimeout ?? ProfileSettings.defaultLockTimeout) s without use. Stop it with `vaultsync agent stop`.")
+    }
+
+    /// Starts `agent run` detached with a password already checked, and waits until it answers; its process id.
+    static func launch(_ context: CLIContext, password: String) async throws -> pid_t {
+        let path = AgentLink.socketPath(context)
         var environment = context.environment
         for secret in ["VAULTSYNC_PASSWORD", "VAULTSYNC_SESSION"] { environment.removeValue(forKey: secret) }
         let log = context.profile.directory + "/agent.log"
@@ -253,11 +260,7 @@ struct AgentStartCommand: VaultCommand {
                                               environment: environment, standardInput: password + "\n", logPath: log)
         let deadline = ContinuousClock.now + .seconds(60)
         while ContinuousClock.now < deadline {
-            if (try? AgentSocketClient.connectable(path)) == true {
-                print("Agent started (pid \(child)): this device stays unlocked and live; it locks after "
-                      + "\(context.settings.lockTimeout ?? ProfileSettings.defaultLockTimeout) s without use. Stop it with `vaultsync agent stop`.")
-                return
-            }
+            if (try? AgentSocketClient.connectable(path)) == true { return child }
             if let status = DetachedProcess.exitStatus(child) {
                 let tail = (try? String(contentsOfFile: log, encoding: .utf8))?.split(separator: "\n").suffix(3).joined(separator: "\n") ?? ""
                 throw CLIError.stated("The agent stopped at once (exit \(status)):\n\(tail)", .failure)
@@ -316,5 +319,27 @@ struct AgentStatusCommand: VaultCommand {
         print("live sync       \(answer["live"]?.stringValue ?? "not running")")
         if let pending = answer["pending"]?.intValue { print("pending         \(pending)") }
         if let attention = answer["needsAttention"]?.intValue, attention > 0 { print("needs attention \(attention)") }
+    }
+}
+
+extension AgentStartCommand {
+    /// `config agent on`: after a command that checked `password` (unlock, login), the agent starts when
+    /// none runs, and a locked one is unlocked. A failure is said and changes nothing of the command's
+    /// own outcome.
+    static func startIfConfigured(_ context: CLIContext, password: String) async {
+        guard context.settings.agent == true else { return }
+        do {
+            if let running = try AgentLink.ask("status", context) {
+                if running["locked"] == .bool(true) {
+                    _ = try AgentLink.ask("unlock", context, fields: ["password": .string(password)])
+                    Console.note("the agent is unlocked too")
+                }
+                return
+            }
+            let pid = try await launch(context, password: password)
+            Console.note("agent started (pid \(pid); `config agent on`)")
+        } catch {
+            Console.note("the agent did not start: \(describe(error).message)")
+        }
     }
 }

@@ -17,7 +17,7 @@ struct ConfigCommand: AsyncParsableCommand {
           vaultsync config ca-file ~/company-root-ca.pem
           vaultsync config show --json
         """,
-        subcommands: [Server.self, LockTimeout.self, SaveTimeout.self, Conflicts.self, ConflictFolder.self, AttachmentCache.self, CAFile.self, Show.self],
+        subcommands: [Server.self, LockTimeout.self, SaveTimeout.self, Agent.self, Conflicts.self, ConflictFolder.self, AttachmentCache.self, CAFile.self, Show.self],
         defaultSubcommand: Show.self
     )
 
@@ -110,6 +110,25 @@ struct ConfigCommand: AsyncParsableCommand {
             context.settings.saveTimeout = seconds
             try context.saveSettings()
             print("Save timeout set to \(seconds) s")
+        }
+    }
+
+    struct Agent: VaultCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "agent",
+            abstract: "on: `unlock` and `login` start this profile's agent when it is not running (docs/CLI.md, \"The agent\"); off (default): they do not.",
+            discussion: "Examples:\n  vaultsync config agent on\n  vaultsync config agent off")
+        static var needsUnlock: Bool { false }
+        static var repairsDamagedSettings: Bool { true }
+        @OptionGroup var global: GlobalOptions
+        @Argument(help: "on or off.") var state: String
+
+        func execute(_ context: CLIContext) async throws {
+            guard state == "on" || state == "off" else { throw CLIError.usage("say on or off") }
+            var context = context
+            context.settings.agent = state == "on" ? true : nil
+            try context.saveSettings()
+            print(state == "on" ? "unlock and login start the agent when it is not running" : "unlock and login leave the agent alone")
         }
     }
 
@@ -213,6 +232,7 @@ struct ConfigCommand: AsyncParsableCommand {
                     "conflicts": .string(settings.effectiveConflictPolicy.rawValue),
                     "attachmentCache": .int(settings.attachmentCache ?? EngineConfiguration(serverURL: "").attachmentCacheBytes),
                     "conflictFolder": .bool(settings.conflictFolder ?? false),
+                    "agent": .bool(settings.agent ?? false),
                     "caFile": Presentation.string(settings.effectiveCAFile(environment: context.environment)?.path),
                     "proxy": .string(ConnectionDescription.proxy(settings, environment: context.environment)),
                 ]))
@@ -226,6 +246,7 @@ struct ConfigCommand: AsyncParsableCommand {
             print("conflicts        \(settings.effectiveConflictPolicy.rawValue)")
             print("attachment cache \(ByteSize.readable(settings.attachmentCache ?? EngineConfiguration(serverURL: "").attachmentCacheBytes, binaryUnits: true))")
             print("conflict folder  \(settings.conflictFolder ?? false ? "on" : "off")")
+            print("agent            \(settings.agent ?? false ? "on (unlock and login start it)" : "off")")
             print("CA file          \(ConnectionDescription.caFile(settings, environment: context.environment))")
             print("proxy            \(ConnectionDescription.proxy(settings, environment: context.environment))")
         }
@@ -361,8 +382,11 @@ struct UnlockCommand: VaultCommand {
         }
         try await context.unlockLocally(email: email, password: password)
         let key = try await context.startSession()
-        // A running agent that is locked gets the password too (standard output stays the line to eval).
-        if let agent = try? AgentLink.ask("status", context), agent["locked"] == .bool(true) {
+        // A running agent that is locked gets the password too, and with `config agent on` one starts
+        // (standard output stays the line to eval).
+        if context.settings.agent == true {
+            await AgentStartCommand.startIfConfigured(context, password: password)
+        } else if let agent = try? AgentLink.ask("status", context), agent["locked"] == .bool(true) {
             _ = try AgentLink.ask("unlock", context, fields: ["password": .string(password)])
             Console.note("the agent is unlocked too")
         }

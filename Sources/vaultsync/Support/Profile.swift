@@ -202,6 +202,8 @@ struct ProfileSettings: Codable, Equatable {
     var email: String?
     /// How long `unlock` keeps the vault unlocked (seconds).
     var lockTimeout: Int?
+    /// `config agent on`: `unlock` and `login` start the profile's agent when it is not running.
+    var agent: Bool?
     /// Put conflict backups in the "Offline Sync Conflicts" folder instead of the item's folder.
     var conflictFolder: Bool?
     /// `config conflicts merge|backup` (``ConflictPolicy``'s raw value); unset: merge.
