@@ -42,6 +42,8 @@ public final class AgentSocketServer: @unchecked Sendable {
     private var listener: Int32 = -1
     private var connections: Set<Int32> = []
     private var stopped = false
+    /// Requests being answered: the handler runs or its answer is being written.
+    private var answering = 0
 
     public init(path: String, options: Options = Options(), logger: Logger, handler: @escaping Handler) {
         self.path = path
@@ -87,13 +89,17 @@ public final class AgentSocketServer: @unchecked Sendable {
             return (listener, connections)
         }
         if fd >= 0 {
+            // Woken, not closed here: the accepting thread closes it when it leaves, so its number cannot be
+            // reused (by the next server's socket) while that thread may still call accept on it.
             shutdown(fd, Int32(SHUT_RDWR))
-            close(fd)
             unlink(path)
         }
         // Reading ends on each open connection; an answer being written still goes out (the answer to a
         // `stop` request is written after the request that stops the agent).
         for connection in open { shutdown(connection, Int32(SHUT_RD)) }
+        // The answers under way are written before the process may end (the one to `stop` among them).
+        let deadline = Date().addingTimeInterval(5)
+        while lock.withLock({ answering }) > 0, Date() < deadline { usleep(2_000) }
     }
 
     /// The folder exists (made with mode 700 when missing), belongs to this user and admits nobody else.
@@ -120,7 +126,10 @@ public final class AgentSocketServer: @unchecked Sendable {
                 if errno == EINTR || errno == ECONNABORTED { continue }
                 // The listener was closed (stop), or the process is out of descriptors: the latter is
                 // logged and retried after a breath, so one burst of clients does not end the agent.
-                if lock.withLock({ stopped }) { return }
+                if lock.withLock({ stopped }) {
+                    close(fd)
+                    return
+                }
                 logger.warning("the agent could not accept a connection", metadata: ["error": "\(UnixSocket.errorText())"])
                 usleep(50_000)
                 continue
@@ -133,6 +142,7 @@ public final class AgentSocketServer: @unchecked Sendable {
             }
             guard admitted else {
                 close(connection)
+                close(fd)
                 return
             }
             let worker = Thread { [self] in
@@ -185,8 +195,11 @@ public final class AgentSocketServer: @unchecked Sendable {
                 return
             }
             for frame in frames {
+                lock.withLock { answering += 1 }
                 let answer = Self.run(handler, frame, peer)
-                guard UnixSocket.writeAll(connection, AgentFrame.encode(answer)) else { return }
+                let written = UnixSocket.writeAll(connection, AgentFrame.encode(answer))
+                lock.withLock { answering -= 1 }
+                guard written else { return }
             }
         }
     }
