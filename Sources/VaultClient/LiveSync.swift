@@ -291,6 +291,8 @@ extension VaultEngine {
             }
             guard liveState == .live, session != nil else { continue }
             do {
+                // Most looks find an empty queue: a count, before opening any record.
+                guard try await pendingCount() > 0 else { continue }
                 let now = clock.now()
                 let due = try await pendingChanges().filter {
                     $0.metadata.state == .pending && ($0.metadata.nextAttemptDate.map { $0 <= now } ?? true)

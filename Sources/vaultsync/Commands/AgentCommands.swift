@@ -71,8 +71,7 @@ struct AgentRunCommand: VaultCommand {
         if passwordStdin {
             guard let password = readLine(strippingNewline: true), !password.isEmpty else { throw CLIError.locked }
             try await context.unlockLocally(email: email, password: password)
-        } else if context.options.passwordFile != nil || context.environment["VAULTSYNC_PASSWORD"].map({ !$0.isEmpty }) == true
-                    || context.environment["VAULTSYNC_SESSION"].map({ !$0.isEmpty }) == true || Console.stdinIsTTY {
+        } else if context.canUnlock {
             try await context.unlock()
         } else {
             // Started by a service manager: no terminal to ask on. It runs locked until `vaultsync unlock`.
@@ -323,23 +322,22 @@ struct AgentStatusCommand: VaultCommand {
 }
 
 extension AgentStartCommand {
-    /// `config agent on`: after a command that checked `password` (unlock, login), the agent starts when
-    /// none runs, and a locked one is unlocked. A failure is said and changes nothing of the command's
-    /// own outcome.
-    static func startIfConfigured(_ context: CLIContext, password: String) async {
-        guard context.settings.agent == true else { return }
+    /// After a command that checked `password` (unlock, login): a running agent that is locked is
+    /// unlocked with it, and with `startingOne` (`config agent on`) an agent starts when none runs. A
+    /// failure is said and changes nothing of the command's own outcome.
+    static func handOver(_ context: CLIContext, password: String, startingOne: Bool) async {
         do {
             if let running = try AgentLink.ask("status", context) {
                 if running["locked"] == .bool(true) {
                     _ = try AgentLink.ask("unlock", context, fields: ["password": .string(password)])
                     Console.note("the agent is unlocked too")
                 }
-                return
+            } else if startingOne {
+                let pid = try await launch(context, password: password)
+                Console.note("agent started (pid \(pid); `config agent on`)")
             }
-            let pid = try await launch(context, password: password)
-            Console.note("agent started (pid \(pid); `config agent on`)")
         } catch {
-            Console.note("the agent did not start: \(describe(error).message)")
+            Console.note("the agent could not take the password: \(describe(error).message)")
         }
     }
 }

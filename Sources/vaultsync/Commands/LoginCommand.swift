@@ -132,7 +132,7 @@ struct LoginCommand: VaultCommand {
         let count = try await context.engine.items().count
         print("Logged in as \(normalised); \(count) item\(count == 1 ? "" : "s") downloaded.")
         printSessionHint(key)
-        await AgentStartCommand.startIfConfigured(context, password: password)
+        await AgentStartCommand.handOver(context, password: password, startingOne: context.settings.agent == true)
     }
 
     /// A code from the command line: as given, or read from `-` / `@FILE` (the first line).

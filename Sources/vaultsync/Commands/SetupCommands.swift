@@ -384,12 +384,7 @@ struct UnlockCommand: VaultCommand {
         let key = try await context.startSession()
         // A running agent that is locked gets the password too, and with `config agent on` one starts
         // (standard output stays the line to eval).
-        if context.settings.agent == true {
-            await AgentStartCommand.startIfConfigured(context, password: password)
-        } else if let agent = try? AgentLink.ask("status", context), agent["locked"] == .bool(true) {
-            _ = try AgentLink.ask("unlock", context, fields: ["password": .string(password)])
-            Console.note("the agent is unlocked too")
-        }
+        await AgentStartCommand.handOver(context, password: password, startingOne: context.settings.agent == true)
         if raw { print(key) } else { print("export VAULTSYNC_SESSION=\"\(key)\"") }
     }
 }

@@ -91,11 +91,17 @@ struct CLIContext {
         return server
     }
 
+    /// A password was given (`--password-file`, `VAULTSYNC_PASSWORD`).
+    var passwordGiven: Bool { options.passwordFile != nil || environment["VAULTSYNC_PASSWORD"].map({ !$0.isEmpty }) == true }
+
+    /// Whether ``unlock(prompt:)`` has a way in: a given password, a session key, or a terminal to ask on.
+    var canUnlock: Bool { passwordGiven || environment["VAULTSYNC_SESSION"].map({ !$0.isEmpty }) == true || Console.stdinIsTTY }
+
     /// Unlocks for this run: a given password first (scripts), else the session of `vaultsync unlock`
     /// (`VAULTSYNC_SESSION`), else a prompt on a terminal.
     func unlock(prompt: Bool = true) async throws {
         let email = try requireEmail()
-        if options.passwordFile != nil || environment["VAULTSYNC_PASSWORD"].map({ !$0.isEmpty }) == true {
+        if passwordGiven {
             try await unlockLocally(email: email, password: try masterPassword()!)
             return
         }
