@@ -316,14 +316,17 @@ extension VaultEngine {
         return (userID, device)
     }
 
+    /// Live means connected and caught up: changes made between the revision check and the
+    /// connection are caught by a second look first, so a save made once `.live` is announced is
+    /// sent by the queue's own schedule, never by a catch-up still under way. A failed look still
+    /// leaves the connection live (its problem is reported; the next message or look-out retries).
     func hubOpened() async {
-        setLiveState(.live)
-        // Changes made between the revision check and the connection are caught by a second look.
         do {
             try await catchUp()
         } catch {
             emit(.problem(Self.liveReason(error)))
         }
+        setLiveState(.live)
     }
 
     /// The hub address the server names in `/api/config` (`environment.notifications`), when it names one.
