@@ -141,10 +141,16 @@ let package = Package(
             ],
             swiftSettings: strict
         ),
+        // Starting child processes with posix_spawn (the editor, the clipboard tools, the agent; the tests'
+        // children): no dependency, below everything that starts a program.
+        .target(
+            name: "ProcessSpawn",
+            swiftSettings: strict
+        ),
         .target(
             name: "VaultTestSupport",
             dependencies: [
-                "VaultServer", "VaultCrypto",
+                "VaultServer", "VaultCrypto", "ProcessSpawn",
                 // The deterministic simulation's in-process server: the API's transport seam, the router test framework.
                 "VaultAPI",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
@@ -187,7 +193,7 @@ let package = Package(
         .executableTarget(
             name: "vaultsync",
             dependencies: [
-                "VaultCrypto", "VaultModels", "VaultSyncCore", "VaultClient", "VaultAPI", "VaultExchange", "VaultAgent",
+                "VaultCrypto", "VaultModels", "VaultSyncCore", "VaultClient", "VaultAPI", "VaultExchange", "VaultAgent", "ProcessSpawn",
                 // Not VaultServer: `vaultsync demo` runs the vaultsync-server executable, so no command loads and binds the
                 // server's code at start (it was a fifth of their relocations and protocol records; commit 79872c8).
                 "CommandLineSupport",

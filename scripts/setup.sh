@@ -28,7 +28,8 @@ case "$(uname -s)" in
   Linux)
     if command -v dpkg >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1; then
       packages=(libsqlite3-dev)
-      [ "$need" = test ] && packages+=(postgresql)
+      # The tests also run a real vi at a pseudo-terminal (vim-tiny) and copy to a real X clipboard (xclip, Xvfb).
+      [ "$need" = test ] && packages+=(postgresql vim-tiny xclip xvfb)
       missing=()
       for package in "${packages[@]}"; do
         dpkg -s "$package" >/dev/null 2>&1 || missing+=("$package")

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import ProcessSpawn
 import VaultClient
 import VaultCrypto
 import VaultModels
@@ -366,17 +367,34 @@ enum EditorSession {
         }
     }
 
+    /// Runs the editor in the terminal's foreground: in this process's own group, with this process's
+    /// terminal as its standard descriptors, as git runs its editor. A full-screen editor may then read
+    /// and draw on the terminal (in a group of its own it was stopped there, SIGTTIN, on a blank screen),
+    /// and the terminal's Ctrl-C reaches it as it reaches this process (which leaves it to the editor:
+    /// `EditorSignals`). The terminal's settings are put back after, in case the editor ended without
+    /// restoring them. An editor ended by a signal saves nothing, and the message names the signal.
     static func runEditor(_ editor: String, on path: String, context: CLIContext) throws {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/bin/sh")
-        process.arguments = ["-c", "\(editor) \"$1\"", "vaultsync-editor", path]
-        process.environment = editorEnvironment(context.environment)
         EditorSignals.begin(plaintext: path)
         defer { EditorSignals.end() }
-        try process.run()
-        EditorSignals.editorStarted(process.processIdentifier)
-        process.waitUntilExit()
-        guard process.terminationStatus == 0 else { throw CLIError.aborted("the editor failed (exit \(process.terminationStatus)); nothing was saved") }
+        let terminal = TerminalSettings.save()
+        defer { terminal?.restore() }
+        let pid: pid_t
+        do {
+            pid = try Spawn.start("/bin/sh", ["-c", "\(editor) \"$1\"", "vaultsync-editor", path],
+                                  environment: editorEnvironment(context.environment), newSession: false)
+        } catch {
+            throw CLIError.aborted("the editor could not be started (\(error)); nothing was saved")
+        }
+        EditorSignals.editorStarted(pid)
+        let end = Spawn.waitRaw(pid)
+        if end.signaled {
+            throw CLIError.aborted("the editor was ended by \(Spawn.signalName(end.status)); nothing was saved")
+        }
+        // The shell reports an editor a signal ended as 128 + the signal.
+        if end.status > 128, end.status < 128 + 32 {
+            throw CLIError.aborted("the editor was ended by \(Spawn.signalName(end.status - 128)) (exit \(end.status)); nothing was saved")
+        }
+        guard end.status == 0 else { throw CLIError.aborted("the editor failed (exit \(end.status)); nothing was saved") }
     }
 
     static let problemPrefix = "// "
@@ -440,8 +458,8 @@ enum EditorSession {
 /// and remove the file, pass the signal on to the editor (which could otherwise write the text back) and exit
 /// 128 + the signal, saving nothing. Only SIGKILL can still leave the file behind.
 ///
-/// Handlers, not SIG_IGN: an ignored signal stays ignored in the editor (Foundation's `Process` does not reset
-/// it), a handled one is back to its default action there. They run inside the signal, so they use only calls
+/// Handlers, not SIG_IGN: an ignored signal stays ignored in a child that does not reset it, a handled one is
+/// back to its default action there (and `Spawn` resets every signal of the editor to its default). They run inside the signal, so they use only calls
 /// that are safe there (open, fstat, write, unlink, kill, _exit) and what was prepared before they were set.
 enum EditorSignals {
     nonisolated(unsafe) private static var path: UnsafeMutablePointer<CChar>?
@@ -492,6 +510,25 @@ enum EditorSignals {
         editor = 0
         free(path)
         path = nil
+    }
+}
+
+/// The terminal's settings (echo, line mode) as they were before a child took the terminal over, put back
+/// after it ended: an editor that crashes or is killed leaves the terminal raw and silent otherwise.
+struct TerminalSettings {
+    let descriptor: Int32
+    let saved: termios
+
+    static func save(descriptor: Int32 = 0) -> TerminalSettings? {
+        guard isatty(descriptor) == 1 else { return nil }
+        var settings = termios()
+        guard tcgetattr(descriptor, &settings) == 0 else { return nil }
+        return TerminalSettings(descriptor: descriptor, saved: settings)
+    }
+
+    func restore() {
+        var settings = saved
+        _ = tcsetattr(descriptor, TCSADRAIN, &settings)
     }
 }
 

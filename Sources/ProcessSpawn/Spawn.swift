@@ -5,11 +5,16 @@ import Glibc
 import Darwin
 #endif
 
-/// Starting a child without Foundation's `Process`: on Linux (Swift 6.3.1) its `run()` over-reads
-/// `/proc/self/fd` entries and its exit monitoring goes through a Dispatch source, and both crashed
-/// the whole test process in full runs (docs/RELIABILITY.md). Here: `posix_spawn` with the three
-/// standard descriptors given and every other descriptor closed in the child (no child keeps another
-/// child's pipe or a test server's socket open), and `waitpid` on the caller's own thread.
+/// Starting a child without Foundation's `Process`, for the CLI (the editor, the clipboard tools, the
+/// agent) and the tests alike.
+///
+/// Not `Process`: on Linux (Swift 6.3.1) its `run()` over-reads `/proc/self/fd` entries and its exit
+/// monitoring goes through a Dispatch source, and both crashed the whole test process in full runs
+/// (docs/RELIABILITY.md); and it puts the child in a process group of its own, outside the terminal's
+/// foreground group, so a full-screen editor reading the terminal is stopped by it (SIGTTIN) on a blank
+/// screen. Here: `posix_spawn` with the three standard descriptors given (or this process's own), every
+/// other descriptor closed in the child (no child keeps another child's pipe or a server's socket
+/// open), every signal at its default, and `waitpid` on the caller's own thread.
 public enum Spawn {
     public struct Failed: Error, CustomStringConvertible {
         public var description: String
@@ -18,9 +23,17 @@ public enum Spawn {
     /// A pipe whose two ends are closed in every child unless given to it as 0, 1 or 2.
     public static func pipe() throws -> (read: Int32, write: Int32) {
         var fds: [Int32] = [0, 0]
-        guard Glibc.pipe(&fds) == 0 else { throw Failed(description: "pipe: \(errno)") }
+        guard systemPipe(&fds) == 0 else { throw Failed(description: "pipe: \(errno)") }
         for fd in fds { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
         return (fds[0], fds[1])
+    }
+
+    private static func systemPipe(_ fds: UnsafeMutablePointer<Int32>) -> Int32 {
+        #if canImport(Glibc)
+        Glibc.pipe(fds)
+        #else
+        Darwin.pipe(fds)
+        #endif
     }
 
     typealias AddChdir = @convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>, UnsafePointer<CChar>) -> Int32
@@ -30,7 +43,18 @@ public enum Spawn {
     /// `stderr` as its descriptors 0, 1 and 2. Returns its process id.
     public static func start(_ executable: String, _ arguments: [String], environment: [String: String], folder: String?,
                       stdin: Int32, stdout: Int32, stderr: Int32) throws -> pid_t {
-        try start(executable, arguments, environment: environment, folder: folder, descriptors: .given(stdin, stdout, stderr))
+        try start(executable, arguments, environment: environment, folder: folder, descriptors: .given(stdin, stdout, stderr),
+                  newSession: false)
+    }
+
+    /// Starts `executable` with this process's standard descriptors, in this process's group: a child run
+    /// in the foreground of the terminal this process runs at (an editor), which the terminal's Ctrl-C
+    /// reaches as it reaches this process. With `newSession`, in a session of its own instead (no
+    /// controlling terminal: the agent, which closing the terminal must not stop).
+    public static func start(_ executable: String, _ arguments: [String], environment: [String: String], folder: String? = nil,
+                             stdin: Int32 = 0, stdout: Int32 = 1, stderr: Int32 = 2, newSession: Bool) throws -> pid_t {
+        try start(executable, arguments, environment: environment, folder: folder,
+                  descriptors: .given(stdin, stdout, stderr), newSession: newSession)
     }
 
     /// Starts `executable` in a session of its own whose controlling terminal is the pseudo-terminal
@@ -39,7 +63,8 @@ public enum Spawn {
     /// foreground (an editor) may take the terminal over. Returns its process id.
     public static func start(_ executable: String, _ arguments: [String], environment: [String: String], folder: String?,
                              terminalPath: String) throws -> pid_t {
-        try start(executable, arguments, environment: environment, folder: folder, descriptors: .terminal(terminalPath))
+        try start(executable, arguments, environment: environment, folder: folder, descriptors: .terminal(terminalPath),
+                  newSession: true)
     }
 
     /// glibc's POSIX_SPAWN_SETSID (spawn.h; not in Swift's Glibc module, which leaves out the GNU additions).
@@ -55,15 +80,24 @@ public enum Spawn {
     }
 
     static func start(_ executable: String, _ arguments: [String], environment: [String: String], folder: String?,
-                      descriptors: Descriptors) throws -> pid_t {
+                      descriptors: Descriptors, newSession: Bool) throws -> pid_t {
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
         switch descriptors {
         case .given(let stdin, let stdout, let stderr):
-            posix_spawn_file_actions_adddup2(&actions, stdin, 0)
-            posix_spawn_file_actions_adddup2(&actions, stdout, 1)
-            posix_spawn_file_actions_adddup2(&actions, stderr, 2)
+            // A descriptor already in its place is left alone (dup2 onto itself would not clear a
+            // close-on-exec flag, and it has none: 0, 1 and 2 are inherited).
+            for (descriptor, target) in [(stdin, Int32(0)), (stdout, 1), (stderr, 2)] {
+                if descriptor != target {
+                    posix_spawn_file_actions_adddup2(&actions, descriptor, target)
+                } else {
+                    #if canImport(Darwin)
+                    // POSIX_SPAWN_CLOEXEC_DEFAULT (below) closes what the actions do not name.
+                    posix_spawn_file_actions_addinherit_np(&actions, target)
+                    #endif
+                }
+            }
         case .terminal(let path):
             // glibc runs setsid (POSIX_SPAWN_SETSID, below) before the file actions: opening the terminal
             // without O_NOCTTY then makes it the new session's controlling terminal.
@@ -75,10 +109,12 @@ public enum Spawn {
         // child otherwise kept every test server's listening socket open for as long as it ran, and a
         // test that stopped its server and started it again on its port found the port taken ("Address
         // already in use", in a full run and in CI). glibc ≥ 2.34, looked up at run time like addchdir.
+        #if canImport(Glibc)
         guard let closeFrom = dlsym(dlopen(nil, RTLD_NOW), "posix_spawn_file_actions_addclosefrom_np") else {
             throw Failed(description: "posix_spawn_file_actions_addclosefrom_np is missing (glibc 2.34 or later is needed)")
         }
         guard unsafeBitCast(closeFrom, to: AddCloseFrom.self)(&actions, 3) == 0 else { throw Failed(description: "closefrom action") }
+        #endif
         if let folder {
             // glibc ≥ 2.29; not in Swift's Glibc module, so looked up at run time.
             guard let symbol = dlsym(dlopen(nil, RTLD_NOW), "posix_spawn_file_actions_addchdir_np") else {
@@ -103,8 +139,12 @@ public enum Spawn {
         sigemptyset(&none)
         posix_spawnattr_setsigdefault(&attributes, &all)
         posix_spawnattr_setsigmask(&attributes, &none)
-        var flags = POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK
-        if case .terminal = descriptors { flags |= Self.setSID }
+        var flags = Int32(POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK)
+        if newSession { flags |= Self.setSID }
+        #if canImport(Darwin)
+        // Darwin's way to close every descriptor not named in the file actions.
+        flags |= Int32(POSIX_SPAWN_CLOEXEC_DEFAULT)
+        #endif
         posix_spawnattr_setflags(&attributes, Int16(flags))
         var pid: pid_t = 0
         let result = posix_spawn(&pid, executable, &actions, &attributes, argv, envp)
@@ -152,5 +192,15 @@ public enum Spawn {
             offset += written
         }
         close(fd)
+    }
+}
+
+extension Spawn {
+    /// A signal's name as `kill -l` and the shells print it ("SIGINT"), or its number.
+    public static func signalName(_ number: Int32) -> String {
+        let names: [Int32: String] = [SIGHUP: "SIGHUP", SIGINT: "SIGINT", SIGQUIT: "SIGQUIT", SIGILL: "SIGILL", SIGABRT: "SIGABRT",
+                                      SIGKILL: "SIGKILL", SIGSEGV: "SIGSEGV", SIGPIPE: "SIGPIPE", SIGALRM: "SIGALRM",
+                                      SIGTERM: "SIGTERM", SIGBUS: "SIGBUS", SIGUSR1: "SIGUSR1", SIGUSR2: "SIGUSR2"]
+        return names[number] ?? "signal \(number)"
     }
 }
