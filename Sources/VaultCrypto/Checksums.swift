@@ -5,6 +5,17 @@ import Foundation
 #endif
 import Crypto
 
+/// A digest to recognise a secret later without keeping it (the clipboard's clear compares digests).
+public enum TextDigest {
+    /// SHA-256 of `text`'s UTF-8, in lower-case hex.
+    public static func sha256Hex(_ text: String) -> String {
+        SHA256.hash(data: Array(text.utf8)).map { byte in
+            let digits = Array("0123456789abcdef".utf8)
+            return String(decoding: [digits[Int(byte >> 4)], digits[Int(byte & 0xF)]], as: UTF8.self)
+        }.joined()
+    }
+}
+
 /// Login URI checksums (spec §1.10, TV11).
 public enum URIChecksum {
     /// The checksum plaintext: `base64(SHA-256(UTF-8(uri)))`. It is stored encrypted as `uriChecksum`.

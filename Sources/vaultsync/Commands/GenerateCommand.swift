@@ -18,6 +18,7 @@ struct GenerateCommand: AsyncParsableCommand {
           vaultsync generate --passphrase --words 5 --separator .
           vaultsync generate --passphrase --capitalize --include-number
           vaultsync generate --json
+          vaultsync generate --clip
         """)
 
     @Option(help: ArgumentHelp("Password length (5–128; default 14).", valueName: "N")) var length: Int?
@@ -37,6 +38,9 @@ struct GenerateCommand: AsyncParsableCommand {
     @Flag(help: "Passphrase: capitalize each word.") var capitalize = false
     @Flag(help: "Passphrase: append a digit to one word.") var includeNumber = false
 
+    @Flag(help: "Copy it to the clipboard instead of printing it; cleared after `config clipboard-clear` seconds (default 30) if it still holds it.")
+    var clip = false
+
     @OptionGroup var output: OutputOptions
 
     mutating func run() async throws {
@@ -46,6 +50,18 @@ struct GenerateCommand: AsyncParsableCommand {
                                 : try PasswordGenerator.password(try passwordOptions())
         } catch {
             throw report(error)
+        }
+        if clip {
+            // No profile is needed; the profile's clear time when there is one.
+            let environment = ProcessInfo.processInfo.environment
+            let seconds = (try? Profile.resolve(environment: environment).loadSettings())?.clipboardClear ?? Clipboard.defaultClearSeconds
+            do {
+                Console.note(try Clipboard.copyAndClear(secret.value, what: passphrase ? "The passphrase" : "The password",
+                                                        clearAfter: seconds, environment: environment))
+            } catch {
+                throw report(error)
+            }
+            return
         }
         guard output.json else {
             print(secret.value)

@@ -107,7 +107,7 @@ struct GetCommand: VaultCommand {
 
         Examples:
           vaultsync get "Bank"
-          vaultsync get Bank --field password | xclip
+          vaultsync get Bank --clip
           vaultsync get Bank --field totp
           vaultsync get 3f2a9c --json
         """)
@@ -116,6 +116,8 @@ struct GetCommand: VaultCommand {
     @Argument(help: "The item (id, id prefix or name).") var item: String
     @Option(help: "Print only this field: password, username, totp, notes, uri, name, or any field by the label it is shown under (card.number, identity.email, sshKey.privateKey, field.NAME; the part after the dot alone when it names one field).") var field: String?
     @Flag(help: "Show secrets instead of masking them.") var reveal = false
+    @Flag(help: "Copy the field (the password when no --field is given) to the clipboard instead of printing it; cleared after `config clipboard-clear` seconds (default 30) if it still holds it.")
+    var clip = false
 
     func execute(_ context: CLIContext) async throws {
         // Only the names are decrypted to find the item, then only the item itself, not the whole vault
@@ -128,27 +130,17 @@ struct GetCommand: VaultCommand {
             throw CLIError.notFound(what: "item", reference: item)
         }
         let view = try entry.result.get()
+        if clip {
+            let name = field ?? "password"
+            guard let value = try Self.value(of: name, in: view) else { throw CLIError.missing("\"\(view.name)\" has no \(Self.label(name)).") }
+            let seconds = context.settings.clipboardClear ?? Clipboard.defaultClearSeconds
+            Console.note(try Clipboard.copyAndClear(value, what: "the \(Self.label(name)) of \"\(view.name)\"", clearAfter: seconds,
+                                                    environment: context.environment))
+            return
+        }
         if let field {
-            let value: String?
-            switch field {
-            case "password": value = view.login?.password
-            case "username": value = view.login?.username
-            case "notes": value = view.notes
-            case "uri": value = view.login?.uris.first?.uri
-            case "name": value = view.name
-            case "totp":
-                guard let secret = view.login?.totp else { value = nil; break }
-                do {
-                    value = try TOTP(secretOrURI: secret).code(at: Date())
-                } catch {
-                    throw CLIError.usage("the item's TOTP secret cannot be used: \(error)")
-                }
-            default:
-                value = try Self.labelledField(field, of: view)
-            }
-            guard let value else {
-                let label = field == "totp" ? "TOTP" : field == "uri" ? "URI" : field
-                throw CLIError.missing("\"\(view.name)\" has no \(label).")
+            guard let value = try Self.value(of: field, in: view) else {
+                throw CLIError.missing("\"\(view.name)\" has no \(Self.label(field)).")
             }
             if output.json {
                 Presentation.printJSON(.object([field: .string(value)]))
@@ -179,6 +171,28 @@ struct GetCommand: VaultCommand {
 }
 
 extension GetCommand {
+    /// The value `--field` names: the common ones by name, the current TOTP code, else a field by its label.
+    static func value(of field: String, in view: CipherView) throws -> String? {
+        switch field {
+        case "password": return view.login?.password
+        case "username": return view.login?.username
+        case "notes": return view.notes
+        case "uri": return view.login?.uris.first?.uri
+        case "name": return view.name
+        case "totp":
+            guard let secret = view.login?.totp else { return nil }
+            do {
+                return try TOTP(secretOrURI: secret).code(at: Date())
+            } catch {
+                throw CLIError.usage("the item's TOTP secret cannot be used: \(error)")
+            }
+        default:
+            return try labelledField(field, of: view)
+        }
+    }
+
+    static func label(_ field: String) -> String { field == "totp" ? "TOTP" : field == "uri" ? "URI" : field }
+
     /// A field other than the login's six, by the label the item's view shows it under (`card.number`,
     /// `identity.email`, `sshKey.privateKey`, `field.NAME`, any case), or by the part after the dot when only one
     /// field of the item ends so (`number`, `pin`). Only the login's fields could be printed alone (RELIABILITY bug 91):

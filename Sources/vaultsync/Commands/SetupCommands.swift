@@ -17,7 +17,7 @@ struct ConfigCommand: AsyncParsableCommand {
           vaultsync config ca-file ~/company-root-ca.pem
           vaultsync config show --json
         """,
-        subcommands: [Server.self, LockTimeout.self, SaveTimeout.self, Agent.self, Conflicts.self, ConflictFolder.self, AttachmentCache.self, CAFile.self, Show.self],
+        subcommands: [Server.self, LockTimeout.self, SaveTimeout.self, ClipboardClear.self, Agent.self, Conflicts.self, ConflictFolder.self, AttachmentCache.self, CAFile.self, Show.self],
         defaultSubcommand: Show.self
     )
 
@@ -70,26 +70,20 @@ struct ConfigCommand: AsyncParsableCommand {
         }
     }
 
-    struct LockTimeout: VaultCommand {
+    struct LockTimeout: SecondsSettingCommand {
         static let configuration = CommandConfiguration(
             commandName: "lock-timeout",
             abstract: "How long `unlock` keeps the vault unlocked, in seconds (default 3600).",
             discussion: "Example:\n  vaultsync config lock-timeout 900")
-        static var needsUnlock: Bool { false }
-        static var repairsDamagedSettings: Bool { true }
+        static let range = 60...604_800
+        static var setting: WritableKeyPath<ProfileSettings, Int?> { \.lockTimeout }
+        static let what = "the lock timeout"
+        static func done(_ seconds: Int) -> String { "Lock timeout set to \(seconds) s (applies to the next unlock)" }
         @OptionGroup var global: GlobalOptions
         @Argument(help: "Seconds (60–604800).") var seconds: Int
-
-        func execute(_ context: CLIContext) async throws {
-            guard (60...604_800).contains(seconds) else { throw CLIError.usage("the lock timeout must be between 60 and 604800 seconds") }
-            var context = context
-            context.settings.lockTimeout = seconds
-            try context.saveSettings()
-            print("Lock timeout set to \(seconds) s (applies to the next unlock)")
-        }
     }
 
-    struct SaveTimeout: VaultCommand {
+    struct SaveTimeout: SecondsSettingCommand {
         static let configuration = CommandConfiguration(
             commandName: "save-timeout",
             abstract: "How long a save waits for the server before it is kept on this device and queued, in seconds (default 3).",
@@ -99,18 +93,30 @@ struct ConfigCommand: AsyncParsableCommand {
             Example:
               vaultsync config save-timeout 10
             """)
-        static var needsUnlock: Bool { false }
-        static var repairsDamagedSettings: Bool { true }
+        static let range = 1...60
+        static var setting: WritableKeyPath<ProfileSettings, Int?> { \.saveTimeout }
+        static let what = "the save timeout"
+        static func done(_ seconds: Int) -> String { "Save timeout set to \(seconds) s" }
         @OptionGroup var global: GlobalOptions
         @Argument(help: "Seconds (1–60).") var seconds: Int
+    }
 
-        func execute(_ context: CLIContext) async throws {
-            guard (1...60).contains(seconds) else { throw CLIError.usage("the save timeout must be between 1 and 60 seconds") }
-            var context = context
-            context.settings.saveTimeout = seconds
-            try context.saveSettings()
-            print("Save timeout set to \(seconds) s")
-        }
+    struct ClipboardClear: SecondsSettingCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "clipboard-clear",
+            abstract: "How long a secret copied with --clip stays on the clipboard, in seconds (default 30).",
+            discussion: """
+            After this long the clipboard is emptied, unless it holds something else by then (what you copied since is left alone).
+
+            Example:
+              vaultsync config clipboard-clear 15
+            """)
+        static let range = Clipboard.clearRange
+        static var setting: WritableKeyPath<ProfileSettings, Int?> { \.clipboardClear }
+        static let what = "the clipboard clear time"
+        static func done(_ seconds: Int) -> String { "Secrets copied with --clip are cleared from the clipboard after \(seconds) s" }
+        @OptionGroup var global: GlobalOptions
+        @Argument(help: "Seconds (1–3600).") var seconds: Int
     }
 
     struct Agent: VaultCommand {
@@ -229,6 +235,7 @@ struct ConfigCommand: AsyncParsableCommand {
                     "email": Presentation.string(settings.email),
                     "lockTimeout": .int(settings.lockTimeout ?? ProfileSettings.defaultLockTimeout),
                     "saveTimeout": .int(Self.saveTimeout(settings, context)),
+                    "clipboardClear": .int(settings.clipboardClear ?? Clipboard.defaultClearSeconds),
                     "conflicts": .string(settings.effectiveConflictPolicy.rawValue),
                     "attachmentCache": .int(settings.attachmentCache ?? EngineConfiguration(serverURL: "").attachmentCacheBytes),
                     "conflictFolder": .bool(settings.conflictFolder ?? false),
@@ -243,6 +250,7 @@ struct ConfigCommand: AsyncParsableCommand {
             print("account          \(settings.email ?? "(not logged in)")")
             print("lock timeout     \(settings.lockTimeout ?? ProfileSettings.defaultLockTimeout) s")
             print("save timeout     \(Self.saveTimeout(settings, context)) s")
+            print("clipboard clear  \(settings.clipboardClear ?? Clipboard.defaultClearSeconds) s")
             print("conflicts        \(settings.effectiveConflictPolicy.rawValue)")
             print("attachment cache \(ByteSize.readable(settings.attachmentCache ?? EngineConfiguration(serverURL: "").attachmentCacheBytes, binaryUnits: true))")
             print("conflict folder  \(settings.conflictFolder ?? false ? "on" : "off")")
@@ -250,6 +258,31 @@ struct ConfigCommand: AsyncParsableCommand {
             print("CA file          \(ConnectionDescription.caFile(settings, environment: context.environment))")
             print("proxy            \(ConnectionDescription.proxy(settings, environment: context.environment))")
         }
+    }
+}
+
+/// `config NAME SECONDS`: a setting in seconds, checked against its range and saved in the profile.
+protocol SecondsSettingCommand: VaultCommand {
+    static var range: ClosedRange<Int> { get }
+    static var setting: WritableKeyPath<ProfileSettings, Int?> { get }
+    /// The setting as a sentence names it ("the lock timeout").
+    static var what: String { get }
+    static func done(_ seconds: Int) -> String
+    var seconds: Int { get }
+}
+
+extension SecondsSettingCommand {
+    static var needsUnlock: Bool { false }
+    static var repairsDamagedSettings: Bool { true }
+
+    func execute(_ context: CLIContext) async throws {
+        guard Self.range.contains(seconds) else {
+            throw CLIError.usage("\(Self.what) must be between \(Self.range.lowerBound) and \(Self.range.upperBound) seconds")
+        }
+        var context = context
+        context.settings[keyPath: Self.setting] = seconds
+        try context.saveSettings()
+        print(Self.done(seconds))
     }
 }
 

@@ -216,6 +216,8 @@ struct ProfileSettings: Codable, Equatable {
     var caFile: String?
     /// `config save-timeout SECONDS`: how long a save waits for the server before it is kept and queued.
     var saveTimeout: Int?
+    /// `config clipboard-clear SECONDS`: how long a secret copied with `--clip` stays on the clipboard.
+    var clipboardClear: Int?
 
     static let defaultLockTimeout = 3600
 
