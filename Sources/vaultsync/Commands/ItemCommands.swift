@@ -64,7 +64,18 @@ struct ListCommand: VaultCommand {
             row.shown.isDeleted != trash || (!trash && row.shown.isArchived != archived)
                 || wantedType.map { row.shown.type != $0 } ?? false || folderFilter.map { row.shown.folderId != $0 } ?? false
         }
-        rows.sort { $0.shown.name.localizedCaseInsensitiveCompare($1.shown.name) == .orderedAscending }
+        if let search {
+            // Best matches first: the name itself, then names starting with the text, then names holding it,
+            // then the rest (a username, URI or note holds it); by name within each.
+            let text = search.lowercased()
+            func rank(_ name: String) -> Int {
+                let name = name.lowercased()
+                return name == text ? 0 : name.hasPrefix(text) ? 1 : name.contains(text) ? 2 : 3
+            }
+            rows.sort { (rank($0.shown.name), $0.shown.name.lowercased()) < (rank($1.shown.name), $1.shown.name.lowercased()) }
+        } else {
+            rows.sort { $0.shown.name.localizedCaseInsensitiveCompare($1.shown.name) == .orderedAscending }
+        }
         if let first = damaged.first {
             let named = damaged.prefix(3).joined(separator: ", ") + (damaged.count > 3 ? ", …" : "")
             Console.note("\(damaged.count) item\(damaged.count == 1 ? " cannot be decrypted and is" : "s cannot be decrypted and are") not listed (\(named)); "
@@ -78,18 +89,26 @@ struct ListCommand: VaultCommand {
             Console.note("no items")
             return
         }
-        for row in rows {
-            var marks = ""
-            if row.shown.favorite { marks += "★" }
-            if let pending = row.pending {
-                marks += pending.metadata.state == .needsAttention ? Console.styled("!", .red) : Console.styled("↑", .cyan)
-            }
-            let folderName = row.shown.folderId.flatMap { folderNames[$0] } ?? ""
-            // One row per item, one column per tab, whatever the names hold.
-            func cell(_ text: String) -> String { Presentation.oneLine(text).replacingOccurrences(of: "\t", with: " ") }
-            print([row.id, Console.styled(cell(row.shown.name), .bold), row.shown.type.name, cell(row.shown.username ?? ""), cell(folderName), marks]
-                .joined(separator: "\t"))
+        // One row per item, one cell per column, whatever the names hold.
+        func cell(_ text: String) -> String { Presentation.oneLine(text).replacingOccurrences(of: "\t", with: " ") }
+        func marks(_ row: (id: String, pending: PendingChange?, shown: ItemSummary, view: CipherView?)) -> String {
+            var marks = row.shown.favorite ? "★" : ""
+            if let pending = row.pending { marks += pending.metadata.state == .needsAttention ? "!" : "↑" }
+            return marks
         }
+        let cells = rows.map { row in
+            [row.id, cell(row.shown.name), row.shown.type.name, cell(row.shown.username ?? ""),
+             cell(row.shown.folderId.flatMap { folderNames[$0] } ?? ""), marks(row)]
+        }
+        guard Console.stdoutIsTTY else {
+            // Piped: tab-separated, the whole id, no header (what scripts read).
+            for row in cells { print(row.joined(separator: "\t")) }
+            return
+        }
+        // At a terminal: aligned columns under a header; the id's first 8 characters (an id prefix any
+        // command takes), ★ a favourite, ↑ a change waiting to be sent, ! one that needs attention.
+        let shown = cells.map { [String($0[0].prefix(8))] + $0.dropFirst() }
+        for line in Table.render(header: ["ID", "NAME", "TYPE", "USERNAME", "FOLDER", ""], rows: shown) { print(line) }
     }
 
     static func matches(_ view: CipherView, _ text: String) -> Bool {
@@ -103,17 +122,20 @@ struct GetCommand: VaultCommand {
         commandName: "get",
         abstract: "Show an item, or print one of its fields.",
         discussion: """
-        ITEM is an id, an id prefix (6+ characters) or a unique name. `--field totp` prints the current code.
+        ITEM is an id, an id prefix (6+ characters) or a name; failing those, a name's beginning or part (any case), then an address one of the item's URIs matches by its match setting (github.com, https://github.com/login). Several matches are listed with username, folder and URI; a second argument, the username, picks one. `--field totp` prints the current code.
 
         Examples:
           vaultsync get "Bank"
+          vaultsync get githu
+          vaultsync get github.com alice
           vaultsync get Bank --clip
           vaultsync get Bank --field totp
           vaultsync get 3f2a9c --json
         """)
     @OptionGroup var global: GlobalOptions
     @OptionGroup var output: OutputOptions
-    @Argument(help: "The item (id, id prefix or name).") var item: String
+    @Argument(help: "The item: an id, an id prefix, a name or part of one, or an address its URI matches (github.com, a full URL).") var item: String
+    @Argument(help: "Among several items of that name, the one with this username (or one starting so).") var username: String?
     @Option(help: "Print only this field: password, username, totp, notes, uri, name, or any field by the label it is shown under (card.number, identity.email, sshKey.privateKey, field.NAME; the part after the dot alone when it names one field).") var field: String?
     @Flag(help: "Show secrets instead of masking them.") var reveal = false
     @Flag(help: "Copy the field (the password when no --field is given) to the clipboard instead of printing it; cleared after `config clipboard-clear` seconds (default 30) if it still holds it.")
@@ -125,7 +147,7 @@ struct GetCommand: VaultCommand {
         // A sync running beside this command may give the item its server id meanwhile: the engine follows it.
         let entry: VaultItem
         do {
-            entry = try await context.engine.listedItem(id: try await context.itemID(item))
+            entry = try await context.engine.listedItem(id: try await context.itemID(item, username: username))
         } catch VaultError.itemNotFound {
             throw CLIError.notFound(what: "item", reference: item)
         }

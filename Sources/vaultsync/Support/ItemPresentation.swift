@@ -222,7 +222,90 @@ extension CLIContext {
     /// through the name index's names part (`VaultEngine.items(named:)`, docs/BENCHMARKS.md P7); an item
     /// whose name cannot be decrypted is found by its id only. Several of one name, of which only one is
     /// where `choice` looks (what `list` shows, by default), are that one.
-    func itemID(_ reference: String, choice: ItemChoice = .listed) async throws -> String {
+    ///
+    /// When that finds nothing (or several, or none with `username`), items are found as people type them
+    /// (``findItem(_:username:choice:)``).
+    func itemID(_ reference: String, username: String? = nil, choice: ItemChoice = .listed) async throws -> String {
+        var ambiguity: CLIError?
+        do {
+            let id = try await exactItemID(reference, choice: choice)
+            guard let username else { return id }
+            if try await engine.readableItem(id: id).map({ Self.has($0, username: username) }) == true { return id }
+        } catch let error as CLIError {
+            switch error {
+            // Settled below, with each candidate's username, folder and URI (or by `username`).
+            case .ambiguous: ambiguity = error
+            case .notFound: break
+            default: throw error
+            }
+        }
+        do {
+            return try await findItem(reference, username: username, choice: choice)
+        } catch CLIError.notFound where ambiguity != nil {
+            // Several of that name, none where the command looks (`restore` of a name none in the trash has).
+            throw ambiguity!
+        }
+    }
+
+    /// Finding an item as people type it, when no exact id, name or id prefix settles it: by its name
+    /// exactly, then a case-insensitive prefix of the name, then a part of the name, then (for an
+    /// address: `github.com`, a full URL) a login URI that matches it by the URI's own match setting.
+    /// The first of these that finds anything decides: one item is it; several are listed with their
+    /// username, folder and URI, and `username` (`get NAME USERNAME`) chooses among them.
+    func findItem(_ reference: String, username: String?, choice: ItemChoice) async throws -> String {
+        let wanted = reference.trimmingCharacters(in: .whitespaces)
+        let lowered = wanted.lowercased()
+        let pool = try await engine.items().compactMap { item -> (id: String, view: CipherView)? in
+            guard case .success(let view) = item.result else { return nil }
+            switch choice {
+            case .listed: return view.isDeleted ? nil : (item.id, view)
+            case .inTrash: return view.isDeleted ? (item.id, view) : nil
+            case .inArchive: return view.isArchived && !view.isDeleted ? (item.id, view) : nil
+            case .any: return (item.id, view)
+            }
+        }
+        let looksLikeAddress = !wanted.contains(" ") && (wanted.contains("://") || wanted.contains("."))
+        let stages: [((id: String, view: CipherView)) -> Bool] = [
+            { $0.view.name.lowercased() == lowered },
+            { $0.view.name.lowercased().hasPrefix(lowered) },
+            { $0.view.name.lowercased().contains(lowered) },
+            { candidate in
+                looksLikeAddress && (candidate.view.login?.uris ?? []).contains { uri in
+                    uri.uri.map { URIMatching.matches($0, match: uri.match, address: wanted) } ?? false
+                }
+            },
+        ]
+        let folderNames = try await folderNames()
+        for stage in stages {
+            var found = pool.filter(stage)
+            if found.isEmpty { continue }
+            if let username {
+                found = found.filter { Self.has($0.view, username: username) }
+                if found.isEmpty { continue }
+            }
+            if found.count == 1 { return found[0].id }
+            let sorted = found.sorted { $0.view.name.localizedCaseInsensitiveCompare($1.view.name) == .orderedAscending }
+            throw CLIError.ambiguous(what: "item", reference: reference,
+                                     candidates: Table.lines(sorted.map { Self.candidateColumns($0.id, $0.view, folderNames: folderNames) }))
+        }
+        if let username { throw CLIError.missing("No item matches \"\(reference)\" with the username \"\(username)\".") }
+        throw CLIError.notFound(what: "item", reference: reference)
+    }
+
+    /// A candidate as an ambiguity lists it: id, name, username, folder, first URI.
+    static func candidateColumns(_ id: String, _ view: CipherView, folderNames: [String: String]) -> [String] {
+        [id, view.name, view.login?.username ?? "", view.folderId.flatMap { folderNames[$0] } ?? "", view.login?.uris.first?.uri ?? ""]
+            .map(Presentation.oneLine)
+    }
+
+    /// Whether the item's username is `username` (any case), or starts with it.
+    static func has(_ view: CipherView, username: String) -> Bool {
+        guard let own = view.login?.username?.lowercased() else { return false }
+        return own == username.lowercased() || own.hasPrefix(username.lowercased())
+    }
+
+    /// The exact rule alone (``Presentation/find(_:in:what:preferred:)``).
+    func exactItemID(_ reference: String, choice: ItemChoice) async throws -> String {
         func listed(_ items: [VaultItemName]) -> [(id: String, name: String)] { items.map { ($0.id, (try? $0.name.get()) ?? "") } }
         let engine = engine
         func state(_ test: @escaping @Sendable (CipherView) -> Bool) -> (String) async throws -> Bool {
