@@ -50,6 +50,10 @@ struct VaultSyncCommand: AsyncParsableCommand {
             handler.logLevel = level
             return handler
         }
+        if let suggestion = CommandSuggestion.message(for: Array(CommandLine.arguments.dropFirst())) {
+            Console.error(suggestion)
+            Foundation.exit(ExitStatus.usage.rawValue)
+        }
         await parseAndRun()
     }
 }

@@ -7,7 +7,7 @@ import VaultModels
 /// Options every vault command takes.
 struct GlobalOptions: ParsableArguments {
     @Option(name: .customLong("password-file"), help: ArgumentHelp(
-        "Read the master password from the first line of FILE (instead of a prompt).", valueName: "FILE"))
+        "Read the master password from the first line of FILE (- for standard input) instead of a prompt.", valueName: "FILE"))
     var passwordFile: String?
 }
 
@@ -58,7 +58,38 @@ struct CLIContext {
         }
         if let password = environment["VAULTSYNC_PASSWORD"], !password.isEmpty { return password }
         if allowPrompt, Console.stdinIsTTY, let password = Console.readSecret(prompt: prompt), !password.isEmpty { return password }
+        if allowPrompt, let password = Self.pipedPassword() { return password }
         return nil
+    }
+
+    /// The master password piped on standard input (`echo … | vaultsync unlock --raw`, `pass show vault |
+    /// vaultsync login EMAIL`): its first line, read once per run, when standard input is a pipe or a file
+    /// and no argument of the command reads it (`-`, `--password-stdin`: the item's secret comes from there).
+    static func pipedPassword() -> String? {
+        if let kept = piped.value { return kept }
+        var status = stat()
+        guard !Console.stdinIsTTY, fstat(STDIN_FILENO, &status) == 0,
+              [S_IFIFO, S_IFREG, S_IFSOCK].contains(status.st_mode & S_IFMT) else { return nil }
+        let arguments = CommandLine.arguments.dropFirst()
+        guard !arguments.contains(where: { $0 == "-" || $0 == "@-" || $0 == "@/dev/stdin" || $0 == "--password-stdin" || $0 == "/dev/stdin" }) else {
+            return nil
+        }
+        guard let line = Swift.readLine(strippingNewline: true), !line.isEmpty else { return nil }
+        let password = line.hasSuffix("\r") ? String(line.dropLast()) : line
+        piped.value = password
+        return password.isEmpty ? nil : password
+    }
+
+    /// What ``pipedPassword()`` read (a pipe is read once; some commands ask twice).
+    private static let piped = KeptPassword()
+
+    private final class KeptPassword: @unchecked Sendable {
+        private let lock = NSLock()
+        private var kept: String?
+        var value: String? {
+            get { lock.withLock { kept } }
+            set { lock.withLock { kept = newValue } }
+        }
     }
 
     /// The password file's first line as versions before commit 1786a9e read it: a file with Windows line ends
@@ -95,7 +126,7 @@ struct CLIContext {
     var passwordGiven: Bool { options.passwordFile != nil || environment["VAULTSYNC_PASSWORD"].map({ !$0.isEmpty }) == true }
 
     /// Whether ``unlock(prompt:)`` has a way in: a given password, a session key, or a terminal to ask on.
-    var canUnlock: Bool { passwordGiven || environment["VAULTSYNC_SESSION"].map({ !$0.isEmpty }) == true || Console.stdinIsTTY }
+    var canUnlock: Bool { passwordGiven || environment["VAULTSYNC_SESSION"].map({ !$0.isEmpty }) == true || Console.stdinIsTTY || Self.pipedPassword() != nil }
 
     /// Unlocks for this run: a given password first (scripts), else the session of `vaultsync unlock`
     /// (`VAULTSYNC_SESSION`), else a prompt on a terminal.

@@ -17,6 +17,7 @@ enum InputFile {
     /// Checks, without reading it, that `path` can be opened for reading and is not a folder: before any
     /// work, so a command never fails half-way for a typo in a path.
     static func check(_ path: String, what: String) throws {
+        if path == "-" { return }
         var status = stat()
         guard stat(path, &status) == 0 else { throw CLIError.usage("cannot read \(what) \(path): \(String(cString: strerror(errno)))") }
         if status.st_mode & S_IFMT == S_IFDIR { throw CLIError.usage("\(what) \(path) is a folder, not a file") }
@@ -27,9 +28,10 @@ enum InputFile {
     static func bytes(_ path: String, what: String) throws -> [UInt8] {
         if let kept = cache.bytes(of: path) { return kept }
         try check(path, what: what)
-        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
+        // "-": standard input (`--password-file -`), read to its end like any pipe, and left open.
+        let descriptor = path == "-" ? STDIN_FILENO : open(path, O_RDONLY | O_CLOEXEC)
         guard descriptor >= 0 else { throw CLIError.usage("cannot read \(what) \(path): \(String(cString: strerror(errno)))") }
-        defer { close(descriptor) }
+        defer { if descriptor != STDIN_FILENO { close(descriptor) } }
         var result: [UInt8] = []
         var buffer = [UInt8](repeating: 0, count: 64 * 1024)
         while true {
