@@ -27,8 +27,10 @@ do {
     guard let home = environment["VAULTSYNC_HOME"], let sessionText = environment["VAULTSYNC_SESSION"] else {
         throw FloorError.missing("VAULTSYNC_HOME and VAULTSYNC_SESSION")
     }
-    // The session file: "expires SECONDS", then the sealed session (JSON with the user key in base64).
-    guard let file = FileManager.default.contents(atPath: home + "/session"),
+    // The session's file (named by a hash of its key, docs/CLI.md): "expires SECONDS", then the sealed
+    // session (JSON with the user key in base64).
+    let sessionFile = home + "/sessions/" + String(TextDigest.sha256Hex("vaultsync session file name\u{0}" + sessionText).prefix(32))
+    guard let file = FileManager.default.contents(atPath: sessionFile),
           let sealed = String(decoding: file, as: UTF8.self).split(separator: "\n").last else {
         throw FloorError.missing("the session file")
     }

@@ -111,9 +111,9 @@ extension VaultError: LocalizedError {
         case .loginRefused:
             return "The server did not accept this email and master password. Check both (the email is the one the account signs in with) and try again."
         case .sessionInvalid:
-            // A later unlock (another shell's) replaces the sealed session too (RELIABILITY bug 73).
-            return "The session key no longer opens this vault: the session expired, the vault was locked, or a later `vaultsync unlock` "
-                + "(in another shell, say) replaced it. Unlock again with your master password."
+            // Each unlock has a session of its own: another shell's unlock no longer ends this one.
+            return "The session key no longer opens this vault: the session expired or the vault was locked (`vaultsync lock`). "
+                + "Unlock again with your master password."
         case .accountNotFound(let email): return "No account \(email) on this device. Log in first."
         case .itemNotFound(let id): return "No item \(id) in this vault."
         case .folderNotFound(let id): return "No folder \(id) in this vault."

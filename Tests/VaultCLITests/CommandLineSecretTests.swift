@@ -222,54 +222,74 @@ struct CommandLineSecretTests {
     }
     #endif
 
-    @Test("a session file is deleted when a command finds it expired or damaged, kept for a key that is not its own, and by lock")
+    @Test("session files: deleted when expired or damaged, kept for a key that is not its own; each unlock its own session; lock --this-shell ends one, lock all")
     func sessionFiles() async throws {
         let scenario = try await CLIScenario.start()
         let device = try await scenario.device(register: true)
-        let sessionPath = device.home + "/session"
+        let legacyPath = device.home + "/session"
         let noPassword = ["VAULTSYNC_PASSWORD"]
-        func exists() -> Bool { FileManager.default.fileExists(atPath: sessionPath) }
+        /// The profile's session files: one per unlock, and the single file of earlier versions.
+        func files() -> [String] {
+            let folder = device.home + "/sessions"
+            let named = ((try? FileManager.default.contentsOfDirectory(atPath: folder)) ?? []).map { folder + "/" + $0 }
+            return named + (FileManager.default.fileExists(atPath: legacyPath) ? [legacyPath] : [])
+        }
 
-        // A session sealed by the library as `unlock` seals it, whose time ran out a minute ago.
+        // Signing up left a session of its own (`register` unlocks): ended first, so the files are this test's.
+        try await device.expect(["lock"])
+        // A session sealed by the library as `unlock` seals it, whose time ran out a minute ago, in the single
+        // file earlier versions wrote.
         let engine = try VaultEngine(databasePath: device.home + "/vault.sqlite",
                                      configuration: EngineConfiguration(serverURL: await scenario.server.url))
         try await engine.unlock(email: scenario.email, password: scenario.password)
         let expiredKey = SymmetricCryptoKey.generate()
         let expired = try await engine.sealSession(with: expiredKey, expiresAt: WireDate(Date().addingTimeInterval(-60)))
         await engine.shutdown()
-        try Data(expired.utf8).write(to: URL(fileURLWithPath: sessionPath))
+        try Data(expired.utf8).write(to: URL(fileURLWithPath: legacyPath))
         let refused = try await device.expect(["list"], status: 2, environment: ["VAULTSYNC_SESSION": expiredKey.base64], removing: noPassword)
         #expect(refused.stderr.contains("expired"), "\(refused)")
-        #expect(!exists(), "the expired session's file must be deleted")
+        #expect(files().isEmpty, "the expired session's file must be deleted")
 
-        // A key that does not open the file leaves it: it may be another shell's newer session.
+        // A key that does not open a file leaves it: it may be another shell's session.
         let key = try await device.expect(["unlock", "--raw"]).stdout.trimmingCharacters(in: .whitespacesAndNewlines)
-        #expect(exists())
+        #expect(files().count == 1)
         try await device.expect(["list"], status: 2, environment: ["VAULTSYNC_SESSION": SymmetricCryptoKey.generate().base64], removing: noPassword)
-        #expect(exists())
+        #expect(files().count == 1)
         try await device.expect(["list"], environment: ["VAULTSYNC_SESSION": key], removing: noPassword)
+        let file = try #require(files().first)
+        let stored = try String(contentsOfFile: file, encoding: .utf8)
+        #expect(!file.contains(key) && !stored.contains(key), "the key itself is never on disk")
 
         // The file says when it expires, so any command deletes it once that has passed, with or without its key.
-        let text = try String(contentsOfFile: sessionPath, encoding: .utf8)
+        let text = try String(contentsOfFile: file, encoding: .utf8)
         var lines = text.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
         #expect(lines.first?.hasPrefix("expires ") == true, "\(text.prefix(20))")
         lines[0] = "expires \(Int(Date().timeIntervalSince1970) - 1)"
-        try Data(lines.joined(separator: "\n").utf8).write(to: URL(fileURLWithPath: sessionPath))
+        try Data(lines.joined(separator: "\n").utf8).write(to: URL(fileURLWithPath: file))
         try await device.expect(["status"], removing: noPassword)
-        #expect(!exists(), "status (no key) must delete a session file past its expiry")
+        #expect(files().isEmpty, "status (no key) must delete a session file past its expiry")
         try await device.expect(["list"], status: 2, environment: ["VAULTSYNC_SESSION": key], removing: noPassword)
 
         // A damaged file opens for nobody: deleted.
         let second = try await device.expect(["unlock", "--raw"]).stdout.trimmingCharacters(in: .whitespacesAndNewlines)
-        try Data("not a sealed session".utf8).write(to: URL(fileURLWithPath: sessionPath))
+        try Data("not a sealed session".utf8).write(to: URL(fileURLWithPath: try #require(files().first)))
         try await device.expect(["list"], status: 2, environment: ["VAULTSYNC_SESSION": second], removing: noPassword)
-        #expect(!exists(), "a damaged session file must be deleted")
+        #expect(files().isEmpty, "a damaged session file must be deleted")
 
-        // lock deletes it.
-        _ = try await device.expect(["unlock", "--raw"])
-        #expect(exists())
+        // Two shells, two sessions: a second unlock leaves the first one's working.
+        let one = try await device.expect(["unlock", "--raw"]).stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        let two = try await device.expect(["unlock", "--raw"]).stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        #expect(files().count == 2)
+        try await device.expect(["list"], environment: ["VAULTSYNC_SESSION": one], removing: noPassword)
+        try await device.expect(["list"], environment: ["VAULTSYNC_SESSION": two], removing: noPassword)
+        // lock --this-shell ends one; lock ends all.
+        try await device.expect(["lock", "--this-shell"], environment: ["VAULTSYNC_SESSION": one], removing: noPassword)
+        try await device.expect(["list"], status: 2, environment: ["VAULTSYNC_SESSION": one], removing: noPassword)
+        try await device.expect(["list"], environment: ["VAULTSYNC_SESSION": two], removing: noPassword)
+        try await device.expect(["lock", "--this-shell"], status: 64, removing: noPassword + ["VAULTSYNC_SESSION"])
         try await device.expect(["lock"], removing: noPassword)
-        #expect(!exists())
+        #expect(files().isEmpty)
+        try await device.expect(["list"], status: 2, environment: ["VAULTSYNC_SESSION": two], removing: noPassword)
         await scenario.finish([device])
     }
 

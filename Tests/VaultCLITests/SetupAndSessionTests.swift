@@ -62,12 +62,14 @@ struct SetupAndSessionTests {
         try Data().write(to: URL(fileURLWithPath: passwordFile))
         try await device.expect(["list", "--password-file", passwordFile], status: 64)
 
-        // The profile is private: directory 0700, every file 0600.
+        // The profile is private: every folder 0700 (the profile, its sessions), every file 0600.
         let attributes = try FileManager.default.attributesOfItem(atPath: device.home)
         #expect((attributes[.posixPermissions] as? Int) == 0o700)
-        for file in try FileManager.default.contentsOfDirectory(atPath: device.home) {
-            let mode = try FileManager.default.attributesOfItem(atPath: device.home + "/" + file)[.posixPermissions] as? Int
-            #expect(mode == 0o600, "\(file) has mode \(String(mode ?? 0, radix: 8))")
+        for file in try FileManager.default.subpathsOfDirectory(atPath: device.home) {
+            let entry = try FileManager.default.attributesOfItem(atPath: device.home + "/" + file)
+            let mode = entry[.posixPermissions] as? Int
+            let wanted = entry[.type] as? FileAttributeType == .typeDirectory ? 0o700 : 0o600
+            #expect(mode == wanted, "\(file) has mode \(String(mode ?? 0, radix: 8))")
         }
         await scenario.finish([device])
     }

@@ -372,7 +372,7 @@ struct LogoutCommand: VaultCommand {
         try? await context.unlock(prompt: false)
         let remembered = try await context.engine.hasRememberedTwoFactor(email: email)
         let revoked = try await context.engine.logout(email: email, forgetDevice: forgetDevice)
-        context.profile.removeSession()
+        context.profile.removeAllSessions()
         var context = context
         context.settings.email = nil
         try context.saveSettings()
@@ -394,7 +394,7 @@ struct UnlockCommand: VaultCommand {
         commandName: "unlock",
         abstract: "Unlock the vault for this shell (prints a session key to export).",
         discussion: """
-        The user key is sealed with a new random session key and the sealed copy is saved in the profile; the session key itself is only printed. Commands that see VAULTSYNC_SESSION open the sealed copy. `lock` deletes it, and it expires after the lock timeout (`config lock-timeout`).
+        The user key is sealed with a new random session key and the sealed copy is saved in the profile; the session key itself is only printed. Commands that see VAULTSYNC_SESSION open the sealed copy. Each unlock adds a session of its own (another shell's stays unlocked), and each expires after the lock timeout (`config lock-timeout`); `lock` ends them all, `lock --this-shell` only this shell's. A master password piped on standard input is read (`pass show vault | vaultsync unlock --raw`).
 
         Examples:
           eval "$(vaultsync unlock)"
@@ -425,13 +425,22 @@ struct UnlockCommand: VaultCommand {
 struct LockCommand: VaultCommand {
     static let configuration = CommandConfiguration(
         commandName: "lock",
-        abstract: "Lock the vault: the sealed session is deleted, every session key stops working.",
-        discussion: "Example:\n  vaultsync lock")
+        abstract: "Lock the vault: every sealed session is deleted and every session key stops working (--this-shell: only this shell's).",
+        discussion: "Examples:\n  vaultsync lock\n  vaultsync lock --this-shell")
     static var needsUnlock: Bool { false }
     @OptionGroup var global: GlobalOptions
+    @Flag(name: .customLong("this-shell"), help: "End only the session of this shell's VAULTSYNC_SESSION; other shells stay unlocked (and the agent too).")
+    var thisShell = false
 
     func execute(_ context: CLIContext) async throws {
-        context.profile.removeSession()
+        if thisShell {
+            guard let key = context.environment["VAULTSYNC_SESSION"], !key.isEmpty else {
+                throw CLIError.usage("--this-shell: this shell has no session (VAULTSYNC_SESSION is not set)")
+            }
+            context.profile.removeSession(key: key)
+            return print("Locked this shell's session; other sessions stay unlocked.")
+        }
+        context.profile.removeAllSessions()
         // A running agent locks too (it holds the keys in memory; its next request needs the password again).
         _ = try? AgentLink.ask("lock", context)
         print("Locked.")

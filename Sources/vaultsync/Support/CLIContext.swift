@@ -149,20 +149,20 @@ struct CLIContext {
     /// older login). A key that does not open the file leaves it alone: the file may be the newer
     /// session of another shell (it still goes at its expiry).
     func unlock(sessionKey key: String) async throws {
-        guard let file = profile.readSession() else { throw VaultError.sessionInvalid }
-        guard case .sealed(let sealed, _) = file, let envelope = try? EncString(sealed) else {
-            profile.removeSession()
-            throw VaultError.sessionInvalid
-        }
         guard let sessionKey = try? SymmetricCryptoKey(base64: key) else {
             throw CLIError.lockedBecause("VAULTSYNC_SESSION is not a session key (it is what `vaultsync unlock` prints; check for a typo or a cut).")
+        }
+        guard let file = profile.readSession(key: key) else { throw VaultError.sessionInvalid }
+        guard case .sealed(let sealed, _) = file, let envelope = try? EncString(sealed) else {
+            profile.removeSession(key: key)
+            throw VaultError.sessionInvalid
         }
         do {
             try await engine.unlock(sealedSession: sealed, sessionKey: sessionKey)
         } catch let error as VaultError {
             switch error {
             case .sessionInvalid, .accountNotFound:
-                if (try? envelope.decrypt(key: sessionKey)) != nil { profile.removeSession() }
+                if (try? envelope.decrypt(key: sessionKey)) != nil { profile.removeSession(key: key) }
             default: break
             }
             throw error
@@ -175,7 +175,7 @@ struct CLIContext {
         let timeout = Int64(settings.lockTimeout ?? ProfileSettings.defaultLockTimeout)
         let expires = WireDate(Date()).adding(microseconds: timeout * 1_000_000)
         let sealed = try await engine.sealSession(with: sessionKey, expiresAt: expires)
-        try profile.writeSession(sealed: sealed, expires: expires.date)
+        try profile.writeSession(sealed: sealed, expires: expires.date, key: sessionKey.base64)
         return sessionKey.base64
     }
 

@@ -1,4 +1,5 @@
 import Foundation
+import VaultCrypto
 import VaultClient
 import VaultSyncCore
 
@@ -155,8 +156,35 @@ struct Profile {
         }
     }
 
-    func removeSession() {
-        try? FileManager.default.removeItem(atPath: sessionPath)
+    /// One sealed session per `unlock`, each in a file of its own: a second shell's unlock no longer ends
+    /// the first one's session, and each expires on its own. The file's name is derived from the
+    /// session key by a one-way hash (the key itself is never on disk): only the shell holding the key
+    /// finds its file.
+    var sessionsDirectory: String { directory + "/sessions" }
+
+    func sessionPath(forKey key: String) -> String {
+        sessionsDirectory + "/" + String(TextDigest.sha256Hex("vaultsync session file name\u{0}" + key).prefix(32))
+    }
+
+    /// Every session file: the one per key, and the single file of versions before several sessions.
+    func sessionFiles() -> [String] {
+        let named = ((try? FileManager.default.contentsOfDirectory(atPath: sessionsDirectory)) ?? []).map { sessionsDirectory + "/" + $0 }
+        return named + (FileManager.default.fileExists(atPath: sessionPath) ? [sessionPath] : [])
+    }
+
+    /// Ends every session of the profile (`lock`, `logout`).
+    func removeAllSessions() {
+        for path in sessionFiles() { try? FileManager.default.removeItem(atPath: path) }
+    }
+
+    /// Ends the session of `key` (a file nobody can open any more, `lock --this-shell`).
+    func removeSession(key: String) {
+        let path = sessionPath(forKey: key)
+        if FileManager.default.fileExists(atPath: path) {
+            try? FileManager.default.removeItem(atPath: path)
+        } else {
+            try? FileManager.default.removeItem(atPath: sessionPath)
+        }
     }
 
     /// The sealed session as `unlock` saves it: a first line `expires UNIX-SECONDS` in the clear, then the
@@ -164,11 +192,12 @@ struct Profile {
     /// that only stops this CLI: whoever holds the session key can open the sealed copy whatever it
     /// says. So the file itself must go when its time is up, and the plain line lets any command see
     /// that without the key.
-    func writeSession(sealed: String, expires: Date) throws {
-        try writePrivate(Data("expires \(Int64(expires.timeIntervalSince1970.rounded(.up)))\n\(sealed)\n".utf8), to: sessionPath)
+    func writeSession(sealed: String, expires: Date, key: String) throws {
+        try FileManager.default.createDirectory(atPath: sessionsDirectory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        try writePrivate(Data("expires \(Int64(expires.timeIntervalSince1970.rounded(.up)))\n\(sealed)\n".utf8), to: sessionPath(forKey: key))
     }
 
-    /// What the session file holds: `nil` when there is none.
+    /// What a session file holds: `nil` when there is none.
     enum SessionFile {
         /// The sealed session and its expiry (`nil` for a file of an older version, which had no expiry line).
         case sealed(String, expires: Date?)
@@ -176,8 +205,13 @@ struct Profile {
         case damaged
     }
 
-    func readSession() -> SessionFile? {
-        guard let data = FileManager.default.contents(atPath: sessionPath) else { return nil }
+    /// The session of `key`: its own file, else the single file of earlier versions.
+    func readSession(key: String) -> SessionFile? {
+        Self.readSessionFile(sessionPath(forKey: key)) ?? Self.readSessionFile(sessionPath)
+    }
+
+    static func readSessionFile(_ path: String) -> SessionFile? {
+        guard let data = FileManager.default.contents(atPath: path) else { return nil }
         let lines = String(decoding: data, as: UTF8.self).split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }
         switch lines.count {
         case 1 where !lines[0].hasPrefix("expires "):
@@ -190,9 +224,11 @@ struct Profile {
         }
     }
 
-    /// Deletes the session file when it says its time is up (every command does this, key or not).
+    /// Deletes every session file that says its time is up (every command does this, key or not).
     func removeSessionIfExpired(now: Date = Date()) {
-        if case .sealed(_, let expires?) = readSession(), expires <= now { removeSession() }
+        for path in sessionFiles() {
+            if case .sealed(_, let expires?) = Self.readSessionFile(path), expires <= now { try? FileManager.default.removeItem(atPath: path) }
+        }
     }
 }
 
