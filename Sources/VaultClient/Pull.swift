@@ -15,6 +15,18 @@ extension VaultEngine {
     /// does not replace a local copy that does. Returns what the user should be told about that.
     @discardableResult
     public func pull() async throws -> [String] {
+        try await pullCounting().messages
+    }
+
+    /// What a pull brought: the messages for the user, and how many items it stored (new or changed
+    /// on the server) and removed (gone from the server), for `sync`'s "received" line.
+    struct PullOutcome: Sendable {
+        var messages: [String]
+        var received: Int
+        var removed: Int
+    }
+
+    func pullCounting() async throws -> PullOutcome {
         let current = try requireSession()
         let userID = current.userID
         // The answer goes to a file with no name beside the vault as it arrives, and is read back mapped a
@@ -38,7 +50,7 @@ extension VaultEngine {
         defer { rows.abandon() }
         // A large snapshot's log is copied into the database before the sync goes on, at its priority, not in the
         // background during the list that usually follows (``VaultStore/copyingLogAfter(_:)``).
-        let (snapshot, kept, knownOrganizations, unreadable) = try await store.copyingLogAfter { try await write { tx -> (SyncResponse, [RefusedVersion: [String]], Set<String>, Int) in
+        let (snapshot, kept, knownOrganizations, unreadable, received, removed) = try await store.copyingLogAfter { try await write { tx -> (SyncResponse, [RefusedVersion: [String]], Set<String>, Int, Int, Int) in
             let pending = try tx.queue(of: userID).items()
             // Ciphers (unchanged rows skipped; one upsert statement per changed row). A damaged item from the
             // server is skipped and reported, never stored.
@@ -48,6 +60,7 @@ extension VaultEngine {
             var serverIDs = Set<String>()
             var kept: [RefusedVersion: [String]] = [:]
             var unreadableCiphers = 0
+            var received = 0, removed = 0
             func store(_ built: Result<CipherRow, SkippedItem>) throws {
                 let row: CipherRow
                 switch built {
@@ -72,12 +85,14 @@ extension VaultEngine {
                     }
                 }
                 try ciphers.store(row)
+                received += 1
             }
             let snapshot = try rows.drain(into: store)
             // Items this device has and the answer has not go (none to look for on a device that had none).
             if unreadableCiphers == 0 && !cacheWasEmpty && !writtenMeanwhile {
                 for id in try ciphers.ids() where !serverIDs.contains(id) && !pending.contains(QueuedItem(kind: .cipher, itemID: id)) {
                     try ciphers.remove(id: id)
+                    removed += 1
                 }
             }
             // Folders.
@@ -107,7 +122,7 @@ extension VaultEngine {
             try tx.organizations(of: userID).replaceCollections(entries(snapshot.collections))
             if let privateKey = snapshot.profile["privateKey"]?.stringValue { try tx.accounts.setEncryptedPrivateKey(privateKey, userID: userID) }
             try tx.syncState(of: userID).update { $0.lastSyncDate = now }
-            return (snapshot, kept, known, unreadableCiphers + unreadableFolders)
+            return (snapshot, kept, known, unreadableCiphers + unreadableFolders, received, removed)
         } }
         let organizations = (snapshot.profile["organizations"]?.arrayValue ?? []).compactMap(\.objectValue)
         // Organization keys may have changed (new membership, confirmation).
@@ -126,7 +141,7 @@ extension VaultEngine {
         if unreadable > 0 {
             messages.append("\(unreadable) item(s) or folder(s) from the server could not be read and were skipped; nothing was removed from this device.")
         }
-        return messages
+        return PullOutcome(messages: messages, received: received, removed: removed)
     }
 
     /// Why a changed server version must not replace the local copy (which has no queued change),

@@ -38,6 +38,10 @@ public struct SyncReport: Sendable, Equatable {
     public var needsAttention = 0
     /// What happened, in user words (deletes dropped because the item was edited elsewhere…).
     public var messages: [String] = []
+    /// Items the server's snapshot brought to this device: new, or changed by another device.
+    public var received = 0
+    /// Items removed here because the server no longer has them (deleted for good elsewhere).
+    public var removedByServer = 0
 
     public init(skippedLocked: Bool = false) {
         self.skippedLocked = skippedLocked
@@ -58,7 +62,10 @@ extension VaultEngine {
         guard session != nil else { return SyncReport(skippedLocked: true) }
         var report = try await resolveQueue()
         do {
-            report.messages += try await pull()
+            let pulled = try await pullCounting()
+            report.messages += pulled.messages
+            report.received = pulled.received
+            report.removedByServer = pulled.removed
         } catch let error as VaultError where !report.backups.isEmpty || !report.messages.isEmpty {
             // What the resolution did is said even when the download after it fails (a dropped delete is told once);
             // its pending count is `resolveQueue`'s, which a pull does not change.

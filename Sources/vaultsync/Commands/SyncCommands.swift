@@ -77,10 +77,18 @@ struct SyncCommand: VaultCommand {
                 "backups": .array(report.backups.map { .object(["backupId": .string($0.backupID), "itemId": .string($0.originalID), "name": .string($0.name),
                                                                 "reason": .string($0.reason == .conflict ? "conflict" : "password-history")]) }),
                 "messages": .array(report.messages.map(JSONValue.string)),
+                "received": .int(report.received),
+                "removed": .int(report.removedByServer),
             ]))
             return
         }
         print("Synced: \(report.resolved) change\(report.resolved == 1 ? "" : "s") sent, \(report.stillPending) still pending, \(report.needsAttention) need attention.")
+        if report.received > 0 || report.removedByServer > 0 {
+            var parts: [String] = []
+            if report.received > 0 { parts.append("\(report.received) item\(report.received == 1 ? "" : "s") new or changed") }
+            if report.removedByServer > 0 { parts.append("\(report.removedByServer) removed (deleted on another device)") }
+            print("  From the server: " + parts.joined(separator: ", ") + ".")
+        }
         if waiting.count > 0, let next = waiting.next {
             let when = String(next.iso8601.prefix(19)).replacingOccurrences(of: "T", with: " ")
             let counted = waiting.count == 1 ? "1 of the pending changes failed its last attempt and is" : "\(waiting.count) of the pending changes failed their last attempt and are"
