@@ -1,4 +1,5 @@
 import Foundation
+import VaultAPI
 import VaultModels
 import VaultStore
 import VaultSyncCore
@@ -417,5 +418,43 @@ extension VaultEngine {
         removeStaged(staged, userID: userID)
         publishStatus()
         return description
+    }
+}
+
+/// What `checkServer()` found.
+public enum ServerCheck: Sendable, Equatable {
+    /// The server answered, after this long.
+    case answered(Duration)
+    /// It did not (unreachable, refused, a certificate refused): the error, to be described at the edge.
+    case failed(VaultError)
+}
+
+extension VaultEngine {
+    /// Asks the server now whether it answers: the account's revision date when unlocked (the contact is
+    /// recorded, so `status()` shows it), else its public configuration (nothing is recorded: the
+    /// sync state is the account's, and locked it is not open).
+    public func checkServer() async -> ServerCheck {
+        let started = ContinuousClock.now
+        do {
+            if session?.tokens?.accessToken != nil {
+                do {
+                    _ = try await authorized { api, token in try await api.revisionDate(token: token) }
+                    await recordContact(success: true)
+                } catch let error as ServerCallError {
+                    await recordContact(success: false, certificateProblem: error.certificateProblem)
+                    throw error
+                }
+            } else {
+                try requireUsableServer()
+                _ = try await api.notificationsAddress()
+            }
+            return .answered(ContinuousClock.now - started)
+        } catch let error as VaultError {
+            return .failed(error)
+        } catch let error as ServerCallError {
+            return .failed(Self.onlineOnly(error))
+        } catch {
+            return .failed(.serverUnreachable(String(describing: error)))
+        }
     }
 }

@@ -456,18 +456,26 @@ struct StatusCommand: VaultCommand {
 
         Examples:
           vaultsync status
+          vaultsync status --check
           vaultsync status --json
         """)
     static var needsUnlock: Bool { false }
     @OptionGroup var global: GlobalOptions
     @OptionGroup var output: OutputOptions
+    @Flag(help: "Ask the server now, instead of showing how the last contact went.") var check = false
 
     func execute(_ context: CLIContext) async throws {
         // Unlocks when it can without asking (password or session given); never prompts.
         if context.settings.email != nil { try? await context.unlock(prompt: false) }
+        var checked: ServerCheck?
+        if check {
+            _ = try context.requireServer()
+            checked = await context.engine.checkServer()
+        }
         let status = try await context.engine.status()
         var snapshot = StatusSnapshot(settings: context.settings, status: status)
         snapshot.watch = LiveStateFile(profileDatabase: context.engine.localStore.path).read()
+        snapshot.check = checked
         if output.json {
             Presentation.printJSON(snapshot.json)
         } else {
@@ -482,6 +490,20 @@ struct StatusSnapshot {
     var status: SyncStatus
     /// The `vaultsync watch` that keeps this profile live, when one runs.
     var watch: (pid: Int32, state: LiveState, program: String)?
+    /// What `status --check` found when it asked the server.
+    var check: ServerCheck?
+
+    var checkText: String? {
+        switch check {
+        case .answered(let took)?:
+            let milliseconds = Double(took.components.seconds) * 1_000 + Double(took.components.attoseconds) / 1e15
+            return "the server answered now (\(Int(milliseconds.rounded())) ms)"
+        case .failed(let error)?:
+            return "the server did not answer now: \(describe(error).message)"
+        case nil:
+            return nil
+        }
+    }
 
     /// How the device keeps in step: this process's live sync, else a running watch's.
     var live: LiveState? { status.live ?? watch?.state }
@@ -508,6 +530,12 @@ struct StatusSnapshot {
             "lastSync": Presentation.date(status.lastSync),
             "certificateProblem": ConnectionDescription.problemJSON(status.certificateProblem),
             "live": live.map { .string($0.rawValue) } ?? .null,
+            "check": check.map { found -> JSONValue in
+                switch found {
+                case .answered: .object(["answered": .bool(true), "message": .string(checkText ?? "")])
+                case .failed: .object(["answered": .bool(false), "message": .string(checkText ?? "")])
+                }
+            } ?? .null,
         ])
     }
 
@@ -531,10 +559,13 @@ struct StatusSnapshot {
         var lines = [
             "server          \(settings.server ?? "(not set)")",
             "account         \(settings.email ?? "(not logged in)")",
-            // Offline, the time is that of the attempt that failed, not of the last time the server answered.
-            "connection      \(connectionText) (\(status.online == false ? "last attempt, failed" : "last contact"): \(ago(status.lastContact)))",
+            // Offline, the time is that of the attempt that failed, not of the last time the server answered;
+            // that is the last sync, and `status --check` asks it now.
+            "connection      \(connectionText) (\(status.online == false ? "last attempt, failed" : "last contact"): \(ago(status.lastContact))"
+                + (status.online == false && check == nil ? "; `status --check` asks it now)" : ")"),
             "vault           \(!loggedIn ? "not logged in (vaultsync login EMAIL)" : status.locked ? Console.styled("locked", .yellow) : "unlocked")",
         ]
+        if let checkText { lines.insert("check           \(checkText)", at: 3) }
         if !loggedIn {
             return lines
         }

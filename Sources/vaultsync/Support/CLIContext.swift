@@ -224,16 +224,17 @@ extension VaultCommand {
         } catch {
             await context.engine.shutdown()
             if let exit = error as? ExitCode { throw exit }
-            throw report(error)
+            throw report(error, server: context.settings.server)
         }
     }
 }
 
 /// Prints an error and returns the exit code to end with.
-func report(_ error: any Error) -> ExitCode {
+/// `server`: the profile's server address, named (with the likely fix) when the server failed.
+func report(_ error: any Error, server: String? = nil) -> ExitCode {
     if let exit = error as? ExitCode { return exit }
     let (message, status) = describe(error)
-    Console.error(message)
+    Console.error(message + (ServerHints.hint(for: error, server: server) ?? ""))
     return ExitCode(status.rawValue)
 }
 
