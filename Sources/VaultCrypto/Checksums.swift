@@ -48,3 +48,16 @@ public struct ContentDigest: Hashable, Sendable {
         return String(decoding: bytes.prefix(count).flatMap { [digits[Int($0 >> 4)], digits[Int($0 & 15)]] }, as: UTF8.self)
     }
 }
+
+/// An SSH public key's fingerprint as `ssh-keygen -l` prints it: "SHA256:" and the unpadded base64 of
+/// SHA-256 over the key's wire blob (the base64 field of an `authorized_keys` line).
+public enum SSHKeyFingerprint {
+    /// `publicKey`: an OpenSSH public key line ("ssh-ed25519 AAAA… comment"); nil when it is not one.
+    public static func sha256(publicKey: String) -> String? {
+        let parts = publicKey.split(whereSeparator: \.isWhitespace)
+        guard parts.count >= 2, parts[0].hasPrefix("ssh-") || parts[0].hasPrefix("ecdsa-") || parts[0].hasPrefix("sk-"),
+              let blob = Data(base64Encoded: String(parts[1])), !blob.isEmpty else { return nil }
+        let encoded = Data(SHA256.hash(data: blob)).base64EncodedString()
+        return "SHA256:" + encoded.replacingOccurrences(of: "=", with: "")
+    }
+}

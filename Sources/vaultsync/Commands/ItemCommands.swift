@@ -201,6 +201,9 @@ extension GetCommand {
         case "notes": return view.notes
         case "uri": return view.login?.uris.first?.uri
         case "name": return view.name
+        case "fingerprint" where view.sshKey != nil:
+            // An SSH key's fingerprint: the one stored, else the one its public key has.
+            return view.sshKey?[.keyFingerprint] ?? view.sshKey?[.publicKey].flatMap(SSHKeyFingerprint.sha256(publicKey:))
         case "totp":
             guard let secret = view.login?.totp else { return nil }
             do {

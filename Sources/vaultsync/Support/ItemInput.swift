@@ -225,7 +225,11 @@ struct ItemOptions: ParsableArguments {
             if let privateKeyFile {
                 key[.privateKey] = try InputFile.text(privateKeyFile, what: "the private key file")
             }
-            if let publicKey { key[.publicKey] = publicKey }
+            if let publicKey {
+                key[.publicKey] = publicKey
+                // The fingerprint is the key's own (SHA256, as ssh-keygen -l prints it) unless one is given.
+                if fingerprint == nil { key[.keyFingerprint] = SSHKeyFingerprint.sha256(publicKey: publicKey) }
+            }
             if let fingerprint { key[.keyFingerprint] = fingerprint }
             view.sshKey = key
         }

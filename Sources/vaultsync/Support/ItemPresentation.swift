@@ -1,4 +1,5 @@
 import Foundation
+import VaultCrypto
 import VaultClient
 import VaultModels
 import VaultSyncCore
@@ -135,6 +136,10 @@ enum Presentation {
         result += group("card", view.card) { secretCardFields.contains($0) }
         result += group("identity", view.identity) { secretIdentityFields.contains($0) }
         result += group("sshKey", view.sshKey) { $0 == .privateKey }
+        // A key stored without its fingerprint (another client, an import) shows the one its public key has.
+        if let key = view.sshKey, key[.keyFingerprint] == nil, let computed = key[.publicKey].flatMap(SSHKeyFingerprint.sha256(publicKey:)) {
+            result.append(Field(label: "sshKey.keyFingerprint", value: computed, secret: false))
+        }
         if let notes = view.notes { result.append(Field(label: "notes", value: notes, secret: false)) }
         for field in view.fields {
             result.append(Field(label: "field.\(field.name ?? "")", value: field.value ?? "", secret: field.type == .hidden))
