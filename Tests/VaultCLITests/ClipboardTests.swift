@@ -77,6 +77,16 @@ struct ClipboardTests {
         }
     }
 
+    /// An X server, and a registered device on it holding the login "Bank" (password "bank-Pa55").
+    static func deviceWithDisplay(username: String?) async throws -> (XServer, CLIScenario, CLIDevice) {
+        let x = try #require(XServer(), "Xvfb is missing (scripts/setup.sh test installs it)")
+        let scenario = try await CLIScenario.start()
+        var device = try await scenario.device(register: true)
+        device.environment["DISPLAY"] = x.display
+        try await device.expect(["add", "login", "--name", "Bank"] + (username.map { ["--username", $0] } ?? []) + ["--password", "-"], stdin: "bank-Pa55\n")
+        return (x, scenario, device)
+    }
+
     /// Has the clearer `pid` set its SIGUSR1 handler yet (SigCgt in /proc/PID/status)?
     static func catchesWake(_ pid: pid_t) -> Bool {
         guard let status = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8),
@@ -94,14 +104,11 @@ struct ClipboardTests {
 
     @Test("get --clip copies the password and says so; the clipboard is emptied when its clear time comes; nothing on standard output")
     func copiesAndClears() async throws {
-        let x = try #require(XServer(), "Xvfb is missing (scripts/setup.sh test installs it)")
-        defer { x.stop() }
-        let scenario = try await CLIScenario.start()
-        var registered = try await scenario.device(register: true)
-        registered.environment["DISPLAY"] = x.display
-        let device = registered
-        defer { Task { await scenario.finish([device]) } }
-        try await device.expect(["add", "login", "--name", "Bank", "--username", "alice", "--password", "-"], stdin: "bank-Pa55\n")
+        let (x, scenario, device) = try await Self.deviceWithDisplay(username: "alice")
+        defer {
+            x.stop()
+            Task { await scenario.finish([device]) }
+        }
         // The clear comes when the test says (SIGUSR1 ends the clearer's wait), never by its clock.
         try await device.expect(["config", "clipboard-clear", "3600"])
 
@@ -122,14 +129,11 @@ struct ClipboardTests {
 
     @Test("what was copied after the secret is left alone when the clear time comes; generate --clip copies too")
     func leavesLaterCopy() async throws {
-        let x = try #require(XServer(), "Xvfb is missing (scripts/setup.sh test installs it)")
-        defer { x.stop() }
-        let scenario = try await CLIScenario.start()
-        var registered = try await scenario.device(register: true)
-        registered.environment["DISPLAY"] = x.display
-        let device = registered
-        defer { Task { await scenario.finish([device]) } }
-        try await device.expect(["add", "login", "--name", "Bank", "--password", "-"], stdin: "bank-Pa55\n")
+        let (x, scenario, device) = try await Self.deviceWithDisplay(username: nil)
+        defer {
+            x.stop()
+            Task { await scenario.finish([device]) }
+        }
         try await device.expect(["config", "clipboard-clear", "3600"])
         try await device.expect(["get", "Bank", "--clip"])
         #expect(try await Self.clipboard(x.display) == "bank-Pa55")

@@ -55,6 +55,9 @@ struct EditorTerminalTests {
         defer { edit.end() }
         try await edit.waitFor("bank-Pa55")
         edit.type(":%s/bank-Pa55/never-written/\r")
+        // The buffer holds the change before the Ctrl-C (vim's interrupt flushes keys not read yet): the
+        // line is drawn again with it, the value's closing quote after it (the command line's echo has a slash).
+        try await edit.waitFor("never-written\"")
         let shown = edit.text.count
         edit.type("\u{03}")
         // vim's answer to a Ctrl-C in normal mode, with changes in the buffer.

@@ -51,3 +51,41 @@ struct FirstDayInputTests {
         try? FileManager.default.removeItem(atPath: (other.home as NSString).deletingLastPathComponent)
     }
 }
+
+/// The shell completions and the man page, installed by the README's one command into a home of the test's own.
+@Suite("Shell completions and the man page")
+struct ShellSupportTests {
+    @Test("scripts/install-shell-support.sh installs bash, zsh and fish completions and vaultsync.1; bash reads its script, man renders the page")
+    func installs() async throws {
+        let home = temporaryDirectory("vaultsync-shell-home")
+        defer { try? FileManager.default.removeItem(atPath: home) }
+        let executable = try vaultsyncExecutable()
+        // The repository: the first folder above the build's that holds Package.swift.
+        var repository = executable.deletingLastPathComponent()
+        while repository.path != "/", !FileManager.default.fileExists(atPath: repository.appendingPathComponent("Package.swift").path) {
+            repository = repository.deletingLastPathComponent()
+        }
+        var environment = ProcessInfo.processInfo.environment
+        environment["HOME"] = home
+        environment.removeValue(forKey: "XDG_DATA_HOME")
+        environment.removeValue(forKey: "XDG_CONFIG_HOME")
+        let installed = try await runProcess(repository.appendingPathComponent("scripts/install-shell-support.sh"), [executable.path],
+                                             environment: environment)
+        #expect(installed.status == 0, "\(installed.stderr)")
+        let bash = home + "/.local/share/bash-completion/completions/vaultsync"
+        let script = try String(contentsOfFile: bash, encoding: .utf8)
+        #expect(script.contains("complete") && script.contains("list") && script.contains("watch"), "\(script.prefix(300))")
+        let checked = try await runProcess(URL(fileURLWithPath: "/bin/bash"), ["-n", bash], environment: environment)
+        #expect(checked.status == 0, "bash parses it: \(checked.stderr)")
+        for file in ["/.local/share/zsh/site-functions/_vaultsync", "/.config/fish/completions/vaultsync.fish"] {
+            #expect((try? String(contentsOfFile: home + file, encoding: .utf8))?.contains("vaultsync") == true, "\(file)")
+        }
+        let page = try String(contentsOfFile: home + "/.local/share/man/man1/vaultsync.1", encoding: .utf8)
+        #expect(page.hasPrefix(".TH VAULTSYNC 1") && page.contains(".SS \"vaultsync folder add\"") && page.contains("--clip"), "\(page.prefix(300))")
+        if FileManager.default.isExecutableFile(atPath: "/usr/bin/groff") || FileManager.default.isExecutableFile(atPath: "/usr/bin/nroff") {
+            let rendered = try await runProcess(URL(fileURLWithPath: "/bin/sh"), ["-c", "nroff -man \"$0\" | head -20", home + "/.local/share/man/man1/vaultsync.1"],
+                                                environment: environment)
+            #expect(rendered.stdout.contains("vaultsync"), "\(rendered)")
+        }
+    }
+}

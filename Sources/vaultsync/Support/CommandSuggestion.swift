@@ -10,6 +10,9 @@ enum CommandSuggestion {
         do {
             _ = try root.parseAsRoot(arguments)
             return nil
+        } catch is CleanExit {
+            // --help, --version, --generate-completion-script: not a mistake.
+            return nil
         } catch {
             // Refused: is a word where a subcommand goes close to one?
         }
