@@ -50,6 +50,35 @@ struct FirstDayInputTests {
         #expect(afterLogin.stdout == "alice\n", "any command that needs the password takes it from the pipe: \(afterLogin)")
         try? FileManager.default.removeItem(atPath: (other.home as NSString).deletingLastPathComponent)
     }
+
+    @Test("register at a terminal: a short password is refused before it is asked again; the repeat must match")
+    func registerAtTerminal() async throws {
+        let scenario = try await CLIScenario.start()
+        defer { Task { await scenario.finish([]) } }
+        var device = CLIDevice()
+        defer { try? FileManager.default.removeItem(atPath: (device.home as NSString).deletingLastPathComponent) }
+        try await device.expect(["config", "server", await scenario.server.url])
+        device.environment.removeValue(forKey: "VAULTSYNC_PASSWORD")
+        let short = try TerminalSession(try vaultsyncExecutable(), ["register", "first-day@example.com", "--kdf-iterations", "100000"],
+                                        environment: device.environment)
+        defer { short.end() }
+        try await short.waitFor("New master password: ")
+        short.type("short\r")
+        #expect(try await short.exit() == 64, "\(short.text)")
+        #expect(short.text.contains("at least 12 characters") && !short.text.contains("Repeat it"), "\(short.text)")
+
+        let differ = try TerminalSession(try vaultsyncExecutable(), ["register", "first-day@example.com", "--kdf-iterations", "100000"],
+                                         environment: device.environment)
+        defer { differ.end() }
+        try await differ.waitFor("New master password: ")
+        differ.type("correct horse battery staple\r")
+        try await differ.waitFor("Repeat it: ")
+        differ.type("correct horse battery stapl\r")
+        #expect(try await differ.exit() == 64 && differ.text.contains("the passwords differ"), "\(differ.text)")
+
+        let piped = try await device.run(["register", "first-day@example.com", "--kdf-iterations", "100000"], stdin: "correct horse battery staple\n")
+        #expect(piped.status == 0, "a piped password is not asked again: \(piped)")
+    }
 }
 
 /// The shell completions and the man page, installed by the README's one command into a home of the test's own.

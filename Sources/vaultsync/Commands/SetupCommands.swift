@@ -312,10 +312,12 @@ struct RegisterCommand: VaultCommand {
         guard let password = try context.masterPassword(prompt: "New master password: ") else {
             throw CLIError.usage("give the master password (prompt, --password-file or VAULTSYNC_PASSWORD)")
         }
-        if context.options.passwordFile == nil, context.environment["VAULTSYNC_PASSWORD"] == nil {
+        // Too short is said at once, before the password is asked again; typed at a terminal it is asked
+        // twice (a piped or given one is not).
+        guard password.count >= 12 else { throw CLIError.usage("the master password must have at least 12 characters") }
+        if context.options.passwordFile == nil, context.environment["VAULTSYNC_PASSWORD"] == nil, Console.stdinIsTTY {
             guard Console.readSecret(prompt: "Repeat it: ") == password else { throw CLIError.usage("the passwords differ; nothing was created") }
         }
-        guard password.count >= 12 else { throw CLIError.usage("the master password must have at least 12 characters") }
         // Bitwarden's servers (and ours) take 100,000 to 2,000,000; below 600,000, Bitwarden's current minimum,
         // every device's first login has to confirm the settings (a hostile server could announce them).
         guard Self.accepted.contains(iterations) else {
