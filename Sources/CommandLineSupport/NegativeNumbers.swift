@@ -33,9 +33,19 @@ public enum NegativeNumbers {
 extension ParsableCommand {
     /// Parses the process's command line as ``NegativeNumbers`` hands it on, then runs the command it names;
     /// an error ends the process as ArgumentParser's own `main` would (its message, its exit code).
-    public static func parseAndRun() async {
+    ///
+    /// `refused`: called with the arguments and the parser's error when it refuses them, before its
+    /// message is printed (the CLI's "did you mean" for a mistyped command; it may exit itself).
+    public static func parseAndRun(refused: (@Sendable ([String], any Error) -> Void)? = nil) async {
         do {
-            var command = try parseAsRoot(NegativeNumbers.rewrite(Array(CommandLine.arguments.dropFirst())))
+            let arguments = NegativeNumbers.rewrite(Array(CommandLine.arguments.dropFirst()))
+            var command: any ParsableCommand
+            do {
+                command = try parseAsRoot(arguments)
+            } catch {
+                refused?(arguments, error)
+                throw error
+            }
             if var asyncCommand = command as? any AsyncParsableCommand {
                 try await asyncCommand.run()
             } else {

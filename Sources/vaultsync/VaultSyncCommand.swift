@@ -50,10 +50,11 @@ struct VaultSyncCommand: AsyncParsableCommand {
             handler.logLevel = level
             return handler
         }
-        if let suggestion = CommandSuggestion.message(for: Array(CommandLine.arguments.dropFirst())) {
+        // A command line the parser refuses is looked at for a mistyped command before the parser's own message.
+        await parseAndRun { arguments, error in
+            guard let suggestion = CommandSuggestion.message(for: arguments, refusedWith: error) else { return }
             Console.error(suggestion)
             Foundation.exit(ExitStatus.usage.rawValue)
         }
-        await parseAndRun()
     }
 }

@@ -2,20 +2,14 @@ import ArgumentParser
 import Foundation
 
 /// "Did you mean …?" for a mistyped command, as swift-argument-parser already says for a mistyped flag.
-/// Only a command line the parser refuses is looked at, so a name that is an argument (`get lsit`, an
+/// Only a command line the parser refused is looked at, so a name that is an argument (`get lsit`, an
 /// item) is never taken for a typo.
 enum CommandSuggestion {
-    /// The message for `arguments` (without the program's name), or nil when it parses or no command is near.
-    static func message(for arguments: [String], root: any ParsableCommand.Type = VaultSyncCommand.self, program: String = "vaultsync") -> String? {
-        do {
-            _ = try root.parseAsRoot(arguments)
-            return nil
-        } catch is CleanExit {
-            // --help, --version, --generate-completion-script: not a mistake.
-            return nil
-        } catch {
-            // Refused: is a word where a subcommand goes close to one?
-        }
+    /// The message for `arguments` (without the program's name), which the parser refused with `error`,
+    /// or nil when no command is near (or the "error" is --help, --version or a completion script).
+    static func message(for arguments: [String], refusedWith error: any Error, root: any ParsableCommand.Type = VaultSyncCommand.self,
+                        program: String = "vaultsync") -> String? {
+        if error is CleanExit { return nil }
         var command = root
         var path = [program]
         for word in arguments where !word.hasPrefix("-") {
