@@ -29,7 +29,7 @@ do {
     }
     // The session's file (named by a hash of its key, docs/CLI.md): "expires SECONDS", then the sealed
     // session (JSON with the user key in base64).
-    let sessionFile = home + "/sessions/" + String(TextDigest.sha256Hex("vaultsync session file name\u{0}" + sessionText).prefix(32))
+    let sessionFile = home + "/sessions/" + SessionFileName.forKey(sessionText)
     guard let file = FileManager.default.contents(atPath: sessionFile),
           let sealed = String(decoding: file, as: UTF8.self).split(separator: "\n").last else {
         throw FloorError.missing("the session file")

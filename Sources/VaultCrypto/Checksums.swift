@@ -16,6 +16,15 @@ public enum TextDigest {
     }
 }
 
+/// The name of the file a CLI session is sealed in (`PROFILE/sessions/NAME`): the first 32 hex digits of
+/// SHA-256 of a fixed label and the session key, so only the holder of the key finds its file and the
+/// key itself is never on disk (docs/CLI.md). The CLI and the benchmark's floor program both read it.
+public enum SessionFileName {
+    public static func forKey(_ sessionKey: String) -> String {
+        String(TextDigest.sha256Hex("vaultsync session file name\u{0}" + sessionKey).prefix(32))
+    }
+}
+
 /// Login URI checksums (spec §1.10, TV11).
 public enum URIChecksum {
     /// The checksum plaintext: `base64(SHA-256(UTF-8(uri)))`. It is stored encrypted as `uriChecksum`.

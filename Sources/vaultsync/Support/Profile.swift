@@ -163,7 +163,7 @@ struct Profile {
     var sessionsDirectory: String { directory + "/sessions" }
 
     func sessionPath(forKey key: String) -> String {
-        sessionsDirectory + "/" + String(TextDigest.sha256Hex("vaultsync session file name\u{0}" + key).prefix(32))
+        sessionsDirectory + "/" + SessionFileName.forKey(key)
     }
 
     /// Every session file: the one per key, and the single file of versions before several sessions.
