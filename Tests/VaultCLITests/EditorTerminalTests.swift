@@ -16,6 +16,14 @@ struct EditorTerminalTests {
     /// vi from Debian's vim-tiny (scripts/setup.sh installs it for the tests), else the machine's vi.
     static let vi: String? = ["/usr/bin/vim.tiny", "/usr/bin/vi", "/usr/bin/vim"].first { FileManager.default.isExecutableFile(atPath: $0) }
 
+    /// A registered device holding the login "Bank" (username alice, password bank-Pa55).
+    static func deviceWithBank() async throws -> (CLIScenario, CLIDevice) {
+        let scenario = try await CLIScenario.start()
+        let device = try await scenario.device(register: true)
+        try await device.expect(["add", "login", "--name", "Bank", "--username", "alice", "--password", "-"], stdin: "bank-Pa55\n")
+        return (scenario, device)
+    }
+
     static func terminalEnvironment(_ device: CLIDevice, editor: String) -> [String: String] {
         var environment = device.environment
         environment["EDITOR"] = editor
@@ -27,10 +35,8 @@ struct EditorTerminalTests {
     @Test("vi as $EDITOR at a terminal: it draws the item, a field is changed and written with :wq, and the edit is saved")
     func viEditsAField() async throws {
         let vi = try #require(Self.vi, "no vi on this machine (scripts/setup.sh test installs vim-tiny)")
-        let scenario = try await CLIScenario.start()
-        let device = try await scenario.device(register: true)
+        let (scenario, device) = try await Self.deviceWithBank()
         defer { Task { await scenario.finish([device]) } }
-        try await device.expect(["add", "login", "--name", "Bank", "--username", "alice", "--password", "-"], stdin: "bank-Pa55\n")
 
         let edit = try TerminalSession(try vaultsyncExecutable(), ["edit", "Bank"], environment: Self.terminalEnvironment(device, editor: vi))
         defer { edit.end() }
@@ -46,10 +52,8 @@ struct EditorTerminalTests {
     @Test("Ctrl-C reaches vi (it answers with its own hint) and vaultsync waits; :qa! then leaves the item unchanged")
     func controlCReachesVi() async throws {
         let vi = try #require(Self.vi, "no vi on this machine (scripts/setup.sh test installs vim-tiny)")
-        let scenario = try await CLIScenario.start()
-        let device = try await scenario.device(register: true)
+        let (scenario, device) = try await Self.deviceWithBank()
         defer { Task { await scenario.finish([device]) } }
-        try await device.expect(["add", "login", "--name", "Bank", "--password", "-"], stdin: "bank-Pa55\n")
 
         let edit = try TerminalSession(try vaultsyncExecutable(), ["edit", "Bank"], environment: Self.terminalEnvironment(device, editor: vi))
         defer { edit.end() }
@@ -70,10 +74,8 @@ struct EditorTerminalTests {
 
     @Test("Ctrl-C ends a script editor that has already written its change: nothing is saved, and the message names SIGINT")
     func controlCEndsScriptEditor() async throws {
-        let scenario = try await CLIScenario.start()
-        let device = try await scenario.device(register: true)
+        let (scenario, device) = try await Self.deviceWithBank()
         defer { Task { await scenario.finish([device]) } }
-        try await device.expect(["add", "login", "--name", "Bank", "--password", "-"], stdin: "bank-Pa55\n")
         let script = (device.home as NSString).deletingLastPathComponent + "/writing-editor"
         // Writes the change at once, says so, and waits (for the Ctrl-C).
         try Data(#"""

@@ -6,6 +6,14 @@ import VaultTestSupport
 /// executable (docs/CLI.md, "Finding an item").
 @Suite("Finding items and reading lists")
 struct FindingItemsTests {
+    /// A registered device holding two logins named GitHub (alice, bob), Bank (carol) and a note.
+    static func deviceWithItems() async throws -> (CLIScenario, CLIDevice) {
+        let scenario = try await CLIScenario.start()
+        let device = try await scenario.device(register: true)
+        try await addItems(device)
+        return (scenario, device)
+    }
+
     static func addItems(_ device: CLIDevice) async throws {
         try await device.expect(["add", "login", "--name", "GitHub", "--username", "alice", "--uri", "https://github.com/login"])
         try await device.expect(["add", "login", "--name", "GitHub", "--username", "bob", "--uri", "https://github.com"])
@@ -15,10 +23,8 @@ struct FindingItemsTests {
 
     @Test("a beginning, a part, an address: each finds the item; several are listed with username and URI, and a username picks one")
     func findsAsTyped() async throws {
-        let scenario = try await CLIScenario.start()
-        let device = try await scenario.device(register: true)
+        let (scenario, device) = try await Self.deviceWithItems()
         defer { Task { await scenario.finish([device]) } }
-        try await Self.addItems(device)
 
         #expect(try await device.expect(["get", "ban", "--field", "username"]).stdout == "carol\n", "a beginning of the name")
         #expect(try await device.expect(["get", "ANK", "--field", "username"]).stdout == "carol\n", "a part of it, any case")
@@ -45,10 +51,8 @@ struct FindingItemsTests {
 
     @Test("list --search puts the best matches first: names starting with the text before names holding it")
     func searchRanks() async throws {
-        let scenario = try await CLIScenario.start()
-        let device = try await scenario.device(register: true)
+        let (scenario, device) = try await Self.deviceWithItems()
         defer { Task { await scenario.finish([device]) } }
-        try await Self.addItems(device)
         let listed = try await device.expect(["list", "--search", "git"])
         let names = listed.stdout.split(separator: "\n").map { $0.split(separator: "\t").map(String.init)[1] }
         #expect(names == ["GitHub", "GitHub", "Old git notes"], "\(listed)")
@@ -56,10 +60,8 @@ struct FindingItemsTests {
 
     @Test("list at a terminal: a header and aligned columns; piped: the tab-separated lines, without a header")
     func listAtTerminal() async throws {
-        let scenario = try await CLIScenario.start()
-        let device = try await scenario.device(register: true)
+        let (scenario, device) = try await Self.deviceWithItems()
         defer { Task { await scenario.finish([device]) } }
-        try await Self.addItems(device)
         try await device.expect(["favorite", "Bank"])
 
         let list = try TerminalSession(try vaultsyncExecutable(), ["list"], environment: device.environment)
