@@ -13,6 +13,24 @@ public struct AttachmentSummary: Sendable, Equatable {
     public var sizeName: String?
     /// Added or deleted here and waiting for the server (uploaded, or deleted there, at the next sync).
     public var pending: Bool = false
+    /// The file's own size, before encryption.
+    public var fileSize: FileSize?
+
+    /// A file's size before encryption: exact when its encrypted file is on this device (added here,
+    /// or downloaded and kept), else the 16 lengths its encrypted size allows (the padding is unknown
+    /// until the last block is decrypted).
+    public enum FileSize: Sendable, Equatable {
+        case exact(Int)
+        case within(ClosedRange<Int>)
+
+        /// The largest size it can be: the size itself when exact.
+        public var atMost: Int {
+            switch self {
+            case .exact(let size): size
+            case .within(let range): range.upperBound
+            }
+        }
+    }
 }
 
 extension VaultEngine {
@@ -23,14 +41,47 @@ extension VaultEngine {
     /// The attachments of an item, from the local copy (works offline).
     public func attachments(itemID: String) async throws -> [AttachmentSummary] {
         let itemID = try currentID(of: itemID)
+        let current = try requireSession()
         let view = try await item(id: itemID)
-        let record = try await pendingChange(itemKind: .cipher, itemID: itemID, userID: try requireSession().userID)
+        let record = try await pendingChange(itemKind: .cipher, itemID: itemID, userID: current.userID)
         let staged = Set((record?.metadata.attachmentAdds ?? []).map(\.id))
+        let wire = try await cachedCipher(id: itemID, userID: current.userID)
+        let keys = (wire.attachments ?? []).reduce(into: [String: EncString]()) { keys, attachment in
+            if let id = attachment.id, let key = attachment.key { keys[id] = key }
+        }
         return view.attachments.compactMap { attachment in
             guard let id = attachment.id else { return nil }
-            return AttachmentSummary(id: id, fileName: attachment.fileName ?? id, size: attachment.size.flatMap { Int($0) },
-                                     sizeName: attachment.sizeName, pending: staged.contains(id))
+            let size = attachment.size.flatMap { Int($0) }
+            return AttachmentSummary(id: id, fileName: attachment.fileName ?? id, size: size, sizeName: attachment.sizeName,
+                                     pending: staged.contains(id),
+                                     fileSize: size.flatMap { fileSize(id: id, encryptedSize: $0, key: keys[id], of: wire, userID: current.userID) })
         }
+    }
+
+    /// An attachment's size before encryption: read from its last block when its file is on this device
+    /// (staged or kept), else the range its encrypted size allows.
+    func fileSize(id: String, encryptedSize: Int, key: EncString?, of wire: CipherWire, userID: String) -> AttachmentSummary.FileSize? {
+        fileSize(path: attachmentStaging(userID: userID).existing(id) ?? attachmentCache(userID: userID).path(id),
+                 encryptedSize: encryptedSize, key: key, of: wire)
+    }
+
+    /// ``fileSize(id:encryptedSize:key:of:userID:)`` for the encrypted file at `path`.
+    func fileSize(path: String?, encryptedSize: Int, key: EncString?, of wire: CipherWire) -> AttachmentSummary.FileSize? {
+        guard let range = EncryptedFileLength.plaintextLengths(encryptedLength: encryptedSize) else { return nil }
+        guard let path, AttachmentFile.size(path) == encryptedSize, let handle = FileHandle(forReadingAtPath: path),
+              let keys = try? requireSession().keys,
+              let itemKey = try? keys.fieldKey(itemKey: wire.key, organizationId: wire.organizationId, itemID: wire.id ?? "")
+        else { return .within(range) }
+        defer { try? handle.close() }
+        let fileKey = key.flatMap { try? $0.decryptKey(key: itemKey) } ?? itemKey
+        let tailLength = range.lowerBound == 0 ? 16 : 32
+        guard let header = try? handle.read(upToCount: StreamingEncryptor.headerLength),
+              (try? handle.seek(toOffset: UInt64(encryptedSize - tailLength))) != nil,
+              let tail = try? handle.read(upToCount: tailLength),
+              let exact = try? EncryptedFileLength.plaintextLength(key: fileKey, header: Array(header), tail: Array(tail),
+                                                                   encryptedLength: encryptedSize)
+        else { return .within(range) }
+        return .exact(exact)
     }
 
     /// Finds one attachment of an item by id or file name (a file name two attachments share is refused).
@@ -97,7 +148,8 @@ extension VaultEngine {
         let staged = StagedAttachment(id: UUID().uuidString.lowercased(), fileName: encryptedName.serialized, key: wrappedKey.serialized, size: size)
         let encrypting = progress.map { report in { @Sendable (done: Int) in report(AttachmentProgress(phase: .encrypting, done: done, total: plaintextSize)) } }
         let staging = attachmentStaging(userID: current.userID)
-        return try await sendOrQueue(staged, to: wire, fileName: fileName, name: encryptedName, key: wrappedKey, progress: progress) {
+        return try await sendOrQueue(staged, to: wire, fileName: fileName, fileSize: .exact(plaintextSize), name: encryptedName,
+                                     key: wrappedKey, progress: progress) {
             try staging.writeEncrypting(staged.id, encryptor: encryptor, progress: encrypting, source: source)
         }
     }
@@ -106,8 +158,9 @@ extension VaultEngine {
     /// queue record. Online, it is announced first, so the server's own size limit refuses it before any
     /// work; then `stage` writes the encrypted file into the profile and it is uploaded from there. A
     /// refusal is the user's error and leaves nothing staged.
-    func sendOrQueue(_ staged: StagedAttachment, to wire: CipherWire, fileName: String, name: EncString, key: EncString,
-                     progress: AttachmentProgressHandler?, stage: () throws -> Void) async throws -> AttachmentSummary {
+    func sendOrQueue(_ staged: StagedAttachment, to wire: CipherWire, fileName: String, fileSize: AttachmentSummary.FileSize?,
+                     name: EncString, key: EncString, progress: AttachmentProgressHandler?,
+                     stage: () throws -> Void) async throws -> AttachmentSummary {
         let current = try requireSession()
         let staging = attachmentStaging(userID: current.userID)
         var staged = staged
@@ -119,7 +172,7 @@ extension VaultEngine {
                 try stage()
                 written = true
                 let attachmentID = try await uploadStaged(staged, upload: upload, itemID: wire.id ?? "", name: name, progress: progress)
-                return AttachmentSummary(id: attachmentID, fileName: fileName, size: staged.size, sizeName: nil)
+                return AttachmentSummary(id: attachmentID, fileName: fileName, size: staged.size, sizeName: nil, fileSize: fileSize)
             } catch let error as ServerCallError where error.isOutOfDate && !written {
                 // Another device changed the item since this one read it: the file waits with the item's record, and
                 // the next sync attaches it to the item as it is then, as an edit in that case is queued (it was
@@ -141,7 +194,7 @@ extension VaultEngine {
         var local = wire
         local.attachments = (wire.attachments ?? []) + [AttachmentWire(id: staged.id, fileName: name, key: key, size: "\(staged.size)")]
         try await queueAttachmentChange(.attachmentAdded(staged), local: local, previous: wire)
-        return AttachmentSummary(id: staged.id, fileName: fileName, size: staged.size, sizeName: nil, pending: true)
+        return AttachmentSummary(id: staged.id, fileName: fileName, size: staged.size, sizeName: nil, pending: true, fileSize: fileSize)
     }
 
     /// Renames an attachment. Bitwarden's API sets a file's name when it is announced and has no rename,
@@ -175,7 +228,9 @@ extension VaultEngine {
         let staged = StagedAttachment(id: UUID().uuidString.lowercased(), fileName: encryptedName.serialized, key: key.serialized,
                                       size: AttachmentFile.size(file.path) ?? 0)
         let staging = attachmentStaging(userID: current.userID)
-        let renamed = try await sendOrQueue(staged, to: wire, fileName: newName, name: encryptedName, key: key, progress: nil) {
+        let fileSize = fileSize(path: file.path, encryptedSize: staged.size, key: key, of: wire)
+        let renamed = try await sendOrQueue(staged, to: wire, fileName: newName, fileSize: fileSize, name: encryptedName, key: key,
+                                            progress: nil) {
             try staging.copy(file.path, to: staged.id)
         }
         try await deleteAttachment(itemID: itemID, attachmentID: attachmentID)

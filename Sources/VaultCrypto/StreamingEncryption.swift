@@ -146,3 +146,38 @@ public struct StreamingDecryptor: Sendable {
         }
     }
 }
+
+/// The plaintext length of a binary EncString, which its encrypted length tells only to within one
+/// block: PKCS #7 adds 1 to 16 bytes, and which it was is known once the last block is decrypted.
+public enum EncryptedFileLength {
+    /// The lengths a plaintext encrypted to `encryptedLength` bytes can have; `nil` when no binary
+    /// EncString has that length (shorter than a header and one block, or not whole blocks).
+    public static func plaintextLengths(encryptedLength: Int) -> ClosedRange<Int>? {
+        let ciphertext = encryptedLength - StreamingEncryptor.headerLength
+        guard ciphertext >= 16, ciphertext % 16 == 0 else { return nil }
+        return (ciphertext - 16)...(ciphertext - 1)
+    }
+
+    /// The exact plaintext length, from the file's header, its last 32 bytes (its last 16 when the
+    /// ciphertext is one block) and its length: only the last block is decrypted, for its padding.
+    /// The MAC is not checked here, so the answer is for showing a size only; the contents are
+    /// verified whenever they are read.
+    public static func plaintextLength(key: SymmetricCryptoKey, header: [UInt8], tail: [UInt8], encryptedLength: Int) throws -> Int {
+        guard let range = plaintextLengths(encryptedLength: encryptedLength) else {
+            throw CryptoError.malformedEncString(part: "length", reason: "\(encryptedLength) bytes is not a header and whole blocks")
+        }
+        try StreamingVerifier.checkHeader(header)
+        let oneBlock = range.lowerBound == 0
+        guard tail.count == (oneBlock ? 16 : 32) else {
+            throw CryptoError.malformedEncString(part: "tail", reason: "expected \(oneBlock ? 16 : 32) bytes, got \(tail.count)")
+        }
+        let chain = oneBlock ? Array(header[1..<17]) : Array(tail.prefix(16))
+        let last: [UInt8]
+        do {
+            last = Array(try AES._CBC.decrypt(tail.suffix(16), using: key.encryptionKey, iv: AES._CBC.IV(ivBytes: chain)))
+        } catch {
+            throw CryptoError.decryptionFailed("the last block did not decrypt to valid padding")
+        }
+        return range.lowerBound + last.count
+    }
+}

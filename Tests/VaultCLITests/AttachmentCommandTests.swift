@@ -88,6 +88,38 @@ struct AttachmentCommandTests {
         await scenario.finish([a, b])
     }
 
+    @Test("attachments are listed with the file's own size, exact where its file is on this device; get lists them")
+    func sizes() async throws {
+        let scenario = try await CLIScenario.start()
+        let a = try await scenario.device(register: true)
+        let b = try await scenario.device()
+        defer { Task { await scenario.finish([a, b]) } }
+        try await a.expect(["add", "note", "--name", "Scans", "--notes", "x"])
+        let folder = temporaryDirectory("vaultsync-attach-size")
+        try Data(repeating: 0x41, count: 32).write(to: URL(fileURLWithPath: folder + "/codes.txt"))
+        try Data(repeating: 0x42, count: 5000).write(to: URL(fileURLWithPath: folder + "/scan.pdf"))
+        try await a.expect(["attachment", "add", "Scans", folder + "/codes.txt"])
+        try await a.expect(["attachment", "add", "Scans", folder + "/scan.pdf"])
+
+        // Added here: exact. 32 bytes encrypt to 97 (header 49, three blocks), which the server reports.
+        let here = try await a.expect(["attachment", "list", "Scans"]).stdout
+        #expect(here.contains("  32 bytes  codes.txt") && here.contains("  4.9 KiB  scan.pdf"), "\(here)")
+        let json = try await a.json(["attachment", "list", "Scans"])
+        let codes = try #require(json.arrayValue?.first { $0["fileName"]?.stringValue == "codes.txt" })
+        #expect(codes["size"]?.intValue == 97 && codes["fileSize"]?.intValue == 32 && codes["fileSizeExact"]?.boolValue == true, "\(codes)")
+        let shown = try await a.expect(["get", "Scans"]).stdout
+        #expect(shown.contains("codes.txt (32 bytes)") && shown.contains("scan.pdf (4.9 KiB)") && shown.contains("attachment[2]"), "\(shown)")
+
+        // Another device knows only the encrypted size until it has the file: the 16 sizes it allows, then exact.
+        try await b.expect(["sync"])
+        let there = try await b.expect(["attachment", "list", "Scans"]).stdout
+        #expect(there.contains("  32–47 bytes  codes.txt") && there.contains("  about 4.9 KiB  scan.pdf"), "\(there)")
+        let before = try #require(try await b.json(["attachment", "list", "Scans"]).arrayValue?.first { $0["fileName"]?.stringValue == "codes.txt" })
+        #expect(before["fileSize"]?.intValue == 47 && before["fileSizeExact"]?.boolValue == false, "\(before)")
+        try await b.expect(["attachment", "get", "Scans", "codes.txt", "--output", "-"])
+        #expect(try await b.expect(["attachment", "list", "Scans"]).stdout.contains("  32 bytes  codes.txt"))
+    }
+
     @Test("offline: attachment add keeps the file encrypted in the profile and says it waits; sync uploads it; delete offline reaches the server at the next sync")
     func offline() async throws {
         let scenario = try await CLIScenario.start()

@@ -53,6 +53,28 @@ struct StreamingEncryptionTests {
         }
     }
 
+    @Test("a file's plaintext length: within one block from its length alone, exact from its last block", arguments: [
+        0, 1, 15, 16, 17, 31, 32, 33, 81, 1000, 65_537,
+    ])
+    func plaintextLength(length: Int) throws {
+        let plaintext = (0..<length).map { UInt8(truncatingIfNeeded: $0 &* 17 &+ 5) }
+        let file = Array(try EncString.encrypt(plaintext, key: Self.key, iv: Self.iv).binary())
+        let range = try #require(EncryptedFileLength.plaintextLengths(encryptedLength: file.count))
+        #expect(range.contains(length))
+        #expect(range.count == 16)
+        let header = Array(file[0..<StreamingEncryptor.headerLength])
+        let tail = Array(file.suffix(file.count - StreamingEncryptor.headerLength == 16 ? 16 : 32))
+        #expect(try EncryptedFileLength.plaintextLength(key: Self.key, header: header, tail: tail, encryptedLength: file.count) == length)
+    }
+
+    @Test("lengths no binary EncString has are refused")
+    func impossibleLengths() {
+        for length in [0, 48, 49, 50, 64, 66] {
+            #expect(EncryptedFileLength.plaintextLengths(encryptedLength: length) == nil, "\(length)")
+        }
+        #expect(EncryptedFileLength.plaintextLengths(encryptedLength: 65) == 0...15)
+    }
+
     @Test("a changed byte anywhere fails the MAC; a cut-off file does not decrypt")
     func tampering() throws {
         let plaintext = Array(repeating: UInt8(0x41), count: 100)

@@ -29,18 +29,6 @@ struct AttachmentCommand: AsyncParsableCommand {
     )
 
     struct List: VaultCommand {
-        /// "81 bytes", "1.5 KiB", "2.9 MiB", "1.2 GiB" (binary units, one decimal below 10).
-        static func readableSize(_ bytes: Int) -> String {
-            guard bytes >= 1024 else { return "\(bytes) byte\(bytes == 1 ? "" : "s")" }
-            var value = Double(bytes)
-            var unit = "bytes"
-            for next in ["KiB", "MiB", "GiB", "TiB"] where value >= 1024 {
-                value /= 1024
-                unit = next
-            }
-            return (value < 10 ? String(format: "%.1f", value) : "\(Int(value.rounded()))") + " " + unit
-        }
-
         static let configuration = CommandConfiguration(commandName: "list", abstract: "The item's attachments (works offline).",
                                                         discussion: "Example:\n  vaultsync attachment list Bank --json")
         @OptionGroup var global: GlobalOptions
@@ -51,18 +39,13 @@ struct AttachmentCommand: AsyncParsableCommand {
             let id = try await context.itemID(item)
             let attachments = try await context.engine.attachments(itemID: id)
             if output.json {
-                Presentation.printJSON(.array(attachments.map { attachment in
-                    .object(["id": .string(attachment.id), "fileName": .string(attachment.fileName),
-                             "size": attachment.size.map { .int($0) } ?? .null, "sizeName": attachment.sizeName.map(JSONValue.string) ?? .null,
-                             "pending": .bool(attachment.pending)])
-                }))
+                Presentation.printJSON(.array(attachments.map(Presentation.attachmentJSON)))
                 return
             }
             if attachments.isEmpty { print("No attachments."); return }
             for attachment in attachments {
-                // Our own units for every row (the server's size names mix them: "81 Bytes", "2.86 MB").
-                let size = attachment.size.map(Self.readableSize) ?? attachment.sizeName ?? "?"
-                print("\(attachment.id)  \(size)  \(Presentation.oneLine(attachment.fileName))\(attachment.pending ? "  (waiting for the server)" : "")")
+                print("\(attachment.id)  \(Presentation.attachmentSize(attachment))  \(Presentation.oneLine(attachment.fileName))"
+                      + (attachment.pending ? "  (waiting for the server)" : ""))
             }
         }
     }
@@ -100,12 +83,11 @@ struct AttachmentCommand: AsyncParsableCommand {
             let added = try await context.engine.addAttachment(itemID: id, fileAt: path, fileName: fileName, progress: progress.handler)
             progress.end()
             if output.json {
-                Presentation.printJSON(.object(["id": .string(added.id), "fileName": .string(added.fileName),
-                                                "size": added.size.map { .int($0) } ?? .null, "pending": .bool(added.pending)]))
+                Presentation.printJSON(Presentation.attachmentJSON(added))
             } else if added.pending {
-                Console.note("attached \"\(added.fileName)\" (\(added.size ?? 0) bytes encrypted), kept here (waiting for the server): it is uploaded at the next sync")
+                Console.note("attached \"\(added.fileName)\" (\(Presentation.attachmentSize(added))), kept here (waiting for the server): it is uploaded at the next sync")
             } else {
-                Console.note("attached \"\(added.fileName)\" (\(added.size ?? 0) bytes encrypted) as \(added.id)")
+                Console.note("attached \"\(added.fileName)\" (\(Presentation.attachmentSize(added))) as \(added.id)")
             }
         }
     }

@@ -180,11 +180,20 @@ struct GetCommand: VaultCommand {
         }
         let fields = Presentation.fields(of: view, folderNames: folderNames)
         // One column for every value, however long the longest label ("card.cardholderName").
-        let width = max(10, (fields.map(\.label.count).max() ?? 0) + 2)
+        let attachmentLabel = view.attachments.count > 1 ? "attachment[\(view.attachments.count)]" : "attachment"
+        let width = max(10, (fields.map(\.label.count).max() ?? 0) + 2, view.attachments.isEmpty ? 0 : attachmentLabel.count + 2)
         func label(_ text: String) -> String { text.padding(toLength: width, withPad: " ", startingAt: 0) }
         print(label("id") + entry.id)
         for field in fields {
             print(label(field.label) + Presentation.oneLine(Presentation.masked(field, reveal: reveal)))
+        }
+        if !view.attachments.isEmpty {
+            let attachments = try await context.engine.attachments(itemID: entry.id)
+            for (index, attachment) in attachments.enumerated() {
+                print(label(attachments.count == 1 ? "attachment" : "attachment[\(index + 1)]")
+                      + "\(Presentation.oneLine(attachment.fileName)) (\(Presentation.attachmentSize(attachment)))"
+                      + (attachment.pending ? ", waiting for the server" : ""))
+            }
         }
         if let pending = entry.pending {
             print(label("pending") + "\(pending.metadata.kind.rawValue) since \(pending.metadata.createdDate.iso8601)\(pending.metadata.state == .needsAttention ? " — needs attention: \(pending.metadata.lastError ?? "")" : "")")

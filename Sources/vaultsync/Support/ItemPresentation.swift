@@ -74,6 +74,40 @@ enum Presentation {
         ])
     }
 
+    /// "81 bytes", "1.5 KiB", "2.9 MiB", "1.2 GiB" (binary units, one decimal below 10).
+    static func readableSize(_ bytes: Int) -> String {
+        guard bytes >= 1024 else { return "\(bytes) byte\(bytes == 1 ? "" : "s")" }
+        var value = Double(bytes)
+        var unit = "bytes"
+        for next in ["KiB", "MiB", "GiB", "TiB"] where value >= 1024 {
+            value /= 1024
+            unit = next
+        }
+        return (value < 10 ? String(format: "%.1f", value) : "\(Int(value.rounded()))") + " " + unit
+    }
+
+    /// An attachment's own size (before encryption) in our units, whatever the server's size name says
+    /// ("81 Bytes", "2.86 MB" mix them): exact when its file is on this device, else "about" the
+    /// largest it can be (below 1 KiB, the 16 sizes its encrypted size allows).
+    static func attachmentSize(_ attachment: AttachmentSummary) -> String {
+        switch attachment.fileSize {
+        case .exact(let size): return readableSize(size)
+        case .within(let range) where range.upperBound < 1024: return "\(range.lowerBound)–\(range.upperBound) bytes"
+        case .within(let range): return "about " + readableSize(range.upperBound)
+        case nil: return attachment.size.map { readableSize($0) + " encrypted" } ?? attachment.sizeName ?? "size unknown"
+        }
+    }
+
+    /// `size` stays the encrypted size the server reports (as Bitwarden's JSON has it); `fileSize` is the
+    /// file's own, `fileSizeExact` false when it is the largest its encrypted size allows.
+    static func attachmentJSON(_ attachment: AttachmentSummary) -> JSONValue {
+        .object(["id": .string(attachment.id), "fileName": .string(attachment.fileName),
+                 "size": attachment.size.map { .int($0) } ?? .null, "sizeName": string(attachment.sizeName),
+                 "fileSize": attachment.fileSize.map { .int($0.atMost) } ?? .null,
+                 "fileSizeExact": attachment.fileSize.map { if case .exact = $0 { .bool(true) } else { .bool(false) } } ?? .null,
+                 "pending": .bool(attachment.pending)])
+    }
+
     static func folderJSON(_ folder: FolderView, itemCount: Int) -> JSONValue {
         .object(["id": string(folder.id), "name": .string(folder.name), "items": .int(itemCount), "revisionDate": date(folder.revisionDate)])
     }
