@@ -349,6 +349,10 @@ extension VaultEngine {
                         metadata: ["item": "\(itemID)"])
             return try queue(itemID: itemID, input, existing: nil, createSent: FailureClassification.mayHaveReachedServer(error.failure),
                              reason: error.certificateProblem.map(QueuedReason.untrusted) ?? .offline)
+        } catch VaultError.notLoggedIn where !input.isOrganization && configuration.offlineEditsEnabled {
+            // Nothing was sent: a profile without a sign-in (a copy made a new device) keeps the change for its login.
+            logger.info("no sign-in; saving locally", metadata: ["item": "\(itemID)"])
+            return try queue(itemID: itemID, input, existing: nil, reason: .signedOut)
         }
     }
 
@@ -440,6 +444,8 @@ extension VaultEngine {
         case behindQueuedChange
         /// The server no longer has the item (deleted for good elsewhere): the next sync decides, as offline.
         case goneFromServer
+        /// The profile holds no sign-in: the change waits for the next login.
+        case signedOut
 
         func outcome(pendingCount: Int) -> SaveOutcome {
             switch self {
@@ -448,6 +454,7 @@ extension VaultEngine {
             case .changedOnServer: .savedForConflict(pendingCount: pendingCount)
             case .behindQueuedChange: .savedBehindQueuedChange(pendingCount: pendingCount)
             case .goneFromServer: .savedItemGoneFromServer(pendingCount: pendingCount)
+            case .signedOut: .savedSignedOut(pendingCount: pendingCount)
             }
         }
     }
@@ -588,6 +595,8 @@ extension VaultEngine {
                 try await acceptOffline(error, isOrganization: false)
                 createSent = FailureClassification.mayHaveReachedServer(error.failure)
                 reason = error.certificateProblem.map(QueuedReason.untrusted) ?? .offline
+            } catch VaultError.notLoggedIn where configuration.offlineEditsEnabled {
+                reason = .signedOut
             }
         }
         let count = try writeNow { tx in

@@ -246,12 +246,16 @@ public enum SaveOutcome: Sendable, Equatable {
     /// it for good since this one synced): the next sync makes it again from this version when its content
     /// was changed, as for the same change made offline (README, "The client engine", step 3).
     case savedItemGoneFromServer(pendingCount: Int)
+    /// Saved on this device and queued because the profile holds no sign-in (it became a new device, or
+    /// signed in nowhere yet): the change waits for the next login and sync.
+    case savedSignedOut(pendingCount: Int)
 
     /// Whether the save stayed on this device (queued), for any of the reasons above.
     public var isOffline: Bool {
         switch self {
         case .synced: return false
-        case .savedOffline, .savedUntrustedServer, .savedForConflict, .savedBehindQueuedChange, .savedItemGoneFromServer: return true
+        case .savedOffline, .savedUntrustedServer, .savedForConflict, .savedBehindQueuedChange, .savedItemGoneFromServer, .savedSignedOut:
+            return true
         }
     }
 
@@ -260,7 +264,7 @@ public enum SaveOutcome: Sendable, Equatable {
         switch self {
         case .synced: return nil
         case .savedOffline(let count), .savedUntrustedServer(let count, _), .savedForConflict(let count), .savedBehindQueuedChange(let count),
-             .savedItemGoneFromServer(let count):
+             .savedItemGoneFromServer(let count), .savedSignedOut(let count):
             return count
         }
     }

@@ -24,6 +24,9 @@ public struct StoreTransaction {
     /// What the device keeps of an email across logout (device identifier, remembered two-step login).
     public var rememberedLogins: RememberedLoginTable { RememberedLoginTable(db: db) }
 
+    /// Where the profile was made (``ProfilePlaceTable``).
+    public var profilePlace: ProfilePlaceTable { ProfilePlaceTable(db: db) }
+
     /// The user's cached items, exactly as the server sent them or as they were encrypted here.
     public func ciphers(of userID: String) -> CipherCache { CipherCache(db: db, userID: userID) }
 
@@ -125,6 +128,28 @@ public struct AccountTable {
         try AccountRecord.filter(key: userID).updateAll(db, AccountRecord.Columns.encryptedPrivateKey.set(to: encrypted))
     }
 
+    /// The device identifiers of the accounts and remembered logins.
+    public func deviceIdentifiers() throws -> Set<String> {
+        Set(try String.fetchAll(db, sql: "SELECT deviceIdentifier FROM account UNION SELECT deviceIdentifier FROM rememberedLogin"))
+    }
+
+    /// Makes every account (and every remembered login) a new device: a fresh identifier from `make`,
+    /// no session tokens and no remembered two-step login (both belong to the old identifier). The
+    /// vault, the queue and the drafts stay.
+    public func becomeNewDevice(make: () -> String) throws {
+        for var account in try AccountRecord.fetchAll(db) {
+            account.deviceIdentifier = make()
+            account.sealedTokens = nil
+            try account.update(db)
+        }
+        for var remembered in try RememberedLoginRow.fetchAll(db) {
+            let account = try find(email: remembered.email)
+            remembered.deviceIdentifier = account?.deviceIdentifier ?? make()
+            remembered.sealedTwoFactorToken = nil
+            try remembered.update(db)
+        }
+    }
+
     /// Removes the account of this email and, by cascade, everything the device keeps for it.
     public func remove(email: String) throws {
         _ = try AccountRecord.filter(AccountRecord.Columns.email == email).deleteAll(db)
@@ -163,6 +188,22 @@ public struct RememberedLoginTable {
     /// Forgets the email's entry (its device identifier and remembered token).
     public func remove(email: String) throws {
         _ = try RememberedLoginRow.deleteOne(db, key: email)
+    }
+}
+
+/// The folder the profile database was made in, or last accepted in.
+public struct ProfilePlaceTable {
+    let db: Database
+
+    /// The recorded folder, `nil` before the first record.
+    public func folder() throws -> String? {
+        try String.fetchOne(db, sql: "SELECT folder FROM profilePlace WHERE id = 1")
+    }
+
+    /// Records `folder` as the profile's place.
+    public func record(_ folder: String) throws {
+        try db.execute(sql: "INSERT INTO profilePlace (id, folder) VALUES (1, ?) ON CONFLICT(id) DO UPDATE SET folder = excluded.folder",
+                       arguments: [folder])
     }
 }
 

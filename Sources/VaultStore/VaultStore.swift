@@ -60,6 +60,21 @@ public final class VaultStore: Sendable {
         }
     }
 
+    /// The device identifiers of the accounts and remembered logins in the store file at `path`, read
+    /// without migrating or writing it; `nil` when it cannot be read as a store.
+    public static func deviceIdentifiers(atPath path: String) -> Set<String>? {
+        var configuration = Configuration()
+        configuration.readonly = true
+        configuration.busyMode = .timeout(2)
+        guard let queue = try? DatabaseQueue(path: path, configuration: configuration) else { return nil }
+        defer { try? queue.close() }
+        return try? queue.read { db in
+            let accounts = try String.fetchAll(db, sql: "SELECT deviceIdentifier FROM account")
+            let remembered = (try? String.fetchAll(db, sql: "SELECT deviceIdentifier FROM rememberedLogin")) ?? []
+            return Set(accounts + remembered)
+        }
+    }
+
     /// Reads in a snapshot, through the store's typed parts.
     public func read<T: Sendable>(_ body: @Sendable (StoreTransaction) throws -> T) async throws -> T {
         try await pool.read { db in try body(StoreTransaction(db)) }
@@ -342,6 +357,14 @@ public final class VaultStore: Sendable {
             }
             // Forgetting the old swaps, at every swap, is a seek: a sync of 10,000 creates records 10,000 swaps.
             try db.create(index: "idSwap_age", on: "idSwap", columns: ["userID", "swappedAt"])
+        }
+        migrator.registerMigration("v15: the folder the profile was made in") { db in
+            // One row: where this database was made (or last accepted as moved), so a copy of the profile
+            // folder can be told from the original (the engine's profilePlace()).
+            try db.create(table: "profilePlace") { t in
+                t.column("id", .integer).primaryKey().check { $0 == 1 }
+                t.column("folder", .text).notNull()
+            }
         }
         return migrator
     }

@@ -58,7 +58,7 @@ struct WatchCommandTests {
         let keyFile = folder + "/token.key"
         try Data((Data((0..<64).map { UInt8(($0 * 7) & 0xFF) }).base64EncodedString() + "\n").utf8).write(to: URL(fileURLWithPath: keyFile))
         var environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("VAULTSYNC_") }
-        environment["VAULTSYNC_DATABASE_URL"] = try #require(components.string)
+        environment["VAULTSYNC_DATABASE_URL"] = try #require(components.url).absoluteString
         environment["VAULTSYNC_PORT"] = "0"
         var nodes: [KillableChild] = []
         defer {

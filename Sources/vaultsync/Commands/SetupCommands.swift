@@ -17,7 +17,7 @@ struct ConfigCommand: AsyncParsableCommand {
           vaultsync config ca-file ~/company-root-ca.pem
           vaultsync config show --json
         """,
-        subcommands: [Server.self, LockTimeout.self, SaveTimeout.self, ClipboardClear.self, Agent.self, Conflicts.self, ConflictFolder.self, AttachmentCache.self, CAFile.self, Show.self],
+        subcommands: [Server.self, LockTimeout.self, SaveTimeout.self, ClipboardClear.self, Agent.self, Device.self, Conflicts.self, ConflictFolder.self, AttachmentCache.self, CAFile.self, Show.self],
         defaultSubcommand: Show.self
     )
 
@@ -135,6 +135,34 @@ struct ConfigCommand: AsyncParsableCommand {
             context.settings.agent = state == "on" ? true : nil
             try context.saveSettings()
             print(state == "on" ? "unlock and login start the agent when it is not running" : "unlock and login leave the agent alone")
+        }
+    }
+
+    struct Device: VaultCommand {
+        enum Choice: String, ExpressibleByArgument, CaseIterable { case new, same }
+        static let configuration = CommandConfiguration(
+            commandName: "device",
+            abstract: "Make this profile a device of its own (new), or keep a copied profile as the same device as its original (same).",
+            discussion: """
+            A profile folder copied from another holds the original's device identifier, so both act as one device;             commands ask about it on a terminal and warn elsewhere. `new` gives this profile a device identifier of its             own and ends its sessions: the next use of the server needs a login (the vault and queued changes stay).             `same` stops the question.
+
+            Examples:
+              vaultsync config device new
+              vaultsync config device same
+            """)
+        static var needsUnlock: Bool { false }
+        static var checksProfilePlace: Bool { false }
+        @OptionGroup var global: GlobalOptions
+        @Argument(help: "new or same.") var choice: Choice
+
+        func execute(_ context: CLIContext) async throws {
+            switch choice {
+            case .new:
+                try await context.becomeNewDevice()
+            case .same:
+                try await context.engine.acceptProfilePlace()
+                print("This profile stays the same device as the one it was copied from")
+            }
         }
     }
 

@@ -202,12 +202,15 @@ protocol VaultCommand: AsyncParsableCommand {
     static var needsUnlock: Bool { get }
     /// Whether the command can replace a damaged settings file (the `config` setters); every other command refuses one.
     static var repairsDamagedSettings: Bool { get }
+    /// Whether the command first looks whether the profile is a copy of another (all but `config device`).
+    static var checksProfilePlace: Bool { get }
     func execute(_ context: CLIContext) async throws
 }
 
 extension VaultCommand {
     static var needsUnlock: Bool { true }
     static var repairsDamagedSettings: Bool { false }
+    static var checksProfilePlace: Bool { true }
 
     mutating func run() async throws {
         var context: CLIContext
@@ -218,6 +221,7 @@ extension VaultCommand {
         }
         await context.recoverAccountOfDamagedSettings()
         do {
+            if Self.checksProfilePlace { try await context.checkProfilePlace() }
             if Self.needsUnlock { try await context.unlock() }
             try await execute(context)
             await context.engine.shutdown()
@@ -265,6 +269,8 @@ func noteOutcome(_ outcome: SaveOutcome) {
         Console.note("saved on this device — the item changed on the server since it was read here: run vaultsync sync to resolve the two versions, nothing is lost (\(pending) change\(pending == 1 ? "" : "s") pending)")
     case .savedItemGoneFromServer(let pending):
         Console.note("saved on this device — the server no longer has this item (deleted on another device since this one synced): run vaultsync sync, which makes it again from this device's version if its content was changed here (\(pending) change\(pending == 1 ? "" : "s") pending)")
+    case .savedSignedOut(let pending):
+        Console.note("saved on this device — this profile is signed in nowhere yet: it syncs after `vaultsync login` (\(pending) change\(pending == 1 ? "" : "s") pending)")
     case .savedUntrustedServer(let pending, let problem):
         Console.note("saved on this device only — the server was not used: \(problem) \(pending) change\(pending == 1 ? "" : "s") pending (they sync once the certificate is trusted)")
     }
