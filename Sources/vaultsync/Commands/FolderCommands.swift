@@ -38,10 +38,10 @@ struct FolderCommand: AsyncParsableCommand {
                 return
             }
             if folders.isEmpty { Console.note("no folders") }
-            for folder in folders {
+            Table.print(header: ["ID", "NAME", "ITEMS"], rows: folders.map { folder in
                 let count = counts[folder.id ?? ""] ?? 0
-                print("\(folder.id ?? "")\t\(Console.styled(Presentation.oneLine(folder.name), .bold))\t\(count) item\(count == 1 ? "" : "s")")
-            }
+                return [folder.id ?? "", Presentation.oneLine(folder.name), "\(count) item\(count == 1 ? "" : "s")"]
+            })
         }
     }
 

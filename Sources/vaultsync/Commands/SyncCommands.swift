@@ -241,11 +241,11 @@ struct ConflictsCommand: AsyncParsableCommand {
                 print("No conflicts.")
                 return
             }
-            for backup in backups {
+            Table.print(header: ["BACKUP", "NAME", "HOLDS", "MADE", "STATE"], rows: backups.map { backup in
                 let holds = backup.losingSide == .mine ? "this device's version" : backup.losingSide == .theirs ? "the server's version" : "the losing version"
                 let state = backup.reviewedAt == nil ? Console.styled("new", .yellow) : "reviewed"
-                print("\(backup.backupID)\t\(backup.name ?? "?")\tholds \(holds)\t\(backup.createdAt.iso8601.prefix(19))Z\t\(state)")
-            }
+                return [backup.backupID, Presentation.oneLine(backup.name ?? "?"), "holds \(holds)", "\(backup.createdAt.iso8601.prefix(19))Z", state]
+            })
         }
     }
 
@@ -486,9 +486,9 @@ struct DraftsCommand: AsyncParsableCommand {
                 return
             }
             if drafts.isEmpty { print("No drafts.") }
-            for draft in drafts {
-                print("\(draft.id)\t\(draft.item.name)\t\(draft.itemID == nil ? "new item" : "edit of \(draft.itemID!)")\t\(draft.updatedDate.iso8601.prefix(19))Z")
-            }
+            Table.print(header: ["DRAFT", "NAME", "OF", "UPDATED"], rows: drafts.map { draft in
+                [draft.id, Presentation.oneLine(draft.item.name), draft.itemID.map { "edit of \($0)" } ?? "new item", "\(draft.updatedDate.iso8601.prefix(19))Z"]
+            })
         }
     }
 
