@@ -185,9 +185,11 @@ let package = Package(
         ),
         // The agent's socket: framing, the Unix domain socket server with its peer check, the client.
         // Below the CLI, beside the engine: it knows nothing of vaults, only of frames and peers.
+        // SCM_RIGHTS: a command hands the agent its standard input, output and error (the CMSG macros are C only).
+        .target(name: "CDescriptorPassing"),
         .target(
             name: "VaultAgent",
-            dependencies: [.product(name: "Logging", package: "swift-log")],
+            dependencies: ["CDescriptorPassing", .product(name: "Logging", package: "swift-log")],
             swiftSettings: strict
         ),
         .executableTarget(

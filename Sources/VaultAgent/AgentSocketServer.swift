@@ -1,3 +1,4 @@
+import CDescriptorPassing
 import Foundation
 import Logging
 #if canImport(Glibc)
@@ -17,8 +18,10 @@ import Darwin
 /// - a connection silent for ``Options/idleTimeout`` (a half-sent request, a client stopped in a
 ///   debugger) is closed; a client that dies mid-request only ends its own connection.
 public final class AgentSocketServer: @unchecked Sendable {
-    /// Answers one request (a frame's bytes) from a peer that passed the checks.
-    public typealias Handler = @Sendable (_ request: [UInt8], _ peer: PeerCredentials) async -> [UInt8]
+    /// Answers one request (a frame's bytes) from a peer that passed the checks, with the file
+    /// descriptors that came with it (SCM_RIGHTS; a command's standard input, output and error). The
+    /// server closes them once the answer is written: a handler that keeps one dups it.
+    public typealias Handler = @Sendable (_ request: [UInt8], _ peer: PeerCredentials, _ descriptors: [Int32]) async -> [UInt8]
 
     public struct Options: Sendable {
         /// How long a connection may stay silent, inside a request or between two.
@@ -170,8 +173,14 @@ public final class AgentSocketServer: @unchecked Sendable {
         UnixSocket.setReadTimeout(connection, options.idleTimeout)
         var decoder = AgentFrame.Decoder()
         var buffer = [UInt8](repeating: 0, count: 65_536)
+        // Descriptors arrive with a request's first bytes and go with the next request completed.
+        var descriptors: [Int32] = []
+        defer { for descriptor in descriptors { close(descriptor) } }
         while true {
-            let count = read(connection, &buffer, buffer.count)
+            var passed = [Int32](repeating: -1, count: Self.maximumDescriptors)
+            var passedCount: Int32 = 0
+            let count = vaultsync_receive_descriptors(connection, &buffer, buffer.count, &passed, Int32(passed.count), &passedCount)
+            descriptors += passed.prefix(Int(max(0, passedCount)))
             if count < 0, errno == EINTR { continue }
             if count < 0 {
                 // EAGAIN: silent past the idle timeout; anything else: the connection broke.
@@ -196,7 +205,10 @@ public final class AgentSocketServer: @unchecked Sendable {
             }
             for frame in frames {
                 lock.withLock { answering += 1 }
-                let answer = Self.run(handler, frame, peer)
+                let given = descriptors
+                descriptors = []
+                let answer = Self.run(handler, frame, peer, given)
+                for descriptor in given { close(descriptor) }
                 let written = UnixSocket.writeAll(connection, AgentFrame.encode(answer))
                 lock.withLock { answering -= 1 }
                 guard written else { return }
@@ -205,16 +217,19 @@ public final class AgentSocketServer: @unchecked Sendable {
     }
 
     /// Runs the async handler from this connection's own thread (not a thread of Swift's pool, which may wait here).
-    private static func run(_ handler: @escaping Handler, _ frame: [UInt8], _ peer: PeerCredentials) -> [UInt8] {
+    private static func run(_ handler: @escaping Handler, _ frame: [UInt8], _ peer: PeerCredentials, _ descriptors: [Int32]) -> [UInt8] {
         let done = DispatchSemaphore(value: 0)
         let answer = AnswerBox()
         Task {
-            answer.set(await handler(frame, peer))
+            answer.set(await handler(frame, peer, descriptors))
             done.signal()
         }
         done.wait()
         return answer.value
     }
+
+    /// The most descriptors one request brings (standard input, output, error); more are closed.
+    static let maximumDescriptors = 3
 
     /// The agent's own answer when a request cannot reach the handler: `{"error": code, "message": text}`.
     /// The codes and texts are fixed: nothing of the request is echoed.
@@ -233,18 +248,30 @@ private final class AnswerBox: @unchecked Sendable {
 
 /// The command's side of the agent's socket: one request, one answer.
 public enum AgentSocketClient {
-    /// Sends `request` and returns the answer; `timeout` bounds each wait for the agent.
-    public static func exchange(path: String, request: [UInt8], timeout: Duration = .seconds(60)) throws(AgentSocketError) -> [UInt8] {
+    /// Sends `request` (with `descriptors` attached, SCM_RIGHTS) and returns the answer; `timeout` bounds
+    /// each wait for the agent, `nil` waits as long as the agent works (a command it runs).
+    public static func exchange(path: String, request: [UInt8], descriptors: [Int32] = [],
+                                timeout: Duration? = .seconds(60)) throws(AgentSocketError) -> [UInt8] {
         let fd = try connected(path)
         defer { close(fd) }
-        UnixSocket.setReadTimeout(fd, timeout)
-        guard UnixSocket.writeAll(fd, AgentFrame.encode(request)) else { throw .broken("the agent closed the connection") }
+        if let timeout { UnixSocket.setReadTimeout(fd, timeout) }
+        let frame = AgentFrame.encode(request)
+        var sent = 0
+        if !descriptors.isEmpty {
+            sent = frame.withUnsafeBytes { raw in
+                descriptors.withUnsafeBufferPointer { fds in
+                    vaultsync_send_descriptors(fd, raw.baseAddress, raw.count, fds.baseAddress, Int32(fds.count))
+                }
+            }
+            guard sent > 0 else { throw .broken("the descriptors could not be passed: \(UnixSocket.errorText())") }
+        }
+        guard UnixSocket.writeAll(fd, Array(frame[sent...])) else { throw .broken("the agent closed the connection") }
         var decoder = AgentFrame.Decoder()
         var buffer = [UInt8](repeating: 0, count: 65_536)
         while true {
             let count = read(fd, &buffer, buffer.count)
             if count < 0, errno == EINTR { continue }
-            if count < 0 { throw .broken(errno == EAGAIN ? "no answer within \(timeout)" : UnixSocket.errorText()) }
+            if count < 0 { throw .broken(errno == EAGAIN ? "no answer within \(timeout ?? .zero)" : UnixSocket.errorText()) }
             if count == 0 { throw .broken("the agent closed the connection") }
             let frames: [[UInt8]]
             do {

@@ -1,3 +1,4 @@
+import CDescriptorPassing
 import Foundation
 #if canImport(Glibc)
 import Glibc
@@ -146,5 +147,24 @@ enum UnixSocket {
         let microseconds = duration.components.seconds * 1_000_000 + duration.components.attoseconds / 1_000_000_000_000
         var value = timeval(tv_sec: Int(microseconds / 1_000_000), tv_usec: .init(microseconds % 1_000_000))
         _ = setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &value, socklen_t(MemoryLayout<timeval>.size))
+    }
+}
+
+/// The process's standard streams, as the agent lends them to each command it runs.
+public enum StandardStreams {
+    /// Drops what the C library read ahead from standard input, so nothing of one command's input
+    /// reaches the next.
+    public static func discardBufferedInput() {
+        vaultsync_discard_buffered_input()
+    }
+
+    /// Writes out what the C library holds for standard output and error.
+    public static func flush() {
+        vaultsync_flush_output()
+    }
+
+    /// Forgets a failed write on standard output or error (the last command's reader went away).
+    public static func clearOutputErrors() {
+        vaultsync_clear_output_errors()
     }
 }

@@ -340,6 +340,9 @@ extension VaultEngine {
     /// The email of the unlocked account.
     public var currentEmail: String? { session?.email }
 
+    /// Whether no keys are held (locked, or never unlocked).
+    public var isLocked: Bool { session == nil }
+
     /// Forgets the keys (and tokens) held in memory.
     public func lock() {
         session = nil

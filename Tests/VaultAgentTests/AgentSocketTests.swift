@@ -155,7 +155,7 @@ struct AgentSocketTests {
     }
 
     static func echo(_ calls: Calls) -> AgentSocketServer.Handler {
-        { request, _ in
+        { request, _, _ in
             calls.add()
             return Array("echo: ".utf8) + request
         }

@@ -84,13 +84,15 @@ struct AgentRunCommand: VaultCommand {
         let stop = StopSignals(signals: [SIGINT, SIGTERM])
         stop.keepWaiting()
         signal(SIGHUP, SIG_IGN)
+        // A client's pipe closed early is an error on that write, never the agent's end.
+        signal(SIGPIPE, SIG_IGN)
         let hangup = DispatchSource.makeSignalSource(signal: SIGHUP, queue: .global())
         hangup.setEventHandler { Task { await state.lock(reason: "SIGHUP") } }
         hangup.resume()
         var logger = Logger(label: "vaultsync.agent")
         logger.logLevel = .info
         let path = AgentLink.socketPath(context)
-        let server = AgentSocketServer(path: path, logger: logger) { request, _ in await state.answer(request) }
+        let server = AgentSocketServer(path: path, logger: logger) { request, _, descriptors in await state.answer(request, descriptors: descriptors) }
         do {
             try server.start()
         } catch {
@@ -152,7 +154,7 @@ actor AgentState {
     /// One request: `status`, `unlock` (with the master password, which a command asked for in its
     /// terminal; the keys themselves never leave the agent), `lock` or `stop`. What needs no key is
     /// answered locked too.
-    func answer(_ request: [UInt8]) async -> [UInt8] {
+    func answer(_ request: [UInt8], descriptors: [Int32] = []) async -> [UInt8] {
         guard let object = try? JSONParser.parseObject(request), let op = object["op"]?.stringValue else {
             return Self.error("malformed", "A request is a JSON object with an \"op\".")
         }
@@ -181,6 +183,19 @@ actor AgentState {
             Console.note("agent unlocked")
             fflush(nil)
             return JSONValue.object(["ok": .bool(true)]).serialized()
+        case "run":
+            // A command, run here with the client's standard streams (passed with the request).
+            guard case .array(let given)? = object["arguments"], case .object(let environment)? = object["environment"],
+                  let folder = object["folder"]?.stringValue, descriptors.count == 3 else {
+                return Self.error("malformed", "A run request carries the arguments, the environment, the folder and three descriptors.")
+            }
+            let arguments = given.compactMap(\.stringValue)
+            let status = await AgentCommandRunner.run(arguments: arguments, environment: Dictionary(environment.compactMap { entry in entry.value.stringValue.map { (entry.key, $0) } }) { first, _ in first },
+                                                      folder: folder, descriptors: descriptors, engine: engine)
+            lastUse = ContinuousClock.now
+            // A command that unlocked the vault (a password it was given) leaves the agent unlocked and live.
+            if !(await engine.isLocked) { await engine.startLiveSync() }
+            return JSONValue.object(["exit": .int(Int(status))]).serialized()
         case "lock":
             await lock(reason: "vaultsync lock")
             return JSONValue.object(["ok": .bool(true)]).serialized()

@@ -53,7 +53,7 @@ struct GenerateCommand: AsyncParsableCommand {
         }
         if clip {
             // No profile is needed; the profile's clear time when there is one.
-            let environment = ProcessInfo.processInfo.environment
+            let environment = AgentHost.environment
             let seconds = (try? Profile.resolve(environment: environment).loadSettings())?.clipboardClear ?? Clipboard.defaultClearSeconds
             do {
                 Console.note(try Clipboard.copyAndClear(secret.value, what: passphrase ? "The passphrase" : "The password",

@@ -30,12 +30,14 @@ struct CLIContext {
 
     /// `repairingSettings`: a damaged settings file is not refused; ``saveSettings()`` replaces it, keeping a copy.
     static func open(_ options: GlobalOptions, repairingSettings: Bool = false,
-                     environment: [String: String] = ProcessInfo.processInfo.environment) throws -> CLIContext {
+                     environment: [String: String] = AgentHost.environment) throws -> CLIContext {
         let profile = Profile.resolve(environment: environment)
         try profile.prepare()
         profile.removeSessionIfExpired()
         let (settings, damaged) = repairingSettings ? try profile.readSettings() : (try profile.loadSettings(), nil)
-        let engine = try VaultEngine(databasePath: profile.databasePath, configuration: settings.engineConfiguration(environment: environment))
+        // In the agent, the agent's engine: one engine in one process writes the profile while the agent runs.
+        let engine = try AgentHost.current?.engine
+            ?? VaultEngine(databasePath: profile.databasePath, configuration: settings.engineConfiguration(environment: environment))
         return CLIContext(profile: profile, settings: settings, engine: engine, options: options, environment: environment, damagedSettings: damaged)
     }
 
@@ -66,11 +68,13 @@ struct CLIContext {
     /// vaultsync login EMAIL`): its first line, read once per run, when standard input is a pipe or a file
     /// and no argument of the command reads it (`-`, `--password-stdin`: the item's secret comes from there).
     static func pipedPassword() -> String? {
+        // One command's reading: in the agent, each command it runs has its own.
+        let piped = AgentHost.current?.pipedPassword ?? Self.piped
         if let kept = piped.value { return kept }
         var status = stat()
         guard !Console.stdinIsTTY, fstat(STDIN_FILENO, &status) == 0,
               [S_IFIFO, S_IFREG, S_IFSOCK].contains(status.st_mode & S_IFMT) else { return nil }
-        let arguments = CommandLine.arguments.dropFirst()
+        let arguments = AgentHost.arguments
         guard !arguments.contains(where: { $0 == "-" || $0 == "@-" || $0 == "@/dev/stdin" || $0 == "--password-stdin" || $0 == "/dev/stdin" }) else {
             return nil
         }
@@ -83,7 +87,7 @@ struct CLIContext {
     /// What ``pipedPassword()`` read (a pipe is read once; some commands ask twice).
     private static let piped = KeptPassword()
 
-    private final class KeptPassword: @unchecked Sendable {
+    final class KeptPassword: @unchecked Sendable {
         private let lock = NSLock()
         private var kept: String?
         var value: String? {
@@ -204,6 +208,9 @@ protocol VaultCommand: AsyncParsableCommand {
     static var repairsDamagedSettings: Bool { get }
     /// Whether the command first looks whether the profile is a copy of another (all but `config device`).
     static var checksProfilePlace: Bool { get }
+    /// Whether the command runs in the profile's agent when one runs (docs/CLI.md, "The agent"): commands
+    /// that never ask anything beyond the master password, which is asked here before the command is sent.
+    var runsInAgent: Bool { get }
     func execute(_ context: CLIContext) async throws
 }
 
@@ -211,8 +218,21 @@ extension VaultCommand {
     static var needsUnlock: Bool { true }
     static var repairsDamagedSettings: Bool { false }
     static var checksProfilePlace: Bool { true }
+    var runsInAgent: Bool { false }
 
     mutating func run() async throws {
+        if runsInAgent {
+            let forwarded: Int32?
+            do {
+                forwarded = try await AgentForwarding.forward(needsUnlock: Self.needsUnlock, options: global)
+            } catch {
+                throw report(error)
+            }
+            if let forwarded {
+                if forwarded == 0 { return }
+                throw ExitCode(forwarded)
+            }
+        }
         var context: CLIContext
         do {
             context = try CLIContext.open(global, repairingSettings: Self.repairsDamagedSettings)
@@ -220,13 +240,17 @@ extension VaultCommand {
             throw report(error)
         }
         await context.recoverAccountOfDamagedSettings()
+        // The agent's engine outlives the command; a command's own engine ends with it.
+        let hosted = AgentHost.current != nil
         do {
             if Self.checksProfilePlace { try await context.checkProfilePlace() }
-            if Self.needsUnlock { try await context.unlock() }
+            // The agent, once unlocked, serves every command of its user without the password again.
+            let unlockedAgent = hosted ? !(await context.engine.isLocked) : false
+            if Self.needsUnlock, !unlockedAgent { try await context.unlock() }
             try await execute(context)
-            await context.engine.shutdown()
+            if !hosted { await context.engine.shutdown() }
         } catch {
-            await context.engine.shutdown()
+            if !hosted { await context.engine.shutdown() }
             if let exit = error as? ExitCode { throw exit }
             throw report(error, server: context.settings.server)
         }

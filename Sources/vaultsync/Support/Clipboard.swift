@@ -148,7 +148,7 @@ struct ClipboardClearCommand: AsyncParsableCommand {
         signal(SIGUSR1) { _ in ClipboardClearCommand.woken = 1 }
         let expected = (readLine(strippingNewline: true) ?? "").lowercased()
         guard expected.count == 64, Clipboard.clearRange.contains(after) else { throw ExitCode(64) }
-        let environment = ProcessInfo.processInfo.environment
+        let environment = AgentHost.environment
         let tool = try Clipboard.tool(environment: environment)
         let deadline = ContinuousClock.now + .seconds(after)
         while ContinuousClock.now < deadline, Self.woken == 0 {

@@ -3,7 +3,11 @@ import Foundation
 /// Terminal output: plain text (colored only on a TTY, `NO_COLOR` respected), JSON for scripts,
 /// notes and errors on standard error.
 enum Console {
-    static let environment = ProcessInfo.processInfo.environment
+    /// The command's environment (the client's, when the agent runs the command).
+    static var environment: [String: String] { AgentHost.environment }
+    /// In the agent, nothing reads the client's terminal: its prompts are asked in the calling process
+    /// before the command is sent, and a command that would ask more does not run in the agent.
+    static var mayAsk: Bool { AgentHost.current == nil }
 
     static var stdoutIsTTY: Bool { isatty(STDOUT_FILENO) == 1 }
     static var stderrIsTTY: Bool { isatty(STDERR_FILENO) == 1 }
@@ -73,6 +77,7 @@ enum Console {
 
     /// Asks a yes/no question on standard error and reads the answer; only "y" or "yes" is a yes.
     static func confirm(_ question: String) -> Bool {
+        guard mayAsk else { return false }
         FileHandle.standardError.write(Data(question.utf8))
         guard let answer = Swift.readLine(strippingNewline: true)?.trimmingCharacters(in: .whitespaces).lowercased() else { return false }
         return answer == "y" || answer == "yes"
@@ -80,12 +85,14 @@ enum Console {
 
     /// Asks on standard error and reads one line (`nil` at end of input).
     static func ask(_ prompt: String) -> String? {
+        guard mayAsk else { return nil }
         FileHandle.standardError.write(Data(prompt.utf8))
         return Swift.readLine(strippingNewline: true)
     }
 
     /// Reads a secret from the terminal without echo.
     static func readSecret(prompt: String) -> String? {
+        guard mayAsk else { return nil }
         // Echo goes off (discarding what was typed before the question) before the prompt is shown:
         // the other way round, an answer typed or pasted the moment the prompt appears could be
         // discarded with the type-ahead, leaving the program waiting for a line already given.
