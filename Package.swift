@@ -23,9 +23,11 @@ let package = Package(
         .library(name: "VaultClient", targets: ["VaultClient"]),
         .library(name: "VaultServer", targets: ["VaultServer"]),
         .executable(name: "vaultsync", targets: ["vaultsync"]),
+        .executable(name: "vaultsync-cli", targets: ["vaultsync-cli"]),
         .executable(name: "vaultsync-server", targets: ["vaultsync-server"]),
         .executable(name: "VaultBench", targets: ["VaultBench"]),
         .executable(name: "VaultBenchFloor", targets: ["VaultBenchFloor"]),
+        .executable(name: "VaultBenchSocketFloor", targets: ["VaultBenchSocketFloor"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-crypto.git", from: "4.5.2"),
@@ -187,15 +189,30 @@ let package = Package(
         // Below the CLI, beside the engine: it knows nothing of vaults, only of frames and peers.
         // SCM_RIGHTS: a command hands the agent its standard input, output and error (the CMSG macros are C only).
         .target(name: "CDescriptorPassing"),
+        // Where a profile and its agent live, the framing, a client's connection: POSIX only, no Foundation,
+        // so that the command line's front can reach the agent before anything larger is loaded.
+        .target(
+            name: "AgentLink",
+            dependencies: ["CDescriptorPassing"],
+            swiftSettings: strict
+        ),
         .target(
             name: "VaultAgent",
-            dependencies: ["CDescriptorPassing", .product(name: "Logging", package: "swift-log")],
+            dependencies: ["AgentLink", "CDescriptorPassing", .product(name: "Logging", package: "swift-log")],
+            swiftSettings: strict
+        ),
+        // `vaultsync` as typed: hands the command to the profile's agent when one runs and takes it, else
+        // becomes `vaultsync-cli` (execv), built beside it. Not a dependency on vaultsync-cli: SwiftPM would
+        // link that executable's code (and Foundation) into this one, which must load nothing but the runtime.
+        .executableTarget(
+            name: "vaultsync",
+            dependencies: ["AgentLink", "CDescriptorPassing"],
             swiftSettings: strict
         ),
         .executableTarget(
-            name: "vaultsync",
+            name: "vaultsync-cli",
             dependencies: [
-                "VaultCrypto", "VaultModels", "VaultSyncCore", "VaultClient", "VaultAPI", "VaultExchange", "VaultAgent", "ProcessSpawn",
+                "VaultCrypto", "VaultModels", "VaultSyncCore", "VaultClient", "VaultAPI", "VaultExchange", "AgentLink", "VaultAgent", "ProcessSpawn",
                 // Not VaultServer: `vaultsync demo` runs the vaultsync-server executable, so no command loads and binds the
                 // server's code at start (it was a fifth of their relocations and protocol records; commit 79872c8).
                 "CommandLineSupport",
@@ -207,7 +224,7 @@ let package = Package(
         .executableTarget(
             name: "VaultBench",
             dependencies: [
-                "VaultCrypto", "VaultModels", "VaultClient", "VaultAPI", "VaultStore", "VaultServer", "VaultTestSupport",
+                "VaultCrypto", "VaultModels", "VaultClient", "VaultAPI", "VaultStore", "VaultServer", "VaultTestSupport", "AgentLink",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Logging", package: "swift-log"),
@@ -224,6 +241,13 @@ let package = Package(
                 "VaultCrypto", "VaultModels",
                 .product(name: "GRDB", package: "GRDB.swift"),
             ],
+            swiftSettings: strict
+        ),
+        // The floor of the agent rows (G1): one request over the agent's socket, from a program that loads
+        // only the Swift runtime.
+        .executableTarget(
+            name: "VaultBenchSocketFloor",
+            dependencies: ["AgentLink"],
             swiftSettings: strict
         ),
         .testTarget(
@@ -261,7 +285,7 @@ let package = Package(
         ),
         .testTarget(
             name: "VaultAgentTests",
-            dependencies: ["VaultAgent", "VaultTestSupport", .product(name: "Logging", package: "swift-log")],
+            dependencies: ["AgentLink", "VaultAgent", "VaultTestSupport", .product(name: "Logging", package: "swift-log")],
             swiftSettings: strict
         ),
         .testTarget(

@@ -5,6 +5,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh build
-# The demo runs the vaultsync-server executable beside vaultsync: both are built.
+# The demo runs the vaultsync-server executable beside vaultsync, and `vaultsync` is a front that runs
+# vaultsync-cli (docs/CLI.md, "The agent"): all three are built.
 swift build --product vaultsync-server
+swift build --product vaultsync-cli
 swift run vaultsync demo "$@"

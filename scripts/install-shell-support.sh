@@ -9,6 +9,7 @@ cd "$(dirname "$0")/.."
 vaultsync=${1:-}
 if [ -z "$vaultsync" ]; then
   swift build --product vaultsync >&2
+  swift build --product vaultsync-cli >&2
   vaultsync="$(swift build --show-bin-path)/vaultsync"
 fi
 [ -x "$vaultsync" ] || { echo "install-shell-support: $vaultsync is not an executable" >&2; exit 1; }

@@ -1,3 +1,4 @@
+import AgentLink
 import CDescriptorPassing
 import Foundation
 import Logging
@@ -58,7 +59,7 @@ public final class AgentSocketServer: @unchecked Sendable {
     /// Makes the folder if needed, checks it, takes over a socket file no agent answers on, binds and
     /// starts accepting.
     public func start() throws(AgentSocketError) {
-        guard let address = UnixSocket.address(path) else { throw .pathTooLong(path) }
+        guard let address = SocketCalls.address(path) else { throw .pathTooLong(path) }
         let folder = (path as NSString).deletingLastPathComponent
         try Self.preparePrivateFolder(folder, required: options.requirePrivateFolder)
         if FileManager.default.fileExists(atPath: path) {
@@ -66,7 +67,7 @@ public final class AgentSocketServer: @unchecked Sendable {
             unlink(path)
         }
         let fd = try UnixSocket.makeSocket()
-        guard UnixSocket.bind(fd, address) == 0 else {
+        guard SocketCalls.bind(fd, address) == 0 else {
             let text = UnixSocket.errorText()
             close(fd)
             throw .system("bind \(path)", text)
@@ -167,7 +168,7 @@ public final class AgentSocketServer: @unchecked Sendable {
         guard peer.uid == options.allowedUID else {
             logger.warning("the agent refused a connection from another user",
                            metadata: ["uid": "\(peer.uid)", "pid": "\(peer.pid.map(String.init) ?? "-")"])
-            _ = UnixSocket.writeAll(connection, AgentFrame.encode(Self.errorReply("refused", "This agent serves its own user only.")))
+            _ = SocketCalls.writeAll(connection, AgentFrame.encode(Self.errorReply("refused", "This agent serves its own user only.")))
             return
         }
         UnixSocket.setReadTimeout(connection, options.idleTimeout)
@@ -200,7 +201,7 @@ public final class AgentSocketServer: @unchecked Sendable {
                 frames = try decoder.append(buffer[0..<count])
             } catch {
                 logger.warning("the agent refused a request", metadata: ["error": "\(error)"])
-                _ = UnixSocket.writeAll(connection, AgentFrame.encode(Self.errorReply("tooLarge", "The request is larger than the agent takes.")))
+                _ = SocketCalls.writeAll(connection, AgentFrame.encode(Self.errorReply("tooLarge", "The request is larger than the agent takes.")))
                 return
             }
             for frame in frames {
@@ -209,7 +210,7 @@ public final class AgentSocketServer: @unchecked Sendable {
                 descriptors = []
                 let answer = Self.run(handler, frame, peer, given)
                 for descriptor in given { close(descriptor) }
-                let written = UnixSocket.writeAll(connection, AgentFrame.encode(answer))
+                let written = SocketCalls.writeAll(connection, AgentFrame.encode(answer))
                 lock.withLock { answering -= 1 }
                 guard written else { return }
             }
@@ -255,31 +256,10 @@ public enum AgentSocketClient {
         let fd = try connected(path)
         defer { close(fd) }
         if let timeout { UnixSocket.setReadTimeout(fd, timeout) }
-        let frame = AgentFrame.encode(request)
-        var sent = 0
-        if !descriptors.isEmpty {
-            sent = frame.withUnsafeBytes { raw in
-                descriptors.withUnsafeBufferPointer { fds in
-                    vaultsync_send_descriptors(fd, raw.baseAddress, raw.count, fds.baseAddress, Int32(fds.count))
-                }
-            }
-            guard sent > 0 else { throw .broken("the descriptors could not be passed: \(UnixSocket.errorText())") }
-        }
-        guard UnixSocket.writeAll(fd, Array(frame[sent...])) else { throw .broken("the agent closed the connection") }
-        var decoder = AgentFrame.Decoder()
-        var buffer = [UInt8](repeating: 0, count: 65_536)
-        while true {
-            let count = read(fd, &buffer, buffer.count)
-            if count < 0, errno == EINTR { continue }
-            if count < 0 { throw .broken(errno == EAGAIN ? "no answer within \(timeout ?? .zero)" : UnixSocket.errorText()) }
-            if count == 0 { throw .broken("the agent closed the connection") }
-            let frames: [[UInt8]]
-            do {
-                frames = try decoder.append(buffer[0..<count])
-            } catch {
-                throw .broken("\(error)")
-            }
-            if let first = frames.first { return first }
+        do {
+            return try AgentConnection.exchange(fd, request: request, descriptors: descriptors)
+        } catch {
+            throw AgentSocketError(error, path: path, timeout: timeout)
         }
     }
 
@@ -295,14 +275,24 @@ public enum AgentSocketClient {
 
     /// A socket connected to `path`.
     static func connected(_ path: String) throws(AgentSocketError) -> Int32 {
-        guard let address = UnixSocket.address(path) else { throw .pathTooLong(path) }
-        let fd = try UnixSocket.makeSocket()
-        guard UnixSocket.connect(fd, address) == 0 else {
-            let code = errno
-            close(fd)
-            if code == ENOENT || code == ECONNREFUSED { throw .notRunning(path) }
-            throw .system("connect \(path)", UnixSocket.errorText(code))
+        do {
+            return try AgentConnection.connect(path)
+        } catch {
+            throw AgentSocketError(error, path: path, timeout: nil)
         }
-        return fd
+    }
+}
+
+extension AgentSocketError {
+    init(_ failure: AgentConnection.Failure, path: String, timeout: Duration?) {
+        switch failure {
+        case .pathTooLong: self = .pathTooLong(path)
+        case .notRunning: self = .notRunning(path)
+        case .system(let call, let code): self = .system("\(call) \(path)", SocketCalls.errorText(code))
+        case .timedOut: self = .broken("no answer within \(timeout ?? .zero)")
+        case .broken(.closed): self = .broken("the agent closed the connection")
+        case .broken(.descriptorsNotPassed(let code)): self = .broken("the descriptors could not be passed: \(SocketCalls.errorText(code))")
+        case .broken(.badFrame(let error)): self = .broken("\(error)")
+        }
     }
 }

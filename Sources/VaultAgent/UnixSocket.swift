@@ -1,3 +1,4 @@
+import AgentLink
 import CDescriptorPassing
 import Foundation
 #if canImport(Glibc)
@@ -43,68 +44,14 @@ extension AgentSocketError: LocalizedError {
     }
 }
 
-/// The POSIX calls behind the agent's socket, for Linux and Apple platforms.
+/// The agent's own POSIX calls (the shared ones: ``SocketCalls``).
 enum UnixSocket {
-    static func errorText(_ code: Int32 = errno) -> String { String(cString: strerror(code)) }
-
-    /// A `sockaddr_un` for `path`, or nil when it does not fit.
-    static func address(_ path: String) -> sockaddr_un? {
-        var address = sockaddr_un()
-        #if canImport(Darwin)
-        address.sun_len = UInt8(MemoryLayout<sockaddr_un>.size)
-        #endif
-        address.sun_family = sa_family_t(AF_UNIX)
-        let bytes = Array(path.utf8)
-        let capacity = MemoryLayout.size(ofValue: address.sun_path)
-        guard bytes.count < capacity else { return nil }
-        withUnsafeMutableBytes(of: &address.sun_path) { raw in
-            raw.copyBytes(from: bytes)
-            raw[bytes.count] = 0
-        }
-        return address
-    }
+    static func errorText(_ code: Int32 = errno) -> String { SocketCalls.errorText(code) }
 
     static func makeSocket() throws(AgentSocketError) -> Int32 {
-        #if canImport(Glibc)
-        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        #else
-        let fd = socket(AF_UNIX, SOCK_STREAM, 0)
-        if fd >= 0 {
-            _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
-            var on: Int32 = 1
-            _ = setsockopt(fd, SOL_SOCKET, SO_NOSIGPIPE, &on, socklen_t(MemoryLayout<Int32>.size))
-        }
-        #endif
+        let fd = SocketCalls.makeSocket()
         guard fd >= 0 else { throw .system("socket", errorText()) }
         return fd
-    }
-
-    static func bind(_ fd: Int32, _ address: sockaddr_un) -> Int32 {
-        withAddress(address) { pointer, length in
-            #if canImport(Glibc)
-            Glibc.bind(fd, pointer, length)
-            #else
-            Darwin.bind(fd, pointer, length)
-            #endif
-        }
-    }
-
-    static func connect(_ fd: Int32, _ address: sockaddr_un) -> Int32 {
-        withAddress(address) { pointer, length in
-            #if canImport(Glibc)
-            Glibc.connect(fd, pointer, length)
-            #else
-            Darwin.connect(fd, pointer, length)
-            #endif
-        }
-    }
-
-    /// Calls `call` with `address` as the `sockaddr` pointer and length the socket calls take.
-    private static func withAddress(_ address: sockaddr_un, _ call: (UnsafePointer<sockaddr>, socklen_t) -> Int32) -> Int32 {
-        var address = address
-        return withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { call($0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
-        }
     }
 
     /// The peer of a connected socket: SO_PEERCRED on Linux, getpeereid on Apple platforms.
@@ -122,24 +69,6 @@ enum UnixSocket {
         guard getpeereid(fd, &uid, &gid) == 0 else { return nil }
         return PeerCredentials(uid: uid, pid: nil)
         #endif
-    }
-
-    /// Writes all of `bytes`; false when the peer has gone (no SIGPIPE: the signal is suppressed).
-    static func writeAll(_ fd: Int32, _ bytes: [UInt8]) -> Bool {
-        var offset = 0
-        while offset < bytes.count {
-            let written = bytes.withUnsafeBytes { raw -> Int in
-                #if canImport(Glibc)
-                send(fd, raw.baseAddress! + offset, raw.count - offset, Int32(MSG_NOSIGNAL))
-                #else
-                send(fd, raw.baseAddress! + offset, raw.count - offset, 0)
-                #endif
-            }
-            if written < 0, errno == EINTR { continue }
-            guard written > 0 else { return false }
-            offset += written
-        }
-        return true
     }
 
     /// Sets how long a read may wait for bytes before it fails with EAGAIN.

@@ -1,3 +1,4 @@
+import AgentLink
 import Foundation
 import VaultTestSupport
 #if canImport(Glibc)
@@ -78,6 +79,8 @@ enum CommandLineBenchmark {
             let run = try await add()
             if round > 0 { addUp.add(run) }
         }
+        let agentRows = try await throughAgent(cli: cli, profile: profile, environment: environment, account: account, rounds: rounds,
+                                               get: (name, password), search: search, add: add)
         await server.destroy()
         for round in 0...rounds {
             let run = try await add()
@@ -94,7 +97,7 @@ enum CommandLineBenchmark {
         func what(_ text: String, _ samples: Samples) -> String {
             text + String(format: " (p90 %.0f, CPU %.0f ms)", samples.wall(0.9), samples.cpu(0.5))
         }
-        return [
+        return agentRows + [
             BenchResult(id: "P7-get", what: what("get NAME --field password, p50", get.ours), value: get.ours.wall(0.5), unit: "ms",
                         reference: get.floor.wall(0.5), referenceWhat: "VaultBenchFloor: session, read-only open, one row decrypted, p50",
                         ratio: get.ours.wall(0.5) / get.floor.wall(0.5), goal: "≤ 50 ms, ≤ 3× floor",
@@ -106,6 +109,75 @@ enum CommandLineBenchmark {
                         goal: "≤ 100 ms", met: addUp.wall(0.5) <= 100),
             BenchResult(id: "P7-add-off", what: what("add login, server unreachable, p50", addDown), value: addDown.wall(0.5), unit: "ms",
                         goal: "≤ 100 ms", met: addDown.wall(0.5) <= 100),
+        ]
+    }
+
+    /// G1: the same commands with the profile's agent running (`vaultsync agent start`), a new process per
+    /// command as before, next to the direct mode (`VAULTSYNC_AGENT=off`, the same profile and session) and
+    /// the floor, `VaultBenchSocketFloor`: a Swift program that loads only the runtime, sends one request
+    /// over the agent's socket and prints the answer. Each round runs the three, alternating.
+    static func throughAgent(cli: String, profile: String, environment: [String: String], account: BenchAccount, rounds: Int,
+                             get: (name: String, password: String), search: String,
+                             add: () async throws -> (seconds: Double, output: String, cpu: Double)) async throws -> [BenchResult] {
+        let socketFloor: String
+        do {
+            socketFloor = try executable("VaultBenchSocketFloor")
+        } catch {
+            print("G1 skipped: \(error)")
+            return ["G1-get", "G1-list", "G1-add"].map {
+                BenchResult(id: $0, what: "skipped: \(error)", value: 0, unit: "ms", goal: "-", met: nil)
+            }
+        }
+        var starting = environment
+        starting["VAULTSYNC_PASSWORD"] = account.password
+        _ = try await command(cli, ["agent", "start"], environment: starting)
+        var direct = environment
+        direct["VAULTSYNC_AGENT"] = "off"
+        let socket = AgentLocation.socketPath(profileDirectory: profile, environment: environment)
+        var viaAgent = Samples(), directly = Samples(), floor = Samples(), listed = Samples(), added = Samples()
+        let getArguments = ["get", get.name, "--field", "password"]
+        do {
+            for round in 0...rounds {
+                let agentRun = try await timedCommand(cli, getArguments, environment: environment)
+                let directRun = try await timedCommand(cli, getArguments, environment: direct)
+                let floorRun = try await timedCommand(socketFloor, [socket], environment: environment)
+                guard agentRun.output == get.password + "\n", directRun.output == agentRun.output, floorRun.output.contains("\"locked\"") else {
+                    throw Unavailable(description: "G1: get printed \(agentRun.output.prefix(100)) / \(directRun.output.prefix(100)); the floor \(floorRun.output.prefix(200))")
+                }
+                let listRun = try await timedCommand(cli, ["list", "--search", search], environment: environment)
+                guard listRun.output.split(separator: "\n").count >= 10 else { throw Unavailable(description: "G1: list printed \(listRun.output.prefix(300))") }
+                let addRun = try await add()
+                if round > 0 {
+                    viaAgent.add(agentRun)
+                    directly.add(directRun)
+                    floor.add(floorRun)
+                    listed.add(listRun)
+                    added.add(addRun)
+                }
+            }
+        } catch {
+            _ = try? await command(cli, ["agent", "stop"], environment: environment)
+            throw error
+        }
+        let status = try await command(cli, ["agent", "status"], environment: environment)
+        _ = try await command(cli, ["agent", "stop"], environment: environment)
+        guard status.contains("vault           unlocked") else { throw Unavailable(description: "G1: the agent was not unlocked at the end: \(status)") }
+        print("G1: \(rounds) rounds through the agent, the P7 vault")
+        for (label, samples) in [("get through the agent", viaAgent), ("get, VAULTSYNC_AGENT=off", directly), ("socket floor", floor),
+                                 ("list --search through the agent", listed), ("add through the agent, server up", added)] {
+            print(String(format: "G1 %@: wall p50 %.1f ms, p90 %.1f ms; CPU (user + system) p50 %.1f ms", label,
+                         samples.wall(0.5), samples.wall(0.9), samples.cpu(0.5)))
+        }
+        let getP50 = viaAgent.wall(0.5), floorP50 = floor.wall(0.5)
+        return [
+            BenchResult(id: "G1-get", what: String(format: "get NAME --field password through the agent, p50 (direct %.1f ms, p90 %.0f)", directly.wall(0.5), viaAgent.wall(0.9)),
+                        value: getP50, unit: "ms", reference: floorP50,
+                        referenceWhat: "VaultBenchSocketFloor: one request over the agent's socket, answer printed, p50",
+                        ratio: getP50 / floorP50, goal: "≤ 10 ms, ≤ 2× floor", met: getP50 <= 10 && getP50 / floorP50 <= 2),
+            BenchResult(id: "G1-list", what: String(format: "list --search TEXT through the agent, p50 (p90 %.0f)", listed.wall(0.9)),
+                        value: listed.wall(0.5), unit: "ms", goal: "≤ 20 ms", met: listed.wall(0.5) <= 20),
+            BenchResult(id: "G1-add", what: String(format: "add login through the agent, server up, p50 (p90 %.0f)", added.wall(0.9)),
+                        value: added.wall(0.5), unit: "ms", goal: "≤ 25 ms", met: added.wall(0.5) <= 25),
         ]
     }
 

@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import Testing
+import AgentLink
 @testable import VaultAgent
 import VaultTestSupport
 #if canImport(Glibc)
@@ -97,7 +98,7 @@ struct AgentSocketTests {
 
         // A socket file left by an agent that was killed: nothing answers on it, so a new agent takes the path.
         let fd = try UnixSocket.makeSocket()
-        #expect(UnixSocket.bind(fd, try #require(UnixSocket.address(path))) == 0)
+        #expect(SocketCalls.bind(fd, try #require(SocketCalls.address(path))) == 0)
         close(fd)
         let third = AgentSocketServer(path: path, logger: Logger(label: "test"), handler: Self.echo(Calls()))
         try third.start()
@@ -197,7 +198,7 @@ final class RawClient: @unchecked Sendable {
     }
 
     func send(_ bytes: [UInt8]) {
-        _ = UnixSocket.writeAll(fd, bytes)
+        _ = SocketCalls.writeAll(fd, bytes)
     }
 
     /// Everything the agent sends until it closes the connection.

@@ -1,4 +1,8 @@
-import Foundation
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
 /// Where a profile's agent listens: one agent per profile (`VAULTSYNC_HOME`), each with a socket of its own.
 public enum AgentLocation {

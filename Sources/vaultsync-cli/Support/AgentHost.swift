@@ -1,3 +1,4 @@
+import AgentLink
 import ArgumentParser
 import CommandLineSupport
 import Foundation
@@ -81,8 +82,10 @@ enum AgentForwarding {
 enum AgentCommandRunner {
     private static let turns = Turns()
 
+    /// The command's exit status; nil when `declining` and the command would not run in the agent
+    /// (``VaultSyncCommand/runsInAgent(_:engineLocked:)``): then nothing of it ran, and the client runs it itself.
     static func run(arguments: [String], environment: [String: String], folder: String, descriptors: [Int32],
-                    engine: VaultEngine) async -> Int32 {
+                    engine: VaultEngine, declining: Bool = false) async -> Int32? {
         guard descriptors.count == 3 else { return ExitStatus.failure.rawValue }
         await turns.take()
         StandardStreams.flush()
@@ -92,8 +95,10 @@ enum AgentCommandRunner {
         StandardStreams.clearOutputErrors()
         let agentFolder = FileManager.default.currentDirectoryPath
         _ = FileManager.default.changeCurrentDirectoryPath(folder)
-        let status = await AgentHost.$current.withValue(AgentHost(engine: engine, environment: environment, arguments: arguments)) {
-            await VaultSyncCommand.runHosted(arguments)
+        let locked = await engine.isLocked
+        let status = await AgentHost.$current.withValue(AgentHost(engine: engine, environment: environment, arguments: arguments)) { () async -> Int32? in
+            if declining, !VaultSyncCommand.runsInAgent(arguments, engineLocked: locked) { return nil }
+            return await VaultSyncCommand.runHosted(arguments)
         }
         StandardStreams.flush()
         StandardStreams.discardBufferedInput()
@@ -128,6 +133,16 @@ enum AgentCommandRunner {
 }
 
 extension VaultSyncCommand {
+    /// Whether `arguments` name a command that runs in the agent as it is: one that asks nothing of the
+    /// calling terminal, and, while the agent is locked, one that needs no unlocking. What the parser
+    /// refuses, `--help` and `--version` are for the calling process too (its messages are the same).
+    static func runsInAgent(_ arguments: [String], engineLocked: Bool) -> Bool {
+        guard let command = (try? parseAsRoot(NegativeNumbers.rewrite(arguments))) as? any VaultCommand, command.runsInAgent else {
+            return false
+        }
+        return !engineLocked || !type(of: command).needsUnlock
+    }
+
     /// Parses and runs `arguments` as `main` does, returning the exit status instead of ending the process.
     static func runHosted(_ arguments: [String]) async -> Int32 {
         let arguments = NegativeNumbers.rewrite(arguments)
@@ -177,6 +192,6 @@ extension FolderCommand.List { var runsInAgent: Bool { true } }
 extension AgentForwarding {
     /// Whether an argument reads standard input (`-`, `@-`) while it is a terminal: a prompt this process asks.
     static var readsTerminal: Bool {
-        Console.stdinIsTTY && CommandLine.arguments.dropFirst().contains { $0 == "-" || $0 == "@-" }
+        Console.stdinIsTTY && AgentHost.arguments.contains { $0 == "-" || $0 == "@-" }
     }
 }

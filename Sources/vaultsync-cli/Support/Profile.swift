@@ -1,3 +1,4 @@
+import AgentLink
 import Foundation
 import VaultCrypto
 import VaultClient
@@ -5,30 +6,13 @@ import VaultSyncCore
 
 /// The profile directory: the encrypted vault database, the settings and the sealed session.
 ///
-/// `VAULTSYNC_HOME`, else `$XDG_DATA_HOME/vaultsync`, else `~/.local/share/vaultsync`. Created 0700;
+/// Where: ``ProfileLocation`` (`VAULTSYNC_HOME`, else `$XDG_DATA_HOME/vaultsync`, else `~/.local/share/vaultsync`). Created 0700;
 /// every file in it 0600 (the process umask is 077 while the CLI runs).
 struct Profile {
     let directory: String
 
     static func resolve(environment: [String: String] = ProcessInfo.processInfo.environment) -> Profile {
-        if let home = environment["VAULTSYNC_HOME"], !home.isEmpty { return Profile(directory: absolute(home, environment: environment)) }
-        if let data = environment["XDG_DATA_HOME"], !data.isEmpty { return Profile(directory: data + "/vaultsync") }
-        let home = environment["HOME"] ?? NSHomeDirectory()
-        return Profile(directory: home + "/.local/share/vaultsync")
-    }
-
-    /// The folder VAULTSYNC_HOME names, as an absolute path. A `~` the shell did not expand (the value quoted, or set
-    /// in a service's environment file) is the home folder; a relative path is taken from the current folder
-    /// once, here. Both were used as given (RELIABILITY bug 86): `VAULTSYNC_HOME="~/vault"` made a folder named `~`
-    /// in whatever folder the command ran in, and a relative profile was another, empty one after a `cd`,
-    /// shown by `config show` under the same relative name.
-    static func absolute(_ path: String, environment: [String: String]) -> String {
-        var path = path
-        if path == "~" || path.hasPrefix("~/") {
-            path = (environment["HOME"] ?? NSHomeDirectory()) + path.dropFirst()
-        }
-        guard !path.hasPrefix("/") else { return path }
-        return FileManager.default.currentDirectoryPath + "/" + path
+        Profile(directory: ProfileLocation.directory(environment: environment, currentDirectory: { FileManager.default.currentDirectoryPath }))
     }
 
     var databasePath: String { directory + "/vault.sqlite" }

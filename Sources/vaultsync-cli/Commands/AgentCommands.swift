@@ -1,3 +1,4 @@
+import AgentLink
 import ArgumentParser
 import Foundation
 import Logging
@@ -25,7 +26,7 @@ struct AgentCommand: AsyncParsableCommand {
 }
 
 /// The requests a command sends the agent (JSON objects, one per frame) and how it asks.
-enum AgentLink {
+enum AgentRequests {
     static func socketPath(_ context: CLIContext) -> String {
         AgentLocation.socketPath(profileDirectory: context.profile.directory, environment: context.environment)
     }
@@ -91,7 +92,7 @@ struct AgentRunCommand: VaultCommand {
         hangup.resume()
         var logger = Logger(label: "vaultsync.agent")
         logger.logLevel = .info
-        let path = AgentLink.socketPath(context)
+        let path = AgentRequests.socketPath(context)
         let server = AgentSocketServer(path: path, logger: logger) { request, _, descriptors in await state.answer(request, descriptors: descriptors) }
         do {
             try server.start()
@@ -190,8 +191,12 @@ actor AgentState {
                 return Self.error("malformed", "A run request carries the arguments, the environment, the folder and three descriptors.")
             }
             let arguments = given.compactMap(\.stringValue)
+            // `decline`: the command line's front asks; a command that would not run here is answered
+            // `declined`, untouched, and the front runs it in the calling process.
+            let declining = object["decline"] == .bool(true)
             let status = await AgentCommandRunner.run(arguments: arguments, environment: Dictionary(environment.compactMap { entry in entry.value.stringValue.map { (entry.key, $0) } }) { first, _ in first },
-                                                      folder: folder, descriptors: descriptors, engine: engine)
+                                                      folder: folder, descriptors: descriptors, engine: engine, declining: declining)
+            guard let status else { return JSONValue.object(["declined": .bool(true)]).serialized() }
             lastUse = ContinuousClock.now
             // A command that unlocked the vault (a password it was given) leaves the agent unlocked and live.
             if !(await engine.isLocked) { await engine.startLiveSync() }
@@ -251,7 +256,7 @@ struct AgentStartCommand: VaultCommand {
     func execute(_ context: CLIContext) async throws {
         _ = try context.requireServer()
         let email = try context.requireEmail()
-        if let running = try AgentLink.ask("status", context) {
+        if let running = try AgentRequests.ask("status", context) {
             print("The agent already runs (pid \(running["pid"]?.intValue ?? 0)).")
             return
         }
@@ -266,7 +271,7 @@ struct AgentStartCommand: VaultCommand {
 
     /// Starts `agent run` detached with a password already checked, and waits until it answers; its process id.
     static func launch(_ context: CLIContext, password: String) async throws -> pid_t {
-        let path = AgentLink.socketPath(context)
+        let path = AgentRequests.socketPath(context)
         var environment = context.environment
         for secret in ["VAULTSYNC_PASSWORD", "VAULTSYNC_SESSION"] { environment.removeValue(forKey: secret) }
         let log = context.profile.directory + "/agent.log"
@@ -293,11 +298,11 @@ struct AgentStopCommand: VaultCommand {
     @OptionGroup var global: GlobalOptions
 
     func execute(_ context: CLIContext) async throws {
-        guard try AgentLink.ask("stop", context) != nil else {
+        guard try AgentRequests.ask("stop", context) != nil else {
             print("No agent runs for this profile.")
             return
         }
-        let path = AgentLink.socketPath(context)
+        let path = AgentRequests.socketPath(context)
         let deadline = ContinuousClock.now + .seconds(30)
         while (try? AgentSocketClient.connectable(path)) == true {
             guard ContinuousClock.now < deadline else { throw CLIError.stated("The agent did not stop within 30 s.", .failure) }
@@ -316,7 +321,7 @@ struct AgentStatusCommand: VaultCommand {
     @OptionGroup var output: OutputOptions
 
     func execute(_ context: CLIContext) async throws {
-        let answer = try AgentLink.ask("status", context)
+        let answer = try AgentRequests.ask("status", context)
         if output.json {
             var object: JSONObject = ["running": .bool(answer != nil)]
             if let answer {
@@ -342,9 +347,9 @@ extension AgentStartCommand {
     /// failure is said and changes nothing of the command's own outcome.
     static func handOver(_ context: CLIContext, password: String, startingOne: Bool) async {
         do {
-            if let running = try AgentLink.ask("status", context) {
+            if let running = try AgentRequests.ask("status", context) {
                 if running["locked"] == .bool(true) {
-                    _ = try AgentLink.ask("unlock", context, fields: ["password": .string(password)])
+                    _ = try AgentRequests.ask("unlock", context, fields: ["password": .string(password)])
                     Console.note("the agent is unlocked too")
                 }
             } else if startingOne {

@@ -472,7 +472,7 @@ struct LockCommand: VaultCommand {
         }
         context.profile.removeAllSessions()
         // A running agent locks too (it holds the keys in memory; its next request needs the password again).
-        _ = try? AgentLink.ask("lock", context)
+        _ = try? AgentRequests.ask("lock", context)
         print("Locked.")
     }
 }
