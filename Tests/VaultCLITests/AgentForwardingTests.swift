@@ -48,6 +48,64 @@ struct AgentForwardingTests {
         try await device.expect(["list"], status: 2, environment: ["VAULTSYNC_AGENT": "off"], removing: ["VAULTSYNC_PASSWORD"])
     }
 
+    @Test("the vault's other commands run in the agent too (edits with flags, delete, restore, archive, folders, pending, conflicts, drafts, attachments), answering as they do without it")
+    func moreCommands() async throws {
+        let (scenario, device, pid) = try await Self.deviceWithAgent()
+        defer {
+            kill(pid, SIGKILL)
+            Task { await scenario.finish([device]) }
+        }
+        let viaAgent = ["VAULTSYNC_PASSWORD"]
+        // Reads and refusals: the same answers either way.
+        let reads: [[String]] = [
+            ["pending"], ["pending", "--json"], ["conflicts"], ["drafts"], ["attachment", "list", "Bank"], ["edit", "Nothing", "--username", "x"],
+            ["delete", "Nothing"], ["folder", "rename", "Nope", "Else"], ["pending", "discard", "Bank", "--yes"], ["conflicts", "show", "nothing"],
+            ["restore", "Bank"], ["attachment", "get", "Bank", "missing.txt", "--output", "-"],
+        ]
+        for command in reads {
+            let direct = try await device.run(command, environment: ["VAULTSYNC_AGENT": "off"])
+            let agent = try await device.run(command, removing: viaAgent)
+            #expect(agent.status == direct.status && agent.stdout == direct.stdout && agent.stderr == direct.stderr,
+                    "\(command): through the agent\n\(agent)\nwithout it\n\(direct)")
+        }
+        // Changes and their undoing, once through the agent and once without it: the same answers, and the
+        // agent's changes are in the profile for a command without it.
+        let pairs: [([String], [String])] = [
+            (["archive", "Recovery"], ["unarchive", "Recovery"]),
+            (["delete", "Recovery"], ["restore", "Recovery"]),
+            (["folder", "add", "Home"], ["folder", "delete", "Home"]),
+            (["edit", "Bank", "--username", "carol"], ["edit", "Bank", "--username", "alice"]),
+        ]
+        for (change, undo) in pairs {
+            let agentChange = try await device.run(change, removing: viaAgent)
+            let agentUndo = try await device.run(undo, removing: viaAgent)
+            let directChange = try await device.run(change, environment: ["VAULTSYNC_AGENT": "off"])
+            let directUndo = try await device.run(undo, environment: ["VAULTSYNC_AGENT": "off"])
+            // A new folder's id is its own each time.
+            func same(_ one: CLIResult, _ other: CLIResult) -> Bool {
+                let id = /[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/
+                return one.stdout.replacing(id, with: "ID") == other.stdout.replacing(id, with: "ID") && one.stderr == other.stderr
+            }
+            #expect(agentChange.status == 0 && same(agentChange, directChange),
+                    "\(change): through the agent\n\(agentChange)\nwithout it\n\(directChange)")
+            #expect(agentUndo.status == 0 && same(agentUndo, directUndo),
+                    "\(undo): through the agent\n\(agentUndo)\nwithout it\n\(directUndo)")
+        }
+        try await device.expect(["edit", "Bank", "--username", "dave"], removing: viaAgent)
+        #expect(try await device.expect(["get", "Bank", "--field", "username"], environment: ["VAULTSYNC_AGENT": "off"]).stdout == "dave\n")
+        // An attachment added through the agent (the file named relative to the caller's folder) comes back whole.
+        let folder = temporaryDirectory("vaultsync-agent-files")
+        try Data("recovery codes\n1234-5678\n".utf8).write(to: URL(fileURLWithPath: folder + "/codes.txt"))
+        let added = try await runProcess(try vaultsyncExecutable(), ["attachment", "add", "Bank", "codes.txt"],
+                                         environment: device.environment.filter { $0.key != "VAULTSYNC_PASSWORD" }, folder: folder)
+        #expect(added.status == 0, "\(added)")
+        let fetched = try await device.expect(["attachment", "get", "Bank", "codes.txt", "--output", "-"], environment: ["VAULTSYNC_AGENT": "off"])
+        #expect(fetched.stdout == "recovery codes\n1234-5678\n", "\(fetched)")
+        #expect(try await device.expect(["attachment", "get", "Bank", "codes.txt", "--output", "-"], removing: viaAgent).stdout == fetched.stdout)
+        // Without the agent and without a password the vault is locked: the answers above came from the agent.
+        try await device.expect(["pending"], status: 2, environment: ["VAULTSYNC_AGENT": "off"], removing: viaAgent)
+    }
+
     @Test("a change made through the agent (its secret piped to the command's own standard input) is in the profile for a command without it")
     func changesThroughTheAgent() async throws {
         let (scenario, device, pid) = try await Self.deviceWithAgent()

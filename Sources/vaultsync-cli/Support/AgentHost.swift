@@ -178,16 +178,40 @@ extension VaultSyncCommand {
     }
 }
 
-// The commands that run in the agent when one runs: those that ask nothing once the vault is unlocked.
-// The others (the editor, confirmations, sign-in, the agent's own, `watch`) run in the calling process.
+// The commands that run in the agent when one runs: the vault's own commands that ask nothing once the
+// vault is unlocked, so that one engine writes the profile while the agent runs. The others run in the
+// calling process: the editor (`edit` with no flags, `drafts recover`), a secret typed at the terminal
+// (`-` while standard input is a terminal), `--clip` (the clipboard tool and its clearer belong to the
+// caller's session), sign-in and account commands, settings, import and export, the agent's own, `watch`.
 extension ListCommand { var runsInAgent: Bool { true } }
 extension GetCommand { var runsInAgent: Bool { !clip } }
 extension SyncCommand { var runsInAgent: Bool { true } }
 extension StatusCommand { var runsInAgent: Bool { true } }
 extension AddCommand { var runsInAgent: Bool { !AgentForwarding.readsTerminal } }
+extension EditCommand { var runsInAgent: Bool { !(jsonFile == nil && fields.isEmpty) && !AgentForwarding.readsTerminal } }
+extension DeleteCommand { var runsInAgent: Bool { true } }
+extension RestoreCommand { var runsInAgent: Bool { true } }
+extension ArchiveCommand { var runsInAgent: Bool { true } }
+extension UnarchiveCommand { var runsInAgent: Bool { true } }
 extension FavoriteCommand { var runsInAgent: Bool { true } }
 extension MoveCommand { var runsInAgent: Bool { true } }
 extension FolderCommand.List { var runsInAgent: Bool { true } }
+extension FolderCommand.Add { var runsInAgent: Bool { true } }
+extension FolderCommand.Rename { var runsInAgent: Bool { true } }
+extension FolderCommand.Delete { var runsInAgent: Bool { true } }
+extension PendingCommand.List { var runsInAgent: Bool { true } }
+extension PendingCommand.Retry { var runsInAgent: Bool { true } }
+extension PendingCommand.Discard { var runsInAgent: Bool { true } }
+extension ConflictsCommand.List { var runsInAgent: Bool { true } }
+extension ConflictsCommand.Show { var runsInAgent: Bool { true } }
+extension ConflictsCommand.Resolve { var runsInAgent: Bool { true } }
+extension DraftsCommand.List { var runsInAgent: Bool { true } }
+extension DraftsCommand.Discard { var runsInAgent: Bool { true } }
+extension AttachmentCommand.List { var runsInAgent: Bool { true } }
+extension AttachmentCommand.Add { var runsInAgent: Bool { !AgentForwarding.readsTerminal } }
+extension AttachmentCommand.Get { var runsInAgent: Bool { true } }
+extension AttachmentCommand.Rename { var runsInAgent: Bool { true } }
+extension AttachmentCommand.Delete { var runsInAgent: Bool { true } }
 
 extension AgentForwarding {
     /// Whether an argument reads standard input (`-`, `@-`) while it is a terminal: a prompt this process asks.
