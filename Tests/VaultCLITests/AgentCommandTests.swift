@@ -26,6 +26,16 @@ struct AgentCommandTests {
         let environment = try String(decoding: Data(contentsOf: URL(fileURLWithPath: "/proc/\(pid)/environ")), as: UTF8.self)
         #expect(!arguments.contains(scenario.password) && !environment.contains(scenario.password), "no password in /proc/\(pid)")
         #expect(!environment.contains("VAULTSYNC_SESSION="), "no session key either")
+        // Its memory is kept out of swap where no limit stops it (as root, which these tests often run as).
+        let procStatus = try String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8)
+        let lockedKiB = procStatus.split(separator: "\n").first { $0.hasPrefix("VmLck:") }
+            .flatMap { Int($0.split(separator: " ").dropFirst().first ?? "") } ?? 0
+        let reported = try await Self.status(b)["memoryLocked"]
+        if geteuid() == 0 {
+            #expect(reported == .bool(true) && lockedKiB > 0, "VmLck \(lockedKiB) kB; the agent says \(String(describing: reported))")
+        } else {
+            #expect(reported == .bool(lockedKiB > 0), "VmLck \(lockedKiB) kB; the agent says \(String(describing: reported))")
+        }
 
         // Another device's change reaches this profile's store while nothing but the agent runs here.
         try await a.expect(["add", "login", "--name", "Through the agent", "--username", "alice"])

@@ -69,6 +69,9 @@ struct AgentRunCommand: VaultCommand {
     func execute(_ context: CLIContext) async throws {
         _ = try context.requireServer()
         let email = try context.requireEmail()
+        // Before a key exists in this process.
+        AgentHardening.apply()
+        let memoryLocked = AgentHardening.lockMemory()
         if passwordStdin {
             guard let password = readLine(strippingNewline: true), !password.isEmpty else { throw CLIError.locked }
             try await context.unlockLocally(email: email, password: password)
@@ -78,10 +81,9 @@ struct AgentRunCommand: VaultCommand {
             // Started by a service manager: no terminal to ask on. It runs locked until `vaultsync unlock`.
             Console.note("no master password given: the agent starts locked; `vaultsync unlock` unlocks it")
         }
-        AgentHardening.apply()
         let engine = context.engine
         let lockTimeout = context.settings.lockTimeout ?? ProfileSettings.defaultLockTimeout
-        let state = AgentState(engine: engine, email: email, lockTimeout: .seconds(lockTimeout))
+        let state = AgentState(engine: engine, email: email, lockTimeout: .seconds(lockTimeout), memoryLocked: memoryLocked)
         let stop = StopSignals(signals: [SIGINT, SIGTERM])
         stop.keepWaiting()
         signal(SIGHUP, SIG_IGN)
@@ -146,7 +148,11 @@ actor AgentState {
     private var stopRequested = false
     private var stopWaiters: [CheckedContinuation<Void, Never>] = []
 
-    init(engine: VaultEngine, email: String, lockTimeout: Duration) {
+    /// Whether the agent's memory is locked out of swap (``AgentHardening/lockMemory()``).
+    let memoryLocked: Bool
+
+    init(engine: VaultEngine, email: String, lockTimeout: Duration, memoryLocked: Bool) {
+        self.memoryLocked = memoryLocked
         self.engine = engine
         self.email = email
         self.lockTimeout = lockTimeout
@@ -168,6 +174,7 @@ actor AgentState {
             answer["pending"] = status.map { .int($0.pendingCount) } ?? .null
             answer["needsAttention"] = status.map { .int($0.needsAttentionCount) } ?? .null
             answer["live"] = await engine.liveSyncState.map { .string($0.rawValue) } ?? .null
+            answer["memoryLocked"] = .bool(memoryLocked)
             return JSONValue.object(answer).serialized()
         case "unlock":
             guard let password = object["password"]?.stringValue, !password.isEmpty else {
@@ -325,7 +332,7 @@ struct AgentStatusCommand: VaultCommand {
         if output.json {
             var object: JSONObject = ["running": .bool(answer != nil)]
             if let answer {
-                for key in ["pid", "locked", "live", "pending", "needsAttention"] { object[key] = answer[key] ?? .null }
+                for key in ["pid", "locked", "live", "pending", "needsAttention", "memoryLocked"] { object[key] = answer[key] ?? .null }
             }
             return Presentation.printJSON(.object(object))
         }
@@ -338,6 +345,7 @@ struct AgentStatusCommand: VaultCommand {
         print("live sync       \(answer["live"]?.stringValue ?? "not running")")
         if let pending = answer["pending"]?.intValue { print("pending         \(pending)") }
         if let attention = answer["needsAttention"]?.intValue, attention > 0 { print("needs attention \(attention)") }
+        if answer["memoryLocked"] == .bool(false) { print("memory          may reach swap (mlockall needs RLIMIT_MEMLOCK unlimited; docs/CLI.md, \"The agent\")") }
     }
 }
 

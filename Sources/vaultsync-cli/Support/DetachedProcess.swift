@@ -59,7 +59,9 @@ enum DetachedProcess {
 }
 
 /// What the agent does to its own process so the keys it holds stay in it: no core file, and (Linux) not
-/// dumpable, which also keeps other processes of the user from attaching a debugger or reading its memory.
+/// dumpable, which also keeps other processes of the user from attaching a debugger or reading its memory;
+/// and, where the system lets it, its memory locked so that no page of it (the keys among them) is
+/// written to swap.
 enum AgentHardening {
     typealias Prctl = @convention(c) (Int32, UInt, UInt, UInt, UInt) -> Int32
 
@@ -73,6 +75,24 @@ enum AgentHardening {
         }
         #else
         _ = setrlimit(RLIMIT_CORE, &none)
+        #endif
+    }
+
+    /// Whether the memory could be locked: mlockall(MCL_CURRENT | MCL_FUTURE | MCL_ONFAULT) on Linux, pages
+    /// locked as they are first used (locking every reserved page at once would make the thread stacks'
+    /// reservations resident). Only where no limit applies (RLIMIT_MEMLOCK unlimited, or root, whose
+    /// CAP_IPC_LOCK passes it): under the usual 8 MiB limit, MCL_FUTURE would make the agent's allocations
+    /// fail once it is reached. Apple platforms have no mlockall.
+    static func lockMemory() -> Bool {
+        #if canImport(Glibc)
+        var limit = rlimit()
+        let memoryLockLimit = __rlimit_resource_t(8)  // RLIMIT_MEMLOCK (a macro Swift does not import)
+        guard getrlimit(memoryLockLimit, &limit) == 0 else { return false }
+        guard limit.rlim_cur == rlim_t.max || geteuid() == 0 else { return false }  // rlim_t.max: RLIM_INFINITY
+        let current: Int32 = 1, future: Int32 = 2, onFault: Int32 = 4
+        return mlockall(current | future | onFault) == 0
+        #else
+        return false
         #endif
     }
 }
