@@ -104,10 +104,28 @@ struct AgentRunCommand: VaultCommand {
         let liveStateFile = LiveStateFile(profileDatabase: engine.localStore.path, program: "agent")
         let events = await engine.liveEvents()
         let reporter = Task {
+            // What needs the person is announced when it changes: conflicts to review, changes the server
+            // refused. By count and command only: the log is a file, and item names are the vault's secrets.
+            var announced = (conflicts: 0, attention: 0)
             for await event in events {
                 if case .state(let live) = event { liveStateFile.write(live) }
-                if case .synced(let sent, let pending, let messages) = event, sent > 0 || pending > 0 || !messages.isEmpty {
-                    logger.info("synced", metadata: ["sent": "\(sent)", "pending": "\(pending)", "messages": "\(messages.count)"])
+                if case .synced(let sent, let pending, let messages) = event {
+                    if sent > 0 || pending > 0 || !messages.isEmpty {
+                        logger.info("synced", metadata: ["sent": "\(sent)", "pending": "\(pending)", "messages": "\(messages.count)"])
+                    }
+                    if let status = try? await engine.status() {
+                        if status.unreviewedConflicts != announced.conflicts, status.unreviewedConflicts > 0 {
+                            logger.notice("conflicts to review: `vaultsync conflicts`", metadata: ["conflicts": "\(status.unreviewedConflicts)"])
+                        }
+                        if status.needsAttentionCount != announced.attention, status.needsAttentionCount > 0 {
+                            logger.notice("changes the server refused need attention: `vaultsync pending`",
+                                          metadata: ["needsAttention": "\(status.needsAttentionCount)"])
+                        }
+                        announced = (status.unreviewedConflicts, status.needsAttentionCount)
+                    }
+                }
+                if case .itemKeptForResolution(let id) = event {
+                    logger.info("an item changed elsewhere while this device's change waits; the next sync resolves the two", metadata: ["item": "\(id)"])
                 }
                 if event == .loggedOut { await state.requestStop() }
             }
@@ -173,6 +191,7 @@ actor AgentState {
             answer["locked"] = .bool(status?.locked ?? true)
             answer["pending"] = status.map { .int($0.pendingCount) } ?? .null
             answer["needsAttention"] = status.map { .int($0.needsAttentionCount) } ?? .null
+            answer["conflicts"] = status.map { .int($0.unreviewedConflicts) } ?? .null
             answer["live"] = await engine.liveSyncState.map { .string($0.rawValue) } ?? .null
             answer["memoryLocked"] = .bool(memoryLocked)
             return JSONValue.object(answer).serialized()
@@ -332,7 +351,7 @@ struct AgentStatusCommand: VaultCommand {
         if output.json {
             var object: JSONObject = ["running": .bool(answer != nil)]
             if let answer {
-                for key in ["pid", "locked", "live", "pending", "needsAttention", "memoryLocked"] { object[key] = answer[key] ?? .null }
+                for key in ["pid", "locked", "live", "pending", "needsAttention", "conflicts", "memoryLocked"] { object[key] = answer[key] ?? .null }
             }
             return Presentation.printJSON(.object(object))
         }
@@ -344,7 +363,8 @@ struct AgentStatusCommand: VaultCommand {
         print("vault           \(answer["locked"]?.boolValue == false ? "unlocked" : "locked")")
         print("live sync       \(answer["live"]?.stringValue ?? "not running")")
         if let pending = answer["pending"]?.intValue { print("pending         \(pending)") }
-        if let attention = answer["needsAttention"]?.intValue, attention > 0 { print("needs attention \(attention)") }
+        if let attention = answer["needsAttention"]?.intValue, attention > 0 { print("needs attention \(attention) (vaultsync pending)") }
+        if let conflicts = answer["conflicts"]?.intValue, conflicts > 0 { print("conflicts       \(conflicts) to review (vaultsync conflicts)") }
         if answer["memoryLocked"] == .bool(false) { print("memory          may reach swap (mlockall needs RLIMIT_MEMLOCK unlimited; docs/CLI.md, \"The agent\")") }
     }
 }
