@@ -36,9 +36,10 @@ extension ParsableCommand {
     ///
     /// `refused`: called with the arguments and the parser's error when it refuses them, before its
     /// message is printed (the CLI's "did you mean" for a mistyped command; it may exit itself).
-    public static func parseAndRun(refused: (@Sendable ([String], any Error) -> Void)? = nil) async {
+    public static func parseAndRun(_ given: [String] = Array(CommandLine.arguments.dropFirst()),
+                                   refused: (@Sendable ([String], any Error) -> Void)? = nil) async {
         do {
-            let arguments = NegativeNumbers.rewrite(Array(CommandLine.arguments.dropFirst()))
+            let arguments = NegativeNumbers.rewrite(given)
             var command: any ParsableCommand
             do {
                 command = try parseAsRoot(arguments)

@@ -69,6 +69,53 @@ public enum BitwardenJSON {
         return .string(String(text.prefix(23)) + "Z")
     }
 
+    /// Which of Bitwarden's two item shapes: its JSON export's, or its CLI's (`bw get item`, docs/BW-COMPATIBILITY.md):
+    /// the export's with `"object":"item"` after the dates, `login.passwordRevisionDate`, `collectionIds`
+    /// always an array, and `attachments` when the item has any.
+    public enum ItemShape: Sendable {
+        case export
+        case command
+    }
+
+    /// An item in Bitwarden's JSON, keys in Bitwarden's order.
+    public static func item(_ view: CipherView, shape: ItemShape) -> JSONValue {
+        shape == .export ? item(view) : commandItem(view)
+    }
+
+    static func commandItem(_ view: CipherView) -> JSONValue {
+        guard case .object(let exported) = item(view) else { return .null }
+        var entries: [JSONObject.Entry] = []
+        for entry in exported.entries {
+            switch entry.key {
+            case "archivedDate":
+                continue
+            case "id":
+                entries.append(.init(key: "object", value: .string("item")))
+                entries.append(entry)
+            case "login":
+                guard case .object(var login) = entry.value else { entries.append(entry); continue }
+                login["passwordRevisionDate"] = date(view.login?.passwordRevisionDate)
+                entries.append(.init(key: "login", value: .object(login)))
+            case "collectionIds":
+                entries.append(.init(key: "collectionIds", value: .array((view.collectionIds ?? []).map(JSONValue.string))))
+            default:
+                entries.append(entry)
+            }
+        }
+        if !view.attachments.isEmpty {
+            entries.append(.init(key: "attachments", value: .array(view.attachments.map { attachment in
+                .object(JSONObject(entries: [
+                    .init(key: "id", value: string(attachment.id)),
+                    .init(key: "fileName", value: string(attachment.fileName)),
+                    .init(key: "size", value: string(attachment.size)),
+                    .init(key: "sizeName", value: string(attachment.sizeName)),
+                    .init(key: "url", value: string(attachment.url)),
+                ]))
+            })))
+        }
+        return .object(JSONObject(entries: entries))
+    }
+
     static func item(_ view: CipherView) -> JSONValue {
         var entries: [JSONObject.Entry] = []
         func put(_ key: String, _ value: JSONValue) { entries.append(.init(key: key, value: value)) }
@@ -204,6 +251,22 @@ public enum BitwardenJSON {
         } catch {
             throw ExchangeError.malformed(entry: "the file", reason: "the check value opened but the data did not decrypt: \(error)")
         }
+    }
+
+    /// One item in Bitwarden's JSON (`bw create item`'s input, `bw get template item`'s shape): its content.
+    /// Where it goes (`folderId`, `organizationId`, `collectionIds`) and its history on a server (`id`, dates)
+    /// are the caller's to read.
+    public static func readItem(_ object: JSONObject) throws -> CipherView {
+        let entry = object["name"]?.stringValue.map { "the item (\($0))" } ?? "the item"
+        guard let typeCode = object["type"]?.intValue else {
+            throw ExchangeError.malformed(entry: entry, reason: "\"type\" must be a number (1 login, 2 note, 3 card, 4 identity, 5 SSH key)")
+        }
+        let type = CipherType(rawValue: typeCode)
+        guard CipherType.supported.contains(type) else {
+            throw ExchangeError.malformed(entry: entry, reason: "item type \(typeCode) is not one VaultSync stores")
+        }
+        var reader = ItemReader(object: object, entry: entry)
+        return try reader.view(type: type)
     }
 
     static func readPlain(_ root: JSONObject) throws -> ImportedVault {

@@ -31,7 +31,7 @@ struct VaultSyncCommand: AsyncParsableCommand {
             FolderCommand.self, SyncCommand.self, WatchCommand.self, AgentCommand.self, PendingCommand.self, ConflictsCommand.self, DraftsCommand.self,
             ImportCommand.self, ExportCommand.self,
             AttachmentCommand.self, GenerateCommand.self, OrganizationCommand.self, TwoStepCommand.self, APIKeyCommand.self,
-            ClipboardClearCommand.self, ManualCommand.self,
+            ClipboardClearCommand.self, ManualCommand.self, BWCommand.self,
         ]
     )
 
@@ -51,7 +51,7 @@ struct VaultSyncCommand: AsyncParsableCommand {
             return handler
         }
         // A command line the parser refuses is looked at for a mistyped command before the parser's own message.
-        await parseAndRun { arguments, error in
+        await parseAndRun(BWSurface.commandArguments()) { arguments, error in
             guard let suggestion = CommandSuggestion.message(for: arguments, refusedWith: error) else { return }
             Console.error(suggestion)
             Foundation.exit(ExitStatus.usage.rawValue)

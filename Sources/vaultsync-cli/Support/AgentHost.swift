@@ -23,7 +23,7 @@ struct AgentHost: Sendable {
     static var environment: [String: String] { current?.environment ?? ProcessInfo.processInfo.environment }
 
     /// The running command's arguments, after the executable's name.
-    static var arguments: [String] { current?.arguments ?? Array(CommandLine.arguments.dropFirst()) }
+    static var arguments: [String] { current?.arguments ?? BWSurface.commandArguments() }
 }
 
 /// The command's side: a command that can run in the agent is sent there when the profile's agent
@@ -44,7 +44,7 @@ enum AgentForwarding {
             if needsUnlock { try await unlockAgentIfLocked(path: path, profile: profile, options: options, environment: environment) }
             let request: JSONObject = [
                 "op": .string("run"),
-                "arguments": .array(CommandLine.arguments.dropFirst().map(JSONValue.string)),
+                "arguments": .array(BWSurface.commandArguments().map(JSONValue.string)),
                 "environment": .object(JSONObject(entries: environment.sorted { $0.key < $1.key }.map { JSONObject.Entry(key: $0.key, value: .string($0.value)) })),
                 "folder": .string(FileManager.default.currentDirectoryPath),
             ]

@@ -1,0 +1,169 @@
+import Foundation
+import Testing
+import VaultModels
+import VaultTestSupport
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `bw …`: Bitwarden's CLI surface (docs/BW-COMPATIBILITY.md), run as scripts run it, through a link
+/// named `bw` and as `vaultsync bw`, against the real server; the JSON compared key by key with bw's shapes.
+@Suite("bw: the drop-in surface")
+struct BWSurfaceTests {
+    /// bw's key orders (its CLI's response models, docs/BW-COMPATIBILITY.md).
+    static let itemKeys = ["passwordHistory", "revisionDate", "creationDate", "deletedDate", "object", "id", "organizationId", "folderId",
+                           "type", "reprompt", "name", "notes", "favorite"]
+    static let loginKeys = ["fido2Credentials", "uris", "username", "password", "totp", "passwordRevisionDate"]
+    static let cardKeys = ["cardholderName", "brand", "number", "expMonth", "expYear", "code"]
+    static let identityKeys = ["title", "firstName", "middleName", "lastName", "address1", "address2", "address3", "city", "state", "postalCode",
+                               "country", "company", "email", "phone", "ssn", "username", "passportNumber", "licenseNumber"]
+
+    /// A device with one item of each kind, and a `bw` link to the executable in a folder of its own.
+    static func device() async throws -> (CLIScenario, CLIDevice, URL) {
+        let scenario = try await CLIScenario.start()
+        let device = try await scenario.device(register: true)
+        try await device.expect(["folder", "add", "Work"])
+        try await device.expect(["add", "login", "--name", "GitHub", "--username", "alice", "--password", "-", "--uri", "https://github.com/login",
+                                 "--folder", "Work", "--notes", "the work account"], stdin: "gh-Pa55\n")
+        try await device.expect(["add", "login", "--name", "GitHub Personal", "--username", "al", "--password", "-"], stdin: "gh-two\n")
+        try await device.expect(["add", "card", "--name", "Visa", "--cardholder", "Alice A", "--number", "-", "--exp-month", "4", "--exp-year", "2031"],
+                                stdin: "4111111111111111\n")
+        try await device.expect(["add", "identity", "--name", "Me", "--first-name", "Alice", "--email", "alice@example.com"])
+        try await device.expect(["add", "note", "--name", "Recovery", "--notes", "codes here"])
+        let folder = temporaryDirectory("vaultsync-bw-link")
+        let link = URL(fileURLWithPath: folder + "/bw")
+        try FileManager.default.createSymbolicLink(atPath: link.path, withDestinationPath: try vaultsyncExecutable().path)
+        return (scenario, device, link)
+    }
+
+    /// Runs `bw ARGS` through the link.
+    static func bw(_ link: URL, _ device: CLIDevice, _ arguments: [String], stdin: String? = nil,
+                   environment extra: [String: String] = [:], removing: [String] = []) async throws -> CLIResult {
+        var environment = device.environment.merging(extra) { _, new in new }
+        for key in removing { environment.removeValue(forKey: key) }
+        let finished = try await runProcess(link, arguments, environment: environment, stdin: stdin)
+        return CLIResult(status: finished.status, stdout: finished.stdout, stderr: finished.stderr)
+    }
+
+    static func keys(_ value: JSONValue?) -> [String] { value?.objectValue?.entries.map(\.key) ?? [] }
+
+    @Test("status, unlock --raw, list and get print bw's JSON in bw's key order, piped without a line end; a link named bw and `vaultsync bw` agree")
+    func shapes() async throws {
+        let (scenario, device, link) = try await Self.device()
+        defer { Task { await scenario.finish([device]) } }
+        let password = ["VAULTSYNC_PASSWORD"]
+        let locked = try await Self.bw(link, device, ["status"], removing: password)
+        #expect(try locked.status == 0 && Self.keys(try locked.json()) == ["serverUrl", "lastSync", "userEmail", "status"], "\(locked)")
+        #expect(try locked.json()["status"] == .string("locked") && !locked.stdout.hasSuffix("\n"))
+
+        let unlocked = try await Self.bw(link, device, ["unlock", "--raw"], stdin: scenario.password + "\n", removing: password)
+        #expect(unlocked.status == 0 && unlocked.stdout.count == 88 && !unlocked.stdout.contains("\n"), "\(unlocked)")
+        let session = ["BW_SESSION": unlocked.stdout]
+        let status = try await Self.bw(link, device, ["status"], environment: session, removing: password)
+        #expect(Self.keys(try status.json()) == ["serverUrl", "lastSync", "userEmail", "userId", "status"], "\(status)")
+        #expect(try status.json()["status"] == .string("unlocked") && (try status.json()["userEmail"]?.stringValue) == scenario.email)
+
+        let listed = try await Self.bw(link, device, ["list", "items"], environment: session, removing: password)
+        let items = try #require(try listed.json().arrayValue)
+        #expect(items.map { $0["name"]?.stringValue ?? "" } == ["GitHub", "GitHub Personal", "Me", "Recovery", "Visa"], "bw's order: by name")
+        for item in items {
+            let type = item["type"]?.intValue
+            let body = type == 1 ? "login" : type == 2 ? "secureNote" : type == 3 ? "card" : "identity"
+            #expect(Self.keys(item) == Self.itemKeys + [body, "collectionIds"], "\(item)")
+            #expect(item["object"] == .string("item") && item["passwordHistory"] == .null && item["collectionIds"] == .array([]))
+            #expect(item["revisionDate"]?.stringValue?.wholeMatch(of: /\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z/) != nil, "\(item)")
+        }
+        let github = try #require(items.first { $0["name"] == .string("GitHub") })
+        #expect(Self.keys(github["login"]) == Self.loginKeys)
+        #expect(github["login"]?["uris"] == .array([.object(JSONObject(entries: [.init(key: "match", value: .null),
+                                                                                   .init(key: "uri", value: .string("https://github.com/login"))]))]))
+        #expect(github["notes"] == .string("the work account") && github["folderId"]?.stringValue != nil)
+        #expect(Self.keys(items.first { $0["name"] == .string("Visa") }?["card"]) == Self.cardKeys)
+        #expect(Self.keys(items.first { $0["name"] == .string("Me") }?["identity"]) == Self.identityKeys)
+        #expect(items.first { $0["name"] == .string("Recovery") }?["secureNote"] == .object(["type": .int(0)]))
+
+        // Fields by search, as bw finds them: one match; several narrowed by the field asked for.
+        let id = try #require(github["id"]?.stringValue)
+        for (arguments, expected) in [(["get", "password", id], "gh-Pa55"), (["get", "username", "github.com"], "alice"),
+                                      (["get", "uri", id], "https://github.com/login"), (["get", "notes", "github"], "the work account"),
+                                      (["get", "password", "personal"], "gh-two")] {
+            let got = try await Self.bw(link, device, arguments, environment: session, removing: password)
+            #expect(got.status == 0 && got.stdout == expected, "\(arguments): \(got)")
+            // The same through `vaultsync bw`.
+            let same = try await device.run(["bw"] + arguments, environment: session, removing: password)
+            #expect(same.stdout == got.stdout && same.status == got.status, "\(arguments): \(same)")
+        }
+        let item = try await Self.bw(link, device, ["get", "item", id], environment: session, removing: password)
+        #expect(try item.json() == github)
+        let pretty = try await Self.bw(link, device, ["get", "item", id, "--pretty"], environment: session, removing: password)
+        #expect(pretty.stdout.hasPrefix("{\n  \"passwordHistory\": null,\n  \"revisionDate\": "), "\(pretty)")
+        let folders = try await Self.bw(link, device, ["list", "folders"], environment: session, removing: password)
+        #expect(try folders.json().arrayValue?.map { Self.keys($0) } == [["object", "id", "name"], ["object", "id", "name"]])
+        #expect(try folders.json().arrayValue?.last == .object(JSONObject(entries: [.init(key: "object", value: .string("folder")),
+                                                                                 .init(key: "id", value: .null), .init(key: "name", value: .string("No Folder"))])))
+        let searched = try await Self.bw(link, device, ["list", "items", "--search", "git", "--folderid", "null"], environment: session, removing: password)
+        #expect(try searched.json().arrayValue?.map { $0["name"]?.stringValue ?? "" } == ["GitHub Personal"], "search AND filter: \(searched)")
+        let envelope = try await Self.bw(link, device, ["get", "password", id, "--response"], environment: session, removing: password)
+        #expect(try envelope.json() == .object(["success": .bool(true), "data": .object(["object": .string("string"), "data": .string("gh-Pa55")])]))
+    }
+
+    @Test("bad input as bw answers it, exit 1 and nothing saved: no match, several matches (their ids listed), a locked vault with --nointeraction, bad base64, malformed JSON")
+    func errors() async throws {
+        let (scenario, device, link) = try await Self.device()
+        defer { Task { await scenario.finish([device]) } }
+        let before = try await device.json(["list", "--json"])
+        let notFound = try await Self.bw(link, device, ["get", "item", "no such thing"])
+        #expect(notFound.status == 1 && notFound.stderr == "Not found." && notFound.stdout.isEmpty, "\(notFound)")
+        let several = try await Self.bw(link, device, ["get", "item", "github"])
+        let ids = Set(try #require(before.arrayValue).filter { $0["name"]?.stringValue?.hasPrefix("GitHub") == true }.compactMap { $0["id"]?.stringValue })
+        #expect(several.status == 1 && several.stderr.hasPrefix("More than one result was found. Try getting a specific object by `id` instead. The following objects were found:\n"))
+        #expect(Set(several.stderr.split(separator: "\n").dropFirst().map(String.init)) == ids, "\(several)")
+        let lockedVault = try await Self.bw(link, device, ["list", "items", "--nointeraction"], removing: ["VAULTSYNC_PASSWORD"])
+        #expect(lockedVault.status == 1 && lockedVault.stderr == "Vault is locked." && lockedVault.stdout.isEmpty, "\(lockedVault)")
+        let wrongSession = try await Self.bw(link, device, ["list", "items", "--nointeraction", "--session", "bm90IGEga2V5"], removing: ["VAULTSYNC_PASSWORD"])
+        #expect(wrongSession.status == 1 && wrongSession.stderr == "Vault is locked.", "\(wrongSession)")
+        for input in ["not base64 at all!", Data("{\"type\": 1, \"name\": ".utf8).base64EncodedString(), Data("[1, 2]".utf8).base64EncodedString()] {
+            let created = try await Self.bw(link, device, ["create", "item", input])
+            #expect(created.status == 1 && created.stderr == "Error parsing the encoded request data.", "\(input): \(created)")
+        }
+        let noType = try await Self.bw(link, device, ["create", "item", Data("{\"name\":\"x\"}".utf8).base64EncodedString()])
+        #expect(noType.status == 1 && noType.stderr.contains("\"type\""), "\(noType)")
+        let enveloped = try await Self.bw(link, device, ["get", "item", "no such thing", "--response"])
+        #expect(try enveloped.status == 1 && (try enveloped.json()) == .object(["success": .bool(false), "message": .string("Not found.")]), "\(enveloped)")
+        let unknown = try await Self.bw(link, device, ["get", "planet", "x"])
+        #expect(unknown.status == 1 && unknown.stderr == "Unknown object.", "\(unknown)")
+        #expect(try await device.json(["list", "--json"]) == before, "nothing saved")
+    }
+
+    @Test("create from bw encode, edit, delete and restore: the same items for every other command; with the server gone a create is kept and queued, and answered with the item")
+    func changes() async throws {
+        let (scenario, device, link) = try await Self.device()
+        defer { Task { await scenario.finish([device]) } }
+        let encoded = try await Self.bw(link, device, ["encode"], stdin: #"{"type":1,"name":"Created","notes":null,"login":{"username":"me","password":"cr-Pa55","uris":[{"match":3,"uri":"https://created.example"}]}}"# + "\n")
+        #expect(encoded.status == 0 && Data(base64Encoded: encoded.stdout) != nil, "\(encoded)")
+        let created = try await Self.bw(link, device, ["create", "item"], stdin: encoded.stdout)
+        let item = try created.json()
+        #expect(created.status == 0 && item["name"] == .string("Created") && item["login"]?["uris"]?.arrayValue?.first?["match"] == .int(3), "\(created)")
+        let id = try #require(item["id"]?.stringValue)
+        #expect(try await device.expect(["get", id, "--field", "password"]).stdout == "cr-Pa55\n")
+
+        var changed = try #require(item.objectValue)
+        changed["name"] = .string("Renamed")
+        let edited = try await Self.bw(link, device, ["edit", "item", id, Data(JSONValue.object(changed).serialized()).base64EncodedString()])
+        #expect(try edited.status == 0 && (try edited.json())["name"] == .string("Renamed"), "\(edited)")
+        #expect(try await device.expect(["get", id, "--field", "name"]).stdout == "Renamed\n")
+
+        let deleted = try await Self.bw(link, device, ["delete", "item", id])
+        #expect(deleted.status == 0 && deleted.stdout.isEmpty, "\(deleted)")
+        let trash = try await Self.bw(link, device, ["list", "items", "--trash"])
+        #expect(try trash.json().arrayValue?.compactMap { $0["id"]?.stringValue } == [id])
+        let restored = try await Self.bw(link, device, ["restore", "item", id])
+        #expect(restored.status == 0, "\(restored)")
+        #expect(try await Self.bw(link, device, ["get", "username", id]).stdout == "me")
+
+        await scenario.server.stop()
+        let offline = try await Self.bw(link, device, ["create", "item", Data(#"{"type":2,"name":"Offline note","notes":"kept","secureNote":{"type":0}}"#.utf8).base64EncodedString()])
+        #expect(try offline.status == 0 && (try offline.json())["name"] == .string("Offline note"), "\(offline)")
+        #expect(try await device.expect(["pending"]).stdout.contains("Offline note"))
+    }
+}
