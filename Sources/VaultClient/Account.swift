@@ -346,6 +346,7 @@ extension VaultEngine {
     /// Forgets the keys (and tokens) held in memory.
     public func lock() {
         session = nil
+        nameIndexInMemory = nil
         liveTask?.cancel()
     }
 
@@ -376,7 +377,10 @@ extension VaultEngine {
             try tx.accounts.remove(email: normalised)
             if forgetDevice { try tx.rememberedLogins.remove(email: normalised) }
         }
-        if session?.email == normalised { session = nil }
+        if session?.email == normalised {
+            session = nil
+            nameIndexInMemory = nil
+        }
         return revoked
     }
 

@@ -436,6 +436,7 @@ extension VaultEngine {
             _ = try? await write { tx in try tx.accounts.setSealedTokens(nil, userID: userID) }
         }
         session = nil
+        nameIndexInMemory = nil
         emit(.loggedOut)
         publishStatus()
     }

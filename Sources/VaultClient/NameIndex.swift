@@ -252,10 +252,21 @@ extension VaultEngine {
     func refreshedNameIndex() async throws -> (index: NameIndex, names: [VaultItemName]) {
         let current = try requireSession()
         let (userID, keys) = (current.userID, current.keys)
-        let (version, sealed) = try await read { tx in (try tx.ciphers(of: userID).version(), try tx.nameIndex(of: userID).sealed()) }
-        let index = sealed.flatMap { NameIndex(sealed: $0, key: keys.userKey) } ?? NameIndex()
+        let remembered = nameIndexInMemory.flatMap { $0.userID == userID ? $0.index : nil }
+        let index: NameIndex
+        let version: Int64
+        if let remembered {
+            // Held since the last command of this engine: the sealed copy is not opened again.
+            version = try await read { tx in try tx.ciphers(of: userID).version() }
+            index = remembered
+        } else {
+            let (rowsVersion, sealed) = try await read { tx in (try tx.ciphers(of: userID).version(), try tx.nameIndex(of: userID).sealed()) }
+            version = rowsVersion
+            index = sealed.flatMap { NameIndex(sealed: $0, key: keys.userKey) } ?? NameIndex()
+        }
         // Built at this version of the rows and holding all of them: nothing changed since, nothing to hash.
         if version > 0, index.version == version {
+            nameIndexInMemory = (userID, index)
             return (index, index.order.compactMap { id in index.entries[id].map { VaultItemName(id: id, name: .success($0.name)) } })
         }
         let (digests, currentVersion) = try await read { tx in (try tx.ciphers(of: userID).jsonDigests(), try tx.ciphers(of: userID).version()) }
@@ -288,6 +299,7 @@ extension VaultEngine {
         }
         rebuilt.order = digests.map(\.id).filter { rebuilt.entries[$0] != nil }
         rebuilt.version = rebuilt.order.count == digests.count ? currentVersion : -1
+        nameIndexInMemory = (userID, rebuilt)
         if !stale.isEmpty || rebuilt.entries.count != index.entries.count || rebuilt.version != index.version || rebuilt.order != index.order {
             do {
                 let sealed = try rebuilt.sealed(key: keys.userKey)
@@ -308,6 +320,11 @@ extension VaultEngine {
         let (userID, key) = (current.userID, current.keys.userKey)
         let (version, sealedNames) = try readNow { tx in (try tx.ciphers(of: userID).version(), try tx.nameIndex(of: userID).sealedNames()) }
         let equality = CaseInsensitive.Equality(name)
+        if version > 0, let remembered = nameIndexInMemory, remembered.userID == userID, remembered.index.version == version {
+            return remembered.index.order.compactMap { id in
+                remembered.index.entries[id].flatMap { CaseInsensitive.equal($0.name, name) ? VaultItemName(id: id, name: .success($0.name)) : nil }
+            }
+        }
         if version > 0, let sealedNames,
            let found = NameIndex.scan(sealedNames: sealedNames, key: key, rowsVersion: version, { equality.matches(utf8: $0) }) {
             return found

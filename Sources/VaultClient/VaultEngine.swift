@@ -93,6 +93,24 @@ public actor VaultEngine {
     var lastSyncedRevision: Int64?
     var hubAddress: String?
     var savesWaiting: [String: [CheckedContinuation<Void, Never>]] = [:]
+    /// The name index as last opened or rebuilt, decrypted, for the unlocked user (NameIndex.swift): an
+    /// engine that outlives one command (the agent, an app) finds items without opening the sealed index
+    /// again. Dropped with the keys (``lock()``).
+    var nameIndexInMemory: (userID: String, index: NameIndex)? {
+        get { keepsNameIndexInMemory ? rememberedNameIndex : nil }
+        set { rememberedNameIndex = keepsNameIndexInMemory ? newValue : nil }
+    }
+    private var rememberedNameIndex: (userID: String, index: NameIndex)?
+    /// Whether ``nameIndexInMemory`` is kept (``keepNameIndexInMemory(_:)``): off for a command's engine, which
+    /// ends with its command and reads the sealed index once anyway.
+    private var keepsNameIndexInMemory = false
+
+    /// Keeps the decrypted name index in memory between calls, for an engine that serves many commands (the
+    /// agent): finding an item by name or a search then opens nothing but the rows that changed.
+    public func keepNameIndexInMemory(_ keep: Bool) {
+        keepsNameIndexInMemory = keep
+        if !keep { rememberedNameIndex = nil }
+    }
     /// Why the configured server address may not be used (``ServerAddress``), `nil` when it may. Every
     /// call to the server checks it first (``requireUsableServer()``), so nothing is sent to it.
     nonisolated let serverRefusal: String?
@@ -169,6 +187,7 @@ public actor VaultEngine {
     /// Ends the session's in-memory state. (The HTTP client is shared by the process and lives as long.)
     public func shutdown() async {
         session = nil
+        nameIndexInMemory = nil
     }
 
     /// The local store (for status queries and tests).

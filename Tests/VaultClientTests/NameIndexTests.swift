@@ -87,6 +87,27 @@ struct NameIndexTests {
         await devices.finish()
     }
 
+    @Test("kept in memory (the agent's engine): lookups and searches answer without opening the sealed index, and follow every change")
+    func inMemory() async throws {
+        let devices = try await TwoDevices.start()
+        let a = devices.a.engine
+        await a.keepNameIndexInMemory(true)
+        for name in ["Bank", "Mail"] { _ = try await a.addItem(loginItem(name)) }
+        _ = try await a.itemNames()
+        // The sealed copy damaged behind the engine's back: the index in memory still answers, and nothing is rewritten.
+        try await a.localStore.writeDatabase { db in try db.execute(sql: "UPDATE nameIndex SET sealed = 'damaged', names = 'damaged'") }
+        #expect(try await a.items(named: "bank").count == 1)
+        #expect(try await a.items(matching: "mai").count == 1)
+        #expect(try await a.localStore.readDatabase { db in try String.fetchOne(db, sql: "SELECT sealed FROM nameIndex") } == "damaged")
+        // A change: the rows' version moves, the new row is read, the index is sealed again for the next process.
+        _ = try await a.addItem(loginItem("BANK"))
+        #expect(try await a.items(named: "bank").count == 2)
+        #expect(try await a.localStore.readDatabase { db in try String.fetchOne(db, sql: "SELECT sealed FROM nameIndex") } != "damaged")
+        await a.lock()
+        await #expect(throws: (any Error).self) { try await a.items(named: "bank") }
+        await devices.finish()
+    }
+
     @Test("a search through the index finds exactly what a search of every decrypted item finds: name, username, notes, URIs, any case")
     func search() async throws {
         let devices = try await TwoDevices.start()

@@ -82,6 +82,7 @@ struct AgentRunCommand: VaultCommand {
             Console.note("no master password given: the agent starts locked; `vaultsync unlock` unlocks it")
         }
         let engine = context.engine
+        await engine.keepNameIndexInMemory(true)
         let lockTimeout = context.settings.lockTimeout ?? ProfileSettings.defaultLockTimeout
         let state = AgentState(engine: engine, email: email, lockTimeout: .seconds(lockTimeout), memoryLocked: memoryLocked)
         let stop = StopSignals(signals: [SIGINT, SIGTERM])
