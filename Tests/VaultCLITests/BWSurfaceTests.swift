@@ -107,6 +107,32 @@ struct BWSurfaceTests {
         #expect(try envelope.json() == .object(["success": .bool(true), "data": .object(["object": .string("string"), "data": .string("gh-Pa55")])]))
     }
 
+    @Test("with the profile's agent running, bw's commands run in it: the same answers, and no password or session needed")
+    func throughTheAgent() async throws {
+        let (scenario, device, pid) = try await AgentForwardingTests.deviceWithAgent()
+        defer {
+            kill(pid, SIGKILL)
+            Task { await scenario.finish([device]) }
+        }
+        let commands: [[String]] = [
+            ["bw", "list", "items"], ["bw", "list", "items", "--search", "git"], ["bw", "get", "password", "bank"], ["bw", "get", "item", "Bank", "--pretty"],
+            ["bw", "get", "password", "github"], ["bw", "list", "folders"], ["bw", "get", "planet", "x"], ["bw", "get", "item", "nothing", "--response"],
+        ]
+        for command in commands {
+            let direct = try await device.run(command, environment: ["VAULTSYNC_AGENT": "off"])
+            let agent = try await device.run(command, removing: ["VAULTSYNC_PASSWORD"])
+            #expect(agent.status == direct.status && agent.stdout == direct.stdout && agent.stderr == direct.stderr,
+                    "\(command): through the agent\n\(agent)\nwithout it\n\(direct)")
+        }
+        let created = try await device.run(["bw", "create", "item", Data(#"{"type":2,"name":"Via agent","secureNote":{"type":0}}"#.utf8).base64EncodedString()],
+                                           removing: ["VAULTSYNC_PASSWORD"])
+        #expect(try created.status == 0 && created.json()["name"] == .string("Via agent"), "\(created)")
+        #expect(try await device.expect(["list"], environment: ["VAULTSYNC_AGENT": "off"]).stdout.contains("Via agent"))
+        // Without the agent and without a password or session, bw says the vault is locked: the answers above were the agent's.
+        let locked = try await device.run(["bw", "list", "items", "--nointeraction"], environment: ["VAULTSYNC_AGENT": "off"], removing: ["VAULTSYNC_PASSWORD"])
+        #expect(locked.status == 1 && locked.stderr == "Vault is locked.", "\(locked)")
+    }
+
     @Test("bad input as bw answers it, exit 1 and nothing saved: no match, several matches (their ids listed), a locked vault with --nointeraction, bad base64, malformed JSON")
     func errors() async throws {
         let (scenario, device, link) = try await Self.device()

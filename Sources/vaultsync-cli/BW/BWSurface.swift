@@ -130,7 +130,7 @@ enum BWOutput {
 
 /// A bw command: opens the profile with bw's session and password sources, unlocks when it needs the
 /// vault (asking as bw does), answers, and prints bw's way; every failure is bw's message and exit 1.
-protocol BWSubcommand: AsyncParsableCommand {
+protocol BWSubcommand: AsyncParsableCommand, AgentHostable {
     var bw: BWOptions { get }
     /// Whether the command needs the unlocked vault (bw's `exitIfLocked`); else only the profile.
     static var needsVault: Bool { get }
@@ -141,6 +141,8 @@ protocol BWSubcommand: AsyncParsableCommand {
 
 extension BWSubcommand {
     static var needsVault: Bool { true }
+    var runsInAgent: Bool { false }
+    var needsKeys: Bool { Self.needsVault }
     var passwordSource: (variable: String?, file: String?) { (nil, nil) }
 
     mutating func run() async throws {
@@ -155,7 +157,9 @@ extension BWSubcommand {
         do {
             let context = try CLIContext.open(options, environment: environment)
             do {
-                if Self.needsVault { try await BWUnlocking.unlock(context, options: bw) }
+                // In the agent, once it is unlocked, its keys serve the command (as for vaultsync's own).
+                let unlockedAgent = AgentHost.current != nil ? !(await context.engine.isLocked) : false
+                if Self.needsVault, !unlockedAgent { try await BWUnlocking.unlock(context, options: bw) }
                 BWOutput.print(try await respond(context), options: bw, environment: environment)
                 status = 0
             } catch {

@@ -137,10 +137,10 @@ extension VaultSyncCommand {
     /// calling terminal, and, while the agent is locked, one that needs no unlocking. What the parser
     /// refuses, `--help` and `--version` are for the calling process too (its messages are the same).
     static func runsInAgent(_ arguments: [String], engineLocked: Bool) -> Bool {
-        guard let command = (try? parseAsRoot(NegativeNumbers.rewrite(arguments))) as? any VaultCommand, command.runsInAgent else {
+        guard let command = (try? parseAsRoot(NegativeNumbers.rewrite(arguments))) as? any AgentHostable, command.runsInAgent else {
             return false
         }
-        return !engineLocked || !type(of: command).needsUnlock
+        return !engineLocked || !command.needsKeys
     }
 
     /// Parses and runs `arguments` as `main` does, returning the exit status instead of ending the process.
@@ -212,6 +212,17 @@ extension AttachmentCommand.Add { var runsInAgent: Bool { !AgentForwarding.reads
 extension AttachmentCommand.Get { var runsInAgent: Bool { true } }
 extension AttachmentCommand.Rename { var runsInAgent: Bool { true } }
 extension AttachmentCommand.Delete { var runsInAgent: Bool { true } }
+// bw's commands that ask nothing once the vault is unlocked (not unlock and lock, which change sessions).
+extension BWStatusCommand { var runsInAgent: Bool { true } }
+extension BWSyncCommand { var runsInAgent: Bool { true } }
+extension BWListCommand { var runsInAgent: Bool { true } }
+extension BWGetCommand { var runsInAgent: Bool { true } }
+extension BWCreateCommand { var runsInAgent: Bool { !Console.stdinIsTTY || encoded != nil } }
+extension BWEditCommand { var runsInAgent: Bool { !Console.stdinIsTTY || encoded != nil } }
+extension BWDeleteCommand { var runsInAgent: Bool { true } }
+extension BWRestoreCommand { var runsInAgent: Bool { true } }
+extension BWEncodeCommand { var runsInAgent: Bool { true } }
+extension BWGenerateCommand { var runsInAgent: Bool { true } }
 
 extension AgentForwarding {
     /// Whether an argument reads standard input (`-`, `@-`) while it is a terminal: a prompt this process asks.

@@ -200,7 +200,16 @@ struct CLIContext {
 
 /// A command that works on the vault: opens the profile, unlocks if it needs to, maps every error to
 /// its message and exit code.
-protocol VaultCommand: AsyncParsableCommand {
+/// A command that may run in the profile's agent (docs/CLI.md, "The agent").
+protocol AgentHostable {
+    /// Whether this command, as parsed, runs in the agent when one runs: it asks nothing of the calling
+    /// terminal beyond the master password, which is asked before the command is sent.
+    var runsInAgent: Bool { get }
+    /// Whether it needs the vault's keys: a locked agent leaves it to the calling process, which asks.
+    var needsKeys: Bool { get }
+}
+
+protocol VaultCommand: AsyncParsableCommand, AgentHostable {
     var global: GlobalOptions { get }
     /// Whether the command needs the vault unlocked.
     static var needsUnlock: Bool { get }
@@ -219,6 +228,7 @@ extension VaultCommand {
     static var repairsDamagedSettings: Bool { false }
     static var checksProfilePlace: Bool { true }
     var runsInAgent: Bool { false }
+    var needsKeys: Bool { Self.needsUnlock }
 
     mutating func run() async throws {
         if runsInAgent {
