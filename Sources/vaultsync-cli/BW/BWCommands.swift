@@ -358,6 +358,15 @@ enum BWRequest {
               let object = try? JSONParser.parseObject(Array(data)) else { throw BWFailure.parseError }
         return object
     }
+
+    /// The item a request describes (bw's item JSON).
+    static func item(_ request: JSONObject) throws -> CipherView {
+        do {
+            return try BitwardenJSON.readItem(request)
+        } catch let error as ExchangeError {
+            throw BWFailure(message: error.description)
+        }
+    }
 }
 
 struct BWCreateCommand: BWSubcommand {
@@ -371,12 +380,7 @@ struct BWCreateCommand: BWSubcommand {
         let request = try BWRequest.object(encoded)
         switch object.lowercased() {
         case "item":
-            var view: CipherView
-            do {
-                view = try BitwardenJSON.readItem(request)
-            } catch let error as ExchangeError {
-                throw BWFailure(message: error.description)
-            }
+            var view = try BWRequest.item(request)
             if let organization = request["organizationId"]?.stringValue, !organization.isEmpty {
                 throw BWFailure(message: "Creating an item in an organization is not supported here yet: create it, then share it from a Bitwarden client.")
             }
@@ -424,12 +428,7 @@ struct BWEditCommand: BWSubcommand {
                 throw BWFailure.notFound
             }
             guard original.deletedDate == nil else { throw BWFailure(message: "You may not edit a deleted item. Use the restore command first.") }
-            var view: CipherView
-            do {
-                view = try BitwardenJSON.readItem(request)
-            } catch let error as ExchangeError {
-                throw BWFailure(message: error.description)
-            }
+            var view = try BWRequest.item(request)
             // What the request describes replaces the item's content; where it lives on the server stays.
             view.id = original.id
             view.organizationId = original.organizationId
