@@ -124,7 +124,7 @@ enum CommandLineBenchmark {
             socketFloor = try executable("VaultBenchSocketFloor")
         } catch {
             print("G1 skipped: \(error)")
-            return ["G1-get", "G1-list", "G1-add"].map {
+            return ["G1-get", "G1-list", "G1-add", "B1-get", "B1-list"].map {
                 BenchResult(id: $0, what: "skipped: \(error)", value: 0, unit: "ms", goal: "-", met: nil)
             }
         }
@@ -159,8 +159,39 @@ enum CommandLineBenchmark {
             _ = try? await command(cli, ["agent", "stop"], environment: environment)
             throw error
         }
+        // B1: bw's surface (a link named bw), through the agent, then without it (the same session, as BW_SESSION).
+        let linkFolder = temporaryDirectory("vaultsync-bench-bw")
+        defer { try? FileManager.default.removeItem(atPath: linkFolder) }
+        let bw = linkFolder + "/bw"
+        try FileManager.default.createSymbolicLink(atPath: bw, withDestinationPath: cli)
+        var bwEnvironment = environment
+        bwEnvironment["BW_SESSION"] = environment["VAULTSYNC_SESSION"]
+        bwEnvironment.removeValue(forKey: "VAULTSYNC_SESSION")
+        func bwRounds(_ environment: [String: String]) async throws -> (get: Samples, list: Samples) {
+            var gets = Samples(), lists = Samples()
+            for round in 0...rounds {
+                let getRun = try await timedCommand(bw, ["get", "password", get.name], environment: environment)
+                let listRun = try await timedCommand(bw, ["list", "items", "--search", search], environment: environment)
+                guard getRun.output == get.password, listRun.output.hasPrefix("[{"), listRun.output.components(separatedBy: "\"object\":\"item\"").count > 10 else {
+                    throw Unavailable(description: "B1: bw get printed \(getRun.output.prefix(100)); bw list \(listRun.output.prefix(200))")
+                }
+                if round > 0 {
+                    gets.add(getRun)
+                    lists.add(listRun)
+                }
+            }
+            return (gets, lists)
+        }
+        let bwAgent: (get: Samples, list: Samples)
+        do {
+            bwAgent = try await bwRounds(bwEnvironment)
+        } catch {
+            _ = try? await command(cli, ["agent", "stop"], environment: environment)
+            throw error
+        }
         let status = try await command(cli, ["agent", "status"], environment: environment)
         _ = try await command(cli, ["agent", "stop"], environment: environment)
+        let bwDirect = try await bwRounds(bwEnvironment)
         guard status.contains("vault           unlocked") else { throw Unavailable(description: "G1: the agent was not unlocked at the end: \(status)") }
         print("G1: \(rounds) rounds through the agent, the P7 vault")
         for (label, samples) in [("get through the agent", viaAgent), ("get, VAULTSYNC_AGENT=off", directly), ("socket floor", floor),
@@ -168,8 +199,17 @@ enum CommandLineBenchmark {
             print(String(format: "G1 %@: wall p50 %.1f ms, p90 %.1f ms; CPU (user + system) p50 %.1f ms", label,
                          samples.wall(0.5), samples.wall(0.9), samples.cpu(0.5)))
         }
+        for (label, samples) in [("bw get password through the agent", bwAgent.get), ("bw get password, no agent", bwDirect.get),
+                                 ("bw list items --search through the agent", bwAgent.list), ("bw list items --search, no agent", bwDirect.list)] {
+            print(String(format: "B1 %@: wall p50 %.1f ms, p90 %.1f ms; CPU (user + system) p50 %.1f ms", label,
+                         samples.wall(0.5), samples.wall(0.9), samples.cpu(0.5)))
+        }
         let getP50 = viaAgent.wall(0.5), floorP50 = floor.wall(0.5)
         return [
+            BenchResult(id: "B1-get", what: String(format: "bw get password NAME through the agent, p50 (no agent: %.1f ms)", bwDirect.get.wall(0.5)),
+                        value: bwAgent.get.wall(0.5), unit: "ms", goal: "≤ 50 ms", met: bwAgent.get.wall(0.5) <= 50),
+            BenchResult(id: "B1-list", what: String(format: "bw list items --search TEXT through the agent, p50 (no agent: %.1f ms)", bwDirect.list.wall(0.5)),
+                        value: bwAgent.list.wall(0.5), unit: "ms", goal: "≤ 50 ms", met: bwAgent.list.wall(0.5) <= 50),
             BenchResult(id: "G1-get", what: String(format: "get NAME --field password through the agent, p50 (direct %.1f ms, p90 %.0f)", directly.wall(0.5), viaAgent.wall(0.9)),
                         value: getP50, unit: "ms", reference: floorP50,
                         referenceWhat: "VaultBenchSocketFloor: one request over the agent's socket, answer printed, p50",
