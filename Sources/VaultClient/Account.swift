@@ -344,7 +344,8 @@ extension VaultEngine {
     public var isLocked: Bool { session == nil }
 
     /// Forgets the keys (and tokens) held in memory.
-    public func lock() {
+    public func lock() async {
+        if nameIndexSealing != nil { await sealNameIndexInMemory() }
         session = nil
         nameIndexInMemory = nil
         liveTask?.cancel()

@@ -301,14 +301,40 @@ extension VaultEngine {
         rebuilt.version = rebuilt.order.count == digests.count ? currentVersion : -1
         nameIndexInMemory = (userID, rebuilt)
         if !stale.isEmpty || rebuilt.entries.count != index.entries.count || rebuilt.version != index.version || rebuilt.order != index.order {
-            do {
-                let sealed = try rebuilt.sealed(key: keys.userKey)
-                try await write { tx in try tx.nameIndex(of: userID).store(names: sealed.names, details: sealed.details) }
-            } catch {
-                logger.info("the name index was not written", metadata: ["error": "\(error)"])
+            if nameIndexInMemory != nil {
+                // Kept in memory: sealing every entry again is left to a moment later (a burst of changes seals once).
+                scheduleSealingOfNameIndex()
+            } else {
+                await sealNameIndex(rebuilt, userID: userID, key: keys.userKey)
             }
         }
         return (rebuilt, names.compactMap { $0 })
+    }
+
+    /// Writes `index` sealed under `key`: the copy the next process opens instead of decrypting every row.
+    func sealNameIndex(_ index: NameIndex, userID: String, key: SymmetricCryptoKey) async {
+        do {
+            let sealed = try index.sealed(key: key)
+            try await write { tx in try tx.nameIndex(of: userID).store(names: sealed.names, details: sealed.details) }
+        } catch {
+            logger.info("the name index was not written", metadata: ["error": "\(error)"])
+        }
+    }
+
+    /// Seals the index held in memory a second after the last change asked for it, off the command's path.
+    func scheduleSealingOfNameIndex() {
+        guard nameIndexSealing == nil else { return }
+        nameIndexSealing = Task {
+            try? await Task.sleep(for: .seconds(1))
+            await self.sealNameIndexInMemory()
+        }
+    }
+
+    /// Writes the index held in memory now (the agent does on lock and stop, so the next process finds it current).
+    public func sealNameIndexInMemory() async {
+        nameIndexSealing = nil
+        guard let (userID, index) = nameIndexInMemory, let current = session, current.userID == userID else { return }
+        await sealNameIndex(index, userID: userID, key: current.keys.userKey)
     }
 
     /// The items named `name` (case-insensitively, ``CaseInsensitive/equal(_:_:)``): how `vaultsync get NAME`

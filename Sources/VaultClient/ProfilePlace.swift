@@ -51,7 +51,7 @@ extension VaultEngine {
             try tx.accounts.becomeNewDevice { UUID().uuidString.lowercased() }
             try tx.profilePlace.record(here)
         }
-        lock()
+        await lock()
     }
 
     static func realFolder(of databasePath: String) -> String {

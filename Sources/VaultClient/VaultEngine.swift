@@ -101,6 +101,8 @@ public actor VaultEngine {
         set { rememberedNameIndex = keepsNameIndexInMemory ? newValue : nil }
     }
     private var rememberedNameIndex: (userID: String, index: NameIndex)?
+    /// The sealing of ``nameIndexInMemory`` waiting to run (``scheduleSealingOfNameIndex()``).
+    var nameIndexSealing: Task<Void, Never>?
     /// Whether ``nameIndexInMemory`` is kept (``keepNameIndexInMemory(_:)``): off for a command's engine, which
     /// ends with its command and reads the sealed index once anyway.
     private var keepsNameIndexInMemory = false
@@ -186,6 +188,7 @@ public actor VaultEngine {
 
     /// Ends the session's in-memory state. (The HTTP client is shared by the process and lives as long.)
     public func shutdown() async {
+        if nameIndexSealing != nil { await sealNameIndexInMemory() }
         session = nil
         nameIndexInMemory = nil
     }
