@@ -68,3 +68,31 @@ extension CaseInsensitive {
         }
     }
 }
+
+extension CaseInsensitive {
+    /// ``CaseInsensitive/contains(_:_:)`` of one text, in many candidates given as UTF-8 bytes (a search
+    /// walking the name index's fields): the text is prepared once, and an ASCII candidate is searched
+    /// without becoming a string.
+    public struct Containment: Sendable {
+        let text: String
+        /// The text's bytes, ASCII-folded, when it is ASCII.
+        let folded: [UInt8]?
+
+        public init(_ text: String) {
+            self.text = text
+            folded = text.utf8.allSatisfy { $0 < 0x80 } ? text.utf8.map(CaseInsensitive.fold) : nil
+        }
+
+        public func found(inUTF8 candidate: ArraySlice<UInt8>) -> Bool {
+            let ascii: Bool? = candidate.withUnsafeBufferPointer { bytes in
+                guard let folded, !bytes.contains(where: { $0 >= 0x80 }) else { return nil }
+                return folded.withUnsafeBufferPointer { CaseInsensitive.containsFolded(bytes, $0) }
+            }
+            return ascii ?? CaseInsensitive.contains(String(decoding: candidate, as: UTF8.self), text)
+        }
+
+        public func found(in candidate: String) -> Bool {
+            CaseInsensitive.contains(candidate, text)
+        }
+    }
+}

@@ -17,6 +17,7 @@ struct CaseInsensitiveTests {
             #expect(CaseInsensitive.equal(hay, other) == (hay.caseInsensitiveCompare(other) == .orderedSame), "\(hay) = \(other)")
             let candidate = Bool.random(using: &generator) ? other : word(Int.random(in: 0...12, using: &generator))
             #expect(CaseInsensitive.Equality(hay).matches(utf8: Array(candidate.utf8)[...]) == CaseInsensitive.equal(hay, candidate), "\(hay) = \(candidate)")
+            #expect(CaseInsensitive.Containment(needle).found(inUTF8: Array(hay.utf8)[...]) == hay.localizedCaseInsensitiveContains(needle), "\(hay) ∋ \(needle)")
         }
     }
 
@@ -28,6 +29,8 @@ struct CaseInsensitiveTests {
             #expect(CaseInsensitive.Equality(lhs).matches(utf8: Array(rhs.utf8)[...]) == CaseInsensitive.equal(lhs, rhs), "\(lhs) = \(rhs)")
             #expect(CaseInsensitive.Equality(rhs).matches(utf8: Array(lhs.utf8)[...]) == CaseInsensitive.equal(rhs, lhs), "\(rhs) = \(lhs)")
             #expect(CaseInsensitive.contains("x " + lhs + " y", rhs) == ("x " + lhs + " y").localizedCaseInsensitiveContains(rhs))
+            #expect(CaseInsensitive.Containment(rhs).found(inUTF8: Array(("x " + lhs + " y").utf8)[...])
+                    == ("x " + lhs + " y").localizedCaseInsensitiveContains(rhs), "\(lhs) ∋ \(rhs)")
         }
         #expect(CaseInsensitive.contains("Bank of Ärzte", "ärz"))
         #expect(!CaseInsensitive.contains("Bank", "Banks"))
