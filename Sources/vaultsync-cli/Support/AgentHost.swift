@@ -83,7 +83,7 @@ enum AgentCommandRunner {
     private static let turns = Turns()
 
     /// The command's exit status; nil when `declining` and the command would not run in the agent
-    /// (``VaultSyncCommand/runsInAgent(_:engineLocked:)``): then nothing of it ran, and the client runs it itself.
+    /// (``VaultSyncCommand/hostable(_:engineLocked:)``): then nothing of it ran, and the client runs it itself.
     static func run(arguments: [String], environment: [String: String], folder: String, descriptors: [Int32],
                     engine: VaultEngine, declining: Bool = false) async -> Int32? {
         guard descriptors.count == 3 else { return ExitStatus.failure.rawValue }
@@ -97,8 +97,10 @@ enum AgentCommandRunner {
         _ = FileManager.default.changeCurrentDirectoryPath(folder)
         let locked = await engine.isLocked
         let status = await AgentHost.$current.withValue(AgentHost(engine: engine, environment: environment, arguments: arguments)) { () async -> Int32? in
-            if declining, !VaultSyncCommand.runsInAgent(arguments, engineLocked: locked) { return nil }
-            return await VaultSyncCommand.runHosted(arguments)
+            guard declining else { return await VaultSyncCommand.runHosted(arguments) }
+            // Parsed once: the command that is judged is the one that runs.
+            guard let command = VaultSyncCommand.hostable(arguments, engineLocked: locked) else { return nil }
+            return await VaultSyncCommand.runHosted(arguments, parsed: command)
         }
         StandardStreams.flush()
         StandardStreams.discardBufferedInput()
@@ -133,23 +135,23 @@ enum AgentCommandRunner {
 }
 
 extension VaultSyncCommand {
-    /// Whether `arguments` name a command that runs in the agent as it is: one that asks nothing of the
+    /// The command `arguments` name, when it runs in the agent as it is: one that asks nothing of the
     /// calling terminal, and, while the agent is locked, one that needs no unlocking. What the parser
     /// refuses, `--help` and `--version` are for the calling process too (its messages are the same).
-    static func runsInAgent(_ arguments: [String], engineLocked: Bool) -> Bool {
-        guard let command = (try? parseAsRoot(NegativeNumbers.rewrite(arguments))) as? any AgentHostable, command.runsInAgent else {
-            return false
-        }
-        return !engineLocked || !command.needsKeys
+    static func hostable(_ arguments: [String], engineLocked: Bool) -> (any ParsableCommand)? {
+        guard let command = try? parseAsRoot(NegativeNumbers.rewrite(arguments)), let hostable = command as? any AgentHostable,
+              hostable.runsInAgent, !engineLocked || !hostable.needsKeys else { return nil }
+        return command
     }
 
-    /// Parses and runs `arguments` as `main` does, returning the exit status instead of ending the process.
-    static func runHosted(_ arguments: [String]) async -> Int32 {
+    /// Parses (unless `parsed` is given) and runs `arguments` as `main` does, returning the exit status
+    /// instead of ending the process.
+    static func runHosted(_ arguments: [String], parsed: (any ParsableCommand)? = nil) async -> Int32 {
         let arguments = NegativeNumbers.rewrite(arguments)
         do {
             var command: any ParsableCommand
             do {
-                command = try parseAsRoot(arguments)
+                command = try parsed ?? parseAsRoot(arguments)
             } catch {
                 if let suggestion = CommandSuggestion.message(for: arguments, refusedWith: error) {
                     Console.error(suggestion)
