@@ -325,12 +325,14 @@ struct CommandLineSecretTests {
         try await device.expect(["add", "login", "--name", "Bank", "--password", "-"], stdin: "bank-Pa55\n")
         let folder = (device.home as NSString).deletingLastPathComponent
         let script = folder + "/signalling-editor"
-        // Finds the vaultsync above it, signals it, and edits the file a second later if it is still there.
+        // Finds the vaultsync above it (vaultsync-cli, which the `vaultsync` front became), signals it, and edits
+        // the file a second later if it is still there; finding none, it signals nothing and fails the edit.
         try Data(#"""
             #!/bin/sh
             echo "$1" > "$SIDE"
             p=$PPID
-            while [ "$p" -gt 1 ] && [ "$(cat /proc/$p/comm)" != vaultsync ]; do p=$(cut -d' ' -f4 /proc/$p/stat); done
+            while [ "$p" -gt 1 ] && [ "$(cat /proc/$p/comm)" != vaultsync-cli ]; do p=$(cut -d' ' -f4 /proc/$p/stat); done
+            [ "$p" -gt 1 ] || exit 3
             kill -"$SIG" "$p"
             sleep 1
             [ -f "$1" ] && sed -i "s/\"Bank\"/\"Bank $SIG\"/" "$1"
