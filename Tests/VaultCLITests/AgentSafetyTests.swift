@@ -64,11 +64,13 @@ struct AgentSafetyTests {
         // The profile's queue is whole too: what is pending reaches the server, and nothing is left.
         try await device.expect(["sync"])
         #expect(try await device.expect(["pending"]).stdout.contains("Nothing pending."))
-        // A new agent starts on the stale socket file and serves.
+        // A new agent starts on the stale socket file and serves the same vault (as it is after the sync).
+        let synced = try await device.json(["list", "--json"])
+        #expect(Set(synced.arrayValue?.compactMap { $0["name"]?.stringValue } ?? []) == names)
         try await device.expect(["agent", "start"])
         let newPid = try #require(try await device.json(["agent", "status"])["pid"]?.intValue.map(Int32.init))
         defer { kill(newPid, SIGKILL) }
-        #expect(try await device.expect(["list", "--json"], removing: ["VAULTSYNC_PASSWORD"]).json() == listed)
+        #expect(try await device.expect(["list", "--json"], removing: ["VAULTSYNC_PASSWORD"]).json() == synced)
     }
 
     @Test("idle past the lock timeout, the agent locks (its log says why); the next command needs the password again")
