@@ -347,13 +347,15 @@ extension VaultEngine {
     public func items(named name: String) async throws -> [VaultItemName] {
         let current = try requireSession()
         let (userID, key) = (current.userID, current.keys.userKey)
-        let (version, sealedNames) = try readNow { tx in (try tx.ciphers(of: userID).version(), try tx.nameIndex(of: userID).sealedNames()) }
-        let equality = CaseInsensitive.Equality(name)
-        if version > 0, let remembered = nameIndexInMemory, remembered.userID == userID, remembered.index.version == version {
+        // Held in memory and current: only the rows' version is read (the sealed names part is not).
+        if let remembered = nameIndexInMemory, remembered.userID == userID,
+           try readNow({ tx in try tx.ciphers(of: userID).version() }) == remembered.index.version, remembered.index.version > 0 {
             return remembered.index.order.compactMap { id in
                 remembered.index.entries[id].flatMap { CaseInsensitive.equal($0.name, name) ? VaultItemName(id: id, name: .success($0.name)) : nil }
             }
         }
+        let (version, sealedNames) = try readNow { tx in (try tx.ciphers(of: userID).version(), try tx.nameIndex(of: userID).sealedNames()) }
+        let equality = CaseInsensitive.Equality(name)
         if version > 0, let sealedNames,
            let found = NameIndex.scan(sealedNames: sealedNames, key: key, rowsVersion: version, { equality.matches(utf8: $0) }) {
             return found

@@ -61,7 +61,7 @@ public enum BitwardenJSON {
     static func string(_ value: String?) -> JSONValue { value.map(JSONValue.string) ?? .null }
 
     /// `2024-01-30T14:09:33.753Z`: milliseconds, as JavaScript's `Date.toISOString` writes them.
-    static func date(_ value: WireDate?) -> JSONValue {
+    public static func date(_ value: WireDate?) -> JSONValue {
         guard let value else { return .null }
         let text = value.iso8601
         // iso8601 has six fractional digits: keep three.

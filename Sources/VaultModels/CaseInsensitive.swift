@@ -19,6 +19,11 @@ public enum CaseInsensitive {
 
     static func fold(_ byte: UInt8) -> UInt8 { (65...90).contains(byte) ? byte | 0x20 : byte }
 
+    /// `text`'s bytes ASCII-folded, when it is ASCII (a text prepared once for many comparisons).
+    static func foldedASCII(_ text: String) -> [UInt8]? {
+        text.utf8.allSatisfy { $0 < 0x80 } ? text.utf8.map(fold) : nil
+    }
+
     /// `body` over both strings' UTF-8 bytes when both are ASCII; `nil` otherwise.
     static func asciiBytes(_ lhs: String, _ rhs: String, _ body: (UnsafeBufferPointer<UInt8>, UnsafeBufferPointer<UInt8>) -> Bool) -> Bool? {
         var lhs = lhs, rhs = rhs
@@ -54,7 +59,7 @@ extension CaseInsensitive {
 
         public init(_ text: String) {
             self.text = text
-            folded = text.utf8.allSatisfy { $0 < 0x80 } ? text.utf8.map(CaseInsensitive.fold) : nil
+            folded = CaseInsensitive.foldedASCII(text)
         }
 
         public func matches(utf8 candidate: ArraySlice<UInt8>) -> Bool {
@@ -80,7 +85,7 @@ extension CaseInsensitive {
 
         public init(_ text: String) {
             self.text = text
-            folded = text.utf8.allSatisfy { $0 < 0x80 } ? text.utf8.map(CaseInsensitive.fold) : nil
+            folded = CaseInsensitive.foldedASCII(text)
         }
 
         public func found(inUTF8 candidate: ArraySlice<UInt8>) -> Bool {

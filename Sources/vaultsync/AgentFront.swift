@@ -51,7 +51,7 @@ enum AgentFront {
             return nil
         }
         defer { close(fd) }
-        let request = runRequest(arguments: commandArguments(), environment: environment, folder: folder)
+        let request = runRequest(arguments: ProgramName.commandArguments(CommandLine.arguments), environment: environment, folder: folder)
         let answer: [UInt8]
         do {
             answer = try AgentConnection.exchange(fd, request: request, descriptors: [STDIN_FILENO, STDOUT_FILENO, STDERR_FILENO])
@@ -64,13 +64,6 @@ enum AgentFront {
             return nil
         }
         return exitStatus(in: answer)
-    }
-
-    /// The arguments after the program's name; invoked as `bw` (a link named so), `bw` in front, as in
-    /// `vaultsync bw …` (docs/BW-COMPATIBILITY.md).
-    static func commandArguments() -> [String] {
-        let name = CommandLine.arguments.first.map { $0.split(separator: "/").last.map(String.init) ?? $0 } ?? ""
-        return (name == "bw" ? ["bw"] : []) + CommandLine.arguments.dropFirst()
     }
 
     /// `{"op":"run","decline":true,…}`: the agent runs the command only when it would run there (an

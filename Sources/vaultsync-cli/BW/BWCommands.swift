@@ -48,9 +48,9 @@ enum BWItems {
 
     /// bw's basic search: the name, a login's username or a URI holds the text (any case), or the text
     /// (8 characters or more) begins the id; items in the trash only with `trash`.
+    /// `query` as bw compares it: trimmed, lower-cased (``normalized(_:)``, once per search).
     static func matches(_ item: CipherView, _ query: String, trash: Bool) -> Bool {
         guard (item.deletedDate != nil) == trash else { return false }
-        let query = query.trimmingCharacters(in: .whitespaces).lowercased()
         guard !query.isEmpty else { return true }
         if item.name.lowercased().contains(query) { return true }
         if query.count >= 8, let id = item.id, id.lowercased().hasPrefix(query) { return true }
@@ -59,16 +59,18 @@ enum BWItems {
     }
 
     /// The items a search finds: the name index narrows them (names, usernames, notes, URIs), then bw's rule.
+    static func normalized(_ query: String) -> String { query.trimmingCharacters(in: .whitespaces).lowercased() }
+
     static func search(_ query: String, trash: Bool, context: CLIContext) async throws -> [CipherView] {
-        var found = try await context.engine.items(matching: query.trimmingCharacters(in: .whitespaces)).compactMap { try? $0.result.get() }
-        let trimmed = query.trimmingCharacters(in: .whitespaces).lowercased()
+        let trimmed = normalized(query)
+        var found = try await context.engine.items(matching: trimmed).compactMap { try? $0.result.get() }
         if trimmed.count >= 8 {
             let known = Set(found.compactMap(\.id))
             for candidate in try await context.engine.items(idPrefix: trimmed) where !known.contains(candidate.id) {
                 if let view = try? await context.engine.item(id: candidate.id) { found.append(view) }
             }
         }
-        return sorted(found.filter { matches($0, query, trash: trash) })
+        return sorted(found.filter { matches($0, trimmed, trash: trash) })
     }
 
     /// `bw get`'s rule: an id is looked up alone (the trash included); anything else is searched (not in
@@ -124,20 +126,11 @@ struct BWStatusCommand: BWSubcommand {
         // Unlocked: what bw means by it, a session (or a given password) that opens the vault, asking nothing.
         let unlocked = (try? await context.unlock(prompt: false)) != nil
         let status = try? await context.engine.status()
-        entries.append(.init(key: "lastSync", value: BWDates.json(status?.lastSync)))
+        entries.append(.init(key: "lastSync", value: BitwardenJSON.date(status?.lastSync)))
         entries.append(.init(key: "userEmail", value: .string(email)))
         if let userID = await context.engine.currentUserID { entries.append(.init(key: "userId", value: .string(userID))) }
         entries.append(.init(key: "status", value: .string(unlocked ? "unlocked" : "locked")))
         return .template(.object(JSONObject(entries: entries)))
-    }
-}
-
-enum BWDates {
-    /// JavaScript's `Date.toJSON`: UTC, milliseconds, `Z`.
-    static func json(_ date: WireDate?) -> JSONValue {
-        guard let date else { return .null }
-        let text = date.iso8601
-        return .string(text.count == 27 && text.hasSuffix("Z") ? String(text.prefix(23)) + "Z" : text)
     }
 }
 
@@ -210,7 +203,7 @@ struct BWSyncCommand: BWSubcommand {
     @Flag(name: [.customShort("f"), .customLong("force")], help: "A full sync (every sync here is one).") var force = false
 
     func respond(_ context: CLIContext) async throws -> BWResponse {
-        if last { return .string(BWDates.json(try await context.engine.status().lastSync).stringValue) }
+        if last { return .string(BitwardenJSON.date(try await context.engine.status().lastSync).stringValue) }
         do {
             _ = try await context.engine.sync()
         } catch {

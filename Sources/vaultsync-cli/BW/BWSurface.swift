@@ -1,3 +1,4 @@
+import AgentLink
 import ArgumentParser
 import CommandLineSupport
 import Foundation
@@ -8,11 +9,8 @@ import VaultModels
 /// and exit codes, so that scripts written for `bw` run unchanged, offline too. Reached as `bw` (a link
 /// to the executable named so) or as `vaultsync bw …`.
 enum BWSurface {
-    /// The arguments after the program's name; invoked as `bw`, with `bw` in front.
-    static func commandArguments() -> [String] {
-        let name = (CommandLine.arguments.first ?? "").split(separator: "/").last.map(String.init) ?? ""
-        return (name == "bw" ? ["bw"] : []) + CommandLine.arguments.dropFirst()
-    }
+    /// The arguments after the program's name; invoked as `bw`, with `bw` in front (``ProgramName``).
+    static func commandArguments() -> [String] { ProgramName.commandArguments(CommandLine.arguments) }
 }
 
 /// bw's global flags, taken by every bw command, and their environment variables (bw sets the one from the other).
