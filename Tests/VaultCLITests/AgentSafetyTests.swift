@@ -73,6 +73,28 @@ struct AgentSafetyTests {
         #expect(try await device.expect(["list", "--json"], removing: ["VAULTSYNC_PASSWORD"]).json() == synced)
     }
 
+    @Test("a queued change the server then refuses is announced by the agent: in its log (by count, never the item's name) and in agent status")
+    func announcesNeedsAttention() async throws {
+        let scenario = try await CLIScenario.start()
+        let (device, proxy) = try await scenario.deviceBehindProxy()
+        defer { Task { await scenario.finish([device]); await proxy.stop() } }
+        try await device.expect(["agent", "start"])
+        let pid = try #require(try await device.json(["agent", "status"])["pid"]?.intValue.map(Int32.init))
+        defer { kill(pid, SIGKILL) }
+        // The create does not get through (kept and queued); every later try is refused with 400.
+        await proxy.add(.init(method: "POST", pathPrefix: "/api/ciphers", action: .dropBeforeForwarding, times: 1))
+        await proxy.add(.init(method: "POST", pathPrefix: "/api/ciphers", action: .fail(status: 400), times: 1_000))
+        let added = try await device.run(["add", "login", "--name", "Refused later", "--username", "alice"], removing: ["VAULTSYNC_PASSWORD"])
+        #expect(added.status == 0, "\(added)")
+        let log = device.home + "/agent.log"
+        func logText() -> String { (try? String(contentsOfFile: log, encoding: .utf8)) ?? "" }
+        // The agent sends queued changes by itself; the refusal makes the change need attention.
+        #expect(await waitUntil { logText().contains("changes the server refused need attention") }, "\(logText())")
+        #expect(!logText().contains("Refused later"), "the log names no item")
+        #expect(try await device.json(["agent", "status"])["needsAttention"] == .int(1))
+        #expect(try await device.expect(["agent", "status"]).stdout.contains("needs attention 1 (vaultsync pending)"))
+    }
+
     @Test("idle past the lock timeout, the agent locks (its log says why); the next command needs the password again")
     func lockTimeout() async throws {
         let scenario = try await CLIScenario.start()
