@@ -245,6 +245,52 @@ enum UUIDText {
     }
 }
 
+extension NameIndex {
+    /// The index's names by their ASCII-folded bytes, for an engine that answers many lookups by name from
+    /// one index in memory (the agent): finding a name is one table lookup instead of a walk of every
+    /// entry. A name that is not ASCII is compared as ``CaseInsensitive/equal(_:_:)`` compares it, on
+    /// every lookup (the locale's rules have no byte key).
+    struct Lookup: Sendable {
+        /// The index's version it was built from.
+        let version: Int64
+        /// Positions in the index's order, ascending, of each ASCII name's folded bytes.
+        let ascii: [[UInt8]: [Int]]
+        /// Positions of the names that are not ASCII, ascending.
+        let other: [Int]
+
+        /// The entries in the index's order (an index held in memory holds every id of its order).
+        let entries: [Entry]
+
+        /// `nil` when an id of the order has no entry (an index that is not whole is never served from memory).
+        init?(_ index: NameIndex) {
+            var ascii: [[UInt8]: [Int]] = [:]
+            var other: [Int] = []
+            var entries: [Entry] = []
+            entries.reserveCapacity(index.order.count)
+            for (position, id) in index.order.enumerated() {
+                guard let entry = index.entries[id] else { return nil }
+                entries.append(entry)
+                if let folded = CaseInsensitive.foldedASCII(entry.name) { ascii[folded, default: []].append(position) } else { other.append(position) }
+            }
+            self.version = index.version
+            self.ascii = ascii
+            self.other = other
+            self.entries = entries
+        }
+
+        /// The positions, ascending, of the entries named `name` (``CaseInsensitive/equal(_:_:)``).
+        func positions(named name: String) -> [Int] {
+            let equalTo: (Int) -> Bool = { position in CaseInsensitive.equal(entries[position].name, name) }
+            guard let folded = CaseInsensitive.foldedASCII(name) else {
+                return entries.indices.filter(equalTo)
+            }
+            let found = ascii[folded] ?? []
+            let others = other.filter(equalTo)
+            return others.isEmpty ? found : (found + others).sorted()
+        }
+    }
+}
+
 extension VaultEngine {
     /// The name index brought up to date with the rows: each row's JSON is hashed where SQLite holds it; the
     /// names of rows unchanged since the index was written come from it, the other rows are read and
@@ -348,10 +394,9 @@ extension VaultEngine {
         let current = try requireSession()
         let (userID, key) = (current.userID, current.keys.userKey)
         // Held in memory and current: only the rows' version is read (the sealed names part is not).
-        if let remembered = nameIndexInMemory, remembered.userID == userID,
-           try readNow({ tx in try tx.ciphers(of: userID).version() }) == remembered.index.version, remembered.index.version > 0 {
-            return remembered.index.order.compactMap { id in
-                remembered.index.entries[id].flatMap { CaseInsensitive.equal($0.name, name) ? VaultItemName(id: id, name: .success($0.name)) : nil }
+        if let (index, lookup) = try currentNameIndexInMemory(userID: userID) {
+            return lookup.positions(named: name).map { position in
+                VaultItemName(id: index.order[position], name: .success(lookup.entries[position].name))
             }
         }
         let (version, sealedNames) = try readNow { tx in (try tx.ciphers(of: userID).version(), try tx.nameIndex(of: userID).sealedNames()) }
@@ -361,6 +406,17 @@ extension VaultEngine {
             return found
         }
         return try await refreshedNameIndex().names.filter { item in (try? item.name.get()).map { CaseInsensitive.equal($0, name) } ?? false }
+    }
+
+    /// The name index held in memory (``nameIndexInMemory``) with its table of names, when it was built at
+    /// the rows' current version and holds every row: then only the rows' version is read.
+    func currentNameIndexInMemory(userID: String) throws -> (index: NameIndex, lookup: NameIndex.Lookup)? {
+        guard let remembered = nameIndexInMemory, remembered.userID == userID, remembered.index.version > 0,
+              try readNow({ tx in try tx.ciphers(of: userID).version() }) == remembered.index.version else { return nil }
+        if let built = nameLookupInMemory, built.version == remembered.index.version { return (remembered.index, built) }
+        guard let built = NameIndex.Lookup(remembered.index) else { return nil }
+        nameLookupInMemory = built
+        return (remembered.index, built)
     }
 
     /// The ids of the cached items that start with `prefix` (lowercase), with their names.
@@ -376,10 +432,15 @@ extension VaultEngine {
     /// as such) are decrypted.
     public func items(matching text: String) async throws -> [VaultItem] {
         let current = try requireSession()
-        let (index, names) = try await refreshedNameIndex()
-        let containment = CaseInsensitive.Containment(text)
-        let ids = names.filter { name in index.entries[name.id].map { $0.matches(containment) } ?? true }.map(\.id)
         let userID = current.userID
+        let containment = CaseInsensitive.Containment(text)
+        let ids: [String]
+        if let (index, lookup) = try currentNameIndexInMemory(userID: userID) {
+            ids = lookup.entries.indices.filter { lookup.entries[$0].matches(containment) }.map { index.order[$0] }
+        } else {
+            let (index, names) = try await refreshedNameIndex()
+            ids = names.filter { name in index.entries[name.id].map { $0.matches(containment) } ?? true }.map(\.id)
+        }
         let (rows, pendingRows) = try await read { tx in
             (try tx.ciphers(of: userID).find(ids: ids), try ids.compactMap { try tx.queue(of: userID).record(kind: .cipher, itemID: $0) })
         }

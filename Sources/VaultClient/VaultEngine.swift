@@ -100,7 +100,20 @@ public actor VaultEngine {
         get { keepsNameIndexInMemory ? rememberedNameIndex : nil }
         set { rememberedNameIndex = keepsNameIndexInMemory ? newValue : nil }
     }
-    private var rememberedNameIndex: (userID: String, index: NameIndex)?
+    private var rememberedNameIndex: (userID: String, index: NameIndex)? {
+        didSet {
+            // Another index (another user, other rows): the table of the one before is dropped.
+            if oldValue?.userID != rememberedNameIndex?.userID || oldValue?.index.version != rememberedNameIndex?.index.version {
+                rememberedNameLookup = nil
+            }
+        }
+    }
+    /// ``nameIndexInMemory``'s names as a table (``NameIndex/Lookup``), built at the first lookup by name.
+    var nameLookupInMemory: NameIndex.Lookup? {
+        get { rememberedNameIndex == nil ? nil : rememberedNameLookup }
+        set { rememberedNameLookup = newValue }
+    }
+    private var rememberedNameLookup: NameIndex.Lookup?
     /// The sealing of ``nameIndexInMemory`` waiting to run (``scheduleSealingOfNameIndex()``).
     var nameIndexSealing: Task<Void, Never>?
     /// Whether ``nameIndexInMemory`` is kept (``keepNameIndexInMemory(_:)``): off for a command's engine, which

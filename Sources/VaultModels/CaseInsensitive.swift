@@ -20,7 +20,7 @@ public enum CaseInsensitive {
     static func fold(_ byte: UInt8) -> UInt8 { (65...90).contains(byte) ? byte | 0x20 : byte }
 
     /// `text`'s bytes ASCII-folded, when it is ASCII (a text prepared once for many comparisons).
-    static func foldedASCII(_ text: String) -> [UInt8]? {
+    public static func foldedASCII(_ text: String) -> [UInt8]? {
         text.utf8.allSatisfy { $0 < 0x80 } ? text.utf8.map(fold) : nil
     }
 

@@ -110,6 +110,41 @@ struct NameIndexTests {
         await devices.finish()
     }
 
+    @Test("an engine that keeps the index in memory finds by name and searches from its table exactly as every decrypted item answers, in the rows' order, after changes too")
+    func tableInMemory() async throws {
+        let devices = try await TwoDevices.start()
+        let a = devices.a.engine
+        await a.keepNameIndexInMemory(true)
+        for name in ["Bank", "bank", "Mail", "Café Crème", "ÉCOLE", "école", "Straße", "Item 1", "Item 10", "BANK"] {
+            _ = try await a.addItem(loginItem(name, username: name == "Mail" ? "carol" : "dave"))
+        }
+        func names(_ name: String) async throws -> [String] {
+            let ordered = try await a.itemNames().map(\.id)
+            let matching = Set(try await a.views().filter { $0.name.caseInsensitiveCompare(name) == .orderedSame }.compactMap(\.id))
+            return ordered.filter(matching.contains)
+        }
+        func check() async throws {
+            for name in ["BANK", "mail", "café crème", "École", "straße", "STRASSE", "Item 1", "item 10", "Item", "nothing", "", "post"] {
+                #expect(try await a.items(named: name).map(\.id) == (try await names(name)), "\(name)")
+            }
+            for text in ["BAN", "carol", "é", "item 1", "nothing like it"] {
+                let reference = Set(try await a.views().filter { [$0.name, $0.login?.username].contains { $0?.localizedCaseInsensitiveContains(text) ?? false } }.compactMap(\.id))
+                #expect(Set(try await a.items(matching: text).map(\.id)) == reference, "\(text)")
+            }
+        }
+        try await check()
+        let mail = try #require(try await a.views().first { $0.name == "Mail" })
+        var renamed = mail
+        renamed.name = "Post"
+        _ = try await a.updateItem(renamed)
+        try await check()
+        #expect(try await a.items(named: "post").map(\.id) == [mail.id!])
+        _ = try await a.permanentlyDeleteItem(id: mail.id!)
+        try await check()
+        #expect(try await a.items(named: "post").isEmpty)
+        await devices.finish()
+    }
+
     @Test("a search through the index finds exactly what a search of every decrypted item finds: name, username, notes, URIs, any case")
     func search() async throws {
         let devices = try await TwoDevices.start()
