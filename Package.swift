@@ -100,6 +100,17 @@ let package = Package(
             swiftSettings: strict
         ),
         .target(
+            // A small HTTP/1.1 server over SwiftNIO for local APIs (bw serve): NIO is in the command line's
+            // executable already (AsyncHTTPClient), a framework's router is not.
+            name: "LocalHTTP",
+            dependencies: [
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+            ],
+            swiftSettings: strict
+        ),
+        .target(
             name: "VaultAPI",
             dependencies: [
                 "VaultModels", "VaultSyncCore",
@@ -212,7 +223,7 @@ let package = Package(
         .executableTarget(
             name: "vaultsync-cli",
             dependencies: [
-                "VaultCrypto", "VaultModels", "VaultSyncCore", "VaultClient", "VaultAPI", "VaultExchange", "AgentLink", "VaultAgent", "ProcessSpawn",
+                "VaultCrypto", "VaultModels", "VaultSyncCore", "VaultClient", "VaultAPI", "VaultExchange", "AgentLink", "VaultAgent", "ProcessSpawn", "LocalHTTP",
                 // Not VaultServer: `vaultsync demo` runs the vaultsync-server executable, so no command loads and binds the
                 // server's code at start (it was a fifth of their relocations and protocol records; commit 79872c8).
                 "CommandLineSupport",
@@ -280,6 +291,8 @@ let package = Package(
             dependencies: [
                 "VaultClient", "VaultAPI", "VaultModels", "VaultCrypto", "VaultExchange", "VaultTestSupport", "VaultServer", "CommandLineSupport",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
             ],
             swiftSettings: strict
         ),

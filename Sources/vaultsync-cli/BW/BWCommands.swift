@@ -22,6 +22,7 @@ struct BWCommand: AsyncParsableCommand {
         subcommands: [
             BWStatusCommand.self, BWUnlockCommand.self, BWLockCommand.self, BWSyncCommand.self, BWListCommand.self, BWGetCommand.self,
             BWCreateCommand.self, BWEditCommand.self, BWDeleteCommand.self, BWRestoreCommand.self, BWEncodeCommand.self, BWGenerateCommand.self,
+            BWServeCommand.self,
         ]
     )
 }
@@ -117,14 +118,19 @@ struct BWStatusCommand: BWSubcommand {
     @OptionGroup var bw: BWOptions
 
     func respond(_ context: CLIContext) async throws -> BWResponse {
+        guard context.settings.email != nil else { return await Self.status(context, unlocked: false) }
+        // Unlocked: what bw means by it, a session (or a given password) that opens the vault, asking nothing.
+        return await Self.status(context, unlocked: (try? await context.unlock(prompt: false)) != nil)
+    }
+
+    /// bw's status object, for a vault that is `unlocked` or not.
+    static func status(_ context: CLIContext, unlocked: Bool) async -> BWResponse {
         var entries: [JSONObject.Entry] = [.init(key: "serverUrl", value: context.settings.server.map(JSONValue.string) ?? .null)]
         guard let email = context.settings.email else {
             entries.append(.init(key: "lastSync", value: .null))
             entries.append(.init(key: "status", value: .string("unauthenticated")))
             return .template(.object(JSONObject(entries: entries)))
         }
-        // Unlocked: what bw means by it, a session (or a given password) that opens the vault, asking nothing.
-        let unlocked = (try? await context.unlock(prompt: false)) != nil
         let status = try? await context.engine.status()
         entries.append(.init(key: "lastSync", value: BitwardenJSON.date(status?.lastSync)))
         entries.append(.init(key: "userEmail", value: .string(email)))
@@ -167,16 +173,20 @@ struct BWUnlockCommand: BWSubcommand {
             try await context.unlockLocally(email: email, password: typed)
         }
         let key = try await context.startSession()
-        let message = """
+        return .message(title: "Your vault is now unlocked!", message: Self.sessionText(key), raw: key)
+    }
 
-            To unlock your vault, set your session key to the `BW_SESSION` environment variable. ex:
-            $ export BW_SESSION="\(key)"
-            > $env:BW_SESSION="\(key)"
+    /// bw's words after an unlock: how to pass the session key on.
+    static func sessionText(_ key: String) -> String {
+        """
 
-            You can also pass the session key to any command with the `--session` option. ex:
-            $ bw list items --session \(key)
-            """
-        return .message(title: "Your vault is now unlocked!", message: message, raw: key)
+        To unlock your vault, set your session key to the `BW_SESSION` environment variable. ex:
+        $ export BW_SESSION="\(key)"
+        > $env:BW_SESSION="\(key)"
+
+        You can also pass the session key to any command with the `--session` option. ex:
+        $ bw list items --session \(key)
+        """
     }
 }
 
@@ -370,7 +380,11 @@ struct BWCreateCommand: BWSubcommand {
     @Argument(help: "The base64-encoded JSON (else standard input).") var encoded: String?
 
     func respond(_ context: CLIContext) async throws -> BWResponse {
-        let request = try BWRequest.object(encoded)
+        try await Self.create(object, request: try BWRequest.object(encoded), context: context)
+    }
+
+    /// The object a request describes, created (`bw serve`'s POST /object/OBJECT takes the JSON itself).
+    static func create(_ object: String, request: JSONObject, context: CLIContext) async throws -> BWResponse {
         switch object.lowercased() {
         case "item":
             var view = try BWRequest.item(request)
@@ -410,7 +424,11 @@ struct BWEditCommand: BWSubcommand {
     @Argument(help: "The base64-encoded JSON (else standard input).") var encoded: String?
 
     func respond(_ context: CLIContext) async throws -> BWResponse {
-        let request = try BWRequest.object(encoded)
+        try await Self.edit(object, id: id, request: try BWRequest.object(encoded), context: context)
+    }
+
+    /// The object `id` as the request describes it (`bw serve`'s PUT /object/OBJECT/ID takes the JSON itself).
+    static func edit(_ object: String, id: String, request: JSONObject, context: CLIContext) async throws -> BWResponse {
         let id = id.lowercased()
         switch object.lowercased() {
         case "item":
