@@ -235,8 +235,9 @@ let package = Package(
         .executableTarget(
             name: "VaultBench",
             dependencies: [
-                "VaultCrypto", "VaultModels", "VaultClient", "VaultAPI", "VaultStore", "VaultServer", "VaultTestSupport", "AgentLink",
+                "VaultCrypto", "VaultModels", "VaultClient", "VaultAPI", "VaultStore", "VaultServer", "VaultTestSupport", "AgentLink", "LocalHTTP",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Crypto", package: "swift-crypto"),

@@ -1,4 +1,7 @@
 import AgentLink
+import AsyncHTTPClient
+import LocalHTTP
+import NIOCore
 import Foundation
 import VaultTestSupport
 #if canImport(Glibc)
@@ -81,6 +84,10 @@ enum CommandLineBenchmark {
         }
         let agentRows = try await throughAgent(cli: cli, profile: profile, environment: environment, account: account, rounds: rounds,
                                                get: (name, password), search: search, add: add)
+        var bwEnvironment = environment
+        bwEnvironment["BW_SESSION"] = environment["VAULTSYNC_SESSION"]
+        bwEnvironment.removeValue(forKey: "VAULTSYNC_SESSION")
+        let serveRows = try await serveThroughput(cli: cli, environment: bwEnvironment, id: id, seconds: options.quick ? 3 : 10)
         await server.destroy()
         for round in 0...rounds {
             let run = try await add()
@@ -97,7 +104,7 @@ enum CommandLineBenchmark {
         func what(_ text: String, _ samples: Samples) -> String {
             text + String(format: " (p90 %.0f, CPU %.0f ms)", samples.wall(0.9), samples.cpu(0.5))
         }
-        return agentRows + [
+        return agentRows + serveRows + [
             BenchResult(id: "P7-get", what: what("get NAME --field password, p50", get.ours), value: get.ours.wall(0.5), unit: "ms",
                         reference: get.floor.wall(0.5), referenceWhat: "VaultBenchFloor: session, read-only open, one row decrypted, p50",
                         ratio: get.ours.wall(0.5) / get.floor.wall(0.5), goal: "≤ 50 ms, ≤ 3× floor",
@@ -232,6 +239,56 @@ enum CommandLineBenchmark {
                         value: afterAdd.wall(0.5), unit: "ms", goal: "report", met: nil),
             BenchResult(id: "G1-add", what: String(format: "add login through the agent, server up, p50 (p90 %.0f)", added.wall(0.9)),
                         value: added.wall(0.5), unit: "ms", goal: "≤ 25 ms", met: added.wall(0.5) <= 25),
+        ]
+    }
+
+    /// B2: `bw serve` (the release executable, unlocked by BW_SESSION) answering GET /object/item/{id} to the
+    /// in-benchmark load generator (P6's: 16 concurrent keep-alive connections), next to its floor: the same
+    /// HTTP server (LocalHTTP) in this process answering the same bytes from memory, with the same generator.
+    static func serveThroughput(cli: String, environment: [String: String], id: String, seconds: Double) async throws -> [BenchResult] {
+        let child = KillableChild(executable: URL(fileURLWithPath: cli), arguments: ["bw", "serve", "--hostname", "127.0.0.1", "--port", "0"],
+                                  environment: environment, replacingEnvironment: true)
+        try child.run()
+        defer { child.killAndCollect() }
+        try await child.wait(for: "Listening on 127.0.0.1:")
+        guard let line = child.output.text.split(separator: "\n").first(where: { $0.hasPrefix("Listening on 127.0.0.1:") }),
+              let port = Int(line.dropFirst("Listening on 127.0.0.1:".count)) else {
+            throw Unavailable(description: "B2: bw serve printed \(child.output.text.prefix(300))")
+        }
+        var configuration = HTTPClient.Configuration()
+        configuration.connectionPool.concurrentHTTP1ConnectionsPerHostSoftLimit = ServerThroughputBenchmark.concurrency
+        let client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
+        defer { _ = client.shutdown() }
+        @Sendable func get(_ url: String) async throws -> ByteBuffer {
+            let response = try await client.execute(HTTPClientRequest(url: url), timeout: .seconds(30))
+            let body = try await response.body.collect(upTo: 1 << 20)
+            guard response.status == .ok else { throw ServerThroughputBenchmark.LoadError.status(Int(response.status.code)) }
+            return body
+        }
+        let url = "http://127.0.0.1:\(port)/object/item/\(id)"
+        let answer = try await get(url)
+        guard String(buffer: answer).contains("\"id\":\"\(id)\""), String(buffer: answer).hasPrefix("{\"success\":true") else {
+            throw Unavailable(description: "B2: GET /object/item answered \(String(buffer: answer).prefix(300))")
+        }
+        let served = try await ServerThroughputBenchmark.load(seconds: seconds) { _ in
+            guard try await get(url).readableBytes == answer.readableBytes else { throw ServerThroughputBenchmark.LoadError.status(0) }
+        }
+        let floorServer = try await LocalHTTPServer.bind(host: "127.0.0.1", port: 0)
+        let bytes = Array(answer.readableBytesView)
+        let serving = Task { await floorServer.serve { _ in LocalHTTPResponse(status: 200, headers: [("Content-Type", "application/json; charset=utf-8")], body: bytes) } }
+        defer {
+            floorServer.close()
+            serving.cancel()
+        }
+        let floorURL = "http://127.0.0.1:\(floorServer.port)/object/item/\(id)"
+        let floor = try await ServerThroughputBenchmark.load(seconds: seconds) { _ in
+            guard try await get(floorURL).readableBytes == answer.readableBytes else { throw ServerThroughputBenchmark.LoadError.status(0) }
+        }
+        print(String(format: "B2 bw serve GET /object/item/{id}: %.0f req/s; the same bytes from LocalHTTP in the benchmark: %.0f req/s", served, floor))
+        return [
+            BenchResult(id: "B2-serve", what: "bw serve: GET /object/item/{id}, 16 concurrent, the P7 vault", value: served, unit: "req/s",
+                        reference: floor, referenceWhat: "the same HTTP server answering the same bytes from memory, same load generator",
+                        ratio: served / floor, goal: "≥ 1,000 req/s", met: served >= 1_000),
         ]
     }
 

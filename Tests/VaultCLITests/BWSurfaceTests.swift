@@ -192,4 +192,51 @@ struct BWSurfaceTests {
         #expect(try offline.status == 0 && (try offline.json())["name"] == .string("Offline note"), "\(offline)")
         #expect(try await device.expect(["pending"]).stdout.contains("Offline note"))
     }
+
+    @Test("config server, login (--passwordenv, --raw, a password argument with its warning), already logged in, --check, a refused password, logout (refused while a change waits), not logged in: bw's messages and exit codes")
+    func account() async throws {
+        let scenario = try await CLIScenario.start()
+        let device = CLIDevice(password: scenario.password)
+        defer { Task { await scenario.finish([device]) } }
+        let url = await scenario.server.url
+        let noPassword = ["VAULTSYNC_PASSWORD"]
+        let set = try await device.run(["bw", "config", "server", url + "/"])
+        #expect(set.status == 0 && set.stdout == "Saved setting `config`.", "\(set)")
+        #expect(try await device.run(["bw", "config", "server"]).stdout == url)
+        let notYet = try await device.run(["bw", "logout"])
+        #expect(notYet.status == 1 && notYet.stderr == "You are not logged in.", "\(notYet)")
+        try await device.expect(["register", scenario.email, "--kdf-iterations", "600000"])
+        let loggedOut = try await device.run(["bw", "logout"])
+        #expect(loggedOut.status == 0 && loggedOut.stdout == "You have logged out.", "\(loggedOut)")
+        #expect(try await device.run(["bw", "status"]).json()["status"] == .string("unauthenticated"))
+
+        let refused = try await device.run(["bw", "login", scenario.email, "--passwordenv", "PW", "--nointeraction"],
+                                           environment: ["PW": "not the password"], removing: noPassword)
+        #expect(refused.status == 1 && refused.stderr == "Username or password is incorrect. Try again.", "\(refused)")
+        let missing = try await device.run(["bw", "login", scenario.email, "--nointeraction"], removing: noPassword)
+        #expect(missing.status == 1 && missing.stderr == "Master password is required.", "\(missing)")
+        let raw = try await device.run(["bw", "login", scenario.email.uppercased(), "--passwordenv", "PW", "--raw"],
+                                       environment: ["PW": scenario.password], removing: noPassword)
+        #expect(raw.status == 0 && raw.stdout.count == 88 && !raw.stdout.contains("\n"), "\(raw)")
+        let listed = try await device.run(["bw", "list", "items", "--session", raw.stdout, "--nointeraction"], removing: noPassword)
+        #expect(listed.status == 0 && listed.stdout == "[]", "\(listed)")
+        let again = try await device.run(["bw", "login", scenario.email, "--passwordenv", "PW"], environment: ["PW": scenario.password])
+        #expect(again.status == 1 && again.stderr == "You are already logged in as \(scenario.email).", "\(again)")
+        let check = try await device.run(["bw", "login", "--check"])
+        #expect(check.status == 0 && check.stdout == "You are logged in!", "\(check)")
+        let moved = try await device.run(["bw", "config", "server", "https://vault.example.com"])
+        #expect(moved.status == 1 && moved.stderr == "Logout required before server config update.", "\(moved)")
+        #expect(try await device.run(["bw", "config", "server"]).stdout == url)
+
+        // A change waiting for the server would be lost: logout refuses and the account stays.
+        #expect(try await device.run(["bw", "logout"]).stdout == "You have logged out.")
+        let argument = try await device.run(["bw", "login", scenario.email, scenario.password], removing: noPassword)
+        #expect(argument.status == 0 && argument.stdout.hasPrefix("You are logged in!\n\nTo unlock your vault, set your session key to the `BW_SESSION` environment variable."), "\(argument)")
+        #expect(argument.stderr.contains("--passwordenv"), "the safer form is named: \(argument)")
+        await scenario.server.stop()
+        try await device.expect(["add", "note", "--name", "Waiting", "--notes", "kept"])
+        let kept = try await device.run(["bw", "logout"])
+        #expect(kept.status == 1 && kept.stderr.contains("still waiting for the server"), "\(kept)")
+        #expect(try await device.expect(["list"]).stdout.contains("Waiting"))
+    }
 }

@@ -22,7 +22,7 @@ struct BWCommand: AsyncParsableCommand {
         subcommands: [
             BWStatusCommand.self, BWUnlockCommand.self, BWLockCommand.self, BWSyncCommand.self, BWListCommand.self, BWGetCommand.self,
             BWCreateCommand.self, BWEditCommand.self, BWDeleteCommand.self, BWRestoreCommand.self, BWEncodeCommand.self, BWGenerateCommand.self,
-            BWServeCommand.self,
+            BWLoginCommand.self, BWLogoutCommand.self, BWConfigCommand.self, BWServeCommand.self,
         ]
     )
 }

@@ -190,6 +190,7 @@ enum BWErrors {
         switch error {
         case let failure as BWFailure: return failure
         case VaultError.wrongPassword: return BWFailure(message: "Invalid master password.")
+        case VaultError.loginRefused: return BWFailure(message: "Username or password is incorrect. Try again.")
         case VaultError.sessionInvalid: return .locked
         case CLIError.notLoggedIn: return .notLoggedIn
         case CLIError.locked, CLIError.lockedBecause: return .locked
