@@ -30,8 +30,18 @@ struct BWCommand: AsyncParsableCommand {
 /// Items as bw finds and orders them.
 enum BWItems {
     /// bw's test for an id: then only that id is looked up, never a search.
+    /// Lowercase hexadecimal in groups of 8-4-4-4-12 (a check of bytes: a lookup by id is a served API's hot path).
     static func isGUID(_ text: String) -> Bool {
-        text.wholeMatch(of: /[0-9a-f]{8}-(?:[0-9a-f]{4}-){3}[0-9a-f]{12}/) != nil
+        let bytes = Array(text.utf8)
+        guard bytes.count == 36 else { return false }
+        for (index, byte) in bytes.enumerated() {
+            if [8, 13, 18, 23].contains(index) {
+                guard byte == UInt8(ascii: "-") else { return false }
+            } else {
+                guard (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) || (UInt8(ascii: "a")...UInt8(ascii: "f")).contains(byte) else { return false }
+            }
+        }
+        return true
     }
 
     /// Every item this device can read, in bw's order: by name (any case, numbers by value), then username.
@@ -302,6 +312,11 @@ struct BWGetCommand: BWSubcommand {
     @Argument(help: "An id, or a search.") var reference: String
 
     func respond(_ context: CLIContext) async throws -> BWResponse {
+        try await Self.get(object, reference, context: context)
+    }
+
+    /// `bw get OBJECT REFERENCE`'s answer (`bw serve`'s GET /object/OBJECT/REFERENCE).
+    static func get(_ object: String, _ reference: String, context: CLIContext) async throws -> BWResponse {
         func login(_ item: CipherView) throws -> LoginView {
             guard item.type == .login, let login = item.login else { throw BWFailure(message: "Not a login.") }
             return login

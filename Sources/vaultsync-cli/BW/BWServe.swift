@@ -114,7 +114,7 @@ struct BWServe: Sendable {
             return try await BWListCommand.parse(flags(request, ["trash": "--trash"]) + values + ["--", path[2]]).respond(context)
         case ("GET", "object", 3):
             if path[1] != "template" { try await requireUnlocked() }
-            return try await BWGetCommand.parse(["--", path[1], path[2]]).respond(context)
+            return try await BWGetCommand.get(path[1], path[2], context: context)
         case ("POST", "object", 2):
             try await requireUnlocked()
             return try await BWCreateCommand.create(path[1], request: try body(request), context: context)
