@@ -188,3 +188,62 @@ public final class LocalHTTPServer: Sendable {
         }
     }
 }
+
+extension LocalHTTPRequest {
+    /// The file sent as form field `name` in a `multipart/form-data` body (RFC 7578): its file name and
+    /// bytes; `nil` when the body is not multipart or has no such part.
+    public func multipartFile(named name: String) -> (fileName: String, contents: [UInt8])? {
+        guard let type = header("Content-Type"), type.lowercased().hasPrefix("multipart/form-data"),
+              let boundaryParameter = type.split(separator: ";").map(Self.trimmed)
+                .first(where: { $0.lowercased().hasPrefix("boundary=") }) else { return nil }
+        var boundary = String(boundaryParameter.dropFirst("boundary=".count))
+        if boundary.hasPrefix("\""), boundary.hasSuffix("\""), boundary.count >= 2 { boundary = String(boundary.dropFirst().dropLast()) }
+        let delimiter = Array(("--" + boundary).utf8)
+        var starts: [Int] = []
+        var index = 0
+        while let found = Self.find(delimiter, in: body, from: index) {
+            starts.append(found)
+            index = found + delimiter.count
+        }
+        for (start, end) in zip(starts, starts.dropFirst()) {
+            // A part: CRLF, headers, CRLF CRLF, contents, CRLF before the next delimiter.
+            let partStart = start + delimiter.count + 2
+            guard partStart < end, let headerEnd = Self.find(Array("\r\n\r\n".utf8), in: body, from: partStart), headerEnd < end else { continue }
+            let headers = String(decoding: body[partStart..<headerEnd], as: UTF8.self)
+            guard let disposition = headers.split(separator: "\r\n").first(where: { $0.lowercased().hasPrefix("content-disposition:") }) else { continue }
+            let parameters = Self.dispositionParameters(String(disposition))
+            guard parameters["name"] == name else { continue }
+            let contentEnd = max(headerEnd + 4, end - 2)
+            return (parameters["filename"] ?? name, Array(body[(headerEnd + 4)..<contentEnd]))
+        }
+        return nil
+    }
+
+    /// Without the spaces and tabs around it.
+    static func trimmed(_ text: Substring) -> String {
+        String(text.drop(while: { $0 == " " || $0 == "\t" }).reversed().drop(while: { $0 == " " || $0 == "\t" }).reversed())
+    }
+
+    static func find(_ needle: [UInt8], in haystack: [UInt8], from start: Int) -> Int? {
+        guard !needle.isEmpty, haystack.count >= needle.count, start <= haystack.count - needle.count else { return nil }
+        var position = start
+        while position <= haystack.count - needle.count {
+            if haystack[position] == needle[0], haystack[position..<(position + needle.count)].elementsEqual(needle) { return position }
+            position += 1
+        }
+        return nil
+    }
+
+    /// `form-data; name="file"; filename="a b.txt"` → ["name": "file", "filename": "a b.txt"].
+    static func dispositionParameters(_ line: String) -> [String: String] {
+        var result: [String: String] = [:]
+        for piece in line.split(separator: ";").dropFirst() {
+            let pair = piece.split(separator: "=", maxSplits: 1)
+            guard pair.count == 2 else { continue }
+            var value = Self.trimmed(pair[1])
+            if value.hasPrefix("\""), value.hasSuffix("\""), value.count >= 2 { value = String(value.dropFirst().dropLast()) }
+            result[Self.trimmed(pair[0]).lowercased()] = value
+        }
+        return result
+    }
+}

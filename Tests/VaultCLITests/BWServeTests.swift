@@ -39,7 +39,7 @@ struct BWServeTests {
             request.method = method
             for (name, value) in headers { request.headers.add(name: name, value: value) }
             if let body {
-                request.headers.add(name: "Content-Type", value: "application/json")
+                if !headers.contains(where: { $0.0 == "Content-Type" }) { request.headers.add(name: "Content-Type", value: "application/json") }
                 request.body = .bytes(ByteBuffer(string: body))
             }
             let response: HTTPClientResponse
@@ -126,6 +126,21 @@ struct BWServeTests {
         #expect(try await BWSurfaceTests.bw(link, device, ["get", "username", id]).stdout == "srv")
         let folder = try await served.call(.POST, "/object/folder", body: #"{"name":"Served folder"}"#)
         #expect(folder.json?["data"]?["object"] == .string("folder") && folder.json?["data"]?["name"] == .string("Served folder"), "\(folder)")
+
+        // Attachments: a multipart upload answers the item with it; the file comes back as itself.
+        let boundary = "----vaultsync-test-boundary"
+        let fileText = (0..<200).map { "served line \($0)\r\n" }.joined()
+        let multipart = "--\(boundary)\r\nContent-Disposition: form-data; name=\"file\"; filename=\"notes.txt\"\r\nContent-Type: text/plain\r\n\r\n"
+            + fileText + "\r\n--\(boundary)--\r\n"
+        let uploaded = try await served.call(.POST, "/attachment?itemid=\(id)", body: multipart,
+                                             headers: [("Content-Type", "multipart/form-data; boundary=\(boundary)")])
+        let attachment = uploaded.json?["data"]?["attachments"]?.arrayValue?.first
+        #expect(uploaded.status == 200 && attachment?["fileName"] == .string("notes.txt"), "\(uploaded)")
+        let attachmentID = try #require(attachment?["id"]?.stringValue)
+        let downloaded = try await served.call(.GET, "/object/attachment/\(attachmentID)?itemid=\(id)")
+        #expect(downloaded.status == 200 && downloaded.text == fileText, "\(downloaded.status) \(downloaded.text.prefix(200))")
+        let noFile = try await served.call(.POST, "/attachment?itemid=\(id)", body: "{}")
+        #expect(noFile.status == 400 && noFile.json == Self.failure("`file` is required."), "\(noFile)")
 
         let generated = try await served.call(.GET, "/generate?length=24&special")
         #expect(generated.json?["data"]?["data"]?.stringValue?.count == 24, "\(generated)")

@@ -239,4 +239,41 @@ struct BWSurfaceTests {
         #expect(kept.status == 1 && kept.stderr.contains("still waiting for the server"), "\(kept)")
         #expect(try await device.expect(["list"]).stdout.contains("Waiting"))
     }
+
+    @Test("create attachment --file --itemid answers the item with it; get attachment writes it (a folder, a path, --raw the path, - standard output) and finds it by id or name; delete attachment; bad input as bw answers it")
+    func attachments() async throws {
+        let (scenario, device, link) = try await Self.device()
+        defer { Task { await scenario.finish([device]) } }
+        let folder = temporaryDirectory("vaultsync-bw-attachments")
+        let text = (0..<300).map { "line \($0) of the scan\n" }.joined()
+        let contents = Data(text.utf8)
+        let file = folder + "/scan copy.pdf"
+        try contents.write(to: URL(fileURLWithPath: file))
+        let missing = try await Self.bw(link, device, ["create", "attachment", "--file", file])
+        #expect(missing.status == 1 && missing.stderr == "`itemid` option is required.", "\(missing)")
+        let unreadable = try await Self.bw(link, device, ["create", "attachment", "--file", folder + "/nothing", "--itemid", "Recovery"])
+        #expect(unreadable.status == 1 && unreadable.stderr.hasPrefix("Cannot read the file"), "\(unreadable)")
+        let created = try await Self.bw(link, device, ["create", "attachment", "--file", file, "--itemid", "Recovery"])
+        let item = try created.json()
+        let attachment = try #require(item["attachments"]?.arrayValue?.first, "\(created)")
+        #expect(created.status == 0 && attachment["fileName"] == .string("scan copy.pdf"), "\(created)")
+        #expect(Self.keys(attachment) == ["id", "fileName", "size", "sizeName", "url"], "\(attachment)")
+        let attachmentID = try #require(attachment["id"]?.stringValue)
+        let itemID = try #require(item["id"]?.stringValue)
+
+        let saved = try await Self.bw(link, device, ["get", "attachment", "scan", "--itemid", itemID, "--output", folder + "/out/"])
+        #expect(saved.status == 0 && saved.stdout == "Saved \(folder)/out/scan copy.pdf", "\(saved)")
+        #expect(FileManager.default.contents(atPath: folder + "/out/scan copy.pdf") == contents)
+        let raw = try await Self.bw(link, device, ["get", "attachment", attachmentID, "--itemid", itemID, "--output", folder + "/named.pdf", "--raw"])
+        #expect(raw.status == 0 && raw.stdout == folder + "/named.pdf", "\(raw)")
+        #expect(FileManager.default.contents(atPath: folder + "/named.pdf") == contents)
+        let piped = try await runProcess(link, ["get", "attachment", "SCAN COPY", "--itemid", itemID, "--output", "-"], environment: device.environment)
+        #expect(piped.status == 0 && piped.stdout == text, "\(piped.stderr)")
+        let notThere = try await Self.bw(link, device, ["get", "attachment", "nothing", "--itemid", itemID])
+        #expect(notThere.status == 1 && notThere.stderr == "Attachment `nothing` was not found.", "\(notThere)")
+
+        let deleted = try await Self.bw(link, device, ["delete", "attachment", attachmentID, "--itemid", itemID])
+        #expect(deleted.status == 0 && deleted.stdout.isEmpty, "\(deleted)")
+        #expect(try await Self.bw(link, device, ["get", "item", itemID]).json()["attachments"] == nil)
+    }
 }

@@ -308,11 +308,17 @@ struct BWGetCommand: BWSubcommand {
     static let configuration = CommandConfiguration(
         commandName: "get", abstract: "Get an item or one of its fields (item, username, password, uri, totp, notes, folder) by id or search.")
     @OptionGroup var bw: BWOptions
-    @Argument(help: "item, username, password, uri, totp, notes or folder.") var object: String
+    @Argument(help: "item, username, password, uri, totp, notes, folder or attachment.") var object: String
     @Argument(help: "An id, or a search.") var reference: String
+    @Option(name: .customLong("itemid"), help: "attachment: the item's id.") var itemID: String?
+    @Option(name: .customLong("output"), help: "attachment: where to write the file (a folder ending in /, or a file).") var output: String?
 
     func respond(_ context: CLIContext) async throws -> BWResponse {
-        try await Self.get(object, reference, context: context)
+        if object.lowercased() == "attachment" {
+            let (name, contents) = try await BWAttachments.contents(reference, itemID: itemID, context: context)
+            return try BWAttachments.save(contents, fileName: name, output: output, raw: bw.wants(bw.raw, "BW_RAW", in: context.environment))
+        }
+        return try await Self.get(object, reference, context: context)
     }
 
     /// `bw get OBJECT REFERENCE`'s answer (`bw serve`'s GET /object/OBJECT/REFERENCE).
@@ -391,11 +397,14 @@ struct BWCreateCommand: BWSubcommand {
     static let configuration = CommandConfiguration(
         commandName: "create", abstract: "Create an item or a folder from base64-encoded JSON (bw encode), as an argument or on standard input.")
     @OptionGroup var bw: BWOptions
-    @Argument(help: "item or folder.") var object: String
+    @Argument(help: "item, folder or attachment.") var object: String
     @Argument(help: "The base64-encoded JSON (else standard input).") var encoded: String?
+    @Option(name: .customLong("file"), help: "attachment: the file to attach.") var file: String?
+    @Option(name: .customLong("itemid"), help: "attachment: the item's id.") var itemID: String?
 
     func respond(_ context: CLIContext) async throws -> BWResponse {
-        try await Self.create(object, request: try BWRequest.object(encoded), context: context)
+        if object.lowercased() == "attachment" { return try await BWAttachments.create(file: file, itemID: itemID, context: context) }
+        return try await Self.create(object, request: try BWRequest.object(encoded), context: context)
     }
 
     /// The object a request describes, created (`bw serve`'s POST /object/OBJECT takes the JSON itself).
@@ -482,9 +491,10 @@ struct BWDeleteCommand: BWSubcommand {
     static let configuration = CommandConfiguration(
         commandName: "delete", abstract: "Move an item to the trash (--permanent: delete it for good), or delete a folder, by id.")
     @OptionGroup var bw: BWOptions
-    @Argument(help: "item or folder.") var object: String
+    @Argument(help: "item, folder or attachment.") var object: String
     @Argument(help: "The object's id.") var id: String
     @Flag(name: [.customShort("p"), .customLong("permanent")]) var permanent = false
+    @Option(name: .customLong("itemid"), help: "attachment: the item's id.") var itemID: String?
 
     func respond(_ context: CLIContext) async throws -> BWResponse {
         let id = id.lowercased()
@@ -497,8 +507,16 @@ struct BWDeleteCommand: BWSubcommand {
             guard try await context.engine.folders().contains(where: { $0.id == id }) else { throw BWFailure.notFound }
             _ = try await context.engine.deleteFolder(id: id)
             return .string(nil)
+        case "attachment":
+            guard let itemID, !itemID.isEmpty else { throw BWFailure(message: "`itemid` option is required.") }
+            let item = try await BWAttachments.item(itemID, context: context)
+            guard let attachment = try await context.engine.attachments(itemID: item).first(where: { $0.id == id }) else {
+                throw BWFailure(message: "Attachment `\(id)` was not found.")
+            }
+            _ = try await context.engine.deleteAttachment(itemID: item, attachmentID: attachment.id)
+            return .string(nil)
         default:
-            throw BWFailure(message: "Unknown object \"\(object)\". Allowed objects are: item, folder.")
+            throw BWFailure(message: "Unknown object \"\(object)\". Allowed objects are: item, folder, attachment.")
         }
     }
 }

@@ -77,6 +77,11 @@ struct BWServe: Sendable {
         // bw's guard against web pages: a browser sends Origin with a cross-site request, a local program does not.
         if protectOrigin, request.header("Origin") != nil { return LocalHTTPResponse(status: 403) }
         do {
+            if let file = try await attachmentFile(request) {
+                let name = file.fileName.replacingOccurrences(of: "\"", with: "")
+                return LocalHTTPResponse(status: 200, headers: [("Content-Type", "application/octet-stream"),
+                                                                ("Content-Disposition", "attachment; filename=\"\(name)\"")], body: file.contents)
+            }
             let response = try await route(request)
             return .json(200, BWOutput.json(.object(["success": .bool(true), "data": BWOutput.data(response)]), pretty: false))
         } catch is NoRoute {
@@ -123,7 +128,11 @@ struct BWServe: Sendable {
             return try await BWEditCommand.edit(path[1], id: path[2], request: try body(request), context: context)
         case ("DELETE", "object", 3):
             try await requireUnlocked()
-            return try await BWDeleteCommand.parse(flags(request, ["permanent": "--permanent"]) + ["--", path[1], path[2]]).respond(context)
+            let item = request.query["itemid"].map { ["--itemid=\($0)"] } ?? []
+            return try await BWDeleteCommand.parse(flags(request, ["permanent": "--permanent"]) + item + ["--", path[1], path[2]]).respond(context)
+        case ("POST", "attachment", 1):
+            try await requireUnlocked()
+            return try await createAttachment(request)
         case ("POST", "restore", 3):
             try await requireUnlocked()
             return try await BWRestoreCommand.parse(["--", path[1], path[2]]).respond(context)
@@ -133,6 +142,24 @@ struct BWServe: Sendable {
         default:
             throw NoRoute()
         }
+    }
+
+    /// GET /object/attachment/{id}?itemid=…: the file itself (bw answers a file, not an envelope); `nil` for other routes.
+    func attachmentFile(_ request: LocalHTTPRequest) async throws -> (fileName: String, contents: [UInt8])? {
+        let path = request.path.split(separator: "/").map(String.init)
+        guard request.method == "GET", path.count == 3, path[0] == "object", path[1] == "attachment" else { return nil }
+        try await requireUnlocked()
+        return try await BWAttachments.contents(path[2], itemID: request.query["itemid"], context: context)
+    }
+
+    /// POST /attachment?itemid=…, the file as the multipart form field `file`: the item with it.
+    func createAttachment(_ request: LocalHTTPRequest) async throws -> BWResponse {
+        guard let itemID = request.query["itemid"], !itemID.isEmpty else { throw BWFailure(message: "`itemid` option is required.") }
+        guard let file = request.multipartFile(named: "file") else { throw BWFailure(message: "`file` is required.") }
+        let id = try await BWAttachments.item(itemID, context: context)
+        let name = (file.fileName as NSString).lastPathComponent
+        _ = try await context.engine.addAttachment(itemID: id, fileName: name.isEmpty ? "attachment" : name, contents: file.contents)
+        return .object(BWItems.json(try await context.engine.item(id: id)))
     }
 
     /// bw's `exitIfLocked` for the API: a locked vault answers "Vault is locked." until POST /unlock.
