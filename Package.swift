@@ -113,7 +113,7 @@ let package = Package(
         .target(
             name: "VaultAPI",
             dependencies: [
-                "VaultModels", "VaultSyncCore",
+                "VaultCrypto", "VaultModels", "VaultSyncCore",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Logging", package: "swift-log"),
                 // TLS trust: extra authorities, and the diagnosis of a refused certificate (ServerTrust.swift).
@@ -291,6 +291,7 @@ let package = Package(
             name: "VaultCLITests",
             dependencies: [
                 "VaultClient", "VaultAPI", "VaultModels", "VaultCrypto", "VaultExchange", "VaultTestSupport", "VaultServer", "CommandLineSupport",
+                "LocalHTTP",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),

@@ -1,5 +1,6 @@
 import Foundation
 import NIOConcurrencyHelpers
+import VaultAPI
 import VaultCrypto
 import VaultModels
 import VaultStore
@@ -236,5 +237,18 @@ struct SlicedTransform<Output: Sendable> {
     func results() -> [Output] {
         group.wait()
         return parts.withLockedValue { $0.flatMap { $0 } }
+    }
+}
+
+extension VaultEngine {
+    /// How many times `password` appears in Have I Been Pwned's breach corpus (``BitwardenAPI/timesExposed(password:serviceURL:)``:
+    /// five hex digits of its SHA-1 leave the device, never the password). Needs the network; throws
+    /// ``VaultError/serverUnreachable(_:)`` without it.
+    public func timesExposed(password: String, serviceURL: String = BitwardenAPI.pwnedPasswordsURL) async throws -> Int {
+        do {
+            return try await api.timesExposed(password: password, serviceURL: serviceURL)
+        } catch let error as ServerCallError {
+            throw Self.onlineOnly(error)
+        }
     }
 }

@@ -70,3 +70,24 @@ public enum SSHKeyFingerprint {
         return "SHA256:" + encoded.replacingOccurrences(of: "=", with: "")
     }
 }
+
+/// Have I Been Pwned's k-anonymity range query (docs/BW-COMPATIBILITY.md, `get exposed`): the SHA-1 of the
+/// password in upper-case hex, of which only the first five digits leave the device; the service answers
+/// every suffix it knows with that prefix, and the match is found here.
+public enum PwnedPasswordHash {
+    public static func split(_ password: String) -> (prefix: String, suffix: String) {
+        let digits = Array("0123456789ABCDEF".utf8)
+        let hex = String(decoding: Insecure.SHA1.hash(data: Array(password.utf8)).flatMap { [digits[Int($0 >> 4)], digits[Int($0 & 0xF)]] }, as: UTF8.self)
+        return (String(hex.prefix(5)), String(hex.dropFirst(5)))
+    }
+
+    /// The count the range answer gives `suffix` (lines `SUFFIX:COUNT`), 0 when it is not there.
+    public static func count(of suffix: String, inRange answer: String) -> Int {
+        for line in answer.split(whereSeparator: \.isNewline) {
+            let parts = line.split(separator: ":", maxSplits: 1)
+            guard parts.count == 2, parts[0].uppercased() == suffix else { continue }
+            return Int(parts[1].trimmingCharacters(in: .whitespaces)) ?? 0
+        }
+        return 0
+    }
+}

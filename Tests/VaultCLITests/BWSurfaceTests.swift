@@ -1,4 +1,5 @@
 import Foundation
+import LocalHTTP
 import Testing
 import VaultModels
 import VaultTestSupport
@@ -275,5 +276,43 @@ struct BWSurfaceTests {
         let deleted = try await Self.bw(link, device, ["delete", "attachment", attachmentID, "--itemid", itemID])
         #expect(deleted.status == 0 && deleted.stdout.isEmpty, "\(deleted)")
         #expect(try await Self.bw(link, device, ["get", "item", itemID]).json()["attachments"] == nil)
+    }
+
+    @Test("get exposed: the login's password looked up in a Pwned Passwords range service (one on loopback here) by five hex digits of its SHA-1; the count, 0 when absent; no service, an error")
+    func exposed() async throws {
+        let (scenario, device, link) = try await Self.device()
+        defer { Task { await scenario.finish([device]) } }
+        try await device.expect(["add", "login", "--name", "Weak", "--username", "w", "--password", "-"], stdin: "password\n")
+        actor Asked {
+            var paths: [String] = []
+            func add(_ path: String) { paths.append(path) }
+        }
+        let asked = Asked()
+        let service = try await LocalHTTPServer.bind(host: "127.0.0.1", port: 0)
+        let serving = Task {
+            await service.serve { request in
+                await asked.add(request.path)
+                let body = request.path == "/range/5BAA6"
+                    ? "0018A45C4D1DEF81644B54AB7F969B88D65:1\r\n1E4C9B93F3F0682250B6CF8331B7EE68FD8:9659365\r\n"
+                    : "0018A45C4D1DEF81644B54AB7F969B88D65:1\r\n"
+                return LocalHTTPResponse(status: 200, headers: [("Content-Type", "text/plain")], body: Array(body.utf8))
+            }
+        }
+        defer {
+            service.close()
+            serving.cancel()
+        }
+        let environment = ["VAULTSYNC_PWNED_PASSWORDS_URL": "http://127.0.0.1:\(service.port)"]
+        let weak = try await Self.bw(link, device, ["get", "exposed", "Weak"], environment: environment)
+        #expect(weak.status == 0 && weak.stdout == "9659365", "\(weak)")
+        let unknown = try await Self.bw(link, device, ["get", "exposed", "GitHub Personal"], environment: environment)
+        #expect(unknown.status == 0 && unknown.stdout == "0", "\(unknown)")
+        let paths = await asked.paths
+        #expect(paths == ["/range/5BAA6", "/range/CDC8E"], "only the prefixes left the device: \(paths)")
+        let noPassword = try await Self.bw(link, device, ["get", "exposed", "Recovery"], environment: environment)
+        #expect(noPassword.status == 1 && noPassword.stderr == "Not a login.", "\(noPassword)")
+        service.close()
+        let gone = try await Self.bw(link, device, ["get", "exposed", "Weak"], environment: ["VAULTSYNC_PWNED_PASSWORDS_URL": "http://127.0.0.1:1"])
+        #expect(gone.status == 1 && !gone.stderr.isEmpty && gone.stdout.isEmpty, "\(gone)")
     }
 }

@@ -339,6 +339,17 @@ struct BWGetCommand: BWSubcommand {
             let item = try await BWItems.find(reference, context: context) { present($0.login?.password) }
             guard let value = try login(item).password, present(value) else { throw BWFailure(message: "No password available for this login.") }
             return .string(value)
+        case "exposed":
+            // bw's `get exposed`: the password as `get password` finds it, then the Pwned Passwords count.
+            let item = try await BWItems.find(reference, context: context) { present($0.login?.password) }
+            guard let value = try login(item).password, present(value) else { throw BWFailure(message: "No password available for this login.") }
+            let count: Int
+            if let service = context.environment["VAULTSYNC_PWNED_PASSWORDS_URL"], !service.isEmpty {
+                count = try await context.engine.timesExposed(password: value, serviceURL: service)
+            } else {
+                count = try await context.engine.timesExposed(password: value)
+            }
+            return .string(String(count))
         case "uri":
             let item = try await BWItems.find(reference, context: context) { present($0.login?.uris.first?.uri) }
             guard let value = try login(item).uris.first?.uri, present(value) else { throw BWFailure(message: "No uri available for this login.") }
