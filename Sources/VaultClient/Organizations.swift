@@ -20,7 +20,34 @@ public struct OrganizationSummary: Sendable, Equatable {
     public var keyChanged: Bool
 }
 
+/// A collection of one of the account's organizations, as the last sync gave it.
+public struct CollectionSummary: Sendable, Equatable {
+    public var id: String
+    public var organizationID: String
+    /// Decrypted with the organization's key; `nil` when this device holds no key for it or the name does not open.
+    public var name: String?
+    public var externalID: String?
+}
+
 extension VaultEngine {
+    /// The collections of the account's organizations from the last sync (readable offline), names
+    /// decrypted where the organization's key is held, sorted by name.
+    public func collections() async throws -> [CollectionSummary] {
+        let current = try requireSession()
+        let userID = current.userID
+        let rows = try await read { tx in try tx.organizations(of: userID).collections() }
+        return rows.compactMap { row -> CollectionSummary? in
+            guard let object = try? JSONParser.parseObject(Array(row.json.utf8)) else { return nil }
+            let organizationID = (object["organizationId"]?.stringValue ?? "").lowercased()
+            let name = object["name"]?.stringValue.flatMap { text -> String? in
+                guard let key = current.keys.organizationKeys[organizationID], let sealed = try? EncString(text),
+                      let plain = try? sealed.decrypt(key: key) else { return nil }
+                return String(decoding: plain, as: UTF8.self)
+            }
+            return CollectionSummary(id: row.id, organizationID: organizationID, name: name, externalID: object["externalId"]?.stringValue)
+        }.sorted { ($0.name ?? "", $0.id) < ($1.name ?? "", $1.id) }
+    }
+
     /// The account's organization memberships from the last sync, with their trust on this device.
     public func organizations() async throws -> [OrganizationSummary] {
         let current = try requireSession()

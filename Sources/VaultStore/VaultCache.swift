@@ -180,6 +180,11 @@ public struct OrganizationCache {
     }
 
     /// Replaces every collection with these (id, JSON) pairs.
+    /// The collections of the user's organizations from the last sync (their names encrypted with the organization's key).
+    public func collections() throws -> [CollectionRow] {
+        try CollectionRow.filter(CollectionRow.Columns.userID == userID).fetchAll(db)
+    }
+
     public func replaceCollections(_ collections: [(id: String, json: String)]) throws {
         _ = try CollectionRow.filter(CollectionRow.Columns.userID == userID).deleteAll(db)
         for collection in collections {

@@ -315,4 +315,32 @@ struct BWSurfaceTests {
         let gone = try await Self.bw(link, device, ["get", "exposed", "Weak"], environment: ["VAULTSYNC_PWNED_PASSWORDS_URL": "http://127.0.0.1:1"])
         #expect(gone.status == 1 && !gone.stderr.isEmpty && gone.stdout.isEmpty, "\(gone)")
     }
+
+    @Test("list organizations and collections, get organization and collection: bw's objects and key order, names decrypted with the organization's key, offline too; the lookups' errors")
+    func organizations() async throws {
+        let (scenario, device, link) = try await Self.device()
+        defer { Task { await scenario.finish([device]) } }
+        let (orgID, _, _) = try await OrganizationInviteCommandTests.createOrganization(scenario)
+        try await device.expect(["sync"])
+        let organizations = try await Self.bw(link, device, ["list", "organizations"])
+        let organization = try #require(try organizations.json().arrayValue?.first, "\(organizations)")
+        #expect(Self.keys(organization) == ["object", "id", "name", "status"] && organization["name"] == .string("Family"), "\(organization)")
+        let collections = try await Self.bw(link, device, ["list", "collections"])
+        let collection = try #require(try collections.json().arrayValue?.first, "\(collections)")
+        #expect(Self.keys(collection) == ["object", "id", "organizationId", "name", "externalId"], "\(collection)")
+        #expect(collection["object"] == .string("collection") && collection["name"] == .string("Default") && collection["organizationId"] == .string(orgID))
+        let collectionID = try #require(collection["id"]?.stringValue)
+        #expect(try await Self.bw(link, device, ["list", "collections", "--organizationid", orgID]).json() == (try collections.json()))
+        #expect(try await Self.bw(link, device, ["list", "collections", "--search", "nothing"]).stdout == "[]")
+
+        await scenario.server.stop()
+        let byID = try await Self.bw(link, device, ["get", "collection", collectionID])
+        #expect(try byID.status == 0 && byID.json() == collection, "offline, from the last sync: \(byID)")
+        let byName = try await Self.bw(link, device, ["get", "organization", "fam"])
+        #expect(try byName.status == 0 && byName.json() == organization, "\(byName)")
+        let missing = try await Self.bw(link, device, ["get", "collection", "00000000-0000-0000-0000-000000000000"])
+        #expect(missing.status == 1 && missing.stderr == "Not found.", "\(missing)")
+        let members = try await Self.bw(link, device, ["list", "org-members", "--organizationid", orgID])
+        #expect(members.status == 1 && members.stderr.contains("not supported here yet"), "\(members)")
+    }
 }

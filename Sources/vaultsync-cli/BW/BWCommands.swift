@@ -22,7 +22,7 @@ struct BWCommand: AsyncParsableCommand {
         subcommands: [
             BWStatusCommand.self, BWUnlockCommand.self, BWLockCommand.self, BWSyncCommand.self, BWListCommand.self, BWGetCommand.self,
             BWCreateCommand.self, BWEditCommand.self, BWDeleteCommand.self, BWRestoreCommand.self, BWEncodeCommand.self, BWGenerateCommand.self,
-            BWLoginCommand.self, BWLogoutCommand.self, BWConfigCommand.self, BWServeCommand.self,
+            BWLoginCommand.self, BWLogoutCommand.self, BWConfigCommand.self, BWMoveCommand.self, BWServeCommand.self,
         ]
     )
 }
@@ -113,6 +113,36 @@ enum BWItems {
             .init(key: "id", value: id.map(JSONValue.string) ?? .null),
             .init(key: "name", value: .string(name)),
         ]))
+    }
+
+    static func organizationJSON(_ organization: OrganizationSummary) -> JSONValue {
+        .object(JSONObject(entries: [
+            .init(key: "object", value: .string("organization")), .init(key: "id", value: .string(organization.id)),
+            .init(key: "name", value: .string(organization.name)), .init(key: "status", value: .int(organization.status)),
+        ]))
+    }
+
+    /// bw's collection: `{object, id, organizationId, name, externalId}`.
+    static func collectionJSON(_ collection: CollectionSummary) -> JSONValue {
+        .object(JSONObject(entries: [
+            .init(key: "object", value: .string("collection")), .init(key: "id", value: .string(collection.id)),
+            .init(key: "organizationId", value: .string(collection.organizationID)),
+            .init(key: "name", value: collection.name.map(JSONValue.string) ?? .null),
+            .init(key: "externalId", value: collection.externalID.map(JSONValue.string) ?? .null),
+        ]))
+    }
+
+    /// bw's lookup of a named object: an id alone when `reference` is one, else the names that contain it; one, or an error.
+    static func one<Object>(_ reference: String, in objects: [Object], id: (Object) -> String, name: (Object) -> String?) throws -> Object {
+        let wanted = reference.lowercased()
+        if isGUID(wanted) {
+            guard let found = objects.first(where: { id($0) == wanted }) else { throw BWFailure.notFound }
+            return found
+        }
+        let found = objects.filter { (name($0) ?? "").lowercased().contains(wanted) }
+        guard !found.isEmpty else { throw BWFailure.notFound }
+        guard found.count == 1 else { throw BWFailure.multipleResults(found.map(id)) }
+        return found[0]
     }
 
     /// bw's folders: by name, then "No Folder" (id null) last.
@@ -257,14 +287,18 @@ struct BWListCommand: BWSubcommand {
         case "organizations":
             let organizations = try await context.engine.organizations()
             let query = search?.lowercased()
-            return .list(organizations.filter { organization in query.map { organization.name.lowercased().contains($0) } ?? true }.map { organization in
-                .object(JSONObject(entries: [
-                    .init(key: "object", value: .string("organization")), .init(key: "id", value: .string(organization.id)),
-                    .init(key: "name", value: .string(organization.name)), .init(key: "status", value: .int(organization.status)),
-                ]))
-            })
+            return .list(organizations.filter { organization in query.map { organization.name.lowercased().contains($0) } ?? true }
+                .map(BWItems.organizationJSON))
+        case "collections":
+            let query = search?.lowercased()
+            return .list(try await context.engine.collections().filter { collection in
+                (organizationID.map { $0.lowercased() == collection.organizationID } ?? true)
+                    && (query.map { (collection.name ?? "").lowercased().contains($0) } ?? true)
+            }.map(BWItems.collectionJSON))
+        case "org-collections", "org-members":
+            throw BWFailure(message: "`list \(object.lowercased())` is not supported here yet (organizations' administration lands with sharing).")
         default:
-            throw BWFailure(message: "Unknown object \"\(object)\". Allowed objects are: items, folders, organizations.")
+            throw BWFailure(message: "Unknown object \"\(object)\". Allowed objects are: items, folders, collections, organizations.")
         }
     }
 
@@ -365,15 +399,12 @@ struct BWGetCommand: BWSubcommand {
             return .string(notes)
         case "folder":
             let folders = try await BWItems.folders(context).filter { $0.id != nil }
-            let wanted = reference.lowercased()
-            if BWItems.isGUID(wanted) {
-                guard let folder = folders.first(where: { $0.id == wanted }) else { throw BWFailure.notFound }
-                return .object(BWItems.folderJSON(id: folder.id, name: folder.name))
-            }
-            let found = folders.filter { $0.name.lowercased().contains(wanted) }
-            guard !found.isEmpty else { throw BWFailure.notFound }
-            guard found.count == 1 else { throw BWFailure.multipleResults(found.compactMap(\.id)) }
-            return .object(BWItems.folderJSON(id: found[0].id, name: found[0].name))
+            let folder = try BWItems.one(reference, in: folders, id: { $0.id ?? "" }, name: \.name)
+            return .object(BWItems.folderJSON(id: folder.id, name: folder.name))
+        case "collection":
+            return .object(BWItems.collectionJSON(try BWItems.one(reference, in: try await context.engine.collections(), id: \.id, name: \.name)))
+        case "organization":
+            return .object(BWItems.organizationJSON(try BWItems.one(reference, in: try await context.engine.organizations(), id: \.id, name: \.name)))
         default:
             throw BWFailure(message: "Unknown object.")
         }
@@ -492,10 +523,27 @@ struct BWEditCommand: BWSubcommand {
             guard try await context.engine.folders().contains(where: { $0.id == id }) else { throw BWFailure.notFound }
             _ = try await context.engine.renameFolder(id: id, name: name)
             return .object(BWItems.folderJSON(id: id, name: name))
+        case "item-collections":
+            throw BWSharing.notYet
         default:
-            throw BWFailure(message: "Unknown object \"\(object)\". Allowed objects are: item, folder.")
+            throw BWFailure(message: "Unknown object \"\(object)\". Allowed objects are: item, item-collections, folder.")
         }
     }
+}
+
+/// Sharing with an organization (`move`, `edit item-collections`) lands with organizations' sharing.
+enum BWSharing {
+    static let notYet = BWFailure(message: "Moving an item to an organization or its collections is not supported here yet: share it from a Bitwarden client.")
+}
+
+struct BWMoveCommand: BWSubcommand {
+    static let configuration = CommandConfiguration(commandName: "move", abstract: "Move an item to an organization (not supported here yet).")
+    @OptionGroup var bw: BWOptions
+    @Argument(help: "The item's id.") var id: String
+    @Argument(help: "The organization's id.") var organizationID: String
+    @Argument(help: "The base64-encoded collection ids (else standard input).") var encoded: String?
+
+    func respond(_ context: CLIContext) async throws -> BWResponse { throw BWSharing.notYet }
 }
 
 struct BWDeleteCommand: BWSubcommand {

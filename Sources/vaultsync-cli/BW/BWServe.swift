@@ -138,7 +138,7 @@ struct BWServe: Sendable {
             return try await BWRestoreCommand.parse(["--", path[1], path[2]]).respond(context)
         case ("POST", "move", 3):
             try await requireUnlocked()
-            throw BWFailure(message: "Moving an item to an organization is not supported here yet: share it from a Bitwarden client.")
+            throw BWSharing.notYet
         default:
             throw NoRoute()
         }
