@@ -343,4 +343,35 @@ struct BWSurfaceTests {
         let members = try await Self.bw(link, device, ["list", "org-members", "--organizationid", orgID])
         #expect(members.status == 1 && members.stderr.contains("not supported here yet"), "\(members)")
     }
+
+    @Test("get template: bw's request shapes, printed locked too; a filled-in item template creates the item, as bw's documented recipe does")
+    func templates() async throws {
+        let (scenario, device, link) = try await Self.device()
+        defer { Task { await scenario.finish([device]) } }
+        let locked = ["VAULTSYNC_PASSWORD"]
+        let item = try await Self.bw(link, device, ["get", "template", "item", "--nointeraction"], removing: locked)
+        #expect(try item.status == 0 && Self.keys(try item.json()) == [
+            "organizationId", "collectionIds", "folderId", "type", "name", "notes", "favorite", "fields", "login", "secureNote", "card",
+            "identity", "sshKey", "reprompt", "passwordHistory", "creationDate", "revisionDate", "deletedDate",
+        ], "\(item)")
+        let login = try await Self.bw(link, device, ["get", "template", "item.login"], removing: locked)
+        #expect(Self.keys(try login.json()) == ["uris", "username", "password", "totp", "fido2Credentials"], "\(login)")
+        #expect(Self.keys(try await Self.bw(link, device, ["get", "template", "item.identity"], removing: locked).json()) == Self.identityKeys)
+        #expect(Self.keys(try await Self.bw(link, device, ["get", "template", "item.card"], removing: locked).json()) == Self.cardKeys)
+        #expect(try await Self.bw(link, device, ["get", "template", "item.login.uri"], removing: locked).stdout == #"{"uri":"https://google.com","match":null}"#)
+        #expect(try await Self.bw(link, device, ["get", "template", "folder", "--response"], removing: locked).json()
+                == .object(["success": .bool(true), "data": .object(["object": .string("template"), "template": .object(["name": .string("Folder name")])])]))
+        let unknown = try await Self.bw(link, device, ["get", "template", "planet"], removing: locked)
+        #expect(unknown.status == 1 && unknown.stderr == "Unknown template object.", "\(unknown)")
+
+        // The recipe: the item template with a login template in it, encoded, created.
+        var request = try #require(try item.json().objectValue)
+        var loginObject = try #require(try login.json().objectValue)
+        loginObject["username"] = .string("templated")
+        request["name"] = .string("From the template")
+        request["login"] = .object(loginObject)
+        let created = try await Self.bw(link, device, ["create", "item", Data(JSONValue.object(request).serialized()).base64EncodedString()])
+        #expect(try created.status == 0 && (try created.json())["login"]?["username"] == .string("templated"), "\(created)")
+        #expect(try await device.expect(["get", "From the template", "--field", "password"]).stdout == "myp@ssword123\n")
+    }
 }

@@ -347,6 +347,9 @@ struct BWGetCommand: BWSubcommand {
     @Option(name: .customLong("itemid"), help: "attachment: the item's id.") var itemID: String?
     @Option(name: .customLong("output"), help: "attachment: where to write the file (a folder ending in /, or a file).") var output: String?
 
+    /// A template needs no vault (bw prints it locked or logged out too).
+    var needsVaultNow: Bool { object.lowercased() != "template" }
+
     func respond(_ context: CLIContext) async throws -> BWResponse {
         if object.lowercased() == "attachment" {
             let (name, contents) = try await BWAttachments.contents(reference, itemID: itemID, context: context)
@@ -401,6 +404,8 @@ struct BWGetCommand: BWSubcommand {
             let folders = try await BWItems.folders(context).filter { $0.id != nil }
             let folder = try BWItems.one(reference, in: folders, id: { $0.id ?? "" }, name: \.name)
             return .object(BWItems.folderJSON(id: folder.id, name: folder.name))
+        case "template":
+            return .template(try BWTemplates.template(reference))
         case "collection":
             return .object(BWItems.collectionJSON(try BWItems.one(reference, in: try await context.engine.collections(), id: \.id, name: \.name)))
         case "organization":
@@ -443,6 +448,9 @@ struct BWCreateCommand: BWSubcommand {
     @Argument(help: "The base64-encoded JSON (else standard input).") var encoded: String?
     @Option(name: .customLong("file"), help: "attachment: the file to attach.") var file: String?
     @Option(name: .customLong("itemid"), help: "attachment: the item's id.") var itemID: String?
+
+    /// A template needs no vault (bw prints it locked or logged out too).
+    var needsVaultNow: Bool { object.lowercased() != "template" }
 
     func respond(_ context: CLIContext) async throws -> BWResponse {
         if object.lowercased() == "attachment" { return try await BWAttachments.create(file: file, itemID: itemID, context: context) }

@@ -135,12 +135,15 @@ protocol BWSubcommand: AsyncParsableCommand, AgentHostable {
     /// `--passwordenv` / `--passwordfile` where the command takes them.
     var passwordSource: (variable: String?, file: String?) { get }
     func respond(_ context: CLIContext) async throws -> BWResponse
+    /// Whether this invocation needs the unlocked vault (``needsVault`` unless its arguments say otherwise).
+    var needsVaultNow: Bool { get }
 }
 
 extension BWSubcommand {
     static var needsVault: Bool { true }
     var runsInAgent: Bool { false }
-    var needsKeys: Bool { Self.needsVault }
+    var needsKeys: Bool { needsVaultNow }
+    var needsVaultNow: Bool { Self.needsVault }
     var passwordSource: (variable: String?, file: String?) { (nil, nil) }
 
     mutating func run() async throws {
@@ -157,7 +160,7 @@ extension BWSubcommand {
             do {
                 // In the agent, once it is unlocked, its keys serve the command (as for vaultsync's own).
                 let unlockedAgent = AgentHost.current != nil ? !(await context.engine.isLocked) : false
-                if Self.needsVault, !unlockedAgent { try await BWUnlocking.unlock(context, options: bw) }
+                if needsVaultNow, !unlockedAgent { try await BWUnlocking.unlock(context, options: bw) }
                 BWOutput.print(try await respond(context), options: bw, environment: environment)
                 status = 0
             } catch {
