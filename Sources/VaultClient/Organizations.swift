@@ -164,3 +164,17 @@ extension VaultEngine {
         return try? SymmetricCryptoKey(base64: text)
     }
 }
+
+extension VaultEngine {
+    /// This account's fingerprint phrase (``AccountFingerprint``: its public key and user id), the one another
+    /// member compares before confirming it in an organization. Read from this device's copy of the key pair.
+    public func fingerprintPhrase() async throws -> String {
+        let current = try requireSession()
+        guard let account = try await read({ tx in try tx.accounts.find(userID: current.userID) }),
+              let encrypted = account.encryptedPrivateKey, let sealed = try? EncString(encrypted),
+              let privateKey = try? RSAPrivateKey.decrypt(sealed, userKey: current.keys.userKey) else {
+            throw VaultError.keyPairUnavailable
+        }
+        return AccountFingerprint.phrase(material: current.userID, publicKeySPKI: privateKey.publicKey.spkiDER)
+    }
+}

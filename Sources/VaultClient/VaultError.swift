@@ -63,6 +63,8 @@ public enum VaultError: Error, Sendable, Equatable {
     case organizationKeyChanged(String)
     /// No key for this organization on this device (not a confirmed membership, or its key did not unwrap).
     case organizationUnavailable(String)
+    /// The account's key pair is not on this device (an account made without one), or its private key does not open.
+    case keyPairUnavailable
     /// The server refused to accept an organization invite with the code given (wrong, used already, the
     /// invite expired or took too many wrong codes); its message.
     case invitationRefused(organization: String, message: String)
@@ -150,6 +152,8 @@ extension VaultError: LocalizedError {
             return "The server address is refused: \(reason). Nothing was sent."
         case .organizationNotTrusted(let organization):
             return "Nothing was saved: the organization \(organization) is not trusted on this device. A server can announce memberships you never accepted, with a key it knows; trust an organization only if you joined it (vaultsync org trust)."
+        case .keyPairUnavailable:
+            return "This account's key pair is not on this device (or does not open with the account's key); log in again to fetch it."
         case .organizationKeyChanged(let organization):
             return "Nothing was saved: the server now hands out another key for the organization \(organization) than the one you trusted. Trust it again only if you know why its key changed."
         case .organizationUnavailable(let organization):

@@ -1,6 +1,9 @@
+import AsyncHTTPClient
 import Foundation
 import LocalHTTP
 import Testing
+import VaultAPI
+import VaultCrypto
 import VaultModels
 import VaultTestSupport
 #if canImport(Glibc)
@@ -373,5 +376,27 @@ struct BWSurfaceTests {
         let created = try await Self.bw(link, device, ["create", "item", Data(JSONValue.object(request).serialized()).base64EncodedString()])
         #expect(try created.status == 0 && (try created.json())["login"]?["username"] == .string("templated"), "\(created)")
         #expect(try await device.expect(["get", "From the template", "--field", "password"]).stdout == "myp@ssword123\n")
+    }
+
+    @Test("get fingerprint me: the phrase Bitwarden's clients compute from this account's public key (as the server holds it) and user id, offline too")
+    func fingerprint() async throws {
+        let (scenario, device, link) = try await Self.device()
+        defer { Task { await scenario.finish([device]) } }
+        let api = BitwardenAPI(baseURL: await scenario.server.url, httpClient: HTTPClient.shared)
+        let kdf = try await api.prelogin(email: scenario.email)
+        let master = try MasterKey.derive(password: scenario.password, salt: scenario.email, kdf: kdf)
+        let tokens = try await api.login(email: scenario.email, passwordHash: master.serverAuthorizationHash(password: scenario.password),
+                                         deviceIdentifier: UUID().uuidString, deviceName: "fingerprint check").tokens()
+        let userKey = try master.decryptUserKey(EncString(try #require(tokens.key)))
+        let privateKey = try RSAPrivateKey.decrypt(EncString(try #require(tokens.privateKey)), userKey: userKey)
+        let userID = try #require(try await Self.bw(link, device, ["status"]).json()["userId"]?.stringValue)
+        let expected = AccountFingerprint.phrase(material: userID, publicKeySPKI: privateKey.publicKey.spkiDER)
+        await scenario.server.stop()
+        let phrase = try await Self.bw(link, device, ["get", "fingerprint", "me"])
+        #expect(phrase.status == 0 && phrase.stdout == expected && phrase.stdout.split(separator: "-").count == 5, "\(phrase)")
+        let byID = try await Self.bw(link, device, ["get", "fingerprint", userID])
+        #expect(byID.stdout == expected, "\(byID)")
+        let other = try await Self.bw(link, device, ["get", "fingerprint", "00000000-0000-0000-0000-000000000000"])
+        #expect(other.status == 1 && other.stderr.contains("get fingerprint me"), "\(other)")
     }
 }

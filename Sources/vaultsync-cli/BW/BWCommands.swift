@@ -406,6 +406,13 @@ struct BWGetCommand: BWSubcommand {
             return .object(BWItems.folderJSON(id: folder.id, name: folder.name))
         case "template":
             return .template(try BWTemplates.template(reference))
+        case "fingerprint":
+            // `me` (or this account's id): this account's phrase; another user's needs their public key from the server (with sharing).
+            let userID = await context.engine.currentUserID
+            guard reference.lowercased() == "me" || reference.lowercased() == userID else {
+                throw BWFailure(message: "Only `bw get fingerprint me` is supported here yet (another user's phrase lands with sharing).")
+            }
+            return .string(try await context.engine.fingerprintPhrase())
         case "collection":
             return .object(BWItems.collectionJSON(try BWItems.one(reference, in: try await context.engine.collections(), id: \.id, name: \.name)))
         case "organization":

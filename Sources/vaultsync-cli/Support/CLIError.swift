@@ -112,6 +112,7 @@ func describe(_ error: any Error) -> (message: String, status: ExitStatus) {
         case .insecureServer: status = .usage
         case .organizationNotTrusted, .organizationKeyChanged: status = .verificationFailed
         case .organizationUnavailable: status = .notFound
+        case .keyPairUnavailable: status = .failure
         case .invitationRefused: status = .serverRefused
         // A login that needs more than the password, or whose second factor or API key was refused.
         case .twoFactorRequired, .twoFactorCodeInvalid, .newDeviceVerificationRequired, .newDeviceCodeInvalid, .apiKeyRefused:
