@@ -31,7 +31,8 @@ struct ServerCommand: AsyncParsableCommand {
           vaultsync-server --host 0.0.0.0 --tls-cert-file /etc/vaultsync/fullchain.pem --tls-key-file /etc/vaultsync/key.pem
           VAULTSYNC_DATABASE_URL=postgres://vaultsync:…@127.0.0.1:5432/vaultsync vaultsync-server
         """,
-        version: "vaultsync-server \(ProductVersion.current)")
+        version: "vaultsync-server \(ProductVersion.current)",
+        subcommands: [BackupCommand.self, RestoreCommand.self])
 
     /// Parses the command line as `NegativeNumbers` hands it on (`--port -5` is a value, refused by the range
     /// check), then runs.
