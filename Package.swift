@@ -48,6 +48,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.37.6"),
         .package(url: "https://github.com/apple/swift-certificates.git", from: "1.21.1"),
         .package(url: "https://github.com/apple/swift-asn1.git", from: "1.7.4"),
+        // The server's /metrics in Prometheus' text format (VaultServer).
+        .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
         // The notifications hub's WebSocket client (VaultAPI).
         .package(url: "https://github.com/hummingbird-project/swift-websocket.git", from: "1.6.2"),
     ],
@@ -148,6 +150,7 @@ let package = Package(
                 .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),

@@ -204,9 +204,13 @@ public func buildApplication(
         notifier: Notifier(repository: repository, transport: transport, logger: logger, now: configuration.now))
 
     let router = Router(context: VaultRequestContext.self)
-    // Outermost: a preflight is answered before routing, and every answer (errors too) carries the CORS headers.
+    let metrics = configuration.metricsEnabled ? ServerMetrics() : nil
+    // Outermost when on: every request is counted, with the status the client got.
+    if let metrics { router.middlewares.add(MetricsMiddleware(metrics: metrics)) }
+    // Then: a preflight is answered before routing, and every answer (errors too) carries the CORS headers.
     router.middlewares.add(CORSMiddleware(extraOrigins: configuration.corsOrigins))
     router.middlewares.add(ErrorMiddleware())
+    OperationsController(repository: repository, metrics: metrics, metricsToken: configuration.metricsToken).addRoutes(to: router)
     IdentityController(services: services).addRoutes(to: router)
     let account = AccountController(services: services)
     account.addPublicRoutes(to: router)

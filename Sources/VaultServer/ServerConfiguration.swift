@@ -49,6 +49,10 @@ public struct ServerConfiguration: Sendable {
     public var hubConnectionsPerUser = 20
     public var hubConnectionsPerAddress = 100
     public var hubPingInterval: Duration = .seconds(15)
+    /// `GET /metrics` in Prometheus' format (`--metrics`); off unless asked.
+    public var metricsEnabled = false
+    /// When set, `/metrics` answers only a request with `Authorization: Bearer TOKEN` (`--metrics-token-file`).
+    public var metricsToken: String?
     public var hubIdleTimeout: Duration = .seconds(30)
     /// How long an organization invite can be accepted, in seconds (official: 5 days).
     public var inviteLifetime: Int64 = 5 * 86_400

@@ -72,6 +72,26 @@ struct ServerCommand: AsyncParsableCommand {
         disableSignups || ["1", "true", "yes"].contains(environment("VAULTSYNC_DISABLE_SIGNUPS")?.lowercased() ?? "")
     }
 
+    @Flag(help: "Serve GET /metrics in Prometheus' format on the same port (VAULTSYNC_METRICS=true).")
+    var metrics = false
+
+    @Option(name: .customLong("metrics-token-file"), help: ArgumentHelp(
+        "/metrics answers only requests with `Authorization: Bearer TOKEN`, TOKEN read from FILE's first line.", valueName: "FILE"))
+    var metricsTokenFile: String?
+
+    /// The flag or VAULTSYNC_METRICS, and the token from the file (read and checked here: a scrape token on the command line would be readable by every user).
+    func metricsSettings() throws -> (enabled: Bool, token: String?) {
+        let enabled = metrics || ["1", "true", "yes"].contains(environment("VAULTSYNC_METRICS")?.lowercased() ?? "")
+        guard let metricsTokenFile else { return (enabled, nil) }
+        guard enabled else { throw ValidationError("--metrics-token-file protects /metrics: give --metrics (or VAULTSYNC_METRICS=true) too") }
+        guard let text = try? String(contentsOfFile: metricsTokenFile, encoding: .utf8) else {
+            throw ValidationError("--metrics-token-file: cannot read \(metricsTokenFile)")
+        }
+        let token = text.split(whereSeparator: \.isNewline).first.map { $0.trimmingCharacters(in: .whitespaces) } ?? ""
+        guard token.count >= 16 else { throw ValidationError("--metrics-token-file: \(metricsTokenFile) must hold a token of at least 16 characters") }
+        return (true, token)
+    }
+
     @Option(name: .customLong("token-key-file"), help: ArgumentHelp("""
         Read the base64 token signing key shared by several instances from FILE (or VAULTSYNC_TOKEN_KEY: \
         the environment is readable only by the same user); default: a key file in the data directory.
@@ -308,6 +328,7 @@ struct ServerCommand: AsyncParsableCommand {
         (configuration.hubConnectionsPerUser, configuration.hubConnectionsPerAddress) = try hubLimits()
         // No file and no variable: the key file in the data directory.
         configuration.tokenKey = secrets.tokenKey
+        (configuration.metricsEnabled, configuration.metricsToken) = try metricsSettings()
         let level = configuration.logLevel
         LoggingSystem.bootstrap { label in
             var handler = StreamLogHandler.standardError(label: label)

@@ -1,0 +1,51 @@
+import AsyncHTTPClient
+import Foundation
+import NIOCore
+import Testing
+import VaultTestSupport
+
+/// `/ready` and `/metrics` of the built `vaultsync-server`, as Prometheus and a load balancer ask them.
+@Suite("vaultsync-server: /ready and /metrics")
+struct ServerMetricsTests {
+    static func get(_ url: String, token: String? = nil) async throws -> (status: Int, body: String) {
+        var request = HTTPClientRequest(url: url)
+        if let token { request.headers.add(name: "Authorization", value: "Bearer \(token)") }
+        let response = try await HTTPClient.shared.execute(request, timeout: .seconds(30))
+        return (Int(response.status.code), String(buffer: try await response.body.collect(upTo: 4 << 20)))
+    }
+
+    @Test("--metrics with a token file: /metrics refuses a request without the token, and counts requests by route pattern and status with latencies; /ready answers; without --metrics there is no /metrics")
+    func metrics() async throws {
+        let folder = try emptyFolder()
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let token = "scrape-token-\(UUID().uuidString)"
+        try Data((token + "\n").utf8).write(to: URL(fileURLWithPath: folder + "/metrics-token"))
+        var environment = freshEnvironment(home: folder)
+        environment["VAULTSYNC_PORT"] = "0"
+        let (server, log) = try await ServerExecutableTests.startServer(in: folder, environment: environment,
+                                                                        arguments: ["--metrics", "--metrics-token-file", folder + "/metrics-token"])
+        defer { server.killAndCollect() }
+        let port = try #require(log.text.split(separator: "listening on http://127.0.0.1:").last?.prefix { $0.isNumber })
+        let base = "http://127.0.0.1:\(port)"
+        #expect(try await Self.get(base + "/ready") == (200, "ready\n"))
+        for _ in 0..<3 { #expect(try await Self.get(base + "/alive").status == 200) }
+        #expect(try await Self.get(base + "/api/ciphers/00000000-0000-0000-0000-000000000000").status == 401)
+        let refused = try await Self.get(base + "/metrics")
+        #expect(refused.status == 401 && !refused.body.contains("vaultsync_http"), "\(refused)")
+        #expect(try await Self.get(base + "/metrics", token: "wrong-token-of-some-length").status == 401)
+        let scraped = try await Self.get(base + "/metrics", token: token)
+        #expect(scraped.status == 200, "\(scraped)")
+        #expect(scraped.body.contains(#"vaultsync_http_requests_total{method="GET",route="/alive",status="200"} 3"#), "\(scraped.body)")
+        #expect(scraped.body.contains(#"route="/api/ciphers/{id}",status="401""#), "the route's pattern, not the path: \(scraped.body)")
+        #expect(!scraped.body.contains("00000000-0000-0000-0000-000000000000"))
+        #expect(scraped.body.contains(#"vaultsync_http_request_duration_seconds_count{method="GET",route="/alive"} 3"#), "\(scraped.body)")
+
+        let (plain, plainLog) = try await ServerExecutableTests.startServer(in: folder, environment: environment, arguments: ["--data-dir", folder + "/other"])
+        defer { plain.killAndCollect() }
+        let plainPort = try #require(plainLog.text.split(separator: "listening on http://127.0.0.1:").last?.prefix { $0.isNumber })
+        #expect(try await Self.get("http://127.0.0.1:\(plainPort)/metrics").status == 404)
+        let badToken = try await runExecutable("vaultsync-server", ["--port", "0", "--metrics-token-file", folder + "/metrics-token"],
+                                               environment: freshEnvironment(home: folder), in: folder)
+        #expect(badToken.status == 64 && badToken.stderr.contains("give --metrics"), "\(badToken)")
+    }
+}
