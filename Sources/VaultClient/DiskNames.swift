@@ -1,5 +1,6 @@
 import Foundation
 import VaultCrypto
+import VaultModels
 
 /// Ids that come from the server are data, never paths (docs/SECURITY.md, "Ids from the server never
 /// name a path"). A server, or anyone who answers in its place, chooses the user id in the access
@@ -28,26 +29,9 @@ enum DiskName {
     }
 
     /// Whether `text` is a UUID in its 8-4-4-4-12 hex form (either case).
-    static func isUUID(_ text: String) -> Bool {
-        let bytes = Array(text.utf8)
-        guard bytes.count == 36 else { return false }
-        for (index, byte) in bytes.enumerated() {
-            if [8, 13, 18, 23].contains(index) {
-                guard byte == UInt8(ascii: "-") else { return false }
-            } else {
-                guard isHex(byte) else { return false }
-            }
-        }
-        return true
-    }
+    static func isUUID(_ text: String) -> Bool { UUIDText.isUUID(text) }
 
-    private static func isHex(_ byte: UInt8) -> Bool {
-        isLowerHex(byte) || (UInt8(ascii: "A")...UInt8(ascii: "F")).contains(byte)
-    }
-
-    private static func isLowerHex(_ byte: UInt8) -> Bool {
-        (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) || (UInt8(ascii: "a")...UInt8(ascii: "f")).contains(byte)
-    }
+    private static func isLowerHex(_ byte: UInt8) -> Bool { UUIDText.isLowerHex(byte) }
 
     private static func isNameByte(_ byte: UInt8) -> Bool {
         (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) || (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(byte)

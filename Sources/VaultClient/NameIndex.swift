@@ -215,35 +215,6 @@ struct NameIndex: Sendable {
     }
 }
 
-/// A UUID's lowercase text form (`8-4-4-4-12` hexadecimal digits) and its 16 bytes, both ways, exactly:
-/// text that is not in that form is not a UUID here (so the round trip always gives back the same text).
-enum UUIDText {
-    static let digits = Array("0123456789abcdef".utf8)
-
-    static func bytes(_ text: String) -> [UInt8]? {
-        guard let uuid = UUID(uuidString: text), uuid.uuidString.lowercased() == text else { return nil }
-        return withUnsafeBytes(of: uuid.uuid) { Array($0) }
-    }
-
-    /// The text of 16 bytes, written digit by digit (`UUID.uuidString.lowercased()` costs a few times as
-    /// much, and a search parses every id of the index).
-    static func text(_ bytes: ArraySlice<UInt8>) -> String? {
-        guard bytes.count == 16 else { return nil }
-        return String(unsafeUninitializedCapacity: 36) { buffer in
-            var position = 0
-            for (offset, byte) in bytes.enumerated() {
-                if offset == 4 || offset == 6 || offset == 8 || offset == 10 {
-                    buffer[position] = UInt8(ascii: "-")
-                    position += 1
-                }
-                buffer[position] = digits[Int(byte >> 4)]
-                buffer[position + 1] = digits[Int(byte & 0x0F)]
-                position += 2
-            }
-            return position
-        }
-    }
-}
 
 extension NameIndex {
     /// The index's names by their ASCII-folded bytes, for an engine that answers many lookups by name from

@@ -36,3 +36,53 @@ public enum TimeOrderedID {
         return [uuid.0, uuid.1, uuid.2, uuid.3, uuid.4, uuid.5].reduce(Int64(0)) { $0 << 8 | Int64($1) }
     }
 }
+
+/// The text form of a UUID, checked by its bytes (a lookup by id is a hot path: no parsing, no regular
+/// expression), and its lowercase form (`8-4-4-4-12` hexadecimal digits) to and from its 16 bytes, both ways,
+/// exactly: text that is not in that form is not a UUID for ``bytes(_:)`` (so the round trip always gives back
+/// the same text).
+public enum UUIDText {
+    static let digits = Array("0123456789abcdef".utf8)
+
+    public static func bytes(_ text: String) -> [UInt8]? {
+        guard let uuid = UUID(uuidString: text), uuid.uuidString.lowercased() == text else { return nil }
+        return withUnsafeBytes(of: uuid.uuid) { Array($0) }
+    }
+
+    /// The text of 16 bytes, written digit by digit (`UUID.uuidString.lowercased()` costs a few times as
+    /// much, and a search parses every id of the name index).
+    public static func text(_ bytes: ArraySlice<UInt8>) -> String? {
+        guard bytes.count == 16 else { return nil }
+        return String(unsafeUninitializedCapacity: 36) { buffer in
+            var position = 0
+            for (offset, byte) in bytes.enumerated() {
+                if offset == 4 || offset == 6 || offset == 8 || offset == 10 {
+                    buffer[position] = UInt8(ascii: "-")
+                    position += 1
+                }
+                buffer[position] = digits[Int(byte >> 4)]
+                buffer[position + 1] = digits[Int(byte & 0x0F)]
+                position += 2
+            }
+            return position
+        }
+    }
+
+    /// Whether `text` is 8-4-4-4-12 hexadecimal digits; lower case only when `lowercaseOnly` (bw's test for an id).
+    public static func isUUID(_ text: String, lowercaseOnly: Bool = false) -> Bool {
+        let bytes = Array(text.utf8)
+        guard bytes.count == 36 else { return false }
+        for (index, byte) in bytes.enumerated() {
+            if [8, 13, 18, 23].contains(index) {
+                guard byte == UInt8(ascii: "-") else { return false }
+            } else {
+                guard isLowerHex(byte) || (!lowercaseOnly && (UInt8(ascii: "A")...UInt8(ascii: "F")).contains(byte)) else { return false }
+            }
+        }
+        return true
+    }
+
+    public static func isLowerHex(_ byte: UInt8) -> Bool {
+        (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) || (UInt8(ascii: "a")...UInt8(ascii: "f")).contains(byte)
+    }
+}

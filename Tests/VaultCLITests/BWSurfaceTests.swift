@@ -1,8 +1,6 @@
-import AsyncHTTPClient
 import Foundation
 import LocalHTTP
 import Testing
-import VaultAPI
 import VaultCrypto
 import VaultModels
 import VaultTestSupport
@@ -382,13 +380,7 @@ struct BWSurfaceTests {
     func fingerprint() async throws {
         let (scenario, device, link) = try await Self.device()
         defer { Task { await scenario.finish([device]) } }
-        let api = BitwardenAPI(baseURL: await scenario.server.url, httpClient: HTTPClient.shared)
-        let kdf = try await api.prelogin(email: scenario.email)
-        let master = try MasterKey.derive(password: scenario.password, salt: scenario.email, kdf: kdf)
-        let tokens = try await api.login(email: scenario.email, passwordHash: master.serverAuthorizationHash(password: scenario.password),
-                                         deviceIdentifier: UUID().uuidString, deviceName: "fingerprint check").tokens()
-        let userKey = try master.decryptUserKey(EncString(try #require(tokens.key)))
-        let privateKey = try RSAPrivateKey.decrypt(EncString(try #require(tokens.privateKey)), userKey: userKey)
+        let privateKey = try await OrganizationInviteCommandTests.signedIn(scenario).privateKey
         let userID = try #require(try await Self.bw(link, device, ["status"]).json()["userId"]?.stringValue)
         let expected = AccountFingerprint.phrase(material: userID, publicKeySPKI: privateKey.publicKey.spkiDER)
         await scenario.server.stop()

@@ -11,13 +11,7 @@ struct OrganizationInviteCommandTests {
     /// The owner's organization "Family", made through the API (the command line creates none), and the
     /// owner's access token for looking at its member list.
     static func createOrganization(_ scenario: CLIScenario) async throws -> (id: String, ownerToken: String, api: BitwardenAPI) {
-        let api = BitwardenAPI(baseURL: await scenario.server.url, httpClient: HTTPClient.shared)
-        let kdf = try await api.prelogin(email: scenario.email)
-        let master = try MasterKey.derive(password: scenario.password, salt: scenario.email, kdf: kdf)
-        let tokens = try await api.login(email: scenario.email, passwordHash: master.serverAuthorizationHash(password: scenario.password),
-                                         deviceIdentifier: UUID().uuidString, deviceName: "setup").tokens()
-        let userKey = try master.decryptUserKey(EncString(try #require(tokens.key)))
-        let privateKey = try RSAPrivateKey.decrypt(EncString(try #require(tokens.privateKey)), userKey: userKey)
+        let (api, tokens, privateKey) = try await signedIn(scenario)
         let orgKey = SymmetricCryptoKey.generate()
         let org = try await api.rawJSON(.POST, "/api/organizations", token: tokens.accessToken, body: .object([
             "name": .string("Family"), "billingEmail": .string(scenario.email), "planType": .int(0),
@@ -25,6 +19,17 @@ struct OrganizationInviteCommandTests {
             "collectionName": .string(try EncString.encrypt("Default", key: orgKey).serialized),
         ]))
         return (try #require(org["id"]?.stringValue), tokens.accessToken, api)
+    }
+
+    /// The scenario's account signed in through the API (as another device): its tokens and private key.
+    static func signedIn(_ scenario: CLIScenario) async throws -> (api: BitwardenAPI, tokens: TokenResponse, privateKey: RSAPrivateKey) {
+        let api = BitwardenAPI(baseURL: await scenario.server.url, httpClient: HTTPClient.shared)
+        let kdf = try await api.prelogin(email: scenario.email)
+        let master = try MasterKey.derive(password: scenario.password, salt: scenario.email, kdf: kdf)
+        let tokens = try await api.login(email: scenario.email, passwordHash: master.serverAuthorizationHash(password: scenario.password),
+                                         deviceIdentifier: UUID().uuidString, deviceName: "setup").tokens()
+        let userKey = try master.decryptUserKey(EncString(try #require(tokens.key)))
+        return (api, tokens, try RSAPrivateKey.decrypt(EncString(try #require(tokens.privateKey)), userKey: userKey))
     }
 
     @Test("the owner invites and is shown a code; the invitee sees the invitation, a wrong or replaced code is refused with a clear message, the right one accepts once")

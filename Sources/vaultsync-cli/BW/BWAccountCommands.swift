@@ -19,12 +19,11 @@ struct BWLoginCommand: BWSubcommand {
     @Option(name: .customLong("method"), help: "Two-step login method: 0 authenticator, 1 email, 8 recovery code.") var method: String?
     @Option(name: .customLong("code"), help: "The two-step login code.") var code: String?
     @Flag(name: .customLong("apikey"), help: "Log in with a personal API key (BW_CLIENTID, BW_CLIENTSECRET).") var apiKey = false
-    @Option(name: .customLong("passwordenv"), help: "Read the master password from this environment variable.") var passwordEnv: String?
-    @Option(name: .customLong("passwordfile"), help: "Read the master password from the first line of this file.") var passwordFile: String?
+    @OptionGroup var passwordOptions: BWPasswordOptions
     @Flag(name: .customLong("check"), help: "Say whether this profile is logged in.") var check = false
     @Flag(name: .customLong("sso"), help: "Single sign-on (not supported here).") var sso = false
 
-    var passwordSource: (variable: String?, file: String?) { (passwordEnv, passwordFile) }
+    var passwordSource: (variable: String?, file: String?) { (passwordOptions.variable, passwordOptions.file) }
 
     /// bw's numbers for the two-step methods (TwoFactorProviderType); 8 is our recovery code.
     static let methods: [String: TwoFactorProviderType] = ["0": .authenticator, "1": .email, "8": .recoveryCode]

@@ -29,20 +29,8 @@ struct BWCommand: AsyncParsableCommand {
 
 /// Items as bw finds and orders them.
 enum BWItems {
-    /// bw's test for an id: then only that id is looked up, never a search.
-    /// Lowercase hexadecimal in groups of 8-4-4-4-12 (a check of bytes: a lookup by id is a served API's hot path).
-    static func isGUID(_ text: String) -> Bool {
-        let bytes = Array(text.utf8)
-        guard bytes.count == 36 else { return false }
-        for (index, byte) in bytes.enumerated() {
-            if [8, 13, 18, 23].contains(index) {
-                guard byte == UInt8(ascii: "-") else { return false }
-            } else {
-                guard (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) || (UInt8(ascii: "a")...UInt8(ascii: "f")).contains(byte) else { return false }
-            }
-        }
-        return true
-    }
+    /// bw's test for an id: lower-case 8-4-4-4-12 hexadecimal (then only that id is looked up, never a search).
+    static func isGUID(_ text: String) -> Bool { UUIDText.isUUID(text, lowercaseOnly: true) }
 
     /// Every item this device can read, in bw's order: by name (any case, numbers by value), then username.
     static func all(_ context: CLIContext) async throws -> [CipherView] {
@@ -186,11 +174,10 @@ struct BWUnlockCommand: BWSubcommand {
     static var needsVault: Bool { false }
     @OptionGroup var bw: BWOptions
     @Argument(help: "The master password (bw takes it here; safer: --passwordenv or --passwordfile).") var password: String?
-    @Option(name: .customLong("passwordenv"), help: "Read the master password from this environment variable.") var passwordEnv: String?
-    @Option(name: .customLong("passwordfile"), help: "Read the master password from the first line of this file.") var passwordFile: String?
+    @OptionGroup var passwordOptions: BWPasswordOptions
     @Flag(name: .customLong("check"), help: "Say whether the vault is unlocked.") var check = false
 
-    var passwordSource: (variable: String?, file: String?) { (passwordEnv, passwordFile) }
+    var passwordSource: (variable: String?, file: String?) { (passwordOptions.variable, passwordOptions.file) }
 
     func respond(_ context: CLIContext) async throws -> BWResponse {
         guard let email = context.settings.email else { throw BWFailure.notLoggedIn }

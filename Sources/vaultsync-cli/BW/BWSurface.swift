@@ -28,6 +28,12 @@ struct BWOptions: ParsableArguments {
     }
 }
 
+/// `--passwordenv NAME` and `--passwordfile FILE`, where bw's `login` and `unlock` take the master password from.
+struct BWPasswordOptions: ParsableArguments {
+    @Option(name: .customLong("passwordenv"), help: "Read the master password from this environment variable.") var variable: String?
+    @Option(name: .customLong("passwordfile"), help: "Read the master password from the first line of this file.") var file: String?
+}
+
 /// What a bw command answers, printed as bw prints it (``BWOutput``).
 enum BWResponse {
     /// An object bw prints as JSON: an item, a folder.
