@@ -128,7 +128,8 @@ public final class LocalHTTPServer: Sendable {
         }
     }
 
-    /// Answers connections until the task is cancelled or ``close()`` is called.
+    /// Answers connections until ``close()`` is called (no new connections) and the task is cancelled (the
+    /// open ones end: a keep-alive client never closes its own).
     public func serve(_ handler: @escaping Handler) async {
         try? await channel.executeThenClose { connections in
             try await withThrowingDiscardingTaskGroup { group in

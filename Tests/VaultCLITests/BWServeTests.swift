@@ -34,7 +34,8 @@ struct BWServeTests {
         }
 
         /// The status and the body (as JSON when it is).
-        func call(_ method: HTTPMethod, _ path: String, body: String? = nil, headers: [(String, String)] = []) async throws -> (status: Int, json: JSONValue?, text: String) {
+        func call(_ method: HTTPMethod, _ path: String, body: String? = nil, headers: [(String, String)] = [],
+                  timeout: TimeAmount = .seconds(60)) async throws -> (status: Int, json: JSONValue?, text: String) {
             var request = HTTPClientRequest(url: base + path)
             request.method = method
             for (name, value) in headers { request.headers.add(name: name, value: value) }
@@ -44,7 +45,7 @@ struct BWServeTests {
             }
             let response: HTTPClientResponse
             do {
-                response = try await HTTPClient.shared.execute(request, timeout: .seconds(60))
+                response = try await HTTPClient.shared.execute(request, timeout: timeout)
             } catch {
                 throw CLIFailure(description: "\(method) \(path): \(error); bw serve printed \(child.output.text), running: \(child.isRunning)")
             }
@@ -183,5 +184,26 @@ struct BWServeTests {
         #expect(allowed.status == 200 && allowed.json?["data"]?["data"]?.arrayValue?.count == 5, "unlocked by the session: \(allowed)")
         let opened = try await open.call(.GET, "/list/object/items", headers: origin)
         #expect(opened.status == 200 && opened.json?["data"]?["data"]?.arrayValue?.count == 5, "\(opened)")
+    }
+
+    @Test("Ctrl-C (SIGINT) or SIGTERM stops serve with exit 0 and frees the port; a port in use is a clear error")
+    func stopping() async throws {
+        let (scenario, device, _) = try await BWSurfaceTests.device()
+        defer { Task { await scenario.finish([device]) } }
+        for signalNumber in [SIGINT, SIGTERM] {
+            let served = try await Served.start(device)
+            defer { served.stop() }
+            #expect(try await served.call(.GET, "/status").status == 200)
+            let port = try #require(Int(served.base.split(separator: ":").last ?? ""))
+            // Another serve on the same port is refused at once, saying so.
+            let taken = try await runProcess(try vaultsyncExecutable(), ["bw", "serve", "--hostname", "127.0.0.1", "--port", String(port)],
+                                             environment: device.environment)
+            #expect(taken.status != 0 && taken.stderr.contains("Cannot listen on 127.0.0.1:\(port)"), "\(taken.stderr)")
+            kill(served.child.pid, signalNumber)
+            try await served.child.wait(for: "never printed", seconds: 30)
+            #expect(!served.child.isRunning && served.child.exitedCleanly, "signal \(signalNumber): \(served.child.output.text)")
+            // Nothing answers any more (the client retries connecting until its deadline: a short one here).
+            await #expect(throws: (any Error).self) { _ = try await served.call(.GET, "/status", timeout: .seconds(2)) }
+        }
     }
 }

@@ -57,7 +57,9 @@ struct BWServeCommand: AsyncParsableCommand {
         await withTaskGroup(of: Void.self) { group in
             group.addTask { await server.serve { await serving.answer($0) } }
             await stop.waitForSignal()
+            // No new connections; the open ones (keep-alive clients stay connected) end with the task.
             server.close()
+            group.cancelAll()
             await group.waitForAll()
         }
         await context.engine.stopLiveSync()
