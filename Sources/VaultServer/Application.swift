@@ -8,6 +8,7 @@ import HummingbirdWebSocket
 import Logging
 import NIOCore
 import ServiceLifecycle
+import Synchronization
 import VaultCrypto
 import VaultModels
 
@@ -151,7 +152,7 @@ public func buildApplication(
     // TLS files are checked before anything is opened or stored.
     let tlsConfiguration = try configuration.tls.map { try TLSSetup.serverConfiguration($0) }
     let database = try providedDatabase ?? openDatabase(configuration, logger: logger)
-    if let postgres = database as? PostgresDatabase { try await postgres.checkConnection() }
+    if let postgres = database as? PostgresDatabase { try await postgres.waitUntilReachable(limit: configuration.databaseWait, logger: logger) }
     let repository = VaultRepository(database: database)
     try await repository.migrate()
     let tokenKey = try loadTokenKey(configuration)
@@ -163,6 +164,12 @@ public func buildApplication(
     // database tells its own connections.
     let postgresTransport = (database as? PostgresDatabase).map { PostgresNotificationTransport(database: $0, hub: hub, logger: logger) }
     let transport: any NotificationTransport = postgresTransport ?? LocalNotificationTransport(hub: hub)
+    // One node (SQLite): login limits in memory. Nodes sharing PostgreSQL: in the database, so that each
+    // allows what one would.
+    func limiterStore(_ scope: String) -> (@Sendable (LoginRateLimiter.Policy) -> any LimiterStore)? {
+        guard database.dialect == .postgres else { return nil }
+        return { SQLLimiterStore(database: database, scope: scope, policy: $0) }
+    }
     let services = ServerServices(
         repository: repository,
         signer: AccessTokenSigner(keyBytes: tokenKey, issuer: "vaultsync"),
@@ -175,7 +182,7 @@ public func buildApplication(
                                      maxSeconds: configuration.loginLockoutMaxSeconds),
             addressEscalation: .init(threshold: configuration.addressLockoutThreshold, baseSeconds: configuration.loginLockoutBaseSeconds,
                                      maxSeconds: configuration.loginLockoutMaxSeconds),
-            capacity: configuration.loginLimiterCapacity,
+            capacity: configuration.loginLimiterCapacity, store: limiterStore("login"),
             now: { [now = configuration.now] in Double(now()) / 1_000_000 }),
         registrationLimiter: LoginRateLimiter(
             account: .init(burst: 5, refillPerSecond: 1.0 / 60),
@@ -183,7 +190,7 @@ public func buildApplication(
             accountEscalation: .init(threshold: .max, baseSeconds: 0, maxSeconds: 0),
             addressEscalation: .init(threshold: configuration.registrationLockoutThreshold, baseSeconds: configuration.loginLockoutBaseSeconds,
                                      maxSeconds: configuration.loginLockoutMaxSeconds),
-            capacity: configuration.loginLimiterCapacity,
+            capacity: configuration.loginLimiterCapacity, store: limiterStore("registration"),
             now: { [now = configuration.now] in Double(now()) / 1_000_000 }),
         twoFactorLimiter: LoginRateLimiter(
             // Only the lockouts count: the buckets are the login limiter's job.
@@ -192,7 +199,7 @@ public func buildApplication(
             accountEscalation: .init(threshold: configuration.twoFactorLockoutThreshold, baseSeconds: configuration.loginLockoutBaseSeconds,
                                      maxSeconds: configuration.loginLockoutMaxSeconds),
             addressEscalation: .init(threshold: .max, baseSeconds: 0, maxSeconds: 0),
-            capacity: configuration.loginLimiterCapacity,
+            capacity: configuration.loginLimiterCapacity, store: limiterStore("two-step"),
             now: { [now = configuration.now] in Double(now()) / 1_000_000 }),
         refusals: RefusalLog(logger: logger, intervalSeconds: configuration.refusalLogIntervalSeconds,
                              now: { [now = configuration.now] in Double(now()) / 1_000_000 }),
@@ -260,7 +267,7 @@ public func buildApplication(
         app.addServices(postgresTransport)
         app.beforeServerStarts { await postgresTransport.waitUntilListening() }
     }
-    return HubApplication(inner: app, hub: hub)
+    return HubApplication(inner: app, hub: hub, drainTimeout: configuration.shutdownTimeout)
 }
 
 /// The application with the notifications hub's shutdown in front: on a graceful shutdown every hub
@@ -271,8 +278,8 @@ struct HubApplication<Inner: ApplicationProtocol>: ApplicationProtocol {
     typealias Responder = Inner.Responder
     let inner: Inner
     let hub: NotificationHub
-    /// How long the hub's connections get to send their close message before the server stops anyway.
-    var drainTimeout: Duration = .seconds(5)
+    /// How long the hub's connections and then the requests in flight get to finish before the server stops anyway.
+    var drainTimeout: Duration = .seconds(10)
 
     var responder: Inner.Responder { get async throws { try await inner.responder } }
     var server: HTTPServerBuilder { inner.server }
@@ -287,20 +294,41 @@ struct HubApplication<Inner: ApplicationProtocol>: ApplicationProtocol {
         // The server runs in a group of its own, out of reach of the caller's graceful shutdown (a detached task
         // inherits none), so that shutdown can be passed on after the hub has closed its connections.
         let group = ServiceGroup(configuration: .init(services: [inner], logger: inner.logger))
-        let running = Task.detached { try await group.run() }
+        let finished = Flag()
+        let running = Task.detached {
+            defer { finished.set() }
+            try await group.run()
+        }
         try await withTaskCancellationHandler {
             try await withGracefulShutdownHandler {
                 try await running.value
-            } onGracefulShutdown: { [hub, drainTimeout] in
+            } onGracefulShutdown: { [hub, drainTimeout, logger = inner.logger] in
                 Task {
+                    let clock = ContinuousClock(), deadline = clock.now + drainTimeout
                     await hub.shutdown(drainingFor: drainTimeout)
+                    // Then the server stops accepting and lets the requests in flight finish, in what is left
+                    // of the time; requests still running after it are cancelled.
                     await group.triggerGracefulShutdown()
+                    while !finished.isSet, clock.now < deadline {
+                        try? await Task.sleep(for: .milliseconds(20))
+                    }
+                    if !finished.isSet {
+                        logger.warning("requests still running at the shutdown timeout were cancelled")
+                        running.cancel()
+                    }
                 }
             }
         } onCancel: {
             running.cancel()
         }
     }
+}
+
+/// A flag one task sets and others read.
+final class Flag: Sendable {
+    private let state = Mutex(false)
+    var isSet: Bool { state.withLock { $0 } }
+    func set() { state.withLock { $0 = true } }
 }
 
 /// Closes the database when the service group shuts down.

@@ -13,7 +13,13 @@ public struct ServerConfiguration: Sendable {
     /// `postgres://user:password@host:port/database` selects PostgreSQL.
     public var databaseURL: String?
     public var logLevel: Logger.Level = .info
+    /// Sign-ups closed: only addresses an administrator invited may register (`admin invite`).
     public var disableSignups = false
+    /// On SIGTERM or SIGINT: how long requests in flight and notification connections get to finish before
+    /// the server stops anyway.
+    public var shutdownTimeout: Duration = .seconds(10)
+    /// How long a server starting while PostgreSQL does not answer keeps retrying (`nil`: until it answers).
+    public var databaseWait: Duration?
     /// The access-token signing key; when `nil` it is read from (or created in) the data directory.
     public var tokenKey: [UInt8]?
     /// Access-token lifetime in seconds (official: 3600).

@@ -32,7 +32,7 @@ struct ServerCommand: AsyncParsableCommand {
           VAULTSYNC_DATABASE_URL=postgres://vaultsync:…@127.0.0.1:5432/vaultsync vaultsync-server
         """,
         version: "vaultsync-server \(ProductVersion.current)",
-        subcommands: [BackupCommand.self, RestoreCommand.self])
+        subcommands: [BackupCommand.self, RestoreCommand.self, AdminCommand.self])
 
     /// Parses the command line as `NegativeNumbers` hands it on (`--port -5` is a value, refused by the range
     /// check), then runs.
@@ -67,10 +67,35 @@ struct ServerCommand: AsyncParsableCommand {
     @Flag(help: "Refuse new registrations (VAULTSYNC_DISABLE_SIGNUPS=true).")
     var disableSignups = false
 
-    /// The flag, or VAULTSYNC_DISABLE_SIGNUPS set to true, 1 or yes.
+    @Option(help: ArgumentHelp("""
+        false: only addresses invited with `admin invite` may register, as --disable-signups (VAULTSYNC_SIGNUPS_ALLOWED).
+        """, valueName: "true|false"))
+    var signupsAllowed: Bool?
+
+    /// The flags, or VAULTSYNC_DISABLE_SIGNUPS set to true, 1 or yes, or VAULTSYNC_SIGNUPS_ALLOWED to false, 0 or no.
     var signupsDisabled: Bool {
-        disableSignups || ["1", "true", "yes"].contains(environment("VAULTSYNC_DISABLE_SIGNUPS")?.lowercased() ?? "")
+        disableSignups || signupsAllowed == false
+            || ["1", "true", "yes"].contains(environment("VAULTSYNC_DISABLE_SIGNUPS")?.lowercased() ?? "")
+            || (signupsAllowed == nil && ["0", "false", "no"].contains(environment("VAULTSYNC_SIGNUPS_ALLOWED")?.lowercased() ?? ""))
     }
+
+    @Option(help: ArgumentHelp("text, or json: one JSON object per line, for log collectors (VAULTSYNC_LOG_FORMAT).", valueName: "FORMAT"))
+    var logFormat: String = environment("VAULTSYNC_LOG_FORMAT") ?? "text"
+
+    @Option(help: ArgumentHelp("""
+        On SIGTERM/SIGINT, how long requests in flight and notification connections get to finish before the server stops \
+        anyway (VAULTSYNC_SHUTDOWN_TIMEOUT; default 10).
+        """, valueName: "SECONDS"))
+    var shutdownTimeout: Double = environment("VAULTSYNC_SHUTDOWN_TIMEOUT").flatMap(Double.init) ?? 10
+
+    @Option(name: .customLong("database-wait"), help: ArgumentHelp("""
+        PostgreSQL: how long a starting server waits for a database that does not answer, retrying; 0 fails at once \
+        (VAULTSYNC_DATABASE_WAIT; default: until it answers).
+        """, valueName: "SECONDS"))
+    var databaseWaitFlag: Double?
+
+    /// The flag, else its variable (`nil`: wait until the database answers).
+    var databaseWait: Double? { databaseWaitFlag ?? environment("VAULTSYNC_DATABASE_WAIT").flatMap(Double.init) }
 
     @Flag(help: "Serve GET /metrics in Prometheus' format on the same port (VAULTSYNC_METRICS=true).")
     var metrics = false
@@ -298,6 +323,23 @@ struct ServerCommand: AsyncParsableCommand {
            !["1", "true", "yes", "0", "false", "no"].contains(text.lowercased()) {
             throw ValidationError("VAULTSYNC_DISABLE_SIGNUPS must be true or false (1/0, yes/no), not \"\(text)\".")
         }
+        if let text = environment("VAULTSYNC_SIGNUPS_ALLOWED"), !["1", "true", "yes", "0", "false", "no"].contains(text.lowercased()) {
+            throw ValidationError("VAULTSYNC_SIGNUPS_ALLOWED must be true or false (1/0, yes/no), not \"\(text)\".")
+        }
+        for (name, variable) in [("VAULTSYNC_SHUTDOWN_TIMEOUT", "--shutdown-timeout"), ("VAULTSYNC_DATABASE_WAIT", "--database-wait")] {
+            if let text = environment(name), Double(text) == nil {
+                throw ValidationError("\(name) must be a number of seconds, not \"\(text)\" (or give \(variable)).")
+            }
+        }
+        guard ["text", "json"].contains(logFormat) else {
+            throw ValidationError("\(Self.source("--log-format", "VAULTSYNC_LOG_FORMAT")) must be text or json, not \"\(logFormat)\".")
+        }
+        guard shutdownTimeout >= 0, shutdownTimeout <= 3_600 else {
+            throw ValidationError("\(Self.source("--shutdown-timeout", "VAULTSYNC_SHUTDOWN_TIMEOUT")) must be between 0 and 3600 seconds.")
+        }
+        if let databaseWait, databaseWait < 0 || !databaseWait.isFinite {
+            throw ValidationError("\(Self.source("--database-wait", "VAULTSYNC_DATABASE_WAIT")) must be 0 or more seconds.")
+        }
         guard (0...65535).contains(port) else { throw ValidationError("\(Self.source("--port", "VAULTSYNC_PORT")) must be between 0 and 65535.") }
         guard Logger.Level(rawValue: logLevel) != nil else {
             throw ValidationError("\(Self.source("--log-level", "VAULTSYNC_LOG_LEVEL")) must be one of trace, debug, info, notice, warning, error, critical, not \"\(logLevel)\".")
@@ -329,9 +371,12 @@ struct ServerCommand: AsyncParsableCommand {
         // No file and no variable: the key file in the data directory.
         configuration.tokenKey = secrets.tokenKey
         (configuration.metricsEnabled, configuration.metricsToken) = try metricsSettings()
+        configuration.shutdownTimeout = .milliseconds(Int64(shutdownTimeout * 1000))
+        configuration.databaseWait = databaseWait.map { .milliseconds(Int64($0 * 1000)) }
         let level = configuration.logLevel
+        let json = logFormat == "json"
         LoggingSystem.bootstrap { label in
-            var handler = StreamLogHandler.standardError(label: label)
+            var handler: any LogHandler = json ? JSONLogHandler(label: label) : StreamLogHandler.standardError(label: label)
             handler.logLevel = level
             return handler
         }

@@ -65,37 +65,37 @@ struct LoginFloodTests {
         // the lockout has doubled to 480 s.
         var failures = 0
         while failures < 23 {
-            if let wait = await limiter.attempt(account: "victim@example.com", address: attacker) {
+            if let wait = try await limiter.attempt(account: "victim@example.com", address: attacker) {
                 clock.advance(wait)
                 continue
             }
-            await limiter.recordFailure(account: "victim@example.com", address: attacker)
+            try await limiter.recordFailure(account: "victim@example.com", address: attacker)
             failures += 1
         }
-        let lockout = try #require(await limiter.attempt(account: "victim@example.com", address: attacker))
+        let lockout = try #require(try await limiter.attempt(account: "victim@example.com", address: attacker))
         #expect(lockout > 479 && lockout <= 480)
 
         // The review's flood: made-up client ids from one address (client_credentials costs no hash). Refused
         // attempts used to add a key each.
         for index in 0..<100_000 {
             let id = "user.made-up-\(index)"
-            if await limiter.attempt(account: id, address: attacker) == nil {
-                await limiter.recordFailure(account: id, address: attacker)
+            if try await limiter.attempt(account: id, address: attacker) == nil {
+                try await limiter.recordFailure(account: id, address: attacker)
             }
         }
         // And one from each of 150,000 addresses over 150 s, each let through and failing: every table fills.
         for index in 0..<150_000 {
             let id = "user.spread-\(index)", address = "10.\(index >> 16).\((index >> 8) & 255).\(index & 255)"
-            if await limiter.attempt(account: id, address: address) == nil {
-                await limiter.recordFailure(account: id, address: address)
+            if try await limiter.attempt(account: id, address: address) == nil {
+                try await limiter.recordFailure(account: id, address: address)
             }
             clock.advance(0.001)
         }
         #expect(await limiter.largestTable <= LoginRateLimiter.defaultCapacity, "memory stays bounded")
-        let still = try #require(await limiter.attempt(account: "victim@example.com", address: attacker), "still locked out")
+        let still = try #require(try await limiter.attempt(account: "victim@example.com", address: attacker), "still locked out")
         #expect(still > 0 && still <= lockout - 149)
         // The attacker's address itself is not locked out: the lockout that holds is the account's.
-        #expect(await limiter.attempt(account: "someone-else@example.com", address: attacker) == nil)
+        #expect(try await limiter.attempt(account: "someone-else@example.com", address: attacker) == nil)
     }
 
     @Test("a full table evicts its least recently used cold keys, never a lockout running or a partly used bucket")
@@ -107,22 +107,22 @@ struct LoginFloodTests {
                                        addressEscalation: .init(threshold: .max, baseSeconds: 0, maxSeconds: 0), capacity: 50, now: { clock.now })
         // A lockout and a drained bucket, made first (the least recently used).
         for _ in 0..<2 {
-            #expect(await limiter.attempt(account: "locked", address: "a") == nil)
-            await limiter.recordFailure(account: "locked", address: "a")
+            #expect(try await limiter.attempt(account: "locked", address: "a") == nil)
+            try await limiter.recordFailure(account: "locked", address: "a")
         }
-        for _ in 0..<10 { #expect(await limiter.attempt(account: "drained", address: "b") == nil) }
-        #expect(await limiter.attempt(account: "drained", address: "b") != nil)
+        for _ in 0..<10 { #expect(try await limiter.attempt(account: "drained", address: "b") == nil) }
+        #expect(try await limiter.attempt(account: "drained", address: "b") != nil)
         // 300 keys after them over 9 s: each is cold a second after its attempt; the drained bucket is not.
         for index in 0..<300 {
-            #expect(await limiter.attempt(account: "cold-\(index)", address: "c") == nil)
-            await limiter.recordFailure(account: "cold-\(index)", address: "c")
+            #expect(try await limiter.attempt(account: "cold-\(index)", address: "c") == nil)
+            try await limiter.recordFailure(account: "cold-\(index)", address: "c")
             clock.advance(0.03)
         }
         #expect(await limiter.largestTable <= 50)
-        #expect(await limiter.attempt(account: "locked", address: "a") != nil, "the lockout is kept")
+        #expect(try await limiter.attempt(account: "locked", address: "a") != nil, "the lockout is kept")
         // About 9 attempts are back after 9 s; a forgotten bucket would start full again with 10.
         var allowed = 0
-        while allowed < 20, await limiter.attempt(account: "drained", address: "b") == nil { allowed += 1 }
+        while allowed < 20, try await limiter.attempt(account: "drained", address: "b") == nil { allowed += 1 }
         #expect(allowed >= 8 && allowed < 10, "the partly used bucket was kept, not forgotten (\(allowed) attempts)")
     }
 

@@ -11,20 +11,22 @@ import Logging
 /// too, so nobody can lock an account's owner out from elsewhere beyond the flat account bucket, which
 /// is the account's own and bounds guesses from all addresses together.
 ///
-/// Memory is bounded without forgetting what matters (docs/SECURITY.md, "Attack review 2026-12-01"):
-/// a refused attempt stores nothing, so an address adds keys no faster than its bucket lets it try; each
-/// table holds `capacity` keys and makes room by evicting its least recently used *cold* ones (a full
-/// bucket, a count of failures with no lockout running), never an active lockout or a partly used bucket.
-/// The tables used to be emptied at 100,000 keys: that many made-up client ids reset every lockout.
-///
-/// Per instance (in memory): several instances behind one database each enforce their own limit,
-/// which bounds an attacker to N × the limit — good enough, and needs no shared state.
-actor LoginRateLimiter {
+/// The decisions are pure functions of the entries one call reads (``Entries``); where the entries live
+/// is the ``LimiterStore``'s business. One node keeps them in memory (``MemoryLimiterStore``); nodes that
+/// share a PostgreSQL database keep them in its `login_limits` table (``SQLLimiterStore``), so that a
+/// second node does not double an attacker's attempts (docs/OPERATIONS.md, "Several nodes").
+struct LoginRateLimiter: Sendable {
     struct Limit: Sendable {
         /// Attempts allowed at once.
         var burst: Double
         /// Attempts regained per second.
         var refillPerSecond: Double
+
+        /// Seconds after its last use when a bucket is full again whatever it held (0 for a limit so large
+        /// that a bucket never runs low).
+        var refillHorizon: Double {
+            burst >= 1e12 ? 0 : burst / refillPerSecond
+        }
     }
 
     /// Lockouts after repeated failures.
@@ -44,82 +46,100 @@ actor LoginRateLimiter {
         }
     }
 
-    private struct Failures {
+    /// Failures in a row, and the lockout they earned.
+    struct Failures: Sendable, Equatable {
         var count: Int
         var last: Double
         var lockedUntil: Double
     }
 
-    private struct Bucket {
+    struct Bucket: Sendable, Equatable {
         var tokens: Double
         var updated: Double
     }
 
-    private let pairEscalation: Escalation
-    private let addressEscalation: Escalation
-    private var pairFailures: LRUTable<Failures>
-    private var addressFailures: LRUTable<Failures>
-    private let accountLimit: Limit
-    private let addressLimit: Limit
-    private var accounts: LRUTable<Bucket>
-    private var addresses: LRUTable<Bucket>
+    /// What one call reads and may change: the failures of the account from the address and of the
+    /// address, and the two buckets (`nil`: nothing stored, a full bucket or no failure).
+    struct Entries: Sendable, Equatable {
+        var pair: Failures?
+        var byAddress: Failures?
+        var account: Bucket?
+        var address: Bucket?
+    }
+
+    /// The limits and lockouts the decisions apply.
+    struct Policy: Sendable {
+        var accountLimit: Limit
+        var addressLimit: Limit
+        var pairEscalation: Escalation
+        var addressEscalation: Escalation
+
+        /// A bucket that has refilled: forgetting it changes nothing.
+        func isCold(_ bucket: Bucket, limit: Limit, time: Double) -> Bool {
+            LoginRateLimiter.refilled(bucket, limit: limit, time: time).tokens >= limit.burst
+        }
+    }
+
+    let policy: Policy
+    let store: any LimiterStore
     private let now: @Sendable () -> Double
 
-    /// The keys each table holds before it evicts cold ones.
+    /// The keys each table holds in memory before it evicts cold ones.
     static let defaultCapacity = 100_000
 
+    /// A limiter over `store`, or in memory holding `capacity` keys per table when `store` is `nil`.
     init(account: Limit, address: Limit,
          accountEscalation: Escalation = .init(threshold: 20, baseSeconds: 60, maxSeconds: 86_400),
          addressEscalation: Escalation = .init(threshold: 200, baseSeconds: 60, maxSeconds: 86_400),
          capacity: Int = LoginRateLimiter.defaultCapacity,
+         store: (@Sendable (Policy) -> any LimiterStore)? = nil,
          now: @escaping @Sendable () -> Double = { Date().timeIntervalSince1970 }) {
-        accountLimit = account
-        addressLimit = address
-        pairEscalation = accountEscalation
-        self.addressEscalation = addressEscalation
-        pairFailures = LRUTable(capacity: capacity)
-        addressFailures = LRUTable(capacity: capacity)
-        accounts = LRUTable(capacity: capacity)
-        addresses = LRUTable(capacity: capacity)
+        let policy = Policy(accountLimit: account, addressLimit: address, pairEscalation: accountEscalation, addressEscalation: addressEscalation)
+        self.policy = policy
+        self.store = store?(policy) ?? MemoryLimiterStore(capacity: capacity, policy: policy)
         self.now = now
     }
 
-    private static func pairKey(_ account: String, _ address: String) -> String { account + "\n" + address }
-
-    /// For tests: the keys held by the largest table.
-    var largestTable: Int { max(accounts.count, addresses.count, pairFailures.count, addressFailures.count) }
+    /// For tests: the keys held by the largest table of a limiter in memory.
+    var largestTable: Int {
+        get async { await (store as? MemoryLimiterStore)?.largestTable ?? 0 }
+    }
 
     /// Takes one attempt for `account` from `address`; returns the seconds to wait when refused. A
     /// locked-out attempt takes nothing (hammering does not extend a lockout), and a refused one stores
     /// nothing (it cannot push other keys out).
-    func attempt(account: String, address: String) -> Double? {
-        let time = now()
-        let pairKey = Self.pairKey(account, address)
-        let locked = max(pairFailures.peek(pairKey)?.lockedUntil ?? 0, addressFailures.peek(address)?.lockedUntil ?? 0)
-        if locked > time { return locked - time }
-        let accountBucket = Self.refilled(accounts.peek(account), limit: accountLimit, time: time)
-        let addressBucket = Self.refilled(addresses.peek(address), limit: addressLimit, time: time)
-        let wait = max(Self.wait(accountBucket, limit: accountLimit), Self.wait(addressBucket, limit: addressLimit))
-        if wait > 0 { return wait }
-        let accountLimit = accountLimit, addressLimit = addressLimit
-        accounts.set(account, Bucket(tokens: accountBucket.tokens - 1, updated: time)) { Self.isCold($0, limit: accountLimit, time: time) }
-        addresses.set(address, Bucket(tokens: addressBucket.tokens - 1, updated: time)) { Self.isCold($0, limit: addressLimit, time: time) }
-        return nil
+    func attempt(account: String, address: String) async throws -> Double? {
+        let time = now(), policy = policy
+        return try await store.update(account: account, address: address, time: time) { Self.attempt(&$0, policy: policy, time: time) }
     }
 
     /// A failed attempt (wrong password or unknown account): counts towards the lockouts.
-    func recordFailure(account: String, address: String) {
-        let time = now()
-        let pair = Self.failed(pairFailures.peek(Self.pairKey(account, address)), escalation: pairEscalation, time: time, forgetAfter: nil)
-        pairFailures.set(Self.pairKey(account, address), pair) { $0.lockedUntil <= time }
-        let forget = addressEscalation.maxSeconds
-        let byAddress = Self.failed(addressFailures.peek(address), escalation: addressEscalation, time: time, forgetAfter: forget)
-        addressFailures.set(address, byAddress) { $0.lockedUntil <= time }
+    func recordFailure(account: String, address: String) async throws {
+        let time = now(), policy = policy
+        try await store.update(account: account, address: address, time: time) { Self.failure(&$0, policy: policy, time: time) }
     }
 
     /// A successful login: the account's failures from that address are forgotten.
-    func recordSuccess(account: String, address: String) {
-        pairFailures.remove(Self.pairKey(account, address))
+    func recordSuccess(account: String, address: String) async throws {
+        try await store.update(account: account, address: address, time: now()) { $0.pair = nil }
+    }
+
+    static func attempt(_ entries: inout Entries, policy: Policy, time: Double) -> Double? {
+        let locked = max(entries.pair?.lockedUntil ?? 0, entries.byAddress?.lockedUntil ?? 0)
+        if locked > time { return locked - time }
+        let accountBucket = refilled(entries.account, limit: policy.accountLimit, time: time)
+        let addressBucket = refilled(entries.address, limit: policy.addressLimit, time: time)
+        let wait = max(Self.wait(accountBucket, limit: policy.accountLimit), Self.wait(addressBucket, limit: policy.addressLimit))
+        if wait > 0 { return wait }
+        entries.account = Bucket(tokens: accountBucket.tokens - 1, updated: time)
+        entries.address = Bucket(tokens: addressBucket.tokens - 1, updated: time)
+        return nil
+    }
+
+    static func failure(_ entries: inout Entries, policy: Policy, time: Double) {
+        entries.pair = failed(entries.pair, escalation: policy.pairEscalation, time: time, forgetAfter: nil)
+        entries.byAddress = failed(entries.byAddress, escalation: policy.addressEscalation, time: time,
+                                   forgetAfter: policy.addressEscalation.maxSeconds)
     }
 
     private static func failed(_ entry: Failures?, escalation: Escalation, time: Double, forgetAfter: Double?) -> Failures {
@@ -131,7 +151,7 @@ actor LoginRateLimiter {
         return entry
     }
 
-    private static func refilled(_ bucket: Bucket?, limit: Limit, time: Double) -> Bucket {
+    static func refilled(_ bucket: Bucket?, limit: Limit, time: Double) -> Bucket {
         guard let bucket else { return Bucket(tokens: limit.burst, updated: time) }
         return Bucket(tokens: min(limit.burst, bucket.tokens + max(0, time - bucket.updated) * limit.refillPerSecond), updated: time)
     }
@@ -140,9 +160,62 @@ actor LoginRateLimiter {
         bucket.tokens >= 1 ? 0 : (1 - bucket.tokens) / limit.refillPerSecond
     }
 
-    /// A bucket that has refilled: forgetting it changes nothing.
-    private static func isCold(_ bucket: Bucket, limit: Limit, time: Double) -> Bool {
-        refilled(bucket, limit: limit, time: time).tokens >= limit.burst
+    static func pairKey(_ account: String, _ address: String) -> String { account + "\n" + address }
+}
+
+/// Where a ``LoginRateLimiter``'s entries live. ``update(account:address:time:_:)`` reads the entries of
+/// one account and address, lets `change` decide, and stores what it changed, as one step: two calls for
+/// the same account or address never interleave (a lost update here would be a free guess).
+protocol LimiterStore: Sendable {
+    @discardableResult
+    func update<T: Sendable>(account: String, address: String, time: Double,
+                             _ change: @Sendable (inout LoginRateLimiter.Entries) -> T) async throws -> T
+}
+
+/// One node's entries, in memory (docs/SECURITY.md, "Attack review 2026-12-01"): a refused attempt
+/// stores nothing, so an address adds keys no faster than its bucket lets it try; each table holds
+/// `capacity` keys and makes room by evicting its least recently used *cold* ones (a full bucket, a count
+/// of failures with no lockout running), never an active lockout or a partly used bucket. The tables
+/// used to be emptied at 100,000 keys: that many made-up client ids reset every lockout.
+actor MemoryLimiterStore: LimiterStore {
+    private let policy: LoginRateLimiter.Policy
+    private var pairFailures: LRUTable<LoginRateLimiter.Failures>
+    private var addressFailures: LRUTable<LoginRateLimiter.Failures>
+    private var accounts: LRUTable<LoginRateLimiter.Bucket>
+    private var addresses: LRUTable<LoginRateLimiter.Bucket>
+
+    init(capacity: Int, policy: LoginRateLimiter.Policy) {
+        self.policy = policy
+        pairFailures = LRUTable(capacity: capacity)
+        addressFailures = LRUTable(capacity: capacity)
+        accounts = LRUTable(capacity: capacity)
+        addresses = LRUTable(capacity: capacity)
+    }
+
+    var largestTable: Int { max(accounts.count, addresses.count, pairFailures.count, addressFailures.count) }
+
+    func update<T: Sendable>(account: String, address: String, time: Double,
+                             _ change: @Sendable (inout LoginRateLimiter.Entries) -> T) -> T {
+        let pairKey = LoginRateLimiter.pairKey(account, address)
+        let before = LoginRateLimiter.Entries(pair: pairFailures.peek(pairKey), byAddress: addressFailures.peek(address),
+                                              account: accounts.peek(account), address: addresses.peek(address))
+        var after = before
+        let result = change(&after)
+        let failuresCold: (LoginRateLimiter.Failures) -> Bool = { $0.lockedUntil <= time }
+        if after.pair != before.pair { Self.store(after.pair, pairKey, in: &pairFailures, isCold: failuresCold) }
+        if after.byAddress != before.byAddress { Self.store(after.byAddress, address, in: &addressFailures, isCold: failuresCold) }
+        let policy = policy
+        if after.account != before.account {
+            Self.store(after.account, account, in: &accounts) { policy.isCold($0, limit: policy.accountLimit, time: time) }
+        }
+        if after.address != before.address {
+            Self.store(after.address, address, in: &addresses) { policy.isCold($0, limit: policy.addressLimit, time: time) }
+        }
+        return result
+    }
+
+    private static func store<Value>(_ value: Value?, _ key: String, in table: inout LRUTable<Value>, isCold: (Value) -> Bool) {
+        if let value { table.set(key, value, isCold: isCold) } else { table.remove(key) }
     }
 }
 

@@ -32,7 +32,7 @@ extension IdentityController {
                 throw error
             }
         }
-        if let wait = await services.limiter.attempt(account: clientID, address: address) {
+        if let wait = try await services.limiter.attempt(account: clientID, address: address) {
             throw APIError.tooMany("login attempts", wait: wait)
         }
         let userID = clientID.hasPrefix("user.") ? String(clientID.dropFirst(5)) : ""
@@ -40,11 +40,12 @@ extension IdentityController {
         let stored = try await user.asyncFlatMap { try await services.repository.sealedAPIKey(userID: $0.id) }
             .flatMap { services.twoFactorSecrets.unseal($0) }
         guard let user, let stored, constantTimeEqual(stored, secret) else {
-            await services.limiter.recordFailure(account: clientID, address: address)
+            try await services.limiter.recordFailure(account: clientID, address: address)
             await services.refusals.note("api key login failed", address: address)
             throw Self.invalidClient
         }
-        await services.limiter.recordSuccess(account: clientID, address: address)
+        try await services.limiter.recordSuccess(account: clientID, address: address)
+        try Self.refuseDisabled(user)
         let device = field("deviceIdentifier")!
         let deviceType = Int(field("deviceType")!) ?? 14
         let (_, _, generation) = try await services.repository.registerDevice(

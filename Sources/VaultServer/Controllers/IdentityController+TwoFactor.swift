@@ -56,10 +56,10 @@ extension IdentityController {
         case TwoFactorProvider.recoveryCode:
             try await lockoutCheck(user)
             guard try await services.repository.recoverTwoFactor(userID: user.id, code: AccountSecrets.normaliseRecoveryCode(token)) else {
-                await wrongCode(user)
+                try await wrongCode(user)
                 throw Self.invalidTwoFactorToken
             }
-            await services.twoFactorLimiter.recordSuccess(account: user.id, address: "")
+            try await services.twoFactorLimiter.recordSuccess(account: user.id, address: "")
             services.logger.info("two-step login recovered", metadata: ["user": "\(user.id)"])
             return TwoFactorOutcome(recovered: true)
         case TwoFactorProvider.authenticator where state.authenticatorEnabled:
@@ -68,10 +68,10 @@ extension IdentityController {
                   let step = AuthenticatorKey.matchingStep(code: token, secret: secret, nowSeconds: services.now() / 1_000_000,
                                                            after: state.lastUsedStep),
                   try await services.repository.useAuthenticatorStep(userID: user.id, step: step) else {
-                await wrongCode(user)
+                try await wrongCode(user)
                 throw Self.invalidTwoFactorToken
             }
-            await services.twoFactorLimiter.recordSuccess(account: user.id, address: "")
+            try await services.twoFactorLimiter.recordSuccess(account: user.id, address: "")
             return TwoFactorOutcome(remember: rememberAsked)
         default:
             // A provider the account does not have: the same answer as no code at all.
@@ -80,13 +80,13 @@ extension IdentityController {
     }
 
     private func lockoutCheck(_ user: UserRecord) async throws {
-        if let wait = await services.twoFactorLimiter.attempt(account: user.id, address: "") {
+        if let wait = try await services.twoFactorLimiter.attempt(account: user.id, address: "") {
             throw TwoFactorController.tooMany(wait)
         }
     }
 
-    private func wrongCode(_ user: UserRecord) async {
-        await services.twoFactorLimiter.recordFailure(account: user.id, address: "")
+    private func wrongCode(_ user: UserRecord) async throws {
+        try await services.twoFactorLimiter.recordFailure(account: user.id, address: "")
         services.logger.info("two-step login failed", metadata: ["user": "\(user.id)"])
     }
 

@@ -61,15 +61,13 @@ struct IdentityController {
     /// Vaultwarden answers without mail). The same answer whether or not the email has an account: a taken one is
     /// refused at the finish, as a direct registration is.
     func startRegistration(_ request: Request, _ context: VaultRequestContext) async throws -> Response {
-        guard !services.configuration.disableSignups else {
-            throw APIError(.badRequest, "Registration not allowed or user already exists")
-        }
         let body = try await request.jsonObject(limit: services.configuration.maxBodyBytes)
         let email = EmailAddress.normalise(body["email"]?.stringValue ?? "")
         guard Self.isEmailAddress(email) else {
             throw APIError.invalidModel(["email": ["The Email field is not a supported e-mail address format."]])
         }
         try Self.refuseInvisibleCharacters(email)
+        try await refuseUninvited(email)
         return JSONResponse.make(.string(services.registrationTokens.token(email: email, nowSeconds: services.now() / 1_000_000)))
     }
 
@@ -97,10 +95,16 @@ struct IdentityController {
         return number
     }
 
-    func register(_ request: Request, _ context: VaultRequestContext, finish: Bool) async throws -> Response {
-        guard !services.configuration.disableSignups else {
+    /// With sign-ups closed only an address an administrator invited may register (`vaultsync-server admin
+    /// invite`); others get the answer a taken address gets.
+    func refuseUninvited(_ email: String) async throws {
+        guard services.configuration.disableSignups else { return }
+        guard try await services.repository.read({ try await VaultRepository.isInvited(email: email, $0) }) else {
             throw APIError(.badRequest, "Registration not allowed or user already exists")
         }
+    }
+
+    func register(_ request: Request, _ context: VaultRequestContext, finish: Bool) async throws -> Response {
         let body = try await request.jsonObject(limit: services.configuration.maxBodyBytes)
         func string(_ key: String) -> String? { body[key]?.stringValue }
         var email = EmailAddress.normalise(string("email") ?? "")
@@ -141,6 +145,7 @@ struct IdentityController {
             throw APIError.invalidModel(["email": ["The Email field is not a supported e-mail address format."]])
         }
         try Self.refuseInvisibleCharacters(email)
+        try await refuseUninvited(email)
         // A finish that carries the first step's token creates the account of the email the token was made for.
         if finish, let token = string("emailVerificationToken"),
            services.registrationTokens.email(of: token, nowSeconds: services.now() / 1_000_000) != email {
@@ -163,7 +168,7 @@ struct IdentityController {
         }
         // Limited once the body is valid, before the slow hash (docs/PROTOCOL.md, "Login limits").
         let address = services.clientAddress(request, context)
-        if let wait = await services.registrationLimiter.attempt(account: email, address: address) {
+        if let wait = try await services.registrationLimiter.attempt(account: email, address: address) {
             throw APIError.tooMany("registrations", wait: wait)
         }
         // A look-alike of an existing account (the same address but for accents, width or Cyrillic and Greek
@@ -173,7 +178,7 @@ struct IdentityController {
         let legacy = EmailAddress.legacyForm(string("email") ?? "")
         for taken in Set([email, skeleton, legacy]) where Self.isEmailAddress(taken) {
             if try await services.repository.user(email: taken) != nil {
-                await services.registrationLimiter.recordFailure(account: email, address: address)
+                try await services.registrationLimiter.recordFailure(account: email, address: address)
                 throw APIError(.badRequest, "Registration not allowed or user already exists")
             }
         }
@@ -187,12 +192,20 @@ struct IdentityController {
             passwordHint: string("masterPasswordHint"), akey: key, privateKey: privateKey, publicKey: publicKey,
             kdfType: kdf.type, kdfIterations: kdf.iterations, kdfMemory: kdf.type == 1 ? memory : nil,
             kdfParallelism: kdf.type == 1 ? parallelism : nil, securityStamp: newID(), now: now)
-        guard try await services.repository.insert(user: user) else {
-            await services.registrationLimiter.recordFailure(account: email, address: address)
+        guard try await services.repository.insert(user: user, requiringInvitation: services.configuration.disableSignups) else {
+            try await services.registrationLimiter.recordFailure(account: email, address: address)
             throw APIError(.badRequest, "Registration not allowed or user already exists")
         }
         services.logger.info("account registered", metadata: ["user": "\(user.id)"])
         return JSONResponse.make(.object(finish ? ["object": .string("registerFinish")] : ["object": .string("register"), "captchaBypassToken": .string("")]))
+    }
+
+    /// A disabled account is refused after its password checked out, so that the answer tells only someone
+    /// who knows the password that the account exists (docs/OPERATIONS.md, "Administration").
+    static func refuseDisabled(_ user: UserRecord) throws {
+        guard user.disabledAt == nil else {
+            throw grantError("invalid_grant", message: "This account is disabled. Ask the server's administrator to enable it.")
+        }
     }
 
     /// OAuth-style failure (spec §2.3).
@@ -257,16 +270,17 @@ struct IdentityController {
             }
         }
         let email = EmailAddress.normalise(field("username")!)
-        if let wait = await services.limiter.attempt(account: email, address: address) {
+        if let wait = try await services.limiter.attempt(account: email, address: address) {
             throw APIError.tooMany("login attempts", wait: wait)
         }
         let verified = try await verifyPassword(email: email, presented: field("password")!)
         guard let user = verified else {
-            await services.limiter.recordFailure(account: email, address: address)
+            try await services.limiter.recordFailure(account: email, address: address)
             await services.refusals.note("login failed", address: address)
             throw Self.grantError("invalid_username_or_password", message: "Username or password is incorrect. Try again.")
         }
-        await services.limiter.recordSuccess(account: email, address: address)
+        try await services.limiter.recordSuccess(account: email, address: address)
+        try Self.refuseDisabled(user)
         let device = field("deviceIdentifier")!
         // Two-step login, after the password (docs/PROTOCOL.md, "Two-step login").
         let step = try await twoFactorStep(field, user: user, device: device)

@@ -79,7 +79,7 @@ struct SessionsController {
             throw APIError.invalidModel(["masterPasswordHash": ["The MasterPasswordHash field is required."]])
         }
         let address = services.clientAddress(request, context)
-        if let wait = await services.limiter.attempt(account: user.email, address: address) {
+        if let wait = try await services.limiter.attempt(account: user.email, address: address) {
             throw APIError.tooMany("password attempts", wait: wait)
         }
         guard let salt = Data(base64Encoded: user.passwordSalt), let expected = Data(base64Encoded: user.passwordHash) else {
@@ -90,7 +90,7 @@ struct SessionsController {
             StoredPasswordHash.verify(clientHash: presented, salt: Array(salt), iterations: iterations, expected: Array(expected))
         }
         guard matches else {
-            await services.limiter.recordFailure(account: user.email, address: address)
+            try await services.limiter.recordFailure(account: user.email, address: address)
             throw APIError.invalidModel(["masterPasswordHash": ["Invalid password."]])
         }
         return user

@@ -88,17 +88,17 @@ struct TwoFactorController {
         }
         // Wrong codes here count towards the same kind of lockout as at login, keyed apart from it.
         let limiterKey = "setup\n" + user.id
-        if let wait = await services.twoFactorLimiter.attempt(account: limiterKey, address: "") {
+        if let wait = try await services.twoFactorLimiter.attempt(account: limiterKey, address: "") {
             throw Self.tooMany(wait)
         }
         // Re-enabling with the same key: a code already used (at login) is not shown again.
         let state = try await services.repository.twoFactorState(userID: user.id)
         let lastUsed = state.authenticatorKey == key ? state.lastUsedStep : 0
         guard let step = AuthenticatorKey.matchingStep(code: code, secret: secret, nowSeconds: nowSeconds, after: lastUsed) else {
-            await services.twoFactorLimiter.recordFailure(account: limiterKey, address: "")
+            try await services.twoFactorLimiter.recordFailure(account: limiterKey, address: "")
             throw APIError.invalidModel(["Token": ["Invalid token."]])
         }
-        await services.twoFactorLimiter.recordSuccess(account: limiterKey, address: "")
+        try await services.twoFactorLimiter.recordSuccess(account: limiterKey, address: "")
         try await services.repository.enableAuthenticator(userID: user.id, key: key, step: step, now: services.now())
         services.logger.info("two-step login enabled", metadata: ["user": "\(user.id)"])
         return authenticatorResponse(enabled: true, key: key, token: nil)
@@ -155,15 +155,15 @@ struct TwoFactorController {
         let invalid = APIError.invalidModel(["": ["Invalid information. Try again."]])
         guard !email.isEmpty, !hash.isEmpty, hash.count <= 300, !code.isEmpty, code.count <= 64 else { throw invalid }
         let address = services.clientAddress(request, context)
-        if let wait = await services.limiter.attempt(account: email, address: address) {
+        if let wait = try await services.limiter.attempt(account: email, address: address) {
             throw APIError.tooMany("attempts", wait: wait)
         }
         let user = try await IdentityController(services: services).verifyPassword(email: email, presented: hash)
         guard let user, try await services.repository.recoverTwoFactor(userID: user.id, code: code) else {
-            await services.limiter.recordFailure(account: email, address: address)
+            try await services.limiter.recordFailure(account: email, address: address)
             throw invalid
         }
-        await services.limiter.recordSuccess(account: email, address: address)
+        try await services.limiter.recordSuccess(account: email, address: address)
         services.logger.info("two-step login recovered", metadata: ["user": "\(user.id)"])
         return JSONResponse.empty()
     }

@@ -345,6 +345,42 @@ enum Migrations {
                 "ALTER TABLE memberships ADD COLUMN accepted_with_code \(d.integer) NOT NULL DEFAULT 0",
             ]
         },
+        Migration(version: 14, name: "login limits shared by the nodes of one database") { d in
+            let int = d.integer
+            return [
+                // One row per limiter entry (Storage/LoginLimitsStore.swift): `kind` is `pair` (an account's
+                // failures from one address), `address-failures`, `account` or `address` (buckets). Times are
+                // microseconds; a bucket's tokens are text (an unlimited bucket's count is beyond an integer).
+                """
+                CREATE TABLE login_limits (
+                    scope TEXT NOT NULL,
+                    kind TEXT NOT NULL,
+                    key TEXT NOT NULL,
+                    count \(int),
+                    last_at \(int),
+                    locked_until \(int),
+                    tokens TEXT,
+                    updated_at \(int),
+                    PRIMARY KEY (scope, kind, key)
+                )
+                """,
+            ]
+        },
+        Migration(version: 15, name: "accounts an administrator disabled; addresses invited to register") { d in
+            [
+                // When an administrator disabled the account (NULL: enabled): it cannot log in, and its
+                // devices were revoked when it was disabled (docs/OPERATIONS.md, "Administration").
+                "ALTER TABLE users ADD COLUMN disabled_at \(d.integer)",
+                // Addresses an administrator invited: with sign-ups closed to others, only these may register.
+                """
+                CREATE TABLE registration_invites (
+                    email TEXT PRIMARY KEY,
+                    invited_at \(d.integer) NOT NULL,
+                    used_at \(d.integer)
+                )
+                """,
+            ]
+        },
     ]
 
     /// Applies every migration not applied yet (up to `lastVersion`: tests build an older schema to migrate

@@ -45,14 +45,35 @@ public final class PostgresDatabase: SQLDatabase {
         } catch {
             let reason: String
             if let error = error as? PSQLError {
-                reason = error.serverInfo?[.message] ?? error.underlying.map { "\($0)" } ?? "\(error.code)"
+                // An answer from the server (a wrong password, no such database) will not change by waiting.
+                if let message = error.serverInfo?[.message] { throw StorageError.database("cannot connect to \(location): \(message)") }
+                reason = error.underlying.map { "\($0)" } ?? "\(error.code)"
             } else {
                 reason = "\(error)"
             }
             guard !reason.contains("Connection refused") else {
-                throw StorageError.database("cannot connect to \(location): nothing listens there (connection refused). Is PostgreSQL running, at that address?")
+                throw StorageError.unreachable("cannot connect to \(location): nothing listens there (connection refused). Is PostgreSQL running, at that address?")
             }
-            throw StorageError.database("cannot connect to \(location): \(reason)")
+            throw StorageError.unreachable("cannot connect to \(location): \(reason)")
+        }
+    }
+
+    /// ``checkConnection()`` until the database answers or `limit` has passed (`nil`: no limit), every
+    /// retry logged; a node started before its database (a reboot, a deployment) waits instead of exiting.
+    /// An answer that refuses (a wrong password) is thrown at once.
+    public func waitUntilReachable(limit: Duration?, logger: Logger) async throws {
+        let clock = ContinuousClock()
+        let deadline = limit.map { clock.now + $0 }
+        var pause = Duration.milliseconds(500)
+        while true {
+            do {
+                return try await checkConnection()
+            } catch StorageError.unreachable(let reason) {
+                if let deadline, clock.now + pause > deadline { throw StorageError.unreachable(reason) }
+                logger.warning("waiting for the database", metadata: ["reason": "\(reason)", "retry_in_seconds": "\(pause.components.seconds)"])
+                try await Task.sleep(for: pause)
+                pause = min(pause * 2, .seconds(5))
+            }
         }
     }
 

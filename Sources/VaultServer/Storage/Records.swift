@@ -26,6 +26,8 @@ struct UserRecord: Sendable {
     var equivalentDomains: String?
     /// JSON `[type, …]` of the global equivalent-domain groups the user turned off; `nil` for none.
     var excludedGlobalDomains: String?
+    /// When an administrator disabled the account (`nil`: it is enabled).
+    var disabledAt: Int64?
 
     init(row: SQLRow) {
         id = row.text("id") ?? ""
@@ -49,6 +51,7 @@ struct UserRecord: Sendable {
         avatarColor = row.text("avatar_color")
         equivalentDomains = row.text("equivalent_domains")
         excludedGlobalDomains = row.text("excluded_global_domains")
+        disabledAt = row.int("disabled_at")
     }
 
     init(id: String, email: String, name: String?, passwordHash: String, passwordSalt: String, passwordIterations: Int,

@@ -106,12 +106,15 @@ public enum StorageError: Error, Sendable, CustomStringConvertible {
     case database(String)
     /// The database URL could not be understood.
     case invalidURL(String)
+    /// The database did not answer (nothing listens, a timeout): waiting may help.
+    case unreachable(String)
 
     public var description: String {
         switch self {
         case .uniqueViolation(let what): return "duplicate: \(what)"
         case .database(let message): return "database error: \(message)"
         case .invalidURL(let reason): return "invalid database URL: \(reason)"
+        case .unreachable(let reason): return reason
         }
     }
 }

@@ -67,9 +67,16 @@ public final class VaultRepository: Sendable {
     }
 
     /// Inserts a new account; `false` if the email is taken.
-    func insert(user: UserRecord) async throws -> Bool {
+    /// Stores a new account; `false` when the email is taken or, with `requiringInvitation`, was not invited
+    /// (an invitation is used up by the account it made).
+    func insert(user: UserRecord, requiringInvitation: Bool = false) async throws -> Bool {
         do {
-            _ = try await transaction { session in
+            return try await transaction { session in
+                if requiringInvitation {
+                    let used = try await session.query("UPDATE registration_invites SET used_at = ? WHERE email = ? AND used_at IS NULL RETURNING email",
+                                                       [.int(user.createdAt), .text(user.email)])
+                    guard !used.isEmpty else { return false }
+                }
                 try await session.query("""
                     INSERT INTO users (id, email, name, password_hash, password_salt, password_iterations, password_hint, akey,
                         private_key, public_key, kdf_type, kdf_iterations, kdf_memory, kdf_parallelism, security_stamp,
@@ -83,8 +90,8 @@ public final class VaultRepository: Sendable {
                         .optionalInt(user.kdfParallelism.map(Int64.init)), .text(user.securityStamp),
                         .int(user.createdAt), .int(user.updatedAt), .int(user.revisionDate),
                     ])
+                return true
             }
-            return true
         } catch StorageError.uniqueViolation {
             return false
         }
