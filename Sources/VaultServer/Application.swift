@@ -33,6 +33,13 @@ struct ServerServices: Sendable {
     let hub: NotificationHub
     /// What controllers call after a committed change (docs/PROTOCOL.md, "The notifications hub").
     let notifier: Notifier
+    /// `--metrics`: what `/metrics` reports (`nil`: off).
+    let metrics: ServerMetrics?
+
+    /// A refused login, counted for `/metrics` (a reason of ``ServerMetrics/loginsRefusedReasons``).
+    func loginRefused(_ reason: String) {
+        metrics?.loginRefused(reason)
+    }
 
     var now: @Sendable () -> Int64 { configuration.now }
 
@@ -170,6 +177,7 @@ public func buildApplication(
         guard database.dialect == .postgres else { return nil }
         return { SQLLimiterStore(database: database, scope: scope, policy: $0) }
     }
+    let metrics = configuration.metricsEnabled ? ServerMetrics() : nil
     let services = ServerServices(
         repository: repository,
         signer: AccessTokenSigner(keyBytes: tokenKey, issuer: "vaultsync"),
@@ -208,16 +216,16 @@ public func buildApplication(
         configuration: configuration,
         logger: logger,
         hub: hub,
-        notifier: Notifier(repository: repository, transport: transport, logger: logger, now: configuration.now))
+        notifier: Notifier(repository: repository, transport: transport, logger: logger, now: configuration.now),
+        metrics: metrics)
 
     let router = Router(context: VaultRequestContext.self)
-    let metrics = configuration.metricsEnabled ? ServerMetrics() : nil
     // Outermost when on: every request is counted, with the status the client got.
     if let metrics { router.middlewares.add(MetricsMiddleware(metrics: metrics)) }
     // Then: a preflight is answered before routing, and every answer (errors too) carries the CORS headers.
     router.middlewares.add(CORSMiddleware(extraOrigins: configuration.corsOrigins))
     router.middlewares.add(ErrorMiddleware())
-    OperationsController(repository: repository, metrics: metrics, metricsToken: configuration.metricsToken).addRoutes(to: router)
+    OperationsController(repository: repository, metrics: metrics, metricsToken: configuration.metricsToken, hub: hub).addRoutes(to: router)
     IdentityController(services: services).addRoutes(to: router)
     let account = AccountController(services: services)
     account.addPublicRoutes(to: router)

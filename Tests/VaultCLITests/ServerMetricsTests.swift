@@ -33,7 +33,17 @@ struct ServerMetricsTests {
         let refused = try await Self.get(base + "/metrics")
         #expect(refused.status == 401 && !refused.body.contains("vaultsync_http"), "\(refused)")
         #expect(try await Self.get(base + "/metrics", token: "wrong-token-of-some-length").status == 401)
+        // A refused login (an unknown account is refused as a wrong password is), counted by reason.
+        var login = HTTPClientRequest(url: base + "/identity/connect/token")
+        login.method = .POST
+        login.headers.add(name: "Content-Type", value: "application/x-www-form-urlencoded")
+        login.body = .bytes(ByteBuffer(string: "grant_type=password&username=nobody%40example.com&password=bm90LWl0&scope=api%20offline_access"
+                                       + "&client_id=cli&deviceType=8&deviceIdentifier=\(UUID().uuidString)&deviceName=linux"))
+        #expect(try await HTTPClient.shared.execute(login, timeout: .seconds(60)).status.code == 400)
         let scraped = try await Self.get(base + "/metrics", token: token)
+        #expect(scraped.body.contains(#"vaultsync_logins_refused_total{reason="wrong_password"} 1"#), "\(scraped.body)")
+        #expect(scraped.body.contains(#"vaultsync_logins_refused_total{reason="limited"} 0"#), "\(scraped.body)")
+        #expect(scraped.body.contains("\nvaultsync_hub_connections 0.0\n"), "\(scraped.body)")
         #expect(scraped.status == 200, "\(scraped)")
         #expect(scraped.body.contains(#"vaultsync_http_requests_total{method="GET",route="/alive",status="200"} 3"#), "\(scraped.body)")
         #expect(scraped.body.contains(#"route="/api/ciphers/{id}",status="401""#), "the route's pattern, not the path: \(scraped.body)")

@@ -33,6 +33,7 @@ extension IdentityController {
             }
         }
         if let wait = try await services.limiter.attempt(account: clientID, address: address) {
+            services.loginRefused("limited")
             throw APIError.tooMany("login attempts", wait: wait)
         }
         let userID = clientID.hasPrefix("user.") ? String(clientID.dropFirst(5)) : ""
@@ -42,6 +43,7 @@ extension IdentityController {
         guard let user, let stored, constantTimeEqual(stored, secret) else {
             try await services.limiter.recordFailure(account: clientID, address: address)
             await services.refusals.note("api key login failed", address: address)
+            services.loginRefused("wrong_api_key")
             throw Self.invalidClient
         }
         try await services.limiter.recordSuccess(account: clientID, address: address)

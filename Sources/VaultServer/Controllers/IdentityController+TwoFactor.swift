@@ -81,12 +81,14 @@ extension IdentityController {
 
     private func lockoutCheck(_ user: UserRecord) async throws {
         if let wait = try await services.twoFactorLimiter.attempt(account: user.id, address: "") {
+            services.loginRefused("limited")
             throw TwoFactorController.tooMany(wait)
         }
     }
 
     private func wrongCode(_ user: UserRecord) async throws {
         try await services.twoFactorLimiter.recordFailure(account: user.id, address: "")
+        services.loginRefused("wrong_two_step_code")
         services.logger.info("two-step login failed", metadata: ["user": "\(user.id)"])
     }
 

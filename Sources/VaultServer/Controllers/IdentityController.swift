@@ -271,12 +271,14 @@ struct IdentityController {
         }
         let email = EmailAddress.normalise(field("username")!)
         if let wait = try await services.limiter.attempt(account: email, address: address) {
+            services.loginRefused("limited")
             throw APIError.tooMany("login attempts", wait: wait)
         }
         let verified = try await verifyPassword(email: email, presented: field("password")!)
         guard let user = verified else {
             try await services.limiter.recordFailure(account: email, address: address)
             await services.refusals.note("login failed", address: address)
+            services.loginRefused("wrong_password")
             throw Self.grantError("invalid_username_or_password", message: "Username or password is incorrect. Try again.")
         }
         try await services.limiter.recordSuccess(account: email, address: address)

@@ -108,6 +108,11 @@ final class NotificationHub: Sendable {
         state.withLock { $0.byUser[userID]?.count ?? 0 }
     }
 
+    /// The open connections of every user on this node (for `/metrics`).
+    var connectionTotal: Int {
+        state.withLock { $0.byUser.values.reduce(0) { $0 + $1.count } }
+    }
+
     /// Hands one delivery to the connections on this node it is for.
     func deliver(_ delivery: HubDelivery) {
         // Encoded once per protocol for all the connections it goes to (an organization's change reaches

@@ -8,6 +8,7 @@ struct OperationsController: Sendable {
     let repository: VaultRepository
     let metrics: ServerMetrics?
     let metricsToken: String?
+    let hub: NotificationHub
 
     func addRoutes(to router: Router<VaultRequestContext>) {
         router.get("/ready") { _, _ -> Response in
@@ -27,7 +28,7 @@ struct OperationsController: Sendable {
                     return Self.text(.unauthorized, "a bearer token is required\n")
                 }
             }
-            var response = Response(status: .ok, body: .init(byteBuffer: ByteBuffer(bytes: metrics.exposition())))
+            var response = Response(status: .ok, body: .init(byteBuffer: ByteBuffer(bytes: metrics.exposition(hubConnections: hub.connectionTotal))))
             response.headers[.contentType] = "text/plain; version=0.0.4; charset=utf-8"
             return response
         }

@@ -19,14 +19,30 @@ public final class ServerMetrics: Sendable {
     static var latency: MetricNameDescriptor { MetricNameDescriptor(namespace: "vaultsync", subsystem: "http", metricName: "request_duration", unitName: "seconds",
                                               helpText: "Time to answer, by method and route pattern.") }
 
+    static var hubConnections: MetricNameDescriptor { MetricNameDescriptor(namespace: "vaultsync", subsystem: "hub", metricName: "connections", unitName: "",
+                                                     helpText: "Notification-hub connections open on this node.") }
+    static var refusedLogins: MetricNameDescriptor { MetricNameDescriptor(namespace: "vaultsync", subsystem: "logins", metricName: "refused", unitName: "total",
+                                                    helpText: "Logins refused for a wrong password or API key, or rate limits and lockouts, by reason.") }
+    static var loginsRefusedReasons: [String] { ["wrong_password", "wrong_api_key", "wrong_two_step_code", "limited"] }
+
+    /// A refused login; `reason` is one of ``loginsRefusedReasons``.
+    func loginRefused(_ reason: String) {
+        registry.makeCounter(descriptor: Self.refusedLogins, labels: [("reason", reason)]).increment()
+    }
+
     func requestFinished(method: String, route: String, status: Int, duration: Duration) {
         registry.makeCounter(descriptor: Self.requests, labels: [("method", method), ("route", route), ("status", String(status))]).increment()
         registry.makeDurationHistogram(descriptor: Self.latency, labels: [("method", method), ("route", route)], buckets: Self.latencyBuckets)
             .record(duration)
     }
 
-    /// The text Prometheus scrapes.
-    public func exposition() -> [UInt8] { registry.emitToBuffer() }
+    /// The text Prometheus scrapes, with the gauges sampled now.
+    func exposition(hubConnections: Int) -> [UInt8] {
+        registry.makeGauge(descriptor: Self.hubConnections).set(Int64(hubConnections))
+        // Every reason from the start (at 0), so that a rate can be computed before the first refusal.
+        for reason in Self.loginsRefusedReasons { registry.makeCounter(descriptor: Self.refusedLogins, labels: [("reason", reason)]).increment(by: Int64(0)) }
+        return registry.emitToBuffer()
+    }
 }
 
 /// Times and counts every request for ``ServerMetrics`` (outside the error middleware: an error's status is the one counted).
