@@ -64,16 +64,17 @@ enum AdminDatabase {
     }
 }
 
-/// A refusal, written on standard error with the exit status it earns (64: what was given is wrong).
-enum AdminFailure {
-    case usage(String)
+/// A refusal of what was given (exit 64), said in English.
+struct AdminFailure: Error {
+    let message: String
+    static func usage(_ message: String) -> AdminFailure { AdminFailure(message: message) }
 
+    /// Writes `error` on standard error and returns the exit status it earns (64: what was given is wrong).
     static func report(_ error: any Error) -> ExitCode {
         let (message, status): (String, Int32)
         switch error {
         case let error as AdminFailure:
-            guard case .usage(let text) = error else { fatalError() }
-            (message, status) = (text, 64)
+            (message, status) = (error.message, 64)
         case let error as AdministrationError:
             switch error {
             case .noSuchAccount(let email): (message, status) = ("no account has the email \(email).", 64)
@@ -95,8 +96,6 @@ enum AdminFailure {
         return ExitCode(status)
     }
 }
-
-extension AdminFailure: Error {}
 
 /// Dates as administrators read them: UTC, to the minute.
 enum AdminDates {
@@ -188,10 +187,9 @@ struct UsersCommand: AsyncParsableCommand {
 
         func run() async throws {
             try await AdminDatabase.run(server) { administration in
-                let before = try await administration.account(email: email)
-                let account = try await administration.disable(email: email)
-                print("Disabled \(account.email): it cannot log in, and its \(before.sessions) session\(before.sessions == 1 ? "" : "s") ended. "
-                      + "`admin users enable \(account.email)` undoes it.")
+                let (email, ended) = try await administration.disable(email: email)
+                print("Disabled \(email): it cannot log in, and its \(ended) session\(ended == 1 ? "" : "s") ended. "
+                      + "`admin users enable \(email)` undoes it.")
             }
         }
     }
@@ -261,9 +259,9 @@ struct InviteCommand: AsyncParsableCommand {
                 for invitation in invitations { print("\(invitation.email)  invited \(AdminDates.text(invitation.invitedAt))") }
                 return
             }
-            try await administration.invite(email: email ?? "")
+            let invited = try await administration.invite(email: email ?? "")
             let closed = server.signupsDisabled
-            print("Invited \(try Administration.normalisedEmail(email ?? "")): they may register now"
+            print("Invited \(invited): they may register now"
                   + (closed ? "." : " (sign-ups are open to everyone on this configuration; --signups-allowed false closes them to others)."))
         }
     }
@@ -280,8 +278,8 @@ struct SessionsCommand: AsyncParsableCommand {
 
         func run() async throws {
             try await AdminDatabase.run(server) { administration in
-                let count = try await administration.revokeSessions(email: email)
-                print("Ended \(count) session\(count == 1 ? "" : "s") of \(try Administration.normalisedEmail(email)); its devices sign in again.")
+                let (email, count) = try await administration.revokeSessions(email: email)
+                print("Ended \(count) session\(count == 1 ? "" : "s") of \(email); its devices sign in again.")
             }
         }
     }

@@ -58,4 +58,25 @@ struct ServerMetricsTests {
                                                environment: freshEnvironment(home: folder), in: folder)
         #expect(badToken.status == 64 && badToken.stderr.contains("give --metrics"), "\(badToken)")
     }
+
+    @Test("--log-format json writes one JSON object per line; with PostgreSQL not answering the server waits, retrying, for --database-wait, then says why it stops")
+    func jsonLogsAndDatabaseWait() async throws {
+        let folder = try emptyFolder()
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        // Port 1 of loopback: nothing listens there, so connecting is refused at once.
+        let closedPort = 1
+        var environment = freshEnvironment(home: folder)
+        environment["VAULTSYNC_DATABASE_URL"] = "postgres://vaultsync@127.0.0.1:\(closedPort)/vaultsync"
+        let started = ContinuousClock.now
+        let result = try await runExecutable("vaultsync-server", ["--port", "0", "--log-format", "json", "--database-wait", "2"],
+                                             environment: environment, in: folder)
+        #expect(ContinuousClock.now - started >= .seconds(1), "it waited")
+        #expect(result.status != 0 && result.stderr.contains("nothing listens there"), "\(result)")
+        let lines = result.stderr.split(separator: "\n").filter { $0.hasPrefix("{") }
+        let waits = try lines.compactMap { try JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
+            .filter { $0["message"] as? String == "waiting for the database" }
+        #expect(waits.count >= 2, "retried, each retry logged: \(result.stderr)")
+        #expect(waits.allSatisfy { $0["level"] as? String == "warning" && ($0["time"] as? String)?.hasSuffix("Z") == true && $0["reason"] is String })
+    }
 }
+

@@ -2,6 +2,7 @@ import Foundation
 import Logging
 import Testing
 @testable import VaultServer
+import VaultTestSupport
 
 /// Login limits in the database (Storage/LoginLimitsStore.swift): the same decisions as in memory, and on
 /// PostgreSQL shared by every limiter on the database, as the nodes of one deployment share them.
@@ -32,7 +33,7 @@ struct SharedLoginLimitsTests {
     /// moving; returns every answer.
     static func script(_ limiter: LoginRateLimiter, _ clock: SecondsClock) async throws -> [String] {
         var answers: [String] = []
-        var generator = SeededGenerator(seed: 7)
+        var generator = SeededRandom(seed: 7)
         for step in 0..<400 {
             let account = "user\(Int.random(in: 0..<3, using: &generator))@example.com"
             let address = "192.0.2.\(Int.random(in: 0..<4, using: &generator))"
@@ -116,18 +117,5 @@ struct SharedLoginLimitsTests {
         #expect(after == 2 + 2, "the running lockout's two rows, and the new attempt's two partly used buckets: \(after)")
         #expect(try await limiter.attempt(account: "locked", address: "192.0.2.2") != nil, "still locked out")
         await cleanup()
-    }
-}
-
-/// A deterministic generator for scripted runs (SplitMix64).
-struct SeededGenerator: RandomNumberGenerator {
-    private var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
     }
 }

@@ -90,19 +90,28 @@ public struct Administration: Sendable {
         return summary
     }
 
-    /// Disables the account: it can no longer log in, and every session it has ends. Disabling a disabled
-    /// account changes nothing and keeps its first date.
+    /// Disables the account: it can no longer log in, and every session it has ends. Returns the account's
+    /// email and how many sessions ended. Disabling a disabled account keeps its first date.
     @discardableResult
-    public func disable(email: String) async throws -> AccountSummary {
+    public func disable(email: String) async throws -> (email: String, sessionsEnded: Int) {
         let account = try await account(email: email)
         let now = now()
-        try await database.transaction { session in
+        let ended = try await database.transaction { session in
             try await session.query("UPDATE users SET disabled_at = COALESCE(disabled_at, ?) WHERE id = ?", [.int(now), .text(account.id)])
-            try await VaultRepository.rotateSecurityStamp(userID: account.id, now: now, session)
+            return try await Self.endSessions(userID: account.id, now: now, session)
         }
         await endConnections(of: account.id)
         logger.info("account disabled", metadata: ["user": "\(account.id)"])
-        return try await self.account(email: email)
+        return (account.email, ended)
+    }
+
+    /// How many devices were signed in, then ``VaultRepository/rotateSecurityStamp(userID:now:_:)``, in
+    /// the caller's transaction (the count and the revocation see the same rows).
+    private static func endSessions(userID: String, now: Int64, _ session: any SQLSession) async throws -> Int {
+        let live = try await session.query("SELECT COUNT(*) AS n FROM devices WHERE user_id = ? AND revoked_at IS NULL",
+                                           [.text(userID)]).first?.int("n") ?? 0
+        try await VaultRepository.rotateSecurityStamp(userID: userID, now: now, session)
+        return Int(live)
     }
 
     /// Enables a disabled account: it logs in again (its old sessions stay ended).
@@ -130,18 +139,20 @@ public struct Administration: Sendable {
         }
     }
 
-    /// Ends every session of the account (its devices sign in again); returns how many there were.
-    public func revokeSessions(email: String) async throws -> Int {
+    /// Ends every session of the account (its devices sign in again); returns its email and how many there were.
+    public func revokeSessions(email: String) async throws -> (email: String, sessionsEnded: Int) {
         let account = try await account(email: email)
-        try await repository.rotateSecurityStamp(userID: account.id, now: now())
+        let now = now()
+        let ended = try await database.transaction { session in try await Self.endSessions(userID: account.id, now: now, session) }
         await endConnections(of: account.id)
-        logger.info("sessions revoked by the administrator", metadata: ["user": "\(account.id)", "sessions": "\(account.sessions)"])
-        return account.sessions
+        logger.info("sessions revoked by the administrator", metadata: ["user": "\(account.id)", "sessions": "\(ended)"])
+        return (account.email, ended)
     }
 
-    /// Lets `email` register when sign-ups are closed (`--signups-allowed false`). Inviting again renews the
-    /// invitation; an address with an account is refused.
-    public func invite(email: String) async throws {
+    /// Lets `email` register when sign-ups are closed (`--signups-allowed false`); returns the address as
+    /// stored. Inviting again renews the invitation; an address with an account is refused.
+    @discardableResult
+    public func invite(email: String) async throws -> String {
         let email = try Self.normalised(email)
         let now = now()
         try await database.transaction { session in
@@ -152,6 +163,7 @@ public struct Administration: Sendable {
                 """, [.text(email), .int(now)])
         }
         logger.info("registration invited")
+        return email
     }
 
     /// The addresses invited and not registered yet, oldest first.
@@ -174,9 +186,6 @@ public struct Administration: Sendable {
             logger.warning("the nodes were not told to close the account's connections", metadata: ["error": "\(error)"])
         }
     }
-
-    /// `email` as accounts store it (trimmed, case-folded); refused when it is not an address.
-    public static func normalisedEmail(_ email: String) throws -> String { try normalised(email) }
 
     static func normalised(_ email: String) throws -> String {
         let email = EmailAddress.normalise(email)
