@@ -38,7 +38,8 @@ export SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH="${SWT_EXPERIMENTAL_MAXIMU
 # A copy of the output is kept so that, when the run fails, the failing tests' lines are printed again at the
 # very end: a CI report that shows only a run's last lines then still names what failed (RELIABILITY bug 67: a red run
 # whose tail said only "failed with 2 issues").
-log=$(mktemp "${TMPDIR:-/tmp}/vaultsync-test-log.XXXXXX")
+# VAULTSYNC_TEST_LOG names the copy and keeps it (.ci/run gives it to scripts/stall-report.sh).
+log=${VAULTSYNC_TEST_LOG:-$(mktemp "${TMPDIR:-/tmp}/vaultsync-test-log.XXXXXX")}
 buffered=()
 if command -v stdbuf >/dev/null 2>&1; then buffered=(stdbuf -oL); fi
 status=0
@@ -47,5 +48,5 @@ if [ "$status" -ne 0 ]; then
   echo "test: swift test failed (exit $status); what failed, again:"
   grep -E -A4 'recorded an issue|✘ Test .* failed|error: |Fatal error|signal code|Test Case .* failed' "$log" | grep -v '^--$' | tail -n 120 || true
 fi
-rm -f "$log"
+[ -n "${VAULTSYNC_TEST_LOG:-}" ] || rm -f "$log"
 exit "$status"

@@ -203,6 +203,17 @@ public actor FaultProxy {
 
     // MARK: Serving
 
+    /// The proxy's connections to the server. Not `HTTPClient.shared`, which keeps an idle connection for
+    /// 600 s: a test server stopped while such a connection stayed open waited for it that long
+    /// (docs/RELIABILITY.md, bug 105). One client for every proxy, never shut down (a client must be shut
+    /// down before it is released, and proxies are left to the process's end).
+    static let upstreamClient: HTTPClient = {
+        var configuration = HTTPClient.Configuration()
+        configuration.connectionPool.idleTimeout = .seconds(1)
+        configuration.redirectConfiguration = .disallow
+        return HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
+    }()
+
     static func serve(_ connection: NIOAsyncChannel<HTTPServerRequestPart, HTTPServerResponsePart>, plan: FaultPlan, upstream: String) async {
         try? await connection.executeThenClose { inbound, outbound in
             var head: HTTPRequestHead?
@@ -251,7 +262,7 @@ public actor FaultProxy {
         var headers = HTTPHeaders()
         var responseBody: ByteBuffer
         do {
-            let response = try await HTTPClient.shared.execute(forwarded, timeout: .seconds(60))
+            let response = try await upstreamClient.execute(forwarded, timeout: .seconds(60))
             responseBody = try await response.body.collect(upTo: 256 * 1024 * 1024)
             status = Int(response.status.code)
             for (name, value) in response.headers where !["content-length", "transfer-encoding", "connection"].contains(name.lowercased()) {

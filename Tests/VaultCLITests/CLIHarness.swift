@@ -36,8 +36,11 @@ struct Finished {
 /// server of this process for as long as the children waited on those servers (the 20 s request timeout).
 /// Both pipes are read to their end before waiting (one on another thread), so a full pipe cannot stall
 /// the child and nothing printed last is missed.
+///
+/// A child still running after `limit` is killed (SIGKILL, exit 137) and its standard error says so: a
+/// command that never ends fails its test instead of holding the whole run until CI's time runs out.
 func runProcess(_ executable: URL, _ arguments: [String], environment: [String: String], folder: String? = nil,
-                stdin: String? = nil) async throws -> Finished {
+                stdin: String? = nil, limit: Duration = .seconds(600)) async throws -> Finished {
     try await withCheckedThrowingContinuation { continuation in
         let waiter = Thread {
             do {
@@ -52,6 +55,7 @@ func runProcess(_ executable: URL, _ arguments: [String], environment: [String: 
                     throw error
                 }
                 for fd in [input.read, output.write, errors.write] { close(fd) }
+                let watch = ChildWatch(pid: pid, limit: limit)
                 // A child that exits without reading its input must not stop this thread with SIGPIPE.
                 signal(SIGPIPE, SIG_IGN)
                 Spawn.writeAll(Array((stdin ?? "").utf8), to: input.write)
@@ -65,13 +69,45 @@ func runProcess(_ executable: URL, _ arguments: [String], environment: [String: 
                 let outputData = Spawn.readAll(output.read)
                 errorsRead.wait()
                 let status = Spawn.wait(pid)
+                let killed = watch.reaped()
                 continuation.resume(returning: Finished(status: status, stdout: String(decoding: outputData, as: UTF8.self),
-                                                        stderr: String(decoding: errorData.data, as: UTF8.self)))
+                                                        stderr: String(decoding: errorData.data, as: UTF8.self)
+                                                            + (killed ? "\n[killed by the test after \(limit): it had not ended]" : "")))
             } catch {
                 continuation.resume(throwing: error)
             }
         }
         waiter.start()
+    }
+}
+
+/// Kills a child that outlives its time limit, unless it has been reaped first (its pid may then be another's).
+final class ChildWatch: @unchecked Sendable {
+    private let lock = NSLock()
+    private var done = false
+    private var killed = false
+
+    init(pid: pid_t, limit: Duration) {
+        let deadline = ContinuousClock.now + limit
+        Thread { [self] in
+            while ContinuousClock.now < deadline {
+                if lock.withLock({ done }) { return }
+                Thread.sleep(forTimeInterval: 0.5)
+            }
+            lock.withLock {
+                guard !done else { return }
+                killed = true
+                kill(pid, SIGKILL)
+            }
+        }.start()
+    }
+
+    /// The child was reaped; returns whether this watch killed it.
+    func reaped() -> Bool {
+        lock.withLock {
+            done = true
+            return killed
+        }
     }
 }
 

@@ -237,18 +237,20 @@ struct ServerExecutableTests {
         #expect(FileManager.default.contents(atPath: folder + "/damaged/vaultsync.sqlite") == garbage)
     }
 
-    @Test("a PostgreSQL nobody listens for: the server says so and stops, instead of waiting for ever (RELIABILITY bug 60)")
+    /// With the default `--database-wait` a node waits for its database, logging each retry
+    /// (`ServerMetricsTests.jsonLogsAndDatabaseWait`); 0 is the way to fail at once.
+    @Test("a PostgreSQL nobody listens for, with --database-wait 0: the server says so and stops (RELIABILITY bug 60)")
     func databaseUnreachable() async throws {
         let folder = try emptyFolder()
         defer { try? FileManager.default.removeItem(atPath: folder) }
-        let result = try await runExecutable("vaultsync-server", ["--port", "0", "--database-url", "postgres://vaultsync@127.0.0.1:1/vaultsync"],
+        let result = try await runExecutable("vaultsync-server", ["--port", "0", "--database-wait", "0", "--database-url", "postgres://vaultsync@127.0.0.1:1/vaultsync"],
                                              environment: freshEnvironment(home: folder), in: folder)
         #expect(result.status == 1, "\(result)")
         #expect(result.stderr.contains("cannot connect to PostgreSQL at 127.0.0.1:1/vaultsync: nothing listens there"), "\(result.stderr)")
         // The same URL from a file with Windows line ends: the line end is not part of the database's name (RELIABILITY bug 90).
         let file = folder + "/database-url"
         try Data("postgres://vaultsync@127.0.0.1:1/vaultsync\r\nsecond line\r\n".utf8).write(to: URL(fileURLWithPath: file))
-        let fromFile = try await runExecutable("vaultsync-server", ["--port", "0", "--database-url-file", file],
+        let fromFile = try await runExecutable("vaultsync-server", ["--port", "0", "--database-wait", "0", "--database-url-file", file],
                                                environment: freshEnvironment(home: folder), in: folder)
         #expect(fromFile.status == 1, "\(fromFile)")
         #expect(fromFile.stderr.contains("cannot connect to PostgreSQL at 127.0.0.1:1/vaultsync: nothing listens there"), "\(fromFile.stderr)")
