@@ -178,6 +178,7 @@ public func buildApplication(
         return { SQLLimiterStore(database: database, scope: scope, policy: $0) }
     }
     let metrics = configuration.metricsEnabled ? ServerMetrics() : nil
+    if let metrics { database.use.observeWaits { metrics.databaseWaited($0) } }
     let services = ServerServices(
         repository: repository,
         signer: AccessTokenSigner(keyBytes: tokenKey, issuer: "vaultsync"),

@@ -1,6 +1,7 @@
 import AsyncHTTPClient
 import Foundation
 import Testing
+import VaultServer
 import VaultTestSupport
 
 /// `vaultsync-server` as a person starts it: the built executable, in a folder of its own.
@@ -235,6 +236,28 @@ struct ServerExecutableTests {
         #expect(!result.stderr.contains("NSCocoaErrorDomain") && !result.stderr.contains("SQLite error"), "\(result.stderr)")
         // Nothing was changed: the damaged file is as it was.
         #expect(FileManager.default.contents(atPath: folder + "/damaged/vaultsync.sqlite") == garbage)
+    }
+
+    @Test("a database a newer vaultsync-server migrated: the server refuses to start, naming the migration and the way out, and changes nothing")
+    func newerSchemaRefused() async throws {
+        let folder = try emptyFolder()
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let path = folder + "/vaultsync.sqlite"
+        do {
+            let database = try SQLiteDatabase(path: path)
+            try await VaultRepository(database: database).migrate()
+            _ = try await database.transaction { session in
+                try await session.query("INSERT INTO schema_migrations (version, name, applied_at) VALUES (9999, 'from a later version', 1)")
+            }
+            await database.close()
+        }
+        let before = try #require(FileManager.default.contents(atPath: path))
+        let result = try await runExecutable("vaultsync-server", ["--port", "0", "--data-dir", folder], environment: freshEnvironment(home: folder), in: folder)
+        #expect(result.status == 1, "\(result)")
+        #expect(result.stderr.contains("migrated by a newer vaultsync-server (its migration 9999; this one knows up to")
+                && result.stderr.contains("restore a backup made before the upgrade"), "\(result.stderr)")
+        #expect(!result.stdout.contains("listening on"), "\(result.stdout)")
+        #expect(FileManager.default.contents(atPath: path) == before)
     }
 
     /// With the default `--database-wait` a node waits for its database, logging each retry

@@ -14,6 +14,21 @@ struct ServerMetricsTests {
         return (Int(response.status.code), String(buffer: try await response.body.collect(upTo: 4 << 20)))
     }
 
+    /// The samples of a Prometheus text exposition by `name{labels}`; a line that is neither a comment nor
+    /// `name[{labels}] value` throws.
+    static func samples(_ text: String) throws -> [String: Double] {
+        struct Unparsed: Error { let line: String }
+        var samples: [String: Double] = [:]
+        for line in text.split(separator: "\n") where !line.hasPrefix("#") {
+            guard let space = line.lastIndex(of: " "), let value = Double(line[line.index(after: space)...]),
+                  line[..<space].wholeMatch(of: /[a-zA-Z_:][a-zA-Z0-9_:]*(\{([a-zA-Z_][a-zA-Z0-9_]*="[^"]*",?)*\})?/) != nil else {
+                throw Unparsed(line: String(line))
+            }
+            samples[String(line[..<space])] = value
+        }
+        return samples
+    }
+
     @Test("--metrics with a token file: /metrics refuses a request without the token, and counts requests by route pattern and status with latencies; /ready answers; without --metrics there is no /metrics")
     func metrics() async throws {
         let folder = try emptyFolder()
@@ -49,6 +64,14 @@ struct ServerMetricsTests {
         #expect(scraped.body.contains(#"route="/api/ciphers/{id}",status="401""#), "the route's pattern, not the path: \(scraped.body)")
         #expect(!scraped.body.contains("00000000-0000-0000-0000-000000000000"))
         #expect(scraped.body.contains(#"vaultsync_http_request_duration_seconds_count{method="GET",route="/alive"} 3"#), "\(scraped.body)")
+        // Every line parses as Prometheus' text format; the database's connections: SQLite's writer and
+        // readers at most, none held or awaited between requests, and every call's wait observed (/ready's
+        // query, the login's reads).
+        let samples = try Self.samples(scraped.body)
+        #expect(try #require(samples[#"vaultsync_database_connections{state="max"}"#]) >= 5)
+        #expect(samples[#"vaultsync_database_connections{state="in_use"}"#] == 0)
+        #expect(samples[#"vaultsync_database_connections{state="waiting"}"#] == 0)
+        #expect(try #require(samples["vaultsync_database_wait_seconds_count"]) >= 2, "\(scraped.body)")
 
         let (plain, plainLog) = try await ServerExecutableTests.startServer(in: folder, environment: environment, arguments: ["--data-dir", folder + "/other"])
         defer { plain.killAndCollect() }

@@ -28,7 +28,7 @@ struct OperationsController: Sendable {
                     return Self.text(.unauthorized, "a bearer token is required\n")
                 }
             }
-            var response = Response(status: .ok, body: .init(byteBuffer: ByteBuffer(bytes: metrics.exposition(hubConnections: hub.connectionTotal))))
+            var response = Response(status: .ok, body: .init(byteBuffer: ByteBuffer(bytes: metrics.exposition(hubConnections: hub.connectionTotal, database: repository.database.use.sample))))
             response.headers[.contentType] = "text/plain; version=0.0.4; charset=utf-8"
             return response
         }

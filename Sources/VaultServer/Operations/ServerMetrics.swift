@@ -12,7 +12,15 @@ public final class ServerMetrics: Sendable {
                                               .milliseconds(50), .milliseconds(100), .milliseconds(250), .milliseconds(500), .seconds(1),
                                               .seconds(2), .seconds(5), .seconds(10)]
 
-    public init() {}
+    /// Requests being answered now (a request counts from its head until its answer is handed on).
+    let inFlight: Gauge
+
+    public init() {
+        inFlight = registry.makeGauge(descriptor: Self.requestsInFlight)
+    }
+
+    static var requestsInFlight: MetricNameDescriptor { MetricNameDescriptor(namespace: "vaultsync", subsystem: "http", metricName: "requests_in_flight", unitName: "",
+                                                       helpText: "Requests being answered on this node now, this scrape included.") }
 
     static var requests: MetricNameDescriptor { MetricNameDescriptor(namespace: "vaultsync", subsystem: "http", metricName: "requests", unitName: "total",
                                                helpText: "HTTP requests answered, by method, route pattern and status.") }
@@ -23,6 +31,18 @@ public final class ServerMetrics: Sendable {
                                                      helpText: "Notification-hub connections open on this node.") }
     static var refusedLogins: MetricNameDescriptor { MetricNameDescriptor(namespace: "vaultsync", subsystem: "logins", metricName: "refused", unitName: "total",
                                                     helpText: "Logins refused for a wrong password or API key, or rate limits and lockouts, by reason.") }
+    static var databaseConnections: MetricNameDescriptor { MetricNameDescriptor(namespace: "vaultsync", subsystem: "database", metricName: "connections", unitName: "",
+                                                          helpText: "Database connections on this node: the most calls can hold (max), held now (in_use), calls waiting for one (waiting).") }
+    static var databaseWait: MetricNameDescriptor { MetricNameDescriptor(namespace: "vaultsync", subsystem: "database", metricName: "wait", unitName: "seconds",
+                                                   helpText: "Time a call waited for a database connection on this node.") }
+    static let waitBuckets: [Duration] = [.microseconds(100), .milliseconds(1), .milliseconds(5), .milliseconds(25), .milliseconds(100),
+                                          .milliseconds(500), .seconds(2), .seconds(10)]
+
+    /// A call's wait for a database connection.
+    func databaseWaited(_ duration: Duration) {
+        registry.makeDurationHistogram(descriptor: Self.databaseWait, buckets: Self.waitBuckets).record(duration)
+    }
+
     static var loginsRefusedReasons: [String] { ["wrong_password", "wrong_api_key", "wrong_two_step_code", "limited"] }
 
     /// A refused login; `reason` is one of ``loginsRefusedReasons``.
@@ -37,8 +57,12 @@ public final class ServerMetrics: Sendable {
     }
 
     /// The text Prometheus scrapes, with the gauges sampled now.
-    func exposition(hubConnections: Int) -> [UInt8] {
+    func exposition(hubConnections: Int, database: DatabaseUse.Sample) -> [UInt8] {
         registry.makeGauge(descriptor: Self.hubConnections).set(Int64(hubConnections))
+        for (state, value) in [("max", database.size), ("in_use", database.inUse), ("waiting", database.waiting)] {
+            registry.makeGauge(descriptor: Self.databaseConnections, labels: [("state", state)]).set(Int64(value))
+        }
+        _ = registry.makeDurationHistogram(descriptor: Self.databaseWait, buckets: Self.waitBuckets)
         // Every reason from the start (at 0), so that a rate can be computed before the first refusal.
         for reason in Self.loginsRefusedReasons { registry.makeCounter(descriptor: Self.refusedLogins, labels: [("reason", reason)]).increment(by: Int64(0)) }
         return registry.emitToBuffer()
@@ -51,6 +75,8 @@ struct MetricsMiddleware<Context: RequestContext>: RouterMiddleware {
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         let started = ContinuousClock.now
+        metrics.inFlight.increment()
+        defer { metrics.inFlight.decrement() }
         do {
             let response = try await next(request, context)
             metrics.requestFinished(method: request.method.rawValue, route: context.endpointPath ?? "unmatched",

@@ -395,6 +395,12 @@ enum Migrations {
                     version \(dialect.integer) PRIMARY KEY, name TEXT NOT NULL, applied_at \(dialect.integer) NOT NULL)
                 """)
             let applied = Set(try await session.query("SELECT version FROM schema_migrations").compactMap { $0.int("version") })
+            // A database a newer server has migrated holds what this one does not know (columns it would not
+            // write, rules it would not keep): refused before anything is served or changed.
+            let known = Set(all.map { Int64($0.version) })
+            if let unknown = applied.subtracting(known).max() {
+                throw StorageError.newerSchema(version: Int(unknown), newestKnown: all.map(\.version).max() ?? 0)
+            }
             for migration in all where !applied.contains(Int64(migration.version)) && migration.version <= lastVersion {
                 for statement in migration.statements(dialect) {
                     try await session.query(statement)

@@ -9,6 +9,10 @@ public final class PostgresDatabase: SQLDatabase {
     public let dialect = SQLDialect.postgres
     public let location: String
     let client: PostgresClient
+    /// Connections one node opens at most; several nodes open this many each (PostgreSQL's own default
+    /// `max_connections` of 100 leaves room for six).
+    static let maximumConnections = 16
+    public let use = DatabaseUse(size: PostgresDatabase.maximumConnections)
     private let logger: Logger
     private let runTask: Task<Void, Never>
     /// For ``checkConnection()``: one connection made outside the pool, whose failure is told at once.
@@ -24,7 +28,7 @@ public final class PostgresDatabase: SQLDatabase {
         var configuration = PostgresClient.Configuration(
             host: host, port: components.port ?? 5432, username: components.user ?? "postgres",
             password: components.password, database: database.isEmpty ? nil : database, tls: .disable)
-        configuration.options.maximumConnections = 16
+        configuration.options.maximumConnections = Self.maximumConnections
         var single = PostgresConnection.Configuration(host: host, port: components.port ?? 5432, username: components.user ?? "postgres",
                                                       password: components.password, database: database.isEmpty ? nil : database, tls: .disable)
         single.options.connectTimeout = .seconds(10)
@@ -79,8 +83,11 @@ public final class PostgresDatabase: SQLDatabase {
 
     public func transaction<T: Sendable>(_ body: @Sendable (any SQLSession) async throws -> T) async throws -> T {
         do {
-            return try await client.withTransaction(logger: logger) { connection in
-                try await body(PostgresSession(connection: connection, logger: logger))
+            return try await use.measure { holding in
+                try await client.withTransaction(logger: logger) { connection in
+                    holding()
+                    return try await body(PostgresSession(connection: connection, logger: logger))
+                }
             }
         } catch let error as PostgresTransactionError {
             // Surface the closure's own error (a 404, a validation error…) rather than the wrapper.
@@ -90,8 +97,11 @@ public final class PostgresDatabase: SQLDatabase {
     }
 
     public func read<T: Sendable>(_ body: @Sendable (any SQLSession) async throws -> T) async throws -> T {
-        try await client.withConnection { connection in
-            try await body(PostgresSession(connection: connection, logger: logger))
+        try await use.measure { holding in
+            try await client.withConnection { connection in
+                holding()
+                return try await body(PostgresSession(connection: connection, logger: logger))
+            }
         }
     }
 

@@ -94,8 +94,68 @@ public protocol SQLDatabase: Sendable {
     /// transaction would add two round trips and nothing else). Whatever committed before the call is
     /// seen. A write statement in `body` fails.
     func read<T: Sendable>(_ body: @Sendable (any SQLSession) async throws -> T) async throws -> T
+    /// How busy the connections are, for `/metrics`.
+    var use: DatabaseUse { get }
     /// Releases connections.
     func close() async
+}
+
+/// How busy a database's connections are (docs/OPERATIONS.md, "Watching it"): how many a call may hold
+/// at most, how many calls hold one now, how many wait for one, and how long each waited. A node whose
+/// calls wait is short of connections (or its database is slow), which the request latencies alone do
+/// not tell apart from slow handlers.
+public final class DatabaseUse: Sendable {
+    public struct Sample: Sendable, Equatable {
+        /// The most connections calls can hold at once (SQLite: the writer and the readers).
+        public var size: Int
+        public var inUse: Int
+        public var waiting: Int
+    }
+
+    private struct State {
+        var sample: Sample
+        var waited: (@Sendable (Duration) -> Void)?
+    }
+
+    private let state: Mutex<State>
+
+    init(size: Int) {
+        state = Mutex(State(sample: Sample(size: size, inUse: 0, waiting: 0)))
+    }
+
+    public var sample: Sample { state.withLock { $0.sample } }
+
+    /// `observe` is told each call's wait for a connection (once set; `/metrics` keeps their histogram).
+    public func observeWaits(_ observe: @escaping @Sendable (Duration) -> Void) {
+        state.withLock { $0.waited = observe }
+    }
+
+    /// Counts `call` as waiting until it calls the function it is given (it holds a connection then) and
+    /// as using a connection until it returns.
+    func measure<T: Sendable>(_ call: (_ holding: @escaping @Sendable () -> Void) async throws -> T) async throws -> T {
+        let turn = Turn(started: ContinuousClock.now)
+        state.withLock { $0.sample.waiting += 1 }
+        defer {
+            let wasHeld = turn.held.withLock { $0 }
+            state.withLock { wasHeld ? ($0.sample.inUse -= 1) : ($0.sample.waiting -= 1) }
+        }
+        return try await call { [self] in
+            guard !turn.held.withLock({ was in defer { was = true }; return was }) else { return }
+            let observe = state.withLock { state -> (@Sendable (Duration) -> Void)? in
+                state.sample.waiting -= 1
+                state.sample.inUse += 1
+                return state.waited
+            }
+            observe?(ContinuousClock.now - turn.started)
+        }
+    }
+
+    /// One call's passage: when it started waiting, and whether it holds a connection yet.
+    private final class Turn: Sendable {
+        let started: ContinuousClock.Instant
+        let held = Mutex(false)
+        init(started: ContinuousClock.Instant) { self.started = started }
+    }
 }
 
 /// Errors of the storage layer.
@@ -108,6 +168,8 @@ public enum StorageError: Error, Sendable, CustomStringConvertible {
     case invalidURL(String)
     /// The database did not answer (nothing listens, a timeout): waiting may help.
     case unreachable(String)
+    /// A newer vaultsync-server has migrated the database (`version` is one this one does not know).
+    case newerSchema(version: Int, newestKnown: Int)
 
     public var description: String {
         switch self {
@@ -115,6 +177,9 @@ public enum StorageError: Error, Sendable, CustomStringConvertible {
         case .database(let message): return "database error: \(message)"
         case .invalidURL(let reason): return "invalid database URL: \(reason)"
         case .unreachable(let reason): return reason
+        case .newerSchema(let version, let newestKnown):
+            return "the database was migrated by a newer vaultsync-server (its migration \(version); this one knows up to \(newestKnown)): "
+                + "run that version or a later one, or restore a backup made before the upgrade"
         }
     }
 }

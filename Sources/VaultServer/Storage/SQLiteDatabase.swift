@@ -14,6 +14,7 @@ public final class SQLiteDatabase: SQLDatabase {
     private let writer: ConnectionPool<DatabaseQueue>
     private let readers: ConnectionPool<DatabaseQueue>
     private let connections: [DatabaseQueue]
+    public let use = DatabaseUse(size: 1 + SQLiteDatabase.readerCount)
 
     /// How many read-only connections: more than the threads that can run a read at once (statements
     /// are synchronous, so a read holds its connection only while its task runs).
@@ -67,23 +68,26 @@ public final class SQLiteDatabase: SQLDatabase {
 
     private func run<T: Sendable>(on pool: ConnectionPool<DatabaseQueue>, begin: String,
                                   _ body: @Sendable (any SQLSession) async throws -> T) async throws -> T {
-        let queue = await pool.acquire()
-        defer { pool.release(queue) }
-        try Self.execute(begin, on: queue)
-        let result: T
-        do {
-            result = try await body(SQLiteSession(queue: queue))
-        } catch {
-            try? Self.execute("ROLLBACK", on: queue)
-            throw error
+        try await use.measure { holding in
+            let queue = await pool.acquire()
+            holding()
+            defer { pool.release(queue) }
+            try Self.execute(begin, on: queue)
+            let result: T
+            do {
+                result = try await body(SQLiteSession(queue: queue))
+            } catch {
+                try? Self.execute("ROLLBACK", on: queue)
+                throw error
+            }
+            do {
+                try Self.execute("COMMIT", on: queue)
+            } catch {
+                try? Self.execute("ROLLBACK", on: queue)
+                throw error
+            }
+            return result
         }
-        do {
-            try Self.execute("COMMIT", on: queue)
-        } catch {
-            try? Self.execute("ROLLBACK", on: queue)
-            throw error
-        }
-        return result
     }
 
     private static func execute(_ sql: String, on queue: DatabaseQueue) throws {
