@@ -47,6 +47,50 @@ extension BitwardenAPI {
         return data.compactMap { $0.objectValue?["id"]?.stringValue }
     }
 
+    /// The members and invitees of an organization (`GET /api/organizations/{id}/users`; owners and admins).
+    public func organizationMembers(organizationID: String, token: String) async throws -> [OrganizationMember] {
+        let reply = try await send(.GET, "/api/organizations/\(organizationID)/users", token: token, json: nil)
+        return try (object(reply)["data"]?.arrayValue ?? []).map { entry in
+            guard let object = entry.objectValue, let id = object["id"]?.stringValue, let email = object["email"]?.stringValue,
+                  let status = object["status"]?.intValue, let type = object["type"]?.intValue else {
+                throw ServerCallError.invalidResponse("a member entry lacks its id, email, status or type")
+            }
+            return OrganizationMember(id: id.lowercased(), userID: object["userId"]?.stringValue?.lowercased(), email: email,
+                                      name: object["name"]?.stringValue, status: status, type: type)
+        }
+    }
+
+    /// An account's public key (`GET /api/users/{id}/public-key`): base64 of its DER SubjectPublicKeyInfo.
+    public func userPublicKey(userID: String, token: String) async throws -> String {
+        let reply = try await send(.GET, "/api/users/\(userID)/public-key", token: token, json: nil)
+        guard let key = try object(reply)["publicKey"]?.stringValue else {
+            throw ServerCallError.invalidResponse("the public-key answer has no publicKey")
+        }
+        return key
+    }
+
+    /// Confirms an accepted member, giving them `key`: the organization's key wrapped with their public key.
+    public func confirmMember(organizationID: String, memberID: String, key: String, token: String) async throws {
+        _ = try await send(.POST, "/api/organizations/\(organizationID)/users/\(memberID)/confirm", token: token,
+                           json: .object(["key": .string(key)]))
+    }
+
+    /// Creates an organization owned by the caller (`POST /api/organizations`, the free plan): `key` is the
+    /// organization's key wrapped with the caller's public key, `collectionName` its first collection's name
+    /// encrypted with that key (both serialized EncStrings). Returns the new organization's id, lower-cased.
+    public func createOrganization(name: String, billingEmail: String, key: String, collectionName: String,
+                                   token: String) async throws -> String {
+        let body: JSONObject = [
+            "name": .string(name), "billingEmail": .string(billingEmail), "planType": .int(0),
+            "key": .string(key), "collectionName": .string(collectionName),
+        ]
+        let reply = try await send(.POST, "/api/organizations", token: token, json: .object(body))
+        guard let id = try object(reply)["id"]?.stringValue, UUID(uuidString: id) != nil else {
+            throw ServerCallError.invalidResponse("the new organization's answer has no id")
+        }
+        return id.lowercased()
+    }
+
     /// Invites `email` (`POST /api/organizations/{id}/users/invite`) as a member of `type` with the given
     /// access to `collectionIDs`, and returns the invite with its one-time code. A server that answers
     /// without a code (the official one mails it; this one sends it back to the inviter) is refused as an

@@ -170,11 +170,108 @@ extension VaultEngine {
     /// member compares before confirming it in an organization. Read from this device's copy of the key pair.
     public func fingerprintPhrase() async throws -> String {
         let current = try requireSession()
+        let (_, privateKey) = try await ownKeyPair(current)
+        return AccountFingerprint.phrase(material: current.userID, publicKeySPKI: privateKey.publicKey.spkiDER)
+    }
+
+    /// Another account's fingerprint phrase (online only): the phrase of the public key the server gives for
+    /// `userID`, which that person compares with their own (`bw get fingerprint USER_ID`).
+    public func fingerprintPhrase(ofUser userID: String) async throws -> String {
+        let id = userID.lowercased()
+        let encoded = try await accountCall { api, token in try await api.userPublicKey(userID: id, token: token) }
+        guard let publicKey = try? RSAPublicKey(spkiBase64: encoded) else {
+            throw VaultError.serverAnswerInvalid("the public key the server gave for \(id) is not an RSA public key")
+        }
+        return AccountFingerprint.phrase(material: id, publicKeySPKI: publicKey.spkiDER)
+    }
+
+    /// This account's email and private key, from this device's copy.
+    func ownKeyPair(_ current: UnlockedSession) async throws -> (email: String, privateKey: RSAPrivateKey) {
         guard let account = try await read({ tx in try tx.accounts.find(userID: current.userID) }),
               let encrypted = account.encryptedPrivateKey, let sealed = try? EncString(encrypted),
               let privateKey = try? RSAPrivateKey.decrypt(sealed, userKey: current.keys.userKey) else {
             throw VaultError.keyPairUnavailable
         }
-        return AccountFingerprint.phrase(material: current.userID, publicKeySPKI: privateKey.publicKey.spkiDER)
+        return (account.email, privateKey)
+    }
+
+    /// Creates an organization this account owns (online only), as the official clients do: a new
+    /// organization key made here and wrapped with this account's public key, and a first collection,
+    /// `collectionName`, encrypted with it. The vault is then downloaded again, and the organization is
+    /// trusted on this device only if the server hands back the key made here (a server that swaps in a
+    /// key of its own is refused, and the organization stays untrusted). Returns its id.
+    public func createOrganization(name: String, collectionName: String) async throws -> String {
+        let trimmed = name.trimmingCharacters(in: .whitespacesAndNewlines)
+        guard !trimmed.isEmpty else { throw VaultError.invalidOrganization("the name is empty") }
+        guard trimmed.count <= 50 else { throw VaultError.invalidOrganization("the name is longer than 50 characters, the most servers accept") }
+        let collection = collectionName.trimmingCharacters(in: .whitespacesAndNewlines)
+        guard !collection.isEmpty else { throw VaultError.invalidOrganization("the first collection's name is empty") }
+        let current = try requireSession()
+        let (email, privateKey) = try await ownKeyPair(current)
+        let organizationKey = SymmetricCryptoKey.generate()
+        let wrapped = try cryptoCall { try privateKey.publicKey.wrap(organizationKey).serialized }
+        let sealedName = try cryptoCall { try EncString.encrypt(collection, key: organizationKey).serialized }
+        let id = try await accountCall { api, token in
+            try await api.createOrganization(name: trimmed, billingEmail: email, key: wrapped, collectionName: sealedName, token: token)
+        }
+        _ = try await pull()
+        guard try requireSession().keys.organizationKeys[id] == organizationKey else {
+            throw VaultError.serverAnswerInvalid("the server answered the new organization \(id) with a key this device did not make")
+        }
+        try await trustOrganization(id: id)
+        return id
+    }
+
+    /// The members and invitees of an organization this account owns or administers (online only).
+    public func organizationMembers(id organizationID: String) async throws -> [OrganizationMember] {
+        let id = organizationID.lowercased()
+        return try await accountCall { api, token in try await api.organizationMembers(organizationID: id, token: token) }
+            .sorted { ($0.email, $0.id) < ($1.email, $1.id) }
+    }
+
+    /// Fetches an accepted member's public key and computes its fingerprint phrase (online only), for the
+    /// owner to compare with the phrase the member reads out (`vaultsync fingerprint`) before
+    /// ``confirm(_:)``: the confirmation wraps the organization's key with exactly this key.
+    public func prepareConfirmation(organizationID: String, member: OrganizationMember) async throws -> MemberConfirmation {
+        guard member.status == 1, let userID = member.userID else { throw VaultError.memberNotAccepted(member.email) }
+        let id = organizationID.lowercased()
+        let encoded = try await accountCall { api, token in try await api.userPublicKey(userID: userID, token: token) }
+        guard let publicKey = try? RSAPublicKey(spkiBase64: encoded) else {
+            throw VaultError.serverAnswerInvalid("the public key the server gave for \(member.email) is not an RSA public key")
+        }
+        return MemberConfirmation(organizationID: id, member: member, publicKey: publicKey,
+                                  phrase: AccountFingerprint.phrase(material: userID, publicKeySPKI: publicKey.spkiDER))
+    }
+
+    /// Confirms the member of `confirmation`, giving them the organization's key wrapped with the public key
+    /// whose phrase was checked. The organization must be trusted on this device: its key is what is handed on.
+    public func confirm(_ confirmation: MemberConfirmation) async throws {
+        let current = try requireSession()
+        try requireTrustedOrganization(confirmation.organizationID, keys: current.keys, userID: current.userID)
+        guard let organizationKey = current.keys.organizationKeys[confirmation.organizationID] else {
+            throw VaultError.organizationUnavailable(confirmation.organizationID)
+        }
+        let wrapped = try cryptoCall { try confirmation.publicKey.wrap(organizationKey).serialized }
+        try await accountCall { api, token in
+            try await api.confirmMember(organizationID: confirmation.organizationID, memberID: confirmation.member.id, key: wrapped, token: token)
+        }
+    }
+}
+
+/// An accepted member about to be confirmed: their public key as the server gave it, and its phrase.
+public struct MemberConfirmation: Sendable {
+    public let organizationID: String
+    public let member: OrganizationMember
+    public let publicKey: RSAPublicKey
+    /// Bitwarden's five-word fingerprint phrase of the member's account id and public key.
+    public let phrase: String
+
+    /// Whether `given` (as a person types it: any case, spaces or dashes between the words) is this phrase.
+    public func matches(_ given: String) -> Bool {
+        Self.words(given) == Self.words(phrase)
+    }
+
+    static func words(_ text: String) -> [String] {
+        text.lowercased().split(whereSeparator: { $0 == "-" || $0 == " " || $0 == "," }).map(String.init)
     }
 }

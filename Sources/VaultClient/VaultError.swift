@@ -34,6 +34,10 @@ public enum VaultError: Error, Sendable, Equatable {
     case invalidItem(String)
     /// The folder cannot be saved as it is (an empty name, one too long); nothing was changed.
     case invalidFolder(String)
+    /// The organization cannot be created as asked (an empty name, one too long); nothing was sent.
+    case invalidOrganization(String)
+    /// Only an accepted member (who has joined with the invitation's code) can be confirmed.
+    case memberNotAccepted(String)
     /// The server announced KDF settings no account can have (see `BitwardenAPI.KdfSettingsRefused`); nothing was sent.
     case kdfUnusable(String)
     /// The queue was resolved, and what that did is in the report (backups made, deletes dropped, merges),
@@ -132,6 +136,9 @@ extension VaultError: LocalizedError {
                 + "Log in again; what this command would have changed was not saved, and your local data and pending changes are kept."
         case .invalidItem(let reason): return "The item cannot be saved: \(reason)."
         case .invalidFolder(let reason): return "The folder cannot be saved: \(reason)."
+        case .invalidOrganization(let reason): return "The organization cannot be created: \(reason)."
+        case .memberNotAccepted(let email):
+            return "\(email) has not accepted the invitation yet: only a member who accepted it can be confirmed."
         case .kdfUnusable(let reason):
             return "The server announced key derivation settings no account can have (\(reason)). A hostile server announces weak "
                 + "settings to obtain a password hash that is cheap to crack, so nothing was sent."

@@ -31,7 +31,7 @@ struct VaultSyncCommand: AsyncParsableCommand {
             FolderCommand.self, SyncCommand.self, WatchCommand.self, AgentCommand.self, PendingCommand.self, ConflictsCommand.self, DraftsCommand.self,
             ImportCommand.self, ExportCommand.self,
             AttachmentCommand.self, GenerateCommand.self, OrganizationCommand.self, TwoStepCommand.self, APIKeyCommand.self,
-            ClipboardClearCommand.self, ManualCommand.self, BWCommand.self,
+            FingerprintCommand.self, ClipboardClearCommand.self, ManualCommand.self, BWCommand.self,
         ]
     )
 

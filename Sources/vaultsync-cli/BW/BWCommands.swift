@@ -110,6 +110,17 @@ enum BWItems {
         ]))
     }
 
+    /// bw's organization member: `{object: "org-member", email, name, id, status, type, twoFactorEnabled}`
+    /// (the server's list does not say whether a member uses two-step login: `false`).
+    static func memberJSON(_ member: OrganizationMember) -> JSONValue {
+        .object(JSONObject(entries: [
+            .init(key: "object", value: .string("org-member")), .init(key: "email", value: .string(member.email)),
+            .init(key: "name", value: member.name.map(JSONValue.string) ?? .null), .init(key: "id", value: .string(member.id)),
+            .init(key: "status", value: .int(member.status)), .init(key: "type", value: .int(member.type)),
+            .init(key: "twoFactorEnabled", value: .bool(false)),
+        ]))
+    }
+
     /// bw's collection: `{object, id, organizationId, name, externalId}`.
     static func collectionJSON(_ collection: CollectionSummary) -> JSONValue {
         .object(JSONObject(entries: [
@@ -282,8 +293,16 @@ struct BWListCommand: BWSubcommand {
                 (organizationID.map { $0.lowercased() == collection.organizationID } ?? true)
                     && (query.map { (collection.name ?? "").lowercased().contains($0) } ?? true)
             }.map(BWItems.collectionJSON))
-        case "org-collections", "org-members":
-            throw BWFailure(message: "`list \(object.lowercased())` is not supported here yet (organizations' administration lands with sharing).")
+        case "org-members":
+            guard let organizationID, UUID(uuidString: organizationID) != nil else {
+                throw BWFailure(message: organizationID.map { "`\($0)` is not a GUID." } ?? "--organizationid <organizationid> required.")
+            }
+            let query = search?.lowercased()
+            return .list(try await context.engine.organizationMembers(id: organizationID).filter { member in
+                query.map { member.email.lowercased().contains($0) || (member.name ?? "").lowercased().contains($0) } ?? true
+            }.map(BWItems.memberJSON))
+        case "org-collections":
+            throw BWFailure(message: "`list org-collections` is not supported here yet (organizations' administration lands with sharing).")
         default:
             throw BWFailure(message: "Unknown object \"\(object)\". Allowed objects are: items, folders, collections, organizations.")
         }
@@ -394,12 +413,14 @@ struct BWGetCommand: BWSubcommand {
         case "template":
             return .template(try BWTemplates.template(reference))
         case "fingerprint":
-            // `me` (or this account's id): this account's phrase; another user's needs their public key from the server (with sharing).
+            // `me` (or this account's id): this account's phrase, offline too; another user's id: the phrase of the
+            // public key the server gives for it, as bw computes it.
             let userID = await context.engine.currentUserID
-            guard reference.lowercased() == "me" || reference.lowercased() == userID else {
-                throw BWFailure(message: "Only `bw get fingerprint me` is supported here yet (another user's phrase lands with sharing).")
+            if reference.lowercased() == "me" || reference.lowercased() == userID {
+                return .string(try await context.engine.fingerprintPhrase())
             }
-            return .string(try await context.engine.fingerprintPhrase())
+            guard UUID(uuidString: reference) != nil else { throw BWFailure(message: "A user id is a GUID, or `me`.") }
+            return .string(try await context.engine.fingerprintPhrase(ofUser: reference))
         case "collection":
             return .object(BWItems.collectionJSON(try BWItems.one(reference, in: try await context.engine.collections(), id: \.id, name: \.name)))
         case "organization":

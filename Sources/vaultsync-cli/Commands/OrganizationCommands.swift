@@ -7,19 +7,21 @@ import VaultModels
 struct OrganizationCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "org",
-        abstract: "List the account's organizations, invite to them, accept invitations, and trust the ones you joined.",
+        abstract: "Create organizations, list them, invite to them, accept invitations, and trust the ones you joined.",
         discussion: """
         A server can announce a membership you never accepted, with an organization key it knows. Such an organization's shared items can be read, but nothing of yours (a new item, an edit of one of its items) is encrypted with its key until you trust it on this device, and a trusted organization whose key later changes is refused again until you trust it anew.
 
         An invitation is accepted with a one-time code that `org invite` prints for the owner, who gives it to the invitee over another channel: the server sends no mail, so an email alone proves nothing.
 
         Examples:
+          vaultsync org create Family
           vaultsync org list
           vaultsync org invite Family frank@example.com
           vaultsync org accept Family --code ABCD-EFGH-IJKL-MNOP-QRST-UVWX-YZ23
+          vaultsync org confirm Family frank@example.com
           vaultsync org trust Family
         """,
-        subcommands: [List.self, Invite.self, Accept.self, Trust.self],
+        subcommands: [List.self, Create.self, Members.self, Invite.self, Accept.self, Confirm.self, Trust.self],
         defaultSubcommand: List.self
     )
 
@@ -68,6 +70,139 @@ struct OrganizationCommand: AsyncParsableCommand {
                 print("\(invitation.organizationID)\t\(Console.styled(Console.terminalSafe(invitation.organizationName), .bold))\tinvited "
                     + "(accept with the owner's code: vaultsync org accept \(invitation.organizationID) --code CODE)")
             }
+        }
+    }
+
+    struct Create: VaultCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "create",
+            abstract: "Create an organization you own, with a first collection, to share items through.",
+            discussion: """
+            Online only. Its key is made on this device and reaches the server only wrapped with your public key, as the official clients do; the organization is trusted here at once. Then invite members with `vaultsync org invite`.
+
+            Examples:
+              vaultsync org create Family
+              vaultsync org create "Acme IT" --collection Servers --json
+            """)
+        @OptionGroup var global: GlobalOptions
+        @OptionGroup var output: OutputOptions
+        @Argument(help: "The organization's name (at most 50 characters; the server sees it).") var name: String
+        @Option(help: "The first collection's name (encrypted: the server never sees it).") var collection = "Default collection"
+
+        func validate() throws {
+            let trimmed = name.trimmingCharacters(in: .whitespacesAndNewlines)
+            guard !trimmed.isEmpty else { throw ValidationError("the organization's name is empty") }
+            guard trimmed.count <= 50 else { throw ValidationError("the organization's name has \(trimmed.count) characters; servers take at most 50") }
+            guard !collection.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty else { throw ValidationError("--collection is empty") }
+        }
+
+        func execute(_ context: CLIContext) async throws {
+            let existing = try await context.engine.organizations()
+            let trimmed = name.trimmingCharacters(in: .whitespacesAndNewlines)
+            let id = try await context.engine.createOrganization(name: trimmed, collectionName: collection)
+            if output.json {
+                Presentation.printJSON(.object(["id": .string(id), "name": .string(trimmed), "collection": .string(collection), "trusted": .bool(true)]))
+                return
+            }
+            let shown = Console.terminalSafe(trimmed)
+            print("Created \"\(shown)\" (\(id)), owned by you and trusted on this device, with the collection \"\(Console.terminalSafe(collection))\".")
+            if existing.contains(where: { $0.name.caseInsensitiveCompare(trimmed) == .orderedSame }) {
+                Console.note("another organization of yours is named \"\(shown)\" too: name this one by its id, \(id)")
+            }
+            print("Invite members with: vaultsync org invite \(id) EMAIL")
+        }
+    }
+
+    /// Bitwarden's names of a member's status and type.
+    static func statusName(_ status: Int) -> String {
+        switch status {
+        case 0: return "invited"
+        case 1: return "accepted"
+        case 2: return "confirmed"
+        default: return "status \(status)"
+        }
+    }
+
+    static func typeName(_ type: Int) -> String {
+        switch type {
+        case 0: return "owner"
+        case 1: return "admin"
+        case 2: return "user"
+        case 3: return "manager"
+        default: return "type \(type)"
+        }
+    }
+
+    struct Members: VaultCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "members",
+            abstract: "List an organization's members and invitees, with their status (invited, accepted, confirmed).",
+            discussion: "Online only; owners and admins. An accepted member waits for `vaultsync org confirm`.\n\nExample:\n  vaultsync org members Family --json")
+        @OptionGroup var global: GlobalOptions
+        @OptionGroup var output: OutputOptions
+        @Argument(help: "The organization's name or id.") var organization: String
+
+        func execute(_ context: CLIContext) async throws {
+            let chosen = try OrganizationCommand.resolve(organization, in: try await context.engine.organizations())
+            let members = try await context.engine.organizationMembers(id: chosen.id)
+            if output.json {
+                Presentation.printJSON(.array(members.map { member in
+                    .object([
+                        "id": .string(member.id), "userId": member.userID.map(JSONValue.string) ?? .null, "email": .string(member.email),
+                        "name": member.name.map(JSONValue.string) ?? .null, "status": .string(OrganizationCommand.statusName(member.status)),
+                        "type": .string(OrganizationCommand.typeName(member.type)),
+                    ])
+                }))
+                return
+            }
+            for member in members {
+                print("\(member.id)\t\(Console.terminalSafe(member.email))\t\(OrganizationCommand.typeName(member.type))\t\(OrganizationCommand.statusName(member.status))")
+            }
+        }
+    }
+
+    struct Confirm: VaultCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "confirm",
+            abstract: "Confirm a member who accepted, after checking their fingerprint phrase: they then receive the organization's key.",
+            discussion: """
+            Online only; owners and admins, on a device where the organization is trusted. The member reads their phrase from `vaultsync fingerprint` (or any Bitwarden client) and tells it to you over another channel than the server. On a terminal the phrase computed from the key the server gives is shown and you are asked whether it matches; scripts give --fingerprint PHRASE, and a phrase that does not match refuses. A server that swaps in a key of its own shows another phrase: refuse it.
+
+            Examples:
+              vaultsync org confirm Family frank@example.com
+              vaultsync org confirm Family frank@example.com --fingerprint "alpha-bravo-charlie-delta-echo"
+            """)
+        @OptionGroup var global: GlobalOptions
+        @Argument(help: "The organization's name or id.") var organization: String
+        @Argument(help: "The member's email or membership id.") var member: String
+        @Option(help: "The member's fingerprint phrase, as they read it to you (any case; dashes or spaces between the words).")
+        var fingerprint: String?
+
+        func execute(_ context: CLIContext) async throws {
+            let chosen = try OrganizationCommand.resolve(organization, in: try await context.engine.organizations())
+            let members = try await context.engine.organizationMembers(id: chosen.id)
+            let matches = members.filter { $0.id == member.lowercased() || $0.email.caseInsensitiveCompare(member) == .orderedSame }
+            guard let target = matches.first else { throw CLIError.notFound(what: "member", reference: member) }
+            let confirmation = try await context.engine.prepareConfirmation(organizationID: chosen.id, member: target)
+            let email = Console.terminalSafe(target.email)
+            if let fingerprint {
+                guard confirmation.matches(fingerprint) else {
+                    throw CLIError.verificationFailed("""
+                        The phrase given is not \(email)'s phrase as computed from the key the server gives (\(confirmation.phrase)). \
+                        Nothing was confirmed: check the phrase with \(email) again; a server handing out another key shows another phrase.
+                        """)
+                }
+            } else {
+                guard Console.stdinIsTTY, Console.mayAsk else {
+                    throw CLIError.usage("confirming \(email) needs their phrase checked: on a terminal you are asked; a script gives --fingerprint PHRASE")
+                }
+                FileHandle.standardError.write(Data("\(email)'s fingerprint phrase, from the key the server gives:\n\n    \(confirmation.phrase)\n\n".utf8))
+                guard Console.confirm("Is it the phrase \(email) reads from `vaultsync fingerprint`? [y/N] ") else {
+                    throw CLIError.aborted("Not confirmed: \(email) stays accepted, without the organization's key.")
+                }
+            }
+            try await context.engine.confirm(confirmation)
+            print("Confirmed \(email) in \"\(Console.terminalSafe(chosen.name))\": their next sync brings the organization's key and the items they may see.")
         }
     }
 
@@ -209,6 +344,29 @@ struct OrganizationCommand: AsyncParsableCommand {
             }
             print("Accepted the invitation to \"\(name)\" (\(chosen.organizationID)). Its owner confirms your membership next; "
                 + "then `vaultsync sync` brings its shared items, and `vaultsync org trust \(chosen.organizationID)` lets you add to it.")
+        }
+    }
+}
+
+struct FingerprintCommand: VaultCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "fingerprint",
+        abstract: "Show this account's fingerprint phrase: the five words an organization's owner compares before confirming you.",
+        discussion: """
+        Computed from your public key and account id as Bitwarden's clients compute it, so an owner using any of them sees the same words. Tell the owner your phrase over another channel than the server (in person, by phone); a different phrase on their side means the server handed them another key. The same as `bw get fingerprint me`. Works offline.
+
+        Example:
+          vaultsync fingerprint
+        """)
+    @OptionGroup var global: GlobalOptions
+    @OptionGroup var output: OutputOptions
+
+    func execute(_ context: CLIContext) async throws {
+        let phrase = try await context.engine.fingerprintPhrase()
+        if output.json {
+            Presentation.printJSON(.object(["fingerprint": .string(phrase)]))
+        } else {
+            print(phrase)
         }
     }
 }

@@ -103,7 +103,8 @@ func describe(_ error: any Error) -> (message: String, status: ExitStatus) {
         case .itemNotFound, .folderNotFound, .draftNotFound: status = .notFound
         case .serverRefused: status = .serverRefused
         case .serverUnreachable, .serverAnswerInvalid, .offlineEditsDisabled, .organizationItemOffline: status = .serverUnreachable
-        case .invalidItem, .invalidFolder: status = .usage
+        case .invalidItem, .invalidFolder, .invalidOrganization: status = .usage
+        case .memberNotAccepted: status = .failure
         case .syncIncomplete: status = .serverUnreachable  // described by its cause, above
         case .crypto, .model, .storage, .exportUnreadable, .databaseUnusable: status = .failure
         case .duplicateImport: status = .usage
