@@ -47,6 +47,25 @@ extension BitwardenAPI {
         return data.compactMap { $0.objectValue?["id"]?.stringValue }
     }
 
+    /// Creates (`id` nil) or renames a collection (`POST /api/organizations/{org}/collections[/{id}]`; owners
+    /// and admins). `name` is the serialized EncString of its name under the organization's key. A rename
+    /// sends no `users`, which keeps who has access. Returns the collection's id.
+    public func saveCollection(organizationID: String, id: String?, name: String, token: String) async throws -> String {
+        var body: JSONObject = ["name": .string(name), "externalId": .null, "groups": .array([])]
+        if id == nil { body["users"] = .array([]) }
+        let path = "/api/organizations/\(organizationID)/collections" + (id.map { "/\($0)" } ?? "")
+        let reply = try await send(id == nil ? .POST : .PUT, path, token: token, json: .object(body))
+        guard let saved = try object(reply)["id"]?.stringValue, UUID(uuidString: saved) != nil else {
+            throw ServerCallError.invalidResponse("the collection's answer has no id")
+        }
+        return saved.lowercased()
+    }
+
+    /// Deletes a collection (`DELETE /api/organizations/{org}/collections/{id}`; owners and admins).
+    public func deleteCollection(organizationID: String, id: String, token: String) async throws {
+        _ = try await send(.DELETE, "/api/organizations/\(organizationID)/collections/\(id)", token: token, json: nil)
+    }
+
     /// The members and invitees of an organization (`GET /api/organizations/{id}/users`; owners and admins).
     public func organizationMembers(organizationID: String, token: String) async throws -> [OrganizationMember] {
         let reply = try await send(.GET, "/api/organizations/\(organizationID)/users", token: token, json: nil)

@@ -185,7 +185,41 @@ extension VaultEngine {
         return AccountFingerprint.phrase(material: id, publicKeySPKI: publicKey.spkiDER)
     }
 
-    /// This account's email and private key, from this device's copy.
+    /// Adds a collection to an organization this account owns or administers (online only), its name
+    /// encrypted with the organization's key, which must be trusted on this device. The vault is then
+    /// downloaded again so that ``collections()`` lists it. Returns its id.
+    public func addCollection(organizationID: String, name: String) async throws -> String {
+        try await saveCollection(organizationID: organizationID, id: nil, name: name)
+    }
+
+    /// Renames a collection (online only; who has access stays as it is).
+    public func renameCollection(organizationID: String, id: String, name: String) async throws {
+        _ = try await saveCollection(organizationID: organizationID, id: id.lowercased(), name: name)
+    }
+
+    /// Deletes a collection (online only). Its items stay in the organization, in their other collections.
+    public func deleteCollection(organizationID: String, id: String) async throws {
+        let organization = organizationID.lowercased(), collection = id.lowercased()
+        try await accountCall { api, token in try await api.deleteCollection(organizationID: organization, id: collection, token: token) }
+        _ = try await pull()
+    }
+
+    private func saveCollection(organizationID: String, id: String?, name: String) async throws -> String {
+        let trimmed = name.trimmingCharacters(in: .whitespacesAndNewlines)
+        guard !trimmed.isEmpty else { throw VaultError.invalidOrganization("a collection's name is empty") }
+        let current = try requireSession()
+        let organization = organizationID.lowercased()
+        try requireTrustedOrganization(organization, keys: current.keys, userID: current.userID)
+        guard let key = current.keys.organizationKeys[organization] else { throw VaultError.organizationUnavailable(organization) }
+        let sealed = try cryptoCall { try EncString.encrypt(trimmed, key: key).serialized }
+        let saved = try await accountCall { api, token in
+            try await api.saveCollection(organizationID: organization, id: id, name: sealed, token: token)
+        }
+        _ = try await pull()
+        return saved
+    }
+
+    /// This account's email and private key, from this device's copy.    /// This account's email and private key, from this device's copy.
     func ownKeyPair(_ current: UnlockedSession) async throws -> (email: String, privateKey: RSAPrivateKey) {
         guard let account = try await read({ tx in try tx.accounts.find(userID: current.userID) }),
               let encrypted = account.encryptedPrivateKey, let sealed = try? EncString(encrypted),

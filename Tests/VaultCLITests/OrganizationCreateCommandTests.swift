@@ -8,7 +8,7 @@ import VaultTestSupport
 
 @Suite("CLI: org create and fingerprint")
 struct OrganizationCreateCommandTests {
-    @Test("org create makes an organization owned and trusted here, its key wrapped with the owner's public key and its collection's name encrypted; fingerprint prints the owner's phrase; bad names are refused before anything is sent")
+    @Test("org create makes an organization owned and trusted here, its key wrapped with the owner's public key and its collection's name encrypted; collections added, renamed, deleted; fingerprint prints the owner's phrase; bad names are refused before anything is sent")
     func createAndFingerprint() async throws {
         let scenario = try await CLIScenario.start()
         let owner = try await scenario.device(register: true)
@@ -36,6 +36,23 @@ struct OrganizationCreateCommandTests {
         let sealedName = try #require(collections["data"]?.arrayValue?.first?.objectValue?["name"]?.stringValue)
         #expect(!sealedName.contains("Kids"))
         #expect(try EncString(sealedName).decryptString(key: organizationKey) == "Kids")
+
+        // Collections: listed from the sync, added, renamed and deleted; their names never reach the server in the clear.
+        let first = try await owner.json(["collection", "list", "Family"])
+        #expect(first.arrayValue?.count == 1 && first[0]?["name"] == .string("Kids"), "\(first)")
+        try await owner.expect(["collection", "add", "Family", "Holidays"])
+        try await owner.expect(["collection", "add", "Family", " "], status: 64)
+        try await owner.expect(["collection", "rename", "Family", "holidays", "Summer 2027"])
+        let renamed = try await owner.json(["collection", "list", "Family"])
+        #expect(Set((renamed.arrayValue ?? []).compactMap { $0["name"]?.stringValue }) == ["Kids", "Summer 2027"], "\(renamed)")
+        let onServer = try await api.rawJSON(.GET, "/api/organizations/\(id)/collections", token: tokens.accessToken)
+        let sealedNames = try (onServer["data"]?.arrayValue ?? []).compactMap { $0.objectValue?["name"]?.stringValue }
+            .map { try EncString($0).decryptString(key: organizationKey) }
+        #expect(Set(sealedNames) == ["Kids", "Summer 2027"], "\(onServer)")
+        let unknown = try await owner.expect(["collection", "delete", "Family", "Winter"], status: 4)
+        #expect(unknown.stderr.contains("Winter"), "\(unknown.stderr)")
+        try await owner.expect(["collection", "delete", "Family", "Summer 2027"])
+        #expect(try await owner.json(["collection", "list"]).arrayValue?.compactMap { $0["name"]?.stringValue } == ["Kids"])
 
         // The invite needs no API call any more: the organization is there for the command line.
         let invited = try await owner.expect(["org", "invite", "Family", "frank-\(UUID().uuidString.prefix(6).lowercased())@example.com"])
