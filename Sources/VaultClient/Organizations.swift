@@ -177,12 +177,17 @@ extension VaultEngine {
     /// Another account's fingerprint phrase (online only): the phrase of the public key the server gives for
     /// `userID`, which that person compares with their own (`bw get fingerprint USER_ID`).
     public func fingerprintPhrase(ofUser userID: String) async throws -> String {
+        try await publicKey(ofUser: userID, naming: userID).phrase
+    }
+
+    /// The public key the server gives for another account (online only), and its fingerprint phrase.
+    func publicKey(ofUser userID: String, naming label: String) async throws -> (key: RSAPublicKey, phrase: String) {
         let id = userID.lowercased()
         let encoded = try await accountCall { api, token in try await api.userPublicKey(userID: id, token: token) }
         guard let publicKey = try? RSAPublicKey(spkiBase64: encoded) else {
-            throw VaultError.serverAnswerInvalid("the public key the server gave for \(id) is not an RSA public key")
+            throw VaultError.serverAnswerInvalid("the public key the server gave for \(label) is not an RSA public key")
         }
-        return AccountFingerprint.phrase(material: id, publicKeySPKI: publicKey.spkiDER)
+        return (publicKey, AccountFingerprint.phrase(material: id, publicKeySPKI: publicKey.spkiDER))
     }
 
     /// Adds a collection to an organization this account owns or administers (online only), its name
@@ -269,12 +274,11 @@ extension VaultEngine {
     public func prepareConfirmation(organizationID: String, member: OrganizationMember) async throws -> MemberConfirmation {
         guard member.status == 1, let userID = member.userID else { throw VaultError.memberNotAccepted(member.email) }
         let id = organizationID.lowercased()
-        let encoded = try await accountCall { api, token in try await api.userPublicKey(userID: userID, token: token) }
-        guard let publicKey = try? RSAPublicKey(spkiBase64: encoded) else {
-            throw VaultError.serverAnswerInvalid("the public key the server gave for \(member.email) is not an RSA public key")
-        }
-        return MemberConfirmation(organizationID: id, member: member, publicKey: publicKey,
-                                  phrase: AccountFingerprint.phrase(material: userID, publicKeySPKI: publicKey.spkiDER))
+        // Checked before the phrase is shown, so that nobody compares words for a confirmation that cannot happen.
+        let current = try requireSession()
+        try requireTrustedOrganization(id, keys: current.keys, userID: current.userID)
+        let (publicKey, phrase) = try await publicKey(ofUser: userID, naming: member.email)
+        return MemberConfirmation(organizationID: id, member: member, publicKey: publicKey, phrase: phrase)
     }
 
     /// Confirms the member of `confirmation`, giving them the organization's key wrapped with the public key

@@ -84,16 +84,14 @@ func runProcess(_ executable: URL, _ arguments: [String], environment: [String: 
 /// Kills a child that outlives its time limit, unless it has been reaped first (its pid may then be another's).
 final class ChildWatch: @unchecked Sendable {
     private let lock = NSLock()
+    private let reapedSignal = DispatchSemaphore(value: 0)
     private var done = false
     private var killed = false
 
     init(pid: pid_t, limit: Duration) {
-        let deadline = ContinuousClock.now + limit
         Thread { [self] in
-            while ContinuousClock.now < deadline {
-                if lock.withLock({ done }) { return }
-                Thread.sleep(forTimeInterval: 0.5)
-            }
+            let seconds = Double(limit.components.seconds) + Double(limit.components.attoseconds) / 1e18
+            guard reapedSignal.wait(timeout: .now() + seconds) == .timedOut else { return }
             lock.withLock {
                 guard !done else { return }
                 killed = true
@@ -104,10 +102,12 @@ final class ChildWatch: @unchecked Sendable {
 
     /// The child was reaped; returns whether this watch killed it.
     func reaped() -> Bool {
-        lock.withLock {
+        let killed = lock.withLock {
             done = true
-            return killed
+            return self.killed
         }
+        reapedSignal.signal()
+        return killed
     }
 }
 

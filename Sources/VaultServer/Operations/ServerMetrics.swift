@@ -14,9 +14,12 @@ public final class ServerMetrics: Sendable {
 
     /// Requests being answered now (a request counts from its head until its answer is handed on).
     let inFlight: Gauge
+    /// Each database call's wait for a connection (made once: it is recorded on every call).
+    let databaseWait: DurationHistogram
 
     public init() {
         inFlight = registry.makeGauge(descriptor: Self.requestsInFlight)
+        databaseWait = registry.makeDurationHistogram(descriptor: Self.databaseWaitName, buckets: Self.waitBuckets)
     }
 
     static var requestsInFlight: MetricNameDescriptor { MetricNameDescriptor(namespace: "vaultsync", subsystem: "http", metricName: "requests_in_flight", unitName: "",
@@ -33,14 +36,14 @@ public final class ServerMetrics: Sendable {
                                                     helpText: "Logins refused for a wrong password or API key, or rate limits and lockouts, by reason.") }
     static var databaseConnections: MetricNameDescriptor { MetricNameDescriptor(namespace: "vaultsync", subsystem: "database", metricName: "connections", unitName: "",
                                                           helpText: "Database connections on this node: the most calls can hold (max), held now (in_use), calls waiting for one (waiting).") }
-    static var databaseWait: MetricNameDescriptor { MetricNameDescriptor(namespace: "vaultsync", subsystem: "database", metricName: "wait", unitName: "seconds",
+    static var databaseWaitName: MetricNameDescriptor { MetricNameDescriptor(namespace: "vaultsync", subsystem: "database", metricName: "wait", unitName: "seconds",
                                                    helpText: "Time a call waited for a database connection on this node.") }
     static let waitBuckets: [Duration] = [.microseconds(100), .milliseconds(1), .milliseconds(5), .milliseconds(25), .milliseconds(100),
                                           .milliseconds(500), .seconds(2), .seconds(10)]
 
     /// A call's wait for a database connection.
     func databaseWaited(_ duration: Duration) {
-        registry.makeDurationHistogram(descriptor: Self.databaseWait, buckets: Self.waitBuckets).record(duration)
+        databaseWait.record(duration)
     }
 
     static var loginsRefusedReasons: [String] { ["wrong_password", "wrong_api_key", "wrong_two_step_code", "limited"] }
@@ -62,7 +65,6 @@ public final class ServerMetrics: Sendable {
         for (state, value) in [("max", database.size), ("in_use", database.inUse), ("waiting", database.waiting)] {
             registry.makeGauge(descriptor: Self.databaseConnections, labels: [("state", state)]).set(Int64(value))
         }
-        _ = registry.makeDurationHistogram(descriptor: Self.databaseWait, buckets: Self.waitBuckets)
         // Every reason from the start (at 0), so that a rate can be computed before the first refusal.
         for reason in Self.loginsRefusedReasons { registry.makeCounter(descriptor: Self.refusedLogins, labels: [("reason", reason)]).increment(by: Int64(0)) }
         return registry.emitToBuffer()

@@ -83,11 +83,13 @@ public final class PostgresDatabase: SQLDatabase {
 
     public func transaction<T: Sendable>(_ body: @Sendable (any SQLSession) async throws -> T) async throws -> T {
         do {
-            return try await use.measure { holding in
-                try await client.withTransaction(logger: logger) { connection in
-                    holding()
-                    return try await body(PostgresSession(connection: connection, logger: logger))
-                }
+            let started = use.waiting()
+            var held = false
+            defer { use.ended(held: held) }
+            return try await client.withTransaction(logger: logger) { connection in
+                use.holding(since: started)
+                held = true
+                return try await body(PostgresSession(connection: connection, logger: logger))
             }
         } catch let error as PostgresTransactionError {
             // Surface the closure's own error (a 404, a validation error…) rather than the wrapper.
@@ -97,11 +99,13 @@ public final class PostgresDatabase: SQLDatabase {
     }
 
     public func read<T: Sendable>(_ body: @Sendable (any SQLSession) async throws -> T) async throws -> T {
-        try await use.measure { holding in
-            try await client.withConnection { connection in
-                holding()
-                return try await body(PostgresSession(connection: connection, logger: logger))
-            }
+        let started = use.waiting()
+        var held = false
+        defer { use.ended(held: held) }
+        return try await client.withConnection { connection in
+            use.holding(since: started)
+            held = true
+            return try await body(PostgresSession(connection: connection, logger: logger))
         }
     }
 

@@ -130,31 +130,25 @@ public final class DatabaseUse: Sendable {
         state.withLock { $0.waited = observe }
     }
 
-    /// Counts `call` as waiting until it calls the function it is given (it holds a connection then) and
-    /// as using a connection until it returns.
-    func measure<T: Sendable>(_ call: (_ holding: @escaping @Sendable () -> Void) async throws -> T) async throws -> T {
-        let turn = Turn(started: ContinuousClock.now)
+    /// A call starts waiting for a connection; returns when, for ``holding(since:)``.
+    func waiting() -> ContinuousClock.Instant {
         state.withLock { $0.sample.waiting += 1 }
-        defer {
-            let wasHeld = turn.held.withLock { $0 }
-            state.withLock { wasHeld ? ($0.sample.inUse -= 1) : ($0.sample.waiting -= 1) }
-        }
-        return try await call { [self] in
-            guard !turn.held.withLock({ was in defer { was = true }; return was }) else { return }
-            let observe = state.withLock { state -> (@Sendable (Duration) -> Void)? in
-                state.sample.waiting -= 1
-                state.sample.inUse += 1
-                return state.waited
-            }
-            observe?(ContinuousClock.now - turn.started)
-        }
+        return ContinuousClock.now
     }
 
-    /// One call's passage: when it started waiting, and whether it holds a connection yet.
-    private final class Turn: Sendable {
-        let started: ContinuousClock.Instant
-        let held = Mutex(false)
-        init(started: ContinuousClock.Instant) { self.started = started }
+    /// The call that started waiting at `started` holds a connection now.
+    func holding(since started: ContinuousClock.Instant) {
+        let observe = state.withLock { state -> (@Sendable (Duration) -> Void)? in
+            state.sample.waiting -= 1
+            state.sample.inUse += 1
+            return state.waited
+        }
+        observe?(ContinuousClock.now - started)
+    }
+
+    /// The call ended: it gave its connection back (`held`), or stopped waiting without one.
+    func ended(held: Bool) {
+        state.withLock { held ? ($0.sample.inUse -= 1) : ($0.sample.waiting -= 1) }
     }
 }
 

@@ -68,26 +68,28 @@ public final class SQLiteDatabase: SQLDatabase {
 
     private func run<T: Sendable>(on pool: ConnectionPool<DatabaseQueue>, begin: String,
                                   _ body: @Sendable (any SQLSession) async throws -> T) async throws -> T {
-        try await use.measure { holding in
-            let queue = await pool.acquire()
-            holding()
-            defer { pool.release(queue) }
-            try Self.execute(begin, on: queue)
-            let result: T
-            do {
-                result = try await body(SQLiteSession(queue: queue))
-            } catch {
-                try? Self.execute("ROLLBACK", on: queue)
-                throw error
-            }
-            do {
-                try Self.execute("COMMIT", on: queue)
-            } catch {
-                try? Self.execute("ROLLBACK", on: queue)
-                throw error
-            }
-            return result
+        let started = use.waiting()
+        let queue = await pool.acquire()
+        use.holding(since: started)
+        defer {
+            pool.release(queue)
+            use.ended(held: true)
         }
+        try Self.execute(begin, on: queue)
+        let result: T
+        do {
+            result = try await body(SQLiteSession(queue: queue))
+        } catch {
+            try? Self.execute("ROLLBACK", on: queue)
+            throw error
+        }
+        do {
+            try Self.execute("COMMIT", on: queue)
+        } catch {
+            try? Self.execute("ROLLBACK", on: queue)
+            throw error
+        }
+        return result
     }
 
     private static func execute(_ sql: String, on queue: DatabaseQueue) throws {

@@ -23,13 +23,7 @@ struct CollectionCommand: AsyncParsableCommand {
     /// The one collection of `organization` that `reference` names (its id, or its name in any case).
     static func resolve(_ reference: String, in organization: OrganizationSummary, _ context: CLIContext) async throws -> CollectionSummary {
         let all = try await context.engine.collections().filter { $0.organizationID == organization.id }
-        let matches = all.filter { $0.id == reference.lowercased() || ($0.name ?? "").caseInsensitiveCompare(reference) == .orderedSame }
-        guard let chosen = matches.first else { throw CLIError.notFound(what: "collection", reference: reference) }
-        guard matches.count == 1 else {
-            throw CLIError.ambiguous(what: "collection", reference: reference,
-                                     candidates: matches.map { "\(Console.terminalSafe($0.name ?? "?")) (\($0.id))" })
-        }
-        return chosen
+        return try OrganizationCommand.one(reference, in: all, what: "collection", id: \.id, name: \.name)
     }
 
     struct List: VaultCommand {
@@ -72,10 +66,6 @@ struct CollectionCommand: AsyncParsableCommand {
         @Argument(help: "The organization's name or id.") var organization: String
         @Argument(help: "The new collection's name (encrypted: the server never sees it).") var name: String
 
-        func validate() throws {
-            guard !name.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty else { throw ValidationError("the collection's name is empty") }
-        }
-
         func execute(_ context: CLIContext) async throws {
             let chosen = try OrganizationCommand.resolve(organization, in: try await context.engine.organizations())
             let id = try await context.engine.addCollection(organizationID: chosen.id, name: name)
@@ -96,10 +86,6 @@ struct CollectionCommand: AsyncParsableCommand {
         @Argument(help: "The organization's name or id.") var organization: String
         @Argument(help: "The collection's name or id.") var collection: String
         @Argument(help: "Its new name.") var name: String
-
-        func validate() throws {
-            guard !name.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty else { throw ValidationError("the new name is empty") }
-        }
 
         func execute(_ context: CLIContext) async throws {
             let chosen = try OrganizationCommand.resolve(organization, in: try await context.engine.organizations())

@@ -89,13 +89,6 @@ struct OrganizationCommand: AsyncParsableCommand {
         @Argument(help: "The organization's name (at most 50 characters; the server sees it).") var name: String
         @Option(help: "The first collection's name (encrypted: the server never sees it).") var collection = "Default collection"
 
-        func validate() throws {
-            let trimmed = name.trimmingCharacters(in: .whitespacesAndNewlines)
-            guard !trimmed.isEmpty else { throw ValidationError("the organization's name is empty") }
-            guard trimmed.count <= 50 else { throw ValidationError("the organization's name has \(trimmed.count) characters; servers take at most 50") }
-            guard !collection.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty else { throw ValidationError("--collection is empty") }
-        }
-
         func execute(_ context: CLIContext) async throws {
             let existing = try await context.engine.organizations()
             let trimmed = name.trimmingCharacters(in: .whitespacesAndNewlines)
@@ -180,9 +173,8 @@ struct OrganizationCommand: AsyncParsableCommand {
 
         func execute(_ context: CLIContext) async throws {
             let chosen = try OrganizationCommand.resolve(organization, in: try await context.engine.organizations())
-            let members = try await context.engine.organizationMembers(id: chosen.id)
-            let matches = members.filter { $0.id == member.lowercased() || $0.email.caseInsensitiveCompare(member) == .orderedSame }
-            guard let target = matches.first else { throw CLIError.notFound(what: "member", reference: member) }
+            let target = try OrganizationCommand.one(member, in: try await context.engine.organizationMembers(id: chosen.id), what: "member",
+                                                     id: \.id, name: \.email)
             let confirmation = try await context.engine.prepareConfirmation(organizationID: chosen.id, member: target)
             let email = Console.terminalSafe(target.email)
             if let fingerprint {
@@ -223,10 +215,18 @@ struct OrganizationCommand: AsyncParsableCommand {
 
     /// The one organization of this device's list that `reference` names (its id, or its name in any case).
     static func resolve(_ reference: String, in all: [OrganizationSummary]) throws -> OrganizationSummary {
-        let matches = all.filter { $0.id == reference.lowercased() || $0.name.caseInsensitiveCompare(reference) == .orderedSame }
-        guard let chosen = matches.first else { throw CLIError.notFound(what: "organization", reference: reference) }
+        try one(reference, in: all, what: "organization", id: \.id, name: \.name)
+    }
+
+    /// The one of `all` that `reference` names: its id, or its name (an email for members) in any case;
+    /// none is not found, several an ambiguity listing them.
+    static func one<Object>(_ reference: String, in all: [Object], what: String,
+                            id: (Object) -> String, name: (Object) -> String?) throws -> Object {
+        let matches = all.filter { id($0) == reference.lowercased() || (name($0) ?? "").caseInsensitiveCompare(reference) == .orderedSame }
+        guard let chosen = matches.first else { throw CLIError.notFound(what: what, reference: reference) }
         guard matches.count == 1 else {
-            throw CLIError.ambiguous(what: "organization", reference: reference, candidates: matches.map { "\($0.name) (\($0.id))" })
+            throw CLIError.ambiguous(what: what, reference: reference,
+                                     candidates: matches.map { "\(Console.terminalSafe(name($0) ?? "?")) (\(id($0)))" })
         }
         return chosen
     }
