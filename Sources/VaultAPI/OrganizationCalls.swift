@@ -75,7 +75,8 @@ extension BitwardenAPI {
                 throw ServerCallError.invalidResponse("a member entry lacks its id, email, status or type")
             }
             return OrganizationMember(id: id.lowercased(), userID: object["userId"]?.stringValue?.lowercased(), email: email,
-                                      name: object["name"]?.stringValue, status: status, type: type)
+                                      name: object["name"]?.stringValue, status: status, type: type,
+                                      collections: (object["collections"]?.arrayValue ?? []).compactMap(CollectionGrant.init(wire:)))
         }
     }
 
@@ -114,13 +115,11 @@ extension BitwardenAPI {
     /// access to `collectionIDs`, and returns the invite with its one-time code. A server that answers
     /// without a code (the official one mails it; this one sends it back to the inviter) is refused as an
     /// invalid answer: without it the invitee cannot accept.
-    public func invite(email: String, organizationID: String, type: Int, collectionIDs: [String], readOnly: Bool,
+    public func invite(email: String, organizationID: String, type: Int, collections: [CollectionGrant],
                        token: String) async throws -> IssuedInvitation {
         let body: JSONObject = [
             "emails": .array([.string(email)]), "type": .int(type), "groups": .array([]),
-            "collections": .array(collectionIDs.map { id in
-                .object(["id": .string(id), "readOnly": .bool(readOnly), "hidePasswords": .bool(false), "manage": .bool(false)])
-            }),
+            "collections": .array(collections.map { $0.wire() }),
         ]
         let reply = try await send(.POST, "/api/organizations/\(organizationID)/users/invite", token: token, json: .object(body))
         guard !reply.body.isEmpty else {
@@ -152,5 +151,63 @@ extension BitwardenAPI {
     public func acceptInvitation(id: String, organizationID: String, code: String, token: String) async throws {
         _ = try await send(.POST, "/api/organizations/\(organizationID)/users/\(id)/accept", token: token,
                            json: .object(["token": .string(code), "resetPasswordKey": .null]))
+    }
+
+    /// Sets a member's role and collections (`PUT /api/organizations/{org}/users/{id}`; owners and admins).
+    public func updateMember(organizationID: String, memberID: String, type: Int, collections: [CollectionGrant], token: String) async throws {
+        let body: JSONObject = ["type": .int(type), "collections": .array(collections.map { $0.wire() }), "groups": .array([]),
+                                "accessAll": .bool(false)]
+        _ = try await send(.PUT, "/api/organizations/\(organizationID)/users/\(memberID)", token: token, json: .object(body))
+    }
+
+    /// Removes a member, or withdraws an invite (`DELETE /api/organizations/{org}/users/{id}`; owners and admins).
+    public func removeMember(organizationID: String, memberID: String, token: String) async throws {
+        _ = try await send(.DELETE, "/api/organizations/\(organizationID)/users/\(memberID)", token: token, json: nil)
+    }
+
+    /// Leaves an organization (`POST /api/organizations/{org}/leave`).
+    public func leaveOrganization(organizationID: String, token: String) async throws {
+        _ = try await send(.POST, "/api/organizations/\(organizationID)/leave", token: token, json: nil)
+    }
+
+    /// Who is assigned to a collection (`GET /api/organizations/{org}/collections/{id}/users`): each grant's
+    /// `collectionID` holds the member's id.
+    public func collectionUsers(organizationID: String, collectionID: String, token: String) async throws -> [CollectionGrant] {
+        let reply = try await send(.GET, "/api/organizations/\(organizationID)/collections/\(collectionID)/users", token: token, json: nil)
+        guard let entries = (try? JSONParser.parse(reply.body))?.arrayValue else {
+            throw ServerCallError.invalidResponse("the collection's user list is not a list")
+        }
+        return entries.compactMap(CollectionGrant.init(wire:))
+    }
+
+    /// Replaces who is assigned to a collection (`PUT …/collections/{id}/users`), each grant's `collectionID`
+    /// holding the member's id.
+    public func setCollectionUsers(organizationID: String, collectionID: String, users: [CollectionGrant], token: String) async throws {
+        _ = try await send(.PUT, "/api/organizations/\(organizationID)/collections/\(collectionID)/users", token: token,
+                           json: .array(users.map { $0.wire() }))
+    }
+
+    /// Moves a personal item into an organization (`PUT /api/ciphers/{id}/share`): `cipher` re-encrypted for
+    /// it, into `collectionIDs` (at least one), in one request. Returns the item as the server now has it.
+    public func shareCipher(_ cipher: CipherWire, id: String, collectionIDs: [String], lastKnownRevisionDate: WireDate?,
+                            token: String) async throws -> CipherWire {
+        var request = cipher.requestObject(lastKnownRevisionDate: lastKnownRevisionDate)
+        // Each attachment's name and key as encrypted for the organization (changed only for an item that had no key of its own).
+        request["attachments2"] = .object(JSONObject(entries: (cipher.attachments ?? []).compactMap { attachment in
+            guard let id = attachment.id, let name = attachment.fileName, let key = attachment.key else { return nil }
+            return .init(key: id, value: .object(["fileName": .string(name.serialized), "key": .string(key.serialized)]))
+        }))
+        let body: JSONObject = ["cipher": .object(request), "collectionIds": .array(collectionIDs.map(JSONValue.string))]
+        return try self.cipher(try await send(.PUT, "/api/ciphers/\(id)/share", token: token, json: .object(body)), expecting: id)
+    }
+
+    /// Replaces the collections of an organization item (`PUT /api/ciphers/{id}/collections_v2`). Returns the
+    /// item as the caller now sees it, or `nil` when they no longer can (they moved it out of all their collections).
+    public func setCipherCollections(id: String, collectionIDs: [String], token: String) async throws -> CipherWire? {
+        let reply = try await send(.PUT, "/api/ciphers/\(id)/collections_v2", token: token,
+                                   json: .object(["collectionIds": .array(collectionIDs.map(JSONValue.string))]))
+        let answer = try object(reply)
+        guard answer["unavailable"]?.boolValue != true, let cipher = answer["cipher"]?.objectValue else { return nil }
+        return try CipherWire(json: cipher, path: "cipher")
     }
 }

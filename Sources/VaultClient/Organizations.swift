@@ -90,11 +90,7 @@ extension VaultEngine {
     /// again makes a new code and the old one stops working (docs/SECURITY.md, "Invitations are bound to a
     /// one-time code").
     public func inviteToOrganization(id organizationID: String, email: String, type: Int, readOnly: Bool) async throws -> IssuedInvitation {
-        let id = organizationID.lowercased()
-        let collections = try await accountCall { api, token in try await api.organizationCollectionIDs(organizationID: id, token: token) }
-        return try await accountCall { api, token in
-            try await api.invite(email: email, organizationID: id, type: type, collectionIDs: collections, readOnly: readOnly, token: token)
-        }
+        try await inviteToOrganization(id: organizationID, email: email, type: type, collections: nil, access: readOnly ? .readOnly : .edit)
     }
 
     /// The invites to this account that it can still accept (online only).

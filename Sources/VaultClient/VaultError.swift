@@ -19,6 +19,8 @@ public enum VaultError: Error, Sendable, Equatable {
     case folderNotFound(String)
     /// seed 001 U1: organization items are read-only while offline.
     case organizationItemOffline
+    /// The item has a change (or its creation) still waiting to be sent: sharing it waits for a sync.
+    case itemWaitsForSync(String)
     /// The server understood the request and refused it (4xx); nothing was queued.
     case serverRefused(status: Int, message: String)
     /// The server could not be reached (for something that needs it: login, register, sync).
@@ -125,6 +127,8 @@ extension VaultError: LocalizedError {
         case .folderNotFound(let id): return "No folder \(id) in this vault."
         case .organizationItemOffline:
             return "Organization items cannot be edited while offline. Reconnect to save changes to this item."
+        case .itemWaitsForSync(let id):
+            return "The item \(id) has a change that has not reached the server yet. Run `vaultsync sync`, then try again."
         case .serverRefused(let status, let message): return "The server refused the request (\(status)): \(message)"
         case .serverUnreachable(let detail): return "The server could not be reached: \(detail)."
         case .serverAnswerInvalid(let reason):

@@ -30,7 +30,7 @@ struct VaultSyncCommand: AsyncParsableCommand {
             ArchiveCommand.self, UnarchiveCommand.self, MoveCommand.self, FavoriteCommand.self,
             FolderCommand.self, SyncCommand.self, WatchCommand.self, AgentCommand.self, PendingCommand.self, ConflictsCommand.self, DraftsCommand.self,
             ImportCommand.self, ExportCommand.self,
-            AttachmentCommand.self, GenerateCommand.self, OrganizationCommand.self, CollectionCommand.self, TwoStepCommand.self, APIKeyCommand.self,
+            AttachmentCommand.self, GenerateCommand.self, ShareCommand.self, OrganizationCommand.self, CollectionCommand.self, TwoStepCommand.self, APIKeyCommand.self,
             FingerprintCommand.self, ClipboardClearCommand.self, ManualCommand.self, BWCommand.self,
         ]
     )

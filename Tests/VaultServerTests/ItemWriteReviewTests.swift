@@ -23,7 +23,7 @@ struct ItemWriteReviewTests {
             ] as [(HTTPRequest.Method, String, JSONValue?)] {
                 for token in [shared.readerToken, shared.hiderToken] {
                     let answer = try await api.request(method, path, token: token, json: json)
-                    #expect(answer.status == .badRequest, "\(method) \(path): \(answer.status)")
+                    #expect(answer.status == .forbidden, "\(method) \(path): \(answer.status)")
                     #expect(answer.message == "You do not have permissions to edit this.")
                 }
             }

@@ -91,9 +91,9 @@ struct OrganizationTests {
             var edit = readerView
             edit.login?.password = "changed"
             let refused = try await api.request(.put, "/api/ciphers/\(cipherID)", token: readerToken, json: try edit.encrypted(with: readerKeys).jsonValue)
-            #expect(refused.status == .badRequest)
+            #expect(refused.status == .forbidden)
             #expect(refused.message == "You do not have permissions to edit this.")
-            #expect(try await api.request(.put, "/api/ciphers/\(cipherID)/delete", token: readerToken).status == .badRequest)
+            #expect(try await api.request(.put, "/api/ciphers/\(cipherID)/delete", token: readerToken).status == .forbidden)
 
             // The owner (full access) sees it too; a stranger does not.
             let ownerSees = try await api.request(.get, "/api/ciphers/\(cipherID)", token: ownerToken)

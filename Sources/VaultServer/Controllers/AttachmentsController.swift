@@ -61,7 +61,7 @@ struct AttachmentsController {
         let lastKnown = try Self.lastKnownRevisionDate(body)
         let createKey = try CipherRequests.idempotencyKey(request).map { "\(userID):\($0)" }
         guard let record = try await services.repository.visibleCipher(id: cipherID, userID: userID) else { throw APIError.notFound }
-        guard record.access.edit else { throw APIError(.badRequest, "You do not have permissions to edit this.") }
+        guard record.access.edit else { throw APIError.cannotEdit }
         let creation: AttachmentCreation
         do {
             creation = try await services.repository.createAttachment(
@@ -93,7 +93,7 @@ struct AttachmentsController {
     /// link expires). `404` once the file is there, or when the attachment is gone.
     func renew(_ request: Request, _ context: VaultRequestContext) async throws -> Response {
         let (record, attachment) = try await find(context)
-        guard record.access.edit else { throw APIError(.badRequest, "You do not have permissions to edit this.") }
+        guard record.access.edit else { throw APIError.cannotEdit }
         guard attachment.uploadID == nil else { throw APIError.notFound }
         return try uploadTarget(request, attachmentID: attachment.id, cipher: record)
     }
@@ -123,7 +123,7 @@ struct AttachmentsController {
     func upload(_ request: Request, _ context: VaultRequestContext) async throws -> Response {
         let userID = try context.requireUser()
         let (record, attachment) = try await find(context)
-        guard record.access.edit else { throw APIError(.badRequest, "You do not have permissions to edit this.") }
+        guard record.access.edit else { throw APIError.cannotEdit }
         guard attachment.uploadID == nil else { throw Self.alreadyUploaded }
         guard attachment.fileSize <= Int64(services.configuration.maxAttachmentBytes) else { throw limitError }
         var reader = try UploadFileReader(contentType: request.headers[.contentType] ?? "")
@@ -251,7 +251,7 @@ struct AttachmentsController {
         if let length = request.headers[.contentLength].flatMap(Int.init), length > bodyLimit { throw limitError }
         let createKey = try CipherRequests.idempotencyKey(request).map { "\(userID):\($0)" }
         guard let record = try await services.repository.visibleCipher(id: cipherID, userID: userID) else { throw APIError.notFound }
-        guard record.access.edit else { throw APIError(.badRequest, "You do not have permissions to edit this.") }
+        guard record.access.edit else { throw APIError.cannotEdit }
         var reader = try UploadFileReader(contentType: contentType)
         var buffers = request.body.makeAsyncIterator()
         var received = 0
@@ -380,7 +380,7 @@ struct AttachmentsController {
             }
         }
         let (record, attachment) = try await find(context)
-        guard record.access.edit else { throw APIError(.badRequest, "You do not have permissions to edit this.") }
+        guard record.access.edit else { throw APIError.cannotEdit }
         do {
             let updated = try await services.repository.deleteAttachment(
                 id: attachment.id, cipherID: record.id, userID: userID, lastKnownRevisionDate: lastKnown, now: services.now())

@@ -90,7 +90,7 @@ extension CipherWriteError {
         switch outcome {
         case .notFound: return .notFound
         case .outOfDate: return .outOfDate
-        case .forbidden(let message): return APIError(.badRequest, message)
+        case .forbidden(let message): return APIError(.forbidden, message)
         case .invalid(let message): return APIError(.badRequest, message)
         case .createdSinceDeleted(let kind, let id):
             // Not 404: the client must tell "your create happened, and was deleted since" from "not found".

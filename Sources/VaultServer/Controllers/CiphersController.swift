@@ -358,12 +358,29 @@ struct CiphersController {
         do {
             let record = try await services.repository.shareCipher(
                 id: try Self.id(context), userID: try context.requireUser(), write: write,
-                collectionIDs: try CipherRequests.collectionIDs(from: body), now: services.now())
+                collectionIDs: try CipherRequests.collectionIDs(from: body), attachments: try Self.sharedAttachments(cipher), now: services.now())
             await services.notifier.cipher(record, .syncCipherUpdate, by: context)
             return render(record, request)
         } catch let error as CipherWriteError {
             throw error.apiError
         }
+    }
+
+    /// `cipher.attachments2` of a share: each attachment's name and key encrypted for the organization
+    /// (`{id: {"fileName", "key"}}`), which the official clients send when the item had no key of its own.
+    static func sharedAttachments(_ cipher: JSONObject) throws -> [String: VaultRepository.SharedAttachment] {
+        guard let entries = cipher["attachments2"]?.objectValue else { return [:] }
+        _ = try RequestLimits.check(entries.map(\.value), field: "attachments2", limit: RequestLimits.sharedCiphers)
+        var result: [String: VaultRepository.SharedAttachment] = [:]
+        for entry in entries {
+            guard UUID(uuidString: entry.key) != nil, let object = entry.value.objectValue,
+                  let name = object["fileName"]?.stringValue, (try? EncString(name)) != nil,
+                  let key = object["key"]?.stringValue, (try? EncString(key)) != nil else {
+                throw APIError.invalidModel(["attachments2": ["Each attachment needs its fileName and key as encrypted strings."]])
+            }
+            result[entry.key.lowercased()] = .init(fileName: name, key: key)
+        }
+        return result
     }
 
     func shareMany(_ request: Request, _ context: VaultRequestContext) async throws -> Response {
@@ -382,7 +399,8 @@ struct CiphersController {
             let write = try CipherRequests.write(from: object, path: "$.ciphers[\(index)]")
             do {
                 records.append(try await services.repository.shareCipher(id: id.lowercased(), userID: userID, write: write,
-                                                                         collectionIDs: collections, now: services.now()))
+                                                                         collectionIDs: collections, attachments: try Self.sharedAttachments(object),
+                                                                         now: services.now()))
             } catch let error as CipherWriteError {
                 throw error.apiError
             }

@@ -8,6 +8,7 @@ struct OrganizationsController {
     let services: ServerServices
 
     func addRoutes(to api: RouterGroup<VaultRequestContext>) {
+        addMemberRoutes(to: api)
         api.post("organizations") { request, context in try await create(request, context) }
         api.get("organizations/:orgId") { _, context in
             let (orgID, membership) = try await member(context)
@@ -27,17 +28,15 @@ struct OrganizationsController {
             }
         }
         api.delete("organizations/:orgId/collections/:id") { _, context in
-            let (orgID, membership) = try await member(context)
-            guard membership.hasFullAccess else { throw APIError.notFound }
+            let (orgID, _) = try await managedCollection(context)
             guard try await services.repository.deleteCollection(id: try Self.uuid(context, "id"), organizationID: orgID, now: services.now()) else {
                 throw APIError.notFound
             }
             return JSONResponse.empty()
         }
         api.get("organizations/:orgId/collections/:id/users") { _, context in
-            let (orgID, membership) = try await member(context)
-            guard membership.hasFullAccess,
-                  let rows = try await services.repository.collectionMembers(collectionID: try Self.uuid(context, "id"), organizationID: orgID) else {
+            let (orgID, _) = try await managedCollection(context)
+            guard let rows = try await services.repository.collectionMembers(collectionID: try Self.uuid(context, "id"), organizationID: orgID) else {
                 throw APIError.notFound
             }
             return JSONResponse.make(.array(rows.map { row in
@@ -75,6 +74,7 @@ struct OrganizationsController {
             guard membership.hasFullAccess else { throw APIError.notFound }
             let rows = try await services.repository.members(organizationID: orgID)
             let invites = try await services.repository.invites(organizationID: orgID)
+            let assignments = try await services.repository.assignments(organizationID: orgID)
             return JSONResponse.list(invites.map { row in
                 var object = JSONObject()
                 object["object"] = .string("organizationUserUserDetails")
@@ -84,7 +84,7 @@ struct OrganizationsController {
                 object["email"] = .string(row.text("email") ?? "")
                 object["status"] = .int(0)
                 object["type"] = .int(Int(row.int("type") ?? 2))
-                object["collections"] = .array([])
+                object["collections"] = (try? JSONParser.parse(Array((row.text("collections") ?? "[]").utf8))) ?? .array([])
                 object["groups"] = .array([])
                 object["acceptedWithCode"] = .bool(false)
                 // Whether the invitee can still accept it (docs/PROTOCOL.md, "Organization invites").
@@ -93,19 +93,7 @@ struct OrganizationsController {
                     : (row.int("created_at") ?? 0) < inviteNotBefore ? "expired" : "pending")
                 return object.serialized()
             } + rows.map { row in
-                var object = JSONObject()
-                object["object"] = .string("organizationUserUserDetails")
-                object["id"] = .string(row.text("id") ?? "")
-                object["userId"] = .string(row.text("user_id") ?? "")
-                object["name"] = row.text("name").map(JSONValue.string) ?? .null
-                object["email"] = .string(row.text("email") ?? "")
-                object["status"] = .int(Int(row.int("status") ?? 0))
-                object["type"] = .int(Int(row.int("type") ?? 2))
-                object["collections"] = .array([])
-                object["groups"] = .array([])
-                // The member proved they were the invitee with the invite's one-time code.
-                object["acceptedWithCode"] = .bool(row.bool("accepted_with_code"))
-                return object.serialized()
+                Self.memberObject(row, collections: assignments[row.text("id") ?? ""] ?? [], object: "organizationUserUserDetails").serialized()
             })
         }
         api.post("organizations/:orgId/users/public-keys") { request, context in
@@ -179,9 +167,21 @@ struct OrganizationsController {
         }
     }
 
-    func saveCollection(_ request: Request, _ context: VaultRequestContext, update: Bool) async throws -> Response {
+    /// The caller's membership, for a route on the collection `id` they must manage (owners and admins
+    /// manage every collection; others need `manage` on it, or to be its manager): 403 for a member who
+    /// does not, 404 for anyone else.
+    func managedCollection(_ context: VaultRequestContext) async throws -> (String, MembershipRecord) {
         let (orgID, membership) = try await member(context)
-        guard membership.hasFullAccess else { throw APIError.notFound }
+        guard try await services.repository.manages(collectionID: try Self.uuid(context, "id"), membership) else {
+            throw membership.hasFullAccess ? APIError.notFound : APIError.cannotEdit
+        }
+        return (orgID, membership)
+    }
+
+    func saveCollection(_ request: Request, _ context: VaultRequestContext, update: Bool) async throws -> Response {
+        let (orgID, membership) = update ? try await managedCollection(context) : try await member(context)
+        // New collections: owners and admins only (the official "limit collection creation to admins").
+        guard update || membership.hasFullAccess else { throw APIError.notFound }
         let body = try await request.jsonObject(limit: services.configuration.maxBodyBytes)
         guard let name = body["name"]?.stringValue, (try? EncString(name)) != nil, name.utf8.count <= 1000 else {
             throw APIError.invalidModel(["name": ["name is not a valid encrypted string."]])

@@ -27,6 +27,12 @@ public struct APIError: Error, Sendable {
     /// 401 for a missing, invalid or expired access token.
     public static let unauthorized = APIError(.unauthorized, "Unauthorized.")
 
+    /// 403 with the official message, for a member whose access to an item or collection does not allow the
+    /// change (read-only, or not a manager of the collection). The official server answers 400 here; 403
+    /// says what it is, and clients treat every 4xx but 408 and 429 as a refusal either way.
+    public static let cannotEdit = APIError(.forbidden, "You do not have permissions to edit this.")
+    public static let cannotDelete = APIError(.forbidden, "You do not have permissions to delete this.")
+
     /// 400 with the official stale-edit message (spec §3.2).
     public static let outOfDate = APIError(
         .badRequest, "The item cannot be saved because it is out of date. To edit this item, first sync your vault, or log out and back in.")

@@ -66,7 +66,7 @@ struct Renderer: Sendable {
         JSONBytes.date(record.deletedDate, to: &out)
         out.append(contentsOf: #","archivedDate":"#.utf8)
         JSONBytes.date(record.archivedDate, to: &out)
-        var data = record.data
+        var data = record.access.viewPassword ? record.data : PasswordHiding.hidden(record.data)
         data.withUTF8 { payload in
             if payload.count > 2 {
                 out.append(UInt8(ascii: ","))

@@ -29,6 +29,10 @@ enum CipherWriteOutcome: Sendable {
 
 struct CipherWriteError: Error {
     let outcome: CipherWriteOutcome
+
+    /// The member's access to the item does not allow the change (403, ``APIError/cannotEdit``).
+    static let cannotEdit = CipherWriteError(outcome: .forbidden(APIError.cannotEdit.message))
+    static let cannotDelete = CipherWriteError(outcome: .forbidden(APIError.cannotDelete.message))
 }
 
 extension VaultRepository {
@@ -94,10 +98,10 @@ extension VaultRepository {
             let rows = try await session.query(
                 "SELECT * FROM collection_members WHERE membership_id IN (\(placeholders(memberships.count)))",
                 memberships.map { .text($0.id) })
+            let managers = Set(memberships.filter(\.managesAssignedCollections).map(\.id))
             var rowOfCollection: [String: CipherAccess] = [:]
             for row in rows {
-                rowOfCollection[row.text("collection_id") ?? ""] = CipherAccess(
-                    edit: !row.bool("read_only"), viewPassword: !row.bool("hide_passwords"), manage: row.bool("manage"))
+                rowOfCollection[row.text("collection_id") ?? ""] = CipherAccess(assignment: row, manager: managers.contains(row.text("membership_id") ?? ""))
             }
             let membershipOfOrg = Dictionary(memberships.map { ($0.organizationID, $0) }, uniquingKeysWith: { first, _ in first })
             let layout = CipherRecord.Layout(orgCiphers.first?.columns ?? [])
@@ -332,7 +336,7 @@ extension VaultRepository {
             throw CipherWriteError(outcome: .invalid("You must select at least one collection."))
         }
         if collectionIDs.isEmpty && !membership.hasFullAccess {
-            throw CipherWriteError(outcome: .forbidden("You do not have permissions to edit this."))
+            throw CipherWriteError.cannotEdit
         }
         for collectionID in Set(collectionIDs) {
             guard try await !session.query("SELECT id FROM collections WHERE id = ? AND organization_id = ?",
@@ -340,10 +344,10 @@ extension VaultRepository {
                 throw CipherWriteError(outcome: .invalid("Specified CollectionId does not exist on the specified Organization."))
             }
             if membership.hasFullAccess { continue }
-            let row = try await session.query("SELECT read_only FROM collection_members WHERE collection_id = ? AND membership_id = ?",
+            let row = try await session.query("SELECT * FROM collection_members WHERE collection_id = ? AND membership_id = ?",
                                               [.text(collectionID), .text(membership.id)]).first
-            guard let row, !row.bool("read_only") else {
-                throw CipherWriteError(outcome: .invalid("No rights to modify the collection \(collectionID)."))
+            guard let row, CipherAccess(assignment: row, manager: membership.managesAssignedCollections).edit else {
+                throw CipherWriteError(outcome: .forbidden("No rights to modify the collection \(collectionID)."))
             }
         }
     }
@@ -361,12 +365,13 @@ extension VaultRepository {
             guard var record = try await Self.cipherForWrite(id: id, userID: userID, session) else {
                 throw CipherWriteError(outcome: .notFound)
             }
-            guard record.access.edit else { throw CipherWriteError(outcome: .forbidden("You do not have permissions to edit this.")) }
+            guard record.access.edit else { throw CipherWriteError.cannotEdit }
             guard record.organizationID == write.organizationID else {
                 throw CipherWriteError(outcome: .invalid("Organization mismatch. Re-sync if you recently moved this item, then try again."))
             }
+            let data = record.access.viewPassword ? write.data : PasswordHiding.keepingHidden(write.data, stored: record.data)
             var condition = ""
-            var binds: [SQLValue] = [.int(Int64(write.type)), .text(write.data), .int(now), .int(now), .text(id)]
+            var binds: [SQLValue] = [.int(Int64(write.type)), .text(data), .int(now), .int(now), .text(id)]
             if let known = write.lastKnownRevisionDate {
                 condition = " AND revision_date > ? AND revision_date < ?"
                 binds += [.int(known - 1000), .int(known + 1000)]
@@ -380,7 +385,7 @@ extension VaultRepository {
                                         now: now, session)
             // The answer is the record read above with what this write changed: no second visibility query.
             record.type = write.type
-            record.data = write.data
+            record.data = data
             record.revisionDate = revision
             record.favorite = write.favorite
             record.attachments = try await Self.attachments(of: [id], session)[id] ?? []
@@ -409,7 +414,7 @@ extension VaultRepository {
                     continue
                 }
                 guard record.access.edit else {
-                    results.append(.failure(CipherWriteError(outcome: .forbidden("You do not have permissions to edit this."))))
+                    results.append(.failure(CipherWriteError.cannotEdit))
                     continue
                 }
                 guard record.organizationID == write.organizationID else {
@@ -417,8 +422,9 @@ extension VaultRepository {
                         "Organization mismatch. Re-sync if you recently moved this item, then try again."))))
                     continue
                 }
+                let data = record.access.viewPassword ? write.data : PasswordHiding.keepingHidden(write.data, stored: record.data)
                 var condition = ""
-                var binds: [SQLValue] = [.int(Int64(write.type)), .text(write.data), .int(now), .int(now), .text(id)]
+                var binds: [SQLValue] = [.int(Int64(write.type)), .text(data), .int(now), .int(now), .text(id)]
                 if let known = write.lastKnownRevisionDate {
                     condition = " AND revision_date > ? AND revision_date < ?"
                     binds += [.int(known - 1000), .int(known + 1000)]
@@ -435,7 +441,7 @@ extension VaultRepository {
                                                     archivedDate: record.archivedDate, session)
                 }
                 record.type = write.type
-                record.data = write.data
+                record.data = data
                 record.revisionDate = revision
                 record.folderID = folder
                 record.favorite = write.favorite
@@ -502,14 +508,14 @@ extension VaultRepository {
                 switch action {
                 case .softDelete, .restore, .hardDelete:
                     guard current.access.canDelete else {
-                        throw CipherWriteError(outcome: .forbidden("You do not have permissions to delete this."))
+                        throw CipherWriteError.cannotDelete
                     }
                 case .archive, .unarchive:
                     // Archiving bumps the item's revision (as the official server does), which every member sees:
                     // a read-only member's archive made the editors' next save "out of date". Only those who may
                     // edit the item archive it (docs/SECURITY.md, "Attack review 2026-12-01").
                     guard current.access.edit else {
-                        throw CipherWriteError(outcome: .forbidden("You do not have permissions to edit this."))
+                        throw CipherWriteError.cannotEdit
                     }
                 }
                 affected += try await Self.affectedUsers(userID: current.userID, organizationID: current.organizationID, session)
@@ -590,7 +596,14 @@ extension VaultRepository {
     /// Moves a personal cipher into an organization (spec organizations.md §3.4 share): the client has
     /// re-wrapped the item key with the organization key; the server checks the caller owns the item,
     /// may write to each collection, and applies the stale-edit check.
-    func shareCipher(id: String, userID: String, write: CipherWrite, collectionIDs: [String], now: Int64) async throws -> CipherRecord {
+    /// An attachment's name and key as a share re-encrypted them for the organization.
+    struct SharedAttachment: Sendable {
+        var fileName: String
+        var key: String
+    }
+
+    func shareCipher(id: String, userID: String, write: CipherWrite, collectionIDs: [String], attachments: [String: SharedAttachment] = [:],
+                     now: Int64) async throws -> CipherRecord {
         try await transaction { session in
             guard let current = try await Self.visibleCiphers(userID: userID, onlyID: id, session).first, current.userID == userID else {
                 throw CipherWriteError(outcome: .notFound)
@@ -612,6 +625,10 @@ extension VaultRepository {
             for collectionID in Set(collectionIDs) {
                 try await session.query("INSERT INTO collection_ciphers (collection_id, cipher_id) VALUES (?, ?)", [.text(collectionID), .text(id)])
             }
+            for (attachmentID, attachment) in attachments {
+                try await session.query("UPDATE attachments SET file_name = ?, akey = ? WHERE id = ? AND cipher_id = ?",
+                                        [.text(attachment.fileName), .text(attachment.key), .text(attachmentID), .text(id)])
+            }
             try await Self.bumpRevision(try await Self.affectedUsers(userID: nil, organizationID: orgID, session) + [userID], now: now, session)
             guard let record = try await Self.visibleCiphers(userID: userID, onlyID: id, session).first else {
                 throw CipherWriteError(outcome: .notFound)
@@ -625,7 +642,7 @@ extension VaultRepository {
         try await transaction { session in
             guard let current = try await Self.visibleCiphers(userID: userID, onlyID: id, session).first,
                   let orgID = current.organizationID else { throw CipherWriteError(outcome: .notFound) }
-            guard current.access.edit else { throw CipherWriteError(outcome: .forbidden("You do not have permissions to edit this.")) }
+            guard current.access.edit else { throw CipherWriteError.cannotEdit }
             let existing = Set(try await session.query("""
                 SELECT cc.collection_id FROM collection_ciphers cc WHERE cc.cipher_id = ?
                 """, [.text(id)]).compactMap { $0.text("collection_id") })

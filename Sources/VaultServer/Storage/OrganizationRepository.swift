@@ -61,8 +61,7 @@ extension VaultRepository {
                 let full = membership.hasFullAccess
                 guard full || row.text("membership_id") != nil else { continue }
                 result.append(.object(collectionObject(row, object: "collectionDetails", access: full
-                    ? CipherAccess(edit: true, viewPassword: true, manage: true)
-                    : CipherAccess(edit: !row.bool("read_only"), viewPassword: !row.bool("hide_passwords"), manage: row.bool("manage")))))
+                    ? .owner : CipherAccess(assignment: row, manager: membership.managesAssignedCollections))))
             }
         }
         return result

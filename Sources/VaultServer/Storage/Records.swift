@@ -88,6 +88,18 @@ struct CipherAccess: Sendable, Equatable {
 
     /// `permissions.delete` / `restore`: manage or edit (the official rule without `limitItemDeletion`).
     var canDelete: Bool { manage || edit }
+
+    /// The access a `collection_members` row gives; a manager (member type 3) manages every collection
+    /// they are assigned, whatever the row's flags (the official Manager role: "manage assigned collections").
+    init(assignment row: SQLRow, manager: Bool) {
+        self = manager ? .owner : CipherAccess(edit: !row.bool("read_only"), viewPassword: !row.bool("hide_passwords"), manage: row.bool("manage"))
+    }
+
+    init(edit: Bool, viewPassword: Bool, manage: Bool) {
+        self.edit = edit
+        self.viewPassword = viewPassword
+        self.manage = manage
+    }
 }
 
 /// Attachment metadata as stored (the file's chunks are read only for downloads).
@@ -191,6 +203,8 @@ struct MembershipRecord: Sendable {
 
     /// Owners and admins see and edit every item of the organization (Vaultwarden's access-all rule).
     var hasFullAccess: Bool { status == 2 && (type == 0 || type == 1) }
+    /// Managers (type 3) have full access to the collections they are assigned, and manage them.
+    var managesAssignedCollections: Bool { status == 2 && type == 3 }
 
     init(row: SQLRow) {
         id = row.text("id") ?? ""

@@ -6,7 +6,7 @@ import VaultModels
 struct CollectionCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "collection",
-        abstract: "List, add, rename and delete an organization's collections.",
+        abstract: "List, add, rename and delete an organization's collections, and choose who has access to them.",
         discussion: """
         A collection groups an organization's items and says who may see them. Its name is encrypted with the organization's key: the server never reads it. Adding, renaming and deleting are online only, for owners and admins, on a device where the organization is trusted (`vaultsync org trust`); listing reads the last sync, offline too.
 
@@ -15,8 +15,9 @@ struct CollectionCommand: AsyncParsableCommand {
           vaultsync collection add Family Kids
           vaultsync collection rename Family Kids Children
           vaultsync collection delete Family Children
+          vaultsync collection access Family Kids frank@example.com read-only
         """,
-        subcommands: [List.self, Add.self, Rename.self, Delete.self],
+        subcommands: [List.self, Add.self, Rename.self, Delete.self, Access.self],
         defaultSubcommand: List.self
     )
 

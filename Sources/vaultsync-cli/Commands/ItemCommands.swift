@@ -15,6 +15,7 @@ struct ListCommand: VaultCommand {
           vaultsync list
           vaultsync list --search bank --type login
           vaultsync list --folder Work --json
+          vaultsync list --organization Family --collection Kids
           vaultsync list --trash
         """)
     @OptionGroup var global: GlobalOptions
@@ -24,6 +25,8 @@ struct ListCommand: VaultCommand {
     @Option(help: "Only items of TYPE: login, note, card, identity, ssh-key.") var type: String?
     @Flag(help: "Items in the trash.") var trash = false
     @Flag(help: "Archived items.") var archived = false
+    @Option(help: "Only items of ORGANIZATION (name or id; \"none\" for personal items).") var organization: String?
+    @Option(help: "Only items in COLLECTION (name or id; with --organization when the name is in several).") var collection: String?
 
     func validate() throws {
         // An empty text listed nothing (RELIABILITY bug 95), as if the vault were empty.
@@ -39,7 +42,19 @@ struct ListCommand: VaultCommand {
         var damaged: [String] = []
         // What each listed item shows, and for --json or a search the whole item (its other fields).
         var rows: [(id: String, pending: PendingChange?, shown: ItemSummary, view: CipherView?)] = []
-        if output.json || search != nil {
+        // Organization and collection filters, resolved from the last sync (offline too).
+        let organizations = try await context.engine.organizations()
+        let organizationFilter: String?? = try organization.map { reference -> String? in
+            reference.lowercased() == "none" ? nil : try OrganizationCommand.resolve(reference, in: organizations).id
+        }
+        var collectionFilter: String?
+        if let collection {
+            let all = try await context.engine.collections().filter { candidate in
+                organizationFilter.map { $0 == candidate.organizationID } ?? true
+            }
+            collectionFilter = try OrganizationCommand.one(collection, in: all, what: "collection", id: \.id, name: \.name).id
+        }
+        if output.json || search != nil || collectionFilter != nil {
             // A search decrypts only the items it finds, through the sealed name index (docs/ARCHITECTURE.md).
             let items = if let search { try await context.engine.items(matching: search) } else { try await context.loadItems() }
             for item in items {
@@ -61,7 +76,9 @@ struct ListCommand: VaultCommand {
             }
         }
         rows.removeAll { row in
-            row.shown.isDeleted != trash || (!trash && row.shown.isArchived != archived)
+            organizationFilter.map { row.shown.organizationId?.lowercased() != $0 } ?? false
+                || collectionFilter.map { wanted in !(row.view?.collectionIds ?? []).contains { $0.lowercased() == wanted } } ?? false
+                || row.shown.isDeleted != trash || (!trash && row.shown.isArchived != archived)
                 || wantedType.map { row.shown.type != $0 } ?? false || folderFilter.map { row.shown.folderId != $0 } ?? false
         }
         if let search {
@@ -187,6 +204,7 @@ struct GetCommand: VaultCommand {
         for field in fields {
             print(label(field.label) + Presentation.oneLine(Presentation.masked(field, reveal: reveal)))
         }
+        if view.viewPassword == false { print(label("password") + "(hidden by the organization: hide-passwords access)") }
         if !view.attachments.isEmpty {
             let attachments = try await context.engine.attachments(itemID: entry.id)
             for (index, attachment) in attachments.enumerated() {
@@ -204,6 +222,11 @@ struct GetCommand: VaultCommand {
 extension GetCommand {
     /// The value `--field` names: the common ones by name, the current TOTP code, else a field by its label.
     static func value(of field: String, in view: CipherView) throws -> String? {
+        // The server does not send a hide-passwords member these secrets: say why there is none.
+        if view.viewPassword == false, ["password", "privatekey", "sshkey.privatekey"].contains(field.lowercased())
+            || field.lowercased().hasPrefix("field.") && (try? labelledField(field, of: view)) == nil {
+            throw CLIError.missing("The organization hides the passwords of \"\(view.name)\" from you (hide-passwords access): the server does not send them.")
+        }
         switch field {
         case "password": return view.login?.password
         case "username": return view.login?.username
@@ -329,6 +352,9 @@ struct EditCommand: VaultCommand {
     @OptionGroup var fields: ItemOptions
     @Option(name: .customLong("json"), help: ArgumentHelp("Apply the keys of FILE's JSON (\"-\": standard input).", valueName: "FILE"))
     var jsonFile: String?
+    @Option(name: .customLong("collection"),
+            help: "Put an organization's item in exactly these collections (name or id; repeat for several; online only).")
+    var collections: [String] = []
 
     func validate() throws {
         try fields.checkSecretSources(jsonFromStandardInput: jsonFile == "-")
@@ -339,6 +365,10 @@ struct EditCommand: VaultCommand {
         let secrets = try fields.readSecrets()
         let id = try await context.itemID(item)
         let original = try await context.engine.item(id: id)
+        if !collections.isEmpty {
+            try await setCollections(of: original, context)
+            if jsonFile == nil && fields.isEmpty { return }
+        }
         var view = original
         let inEditor = jsonFile == nil && fields.isEmpty
         if let jsonFile {
@@ -370,6 +400,19 @@ struct EditCommand: VaultCommand {
             Console.note("generated password: \(password)")
         }
         noteOutcome(result.outcome)
+    }
+}
+
+extension EditCommand {
+    /// `--collection`: the item's collections become exactly the given ones, in its organization.
+    func setCollections(of item: CipherView, _ context: CLIContext) async throws {
+        guard let organizationID = item.organizationId, let id = item.id else {
+            throw CLIError.usage("\"\(Console.terminalSafe(item.name))\" is a personal item: `vaultsync share ITEM ORG --collection C` moves it into an organization")
+        }
+        let organization = try OrganizationCommand.resolve(organizationID, in: try await context.engine.organizations())
+        let targets = try await CollectionCommand.resolveAll(collections, in: organization, context)
+        try await context.engine.setCollections(itemID: id, collectionIDs: targets.map(\.id))
+        print("\"\(Console.terminalSafe(item.name))\" is now in \(CollectionCommand.names(targets)).")
     }
 }
 

@@ -20,8 +20,11 @@ struct OrganizationCommand: AsyncParsableCommand {
           vaultsync org accept Family --code ABCD-EFGH-IJKL-MNOP-QRST-UVWX-YZ23
           vaultsync org confirm Family frank@example.com
           vaultsync org trust Family
+          vaultsync share "Home wifi" Family --collection Everyone
+          vaultsync org remove Family frank@example.com
+          vaultsync org leave Family
         """,
-        subcommands: [List.self, Create.self, Members.self, Invite.self, Accept.self, Confirm.self, Trust.self],
+        subcommands: [List.self, Create.self, Members.self, Invite.self, Accept.self, Confirm.self, Trust.self, Remove.self, Leave.self],
         defaultSubcommand: List.self
     )
 
@@ -144,12 +147,21 @@ struct OrganizationCommand: AsyncParsableCommand {
                         "id": .string(member.id), "userId": member.userID.map(JSONValue.string) ?? .null, "email": .string(member.email),
                         "name": member.name.map(JSONValue.string) ?? .null, "status": .string(OrganizationCommand.statusName(member.status)),
                         "type": .string(OrganizationCommand.typeName(member.type)),
+                        "collections": .array(member.collections.map { grant in
+                            .object(["id": .string(grant.collectionID), "access": .string(grant.access.rawValue)])
+                        }),
                     ])
                 }))
                 return
             }
+            // Each member's collections by name (as the last sync gave them), with their access.
+            let names = Dictionary(try await context.engine.collections().map { ($0.id, $0.name ?? $0.id) }, uniquingKeysWith: { first, _ in first })
             for member in members {
-                print("\(member.id)\t\(Console.terminalSafe(member.email))\t\(OrganizationCommand.typeName(member.type))\t\(OrganizationCommand.statusName(member.status))")
+                let access = member.type == 0 || member.type == 1 ? "every collection"
+                    : member.collections.map { "\(Console.terminalSafe(names[$0.collectionID] ?? $0.collectionID)):\($0.access.rawValue)" }
+                        .joined(separator: ", ")
+                print("\(member.id)\t\(Console.terminalSafe(member.email))\t\(OrganizationCommand.typeName(member.type))\t"
+                    + "\(OrganizationCommand.statusName(member.status))\t\(access)")
             }
         }
     }
@@ -249,18 +261,22 @@ struct OrganizationCommand: AsyncParsableCommand {
             commandName: "invite",
             abstract: "Invite an email to an organization you own or administer, and print the one-time code to accept it with.",
             discussion: """
-            Online only. The invitee gets access to every collection of the organization (read-only with --read-only); an admin sees and edits everything. Give the printed code to the invitee over another channel than this server (in person, by phone, in a message you trust): whoever registers the email cannot accept without it. It works once, expires with the invitation (5 days on a VaultSync server) and stops after 5 wrong tries; inviting the email again makes a new code and the old one stops working. Inviting a manager or an admin needs the owner.
+            Online only. The invitee gets the collections given with --collection NAME[:ACCESS] (ACCESS: edit, the default, read-only, hide-passwords or manage; see `vaultsync collection access --help`); without --collection, every collection of the organization (read-only with --read-only). An admin sees and edits everything. Give the printed code to the invitee over another channel than this server (in person, by phone, in a message you trust): whoever registers the email cannot accept without it. It works once, expires with the invitation (5 days on a VaultSync server) and stops after 5 wrong tries; inviting the email again makes a new code and the old one stops working. Inviting a manager or an admin needs the owner.
 
             Examples:
               vaultsync org invite Family frank@example.com
-              vaultsync org invite Family frank@example.com --type manager --read-only --json
+              vaultsync org invite Family frank@example.com --role user --collection Kids:read-only --collection Streaming
+              vaultsync org invite Family frank@example.com --role manager --read-only --json
             """)
         @OptionGroup var global: GlobalOptions
         @OptionGroup var output: OutputOptions
         @Argument(help: "The organization's name or id.") var organization: String
         @Argument(help: "The invitee's email.") var email: String
-        @Option(help: "The member type: user, manager or admin.") var type: MemberType = .user
-        @Flag(help: "The member can read the organization's items and not change them (user or manager).") var readOnly = false
+        @Option(name: [.customLong("role"), .customLong("type")], help: "The member's role: user, manager or admin.") var type: MemberType = .user
+        @Flag(help: "The member can read the organization's items and not change them (user or manager; without --collection).") var readOnly = false
+        @Option(name: .customLong("collection"),
+                help: ArgumentHelp("A collection they get, with their access to it (repeat for several).", valueName: "NAME[:ACCESS]"))
+        var collections: [String] = []
 
         func validate() throws {
             let trimmed = email.trimmingCharacters(in: .whitespaces)
@@ -271,16 +287,34 @@ struct OrganizationCommand: AsyncParsableCommand {
             if readOnly && type == .admin {
                 throw ValidationError("--read-only is for a user or a manager: an admin sees and edits every item of the organization")
             }
+            if readOnly && !collections.isEmpty {
+                throw ValidationError("--read-only is for an invitation to every collection; with --collection, write NAME:read-only")
+            }
+        }
+
+        /// `NAME[:ACCESS]`: the access after the last colon when it names one (a name may hold colons itself).
+        static func parseGrant(_ text: String) -> (name: String, access: CollectionAccess) {
+            if let colon = text.lastIndex(of: ":"), let access = CollectionAccess(rawValue: String(text[text.index(after: colon)...]).lowercased()) {
+                return (String(text[..<colon]), access)
+            }
+            return (text, .edit)
         }
 
         func execute(_ context: CLIContext) async throws {
             let chosen = try OrganizationCommand.resolve(organization, in: try await context.engine.organizations())
             let invitee = email.trimmingCharacters(in: .whitespaces).lowercased()
-            let invitation = try await context.engine.inviteToOrganization(id: chosen.id, email: invitee, type: type.wireValue, readOnly: readOnly)
+            var grants: [CollectionGrant]?
+            for text in collections {
+                let (name, access) = Self.parseGrant(text)
+                grants = (grants ?? []) + [CollectionGrant(collectionID: try await CollectionCommand.resolve(name, in: chosen, context).id, access: access)]
+            }
+            let invitation = try await context.engine.inviteToOrganization(id: chosen.id, email: invitee, type: type.wireValue,
+                                                                           collections: grants, access: readOnly ? .readOnly : .edit)
             if output.json {
                 Presentation.printJSON(.object([
                     "organizationId": .string(chosen.id), "organizationName": .string(chosen.name), "email": .string(invitation.email),
                     "invitationId": .string(invitation.id), "type": .string(type.rawValue), "readOnly": .bool(readOnly),
+                    "collections": grants.map { .array($0.map { .object(["id": .string($0.collectionID), "access": .string($0.access.rawValue)]) }) } ?? .null,
                     "code": .string(invitation.code), "expirationDate": invitation.expirationDate.map(JSONValue.string) ?? .null,
                 ]))
                 return

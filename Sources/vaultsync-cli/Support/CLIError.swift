@@ -104,7 +104,7 @@ func describe(_ error: any Error) -> (message: String, status: ExitStatus) {
         case .serverRefused: status = .serverRefused
         case .serverUnreachable, .serverAnswerInvalid, .offlineEditsDisabled, .organizationItemOffline: status = .serverUnreachable
         case .invalidItem, .invalidFolder, .invalidOrganization: status = .usage
-        case .memberNotAccepted: status = .failure
+        case .memberNotAccepted, .itemWaitsForSync: status = .failure
         case .syncIncomplete: status = .serverUnreachable  // described by its cause, above
         case .crypto, .model, .storage, .exportUnreadable, .databaseUnusable: status = .failure
         case .duplicateImport: status = .usage
