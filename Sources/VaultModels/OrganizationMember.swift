@@ -57,7 +57,7 @@ public enum CollectionAccess: String, Sendable, Equatable, CaseIterable {
 }
 
 /// One collection a member is assigned, with their access to it.
-public struct CollectionGrant: Sendable, Equatable {
+public struct CollectionGrant: Sendable, Hashable {
     public var collectionID: String
     public var access: CollectionAccess
 
