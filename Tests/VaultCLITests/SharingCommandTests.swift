@@ -113,6 +113,35 @@ struct SharingCommandTests {
         try await alice.expect(["sync"])
         #expect(try await alice.json(["list", "--organization", "Family", "--collection", "Kids"]).count == 1)
 
+        // bw's surface: create straight into a collection, move a personal item, change collections, list the organization's.
+        let organizationID = try #require(try await owner.json(["org", "list"])[0]?["id"]?.stringValue)
+        let collectionsByName = Dictionary(uniqueKeysWithValues: (try await owner.json(["collection", "list", "Family"]).arrayValue ?? [])
+            .compactMap { entry in entry["name"]?.stringValue.flatMap { name in entry["id"]?.stringValue.map { (name, $0) } } })
+        let everyoneID = try #require(collectionsByName["Everyone"]), kidsID = try #require(collectionsByName["Kids"])
+        func encoded(_ value: JSONValue) -> String { Data(value.serialized()).base64EncodedString() }
+        let orgCollections = try JSONParser.parse(Array(try await owner.expect(["bw", "list", "org-collections", "--organizationid", organizationID]).stdout.utf8))
+        #expect(Set((orgCollections.arrayValue ?? []).compactMap { $0["id"]?.stringValue }) == [everyoneID, kidsID], "\(orgCollections)")
+        #expect(orgCollections[0]?["object"] == .string("org-collection"))
+        let createdInOrg = try await owner.expect(["bw", "create", "item", encoded(.object([
+            "type": .int(1), "name": .string("Router"), "organizationId": .string(organizationID), "collectionIds": .array([.string(kidsID)]),
+            "login": .object(["username": .string("admin"), "password": .string("router-Secret-2")]),
+        ]))])
+        let router = try JSONParser.parse(Array(createdInOrg.stdout.utf8))
+        #expect(router["organizationId"] == .string(organizationID) && router["collectionIds"] == .array([.string(kidsID)]), "\(router)")
+        try await owner.expect(["add", "login", "--name", "Printer", "--username", "office"])
+        let printerID = try #require(itemID(try await owner.json(["list"]), named: "Printer"))
+        let moved = try JSONParser.parse(Array(try await owner.expect(["bw", "move", printerID, organizationID,
+                                                                       encoded(.array([.string(everyoneID)]))]).stdout.utf8))
+        #expect(moved["organizationId"] == .string(organizationID) && moved["collectionIds"] == .array([.string(everyoneID)]), "\(moved)")
+        let recollected = try JSONParser.parse(Array(try await owner.expect(["bw", "edit", "item-collections", printerID,
+                                                                             encoded(.array([.string(everyoneID), .string(kidsID)]))]).stdout.utf8))
+        #expect(Set((recollected["collectionIds"]?.arrayValue ?? []).compactMap(\.stringValue)) == [everyoneID, kidsID], "\(recollected)")
+        try await alice.expect(["sync"])
+        #expect(Set((try await alice.json(["list", "--organization", "Family", "--collection", "Kids"]).arrayValue ?? [])
+            .compactMap { $0["name"]?.stringValue }) == ["Home wifi", "Router", "Printer"])
+        try await owner.expect(["delete", "Router", "--permanent"])
+        try await owner.expect(["delete", "Printer", "--permanent"])
+
         // Removal: Alice's next sync drops the item and the organization.
         try await owner.expect(["org", "remove", "Family", aliceEmail])
         try await alice.expect(["sync"])

@@ -302,7 +302,18 @@ struct BWListCommand: BWSubcommand {
                 query.map { member.email.lowercased().contains($0) || (member.name ?? "").lowercased().contains($0) } ?? true
             }.map(BWItems.memberJSON))
         case "org-collections":
-            throw BWFailure(message: "`list org-collections` is not supported here yet (organizations' administration lands with sharing).")
+            guard let organizationID, BWItems.isGUID(organizationID) else {
+                throw BWFailure(message: organizationID.map { "`\($0)` is not a GUID." } ?? "--organizationid <organizationid> required.")
+            }
+            let query = search?.lowercased()
+            return .list(try await context.engine.collections().filter { collection in
+                collection.organizationID == organizationID.lowercased() && (query.map { (collection.name ?? "").lowercased().contains($0) } ?? true)
+            }.map { collection in
+                var object = BWItems.collectionJSON(collection).objectValue ?? JSONObject()
+                object["object"] = .string("org-collection")
+                object["groups"] = .array([])
+                return .object(object)
+            })
         default:
             throw BWFailure(message: "Unknown object \"\(object)\". Allowed objects are: items, folders, collections, organizations.")
         }
@@ -434,6 +445,12 @@ struct BWGetCommand: BWSubcommand {
 /// bw's encoded request: base64 of JSON, from the argument or standard input.
 enum BWRequest {
     static func object(_ argument: String?) throws -> JSONObject {
+        guard let object = try decoded(argument).objectValue else { throw BWFailure.parseError }
+        return object
+    }
+
+    /// The base64-encoded JSON of the argument, else of standard input (bw's `encodedJson`).
+    static func decoded(_ argument: String?) throws -> JSONValue {
         var encoded = argument ?? ""
         if encoded.isEmpty, !Console.stdinIsTTY {
             encoded = String(decoding: FileHandle.standardInput.readDataToEndOfFile(), as: UTF8.self)
@@ -441,8 +458,17 @@ enum BWRequest {
         encoded = encoded.trimmingCharacters(in: .whitespacesAndNewlines)
         guard !encoded.isEmpty else { throw BWFailure(message: "`requestJson` was not provided.") }
         guard let data = Data(base64Encoded: encoded, options: .ignoreUnknownCharacters),
-              let object = try? JSONParser.parseObject(Array(data)) else { throw BWFailure.parseError }
-        return object
+              let value = try? JSONParser.parse(Array(data)) else { throw BWFailure.parseError }
+        return value
+    }
+
+    /// A JSON list of collection ids (`bw move`, `bw edit item-collections`).
+    static func collectionIDs(_ value: JSONValue) throws -> [String] {
+        guard let values = value.arrayValue else { throw BWFailure.parseError }
+        return try values.map { value in
+            guard let id = value.stringValue, BWItems.isGUID(id.lowercased()) else { throw BWFailure(message: "`\(value.stringValue ?? "?")` is not a GUID.") }
+            return id.lowercased()
+        }
     }
 
     /// The item a request describes (bw's item JSON).
@@ -477,8 +503,15 @@ struct BWCreateCommand: BWSubcommand {
         switch object.lowercased() {
         case "item":
             var view = try BWRequest.item(request)
-            if let organization = request["organizationId"]?.stringValue, !organization.isEmpty {
-                throw BWFailure(message: "Creating an item in an organization is not supported here yet: create it, then share it from a Bitwarden client.")
+            if let organization = request["organizationId"]?.stringValue?.lowercased(), !organization.isEmpty {
+                // Straight into the organization's collections, as bw does (at least one; the organization trusted here).
+                guard try await context.engine.organizations().contains(where: { $0.id == organization }) else {
+                    throw BWFailure(message: "Organization \(organization) was not found.")
+                }
+                let collections = (request["collectionIds"]?.arrayValue ?? []).compactMap { $0.stringValue?.lowercased() }
+                guard !collections.isEmpty else { throw BWFailure(message: "An item in an organization needs at least one of its collections (collectionIds).") }
+                view.organizationId = organization
+                view.collectionIds = collections
             }
             view.folderId = try await BWFolders.checked(request["folderId"]?.stringValue, context: context)
             let saved = try await context.engine.addItem(view)
@@ -513,7 +546,12 @@ struct BWEditCommand: BWSubcommand {
     @Argument(help: "The base64-encoded JSON (else standard input).") var encoded: String?
 
     func respond(_ context: CLIContext) async throws -> BWResponse {
-        try await Self.edit(object, id: id, request: try BWRequest.object(encoded), context: context)
+        let value = try BWRequest.decoded(encoded)
+        if object.lowercased() == "item-collections", value.arrayValue != nil {
+            return try await BWSharing.setCollections(id: id, collectionIDs: try BWRequest.collectionIDs(value), context: context)
+        }
+        guard let request = value.objectValue else { throw BWFailure.parseError }
+        return try await Self.edit(object, id: id, request: request, context: context)
     }
 
     /// The object `id` as the request describes it (`bw serve`'s PUT /object/OBJECT/ID takes the JSON itself).
@@ -547,26 +585,49 @@ struct BWEditCommand: BWSubcommand {
             _ = try await context.engine.renameFolder(id: id, name: name)
             return .object(BWItems.folderJSON(id: id, name: name))
         case "item-collections":
-            throw BWSharing.notYet
+            // An object body (`{"collectionIds": […]}`) is taken too; bw's own is the list itself (``respond(_:)``).
+            return try await BWSharing.setCollections(id: id, collectionIDs: try BWRequest.collectionIDs(request["collectionIds"] ?? .null),
+                                                      context: context)
         default:
             throw BWFailure(message: "Unknown object \"\(object)\". Allowed objects are: item, item-collections, folder.")
         }
     }
 }
 
-/// Sharing with an organization (`move`, `edit item-collections`) lands with organizations' sharing.
+/// Sharing with an organization (`move`, `edit item-collections`): online only, as `vaultsync share`.
 enum BWSharing {
-    static let notYet = BWFailure(message: "Moving an item to an organization or its collections is not supported here yet: share it from a Bitwarden client.")
+    /// `bw move`: a personal item into the organization's `collectionIDs`; answers the item as shared.
+    static func move(id: String, organizationID: String, collectionIDs: [String], context: CLIContext) async throws -> BWResponse {
+        let id = id.lowercased(), organization = organizationID.lowercased()
+        guard try await BWItemsExist.item(id, context: context) else { throw BWFailure.notFound }
+        guard BWItems.isGUID(organization), try await context.engine.organizations().contains(where: { $0.id == organization }) else {
+            throw BWFailure(message: "Organization \(organizationID) was not found.")
+        }
+        guard !collectionIDs.isEmpty else { throw BWFailure(message: "An item in an organization needs at least one of its collections.") }
+        try await context.engine.share(itemID: id, organizationID: organization, collectionIDs: collectionIDs)
+        return .object(BWItems.json(try await context.engine.item(id: id)))
+    }
+
+    /// `bw edit item-collections`: an organization item's collections become `collectionIDs`; answers the item.
+    static func setCollections(id: String, collectionIDs: [String], context: CLIContext) async throws -> BWResponse {
+        let id = id.lowercased()
+        guard try await BWItemsExist.item(id, context: context) else { throw BWFailure.notFound }
+        try await context.engine.setCollections(itemID: id, collectionIDs: collectionIDs)
+        return .object(BWItems.json(try await context.engine.item(id: id)))
+    }
 }
 
 struct BWMoveCommand: BWSubcommand {
-    static let configuration = CommandConfiguration(commandName: "move", abstract: "Move an item to an organization (not supported here yet).")
+    static let configuration = CommandConfiguration(commandName: "move", abstract: "Move a personal item into an organization's collections (online only).")
     @OptionGroup var bw: BWOptions
     @Argument(help: "The item's id.") var id: String
     @Argument(help: "The organization's id.") var organizationID: String
-    @Argument(help: "The base64-encoded collection ids (else standard input).") var encoded: String?
+    @Argument(help: "The base64-encoded JSON list of collection ids (else standard input).") var encoded: String?
 
-    func respond(_ context: CLIContext) async throws -> BWResponse { throw BWSharing.notYet }
+    func respond(_ context: CLIContext) async throws -> BWResponse {
+        try await BWSharing.move(id: id, organizationID: organizationID, collectionIDs: try BWRequest.collectionIDs(try BWRequest.decoded(encoded)),
+                                 context: context)
+    }
 }
 
 struct BWDeleteCommand: BWSubcommand {

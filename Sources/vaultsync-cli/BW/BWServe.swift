@@ -127,6 +127,9 @@ struct BWServe: Sendable {
             return try await BWCreateCommand.create(path[1], request: try body(request), context: context)
         case ("PUT", "object", 3):
             try await requireUnlocked()
+            if path[1].lowercased() == "item-collections", let list = try? JSONParser.parse(request.body), list.arrayValue != nil {
+                return try await BWSharing.setCollections(id: path[2], collectionIDs: try BWRequest.collectionIDs(list), context: context)
+            }
             return try await BWEditCommand.edit(path[1], id: path[2], request: try body(request), context: context)
         case ("DELETE", "object", 3):
             try await requireUnlocked()
@@ -140,7 +143,8 @@ struct BWServe: Sendable {
             return try await BWRestoreCommand.parse(["--", path[1], path[2]]).respond(context)
         case ("POST", "move", 3):
             try await requireUnlocked()
-            throw BWSharing.notYet
+            guard let list = try? JSONParser.parse(request.body) else { throw BWFailure.parseError }
+            return try await BWSharing.move(id: path[1], organizationID: path[2], collectionIDs: try BWRequest.collectionIDs(list), context: context)
         default:
             throw NoRoute()
         }
