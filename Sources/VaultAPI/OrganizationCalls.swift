@@ -210,4 +210,11 @@ extension BitwardenAPI {
         guard answer["unavailable"]?.boolValue != true, let cipher = answer["cipher"]?.objectValue else { return nil }
         return try CipherWire(json: cipher, path: "cipher")
     }
+
+    /// Deletes an organization with everything in it (`DELETE /api/organizations/{org}`, owners, with the
+    /// master password's hash).
+    public func deleteOrganization(organizationID: String, passwordHash: String, token: String) async throws {
+        _ = try await send(.DELETE, "/api/organizations/\(organizationID)", token: token,
+                           json: .object(["masterPasswordHash": .string(passwordHash)]))
+    }
 }

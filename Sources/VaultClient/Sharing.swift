@@ -115,6 +115,15 @@ extension VaultEngine {
         _ = try await pull()
     }
 
+    /// Deletes an organization this account owns, with its items, attachments and collections, for every
+    /// member (online only; the master password proves it again). The vault is downloaded again afterwards.
+    public func deleteOrganization(id organizationID: String, password: String) async throws {
+        let organization = organizationID.lowercased()
+        let hash = try await verifiedPasswordHash(password)
+        try await sharingCall { api, token in try await api.deleteOrganization(organizationID: organization, passwordHash: hash, token: token) }
+        _ = try await pull()
+    }
+
     /// Who is assigned to a collection, by member id (owners, admins and the collection's managers).
     public func collectionMembers(organizationID: String, collectionID: String) async throws -> [CollectionGrant] {
         let organization = organizationID.lowercased(), collection = collectionID.lowercased()

@@ -40,6 +40,8 @@ struct SharingCommandTests {
     /// Invites, accepts and confirms (after checking the phrase) a member with `grant` (`NAME:ACCESS`).
     static func join(_ owner: CLIDevice, _ member: CLIDevice, _ email: String, _ grant: String) async throws {
         let code = try #require(try await owner.json(["org", "invite", "Family", email, "--role", "user", "--collection", grant])["code"]?.stringValue)
+        let invites = try await member.json(["org", "invites"])
+        #expect(invites.count == 1 && invites[0]?["organizationName"] == .string("Family") && invites[0]?["type"] == .string("user"), "\(invites)")
         try await member.expect(["org", "accept", "Family", "--code", code])
         let phrase = try await member.expect(["fingerprint"]).stdout.trimmingCharacters(in: .newlines)
         try await owner.expect(["org", "confirm", "Family", email, "--fingerprint", phrase])
@@ -168,6 +170,16 @@ struct SharingCommandTests {
         #expect(offlineMove.status == 7, "\(offlineMove)")
         #expect(try await owner.json(["pending"]).count == 0, "nothing about sharing is queued")
         #expect(try await bob.json(["pending"]).count == 0)
+
+        // Back online: the owner deletes the organization (the password asked again); its items leave every member.
+        try await scenario.server.start()
+        let wrongPassword = try await owner.run(["org", "delete", "Family", "--yes"], environment: ["VAULTSYNC_PASSWORD": "not the password"])
+        #expect(wrongPassword.status != 0, "\(wrongPassword)")
+        try await owner.expect(["org", "delete", "Family", "--yes"])
+        #expect(try await owner.json(["org", "list"]).count == 0)
+        #expect(try await owner.json(["list"]).arrayValue?.compactMap { $0["name"]?.stringValue } == ["Streaming"], "only the personal item is left")
+        try await bob.expect(["sync"])
+        #expect(try await bob.json(["list"]).count == 0)
         await scenario.finish([owner, alice, bob])
     }
 }

@@ -24,7 +24,7 @@ struct OrganizationCommand: AsyncParsableCommand {
           vaultsync org remove Family frank@example.com
           vaultsync org leave Family
         """,
-        subcommands: [List.self, Create.self, Members.self, Invite.self, Accept.self, Confirm.self, Trust.self, Remove.self, Leave.self],
+        subcommands: [List.self, Create.self, Members.self, Invite.self, Invites.self, Accept.self, Confirm.self, Trust.self, Remove.self, Leave.self, Delete.self],
         defaultSubcommand: List.self
     )
 

@@ -133,6 +133,31 @@ extension CollectionCommand {
 }
 
 extension OrganizationCommand {
+    /// `org invites`: this account's pending invitations.
+    struct Invites: VaultCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "invites",
+            abstract: "List the invitations to this account that it can still accept.",
+            discussion: "Online only. Accept one with the code its owner gave you: vaultsync org accept ORG --code CODE\n\nExample:\n  vaultsync org invites --json")
+        @OptionGroup var global: GlobalOptions
+        @OptionGroup var output: OutputOptions
+
+        func execute(_ context: CLIContext) async throws {
+            let invitations = try await context.engine.pendingInvitations()
+            if output.json {
+                Presentation.printJSON(.array(invitations.map { invitation in
+                    .object(["id": .string(invitation.id), "organizationId": .string(invitation.organizationID),
+                             "organizationName": .string(invitation.organizationName), "type": .string(OrganizationCommand.typeName(invitation.type))])
+                }))
+                return
+            }
+            if invitations.isEmpty { Console.note("no pending invitations") }
+            for invitation in invitations {
+                print("\(invitation.organizationID)\t\(Console.terminalSafe(invitation.organizationName))\t\(OrganizationCommand.typeName(invitation.type))")
+            }
+        }
+    }
+
     /// `org remove ORG MEMBER`.
     struct Remove: VaultCommand {
         static let configuration = CommandConfiguration(
@@ -184,4 +209,33 @@ extension OrganizationCommand {
             print("Left \"\(name)\".")
         }
     }
+
+    /// `org delete ORG`.
+    struct Delete: VaultCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "delete",
+            abstract: "Delete an organization you own, with its items, attachments and collections, for every member.",
+            discussion: """
+            Online only; owners; the master password is asked again (or --password-file, VAULTSYNC_PASSWORD). On a terminal you are asked first (--yes skips it). This cannot be undone: export what you want to keep first.
+
+            Example:
+              vaultsync org delete Family
+            """)
+        @OptionGroup var global: GlobalOptions
+        @Argument(help: "The organization's name or id.") var organization: String
+        @Flag(help: "Do not ask.") var yes = false
+
+        func execute(_ context: CLIContext) async throws {
+            let chosen = try OrganizationCommand.resolve(organization, in: try await context.engine.organizations())
+            let name = Console.terminalSafe(chosen.name)
+            if !yes && Console.stdinIsTTY
+                && !Console.confirm("Delete \"\(name)\" and every item in it, for all its members? This cannot be undone. [y/N] ") {
+                throw CLIError.aborted("nothing was deleted")
+            }
+            let password = try requirePassword(context, for: "Deleting an organization")
+            try await context.engine.deleteOrganization(id: chosen.id, password: password)
+            print("Deleted \"\(name)\" with its items.")
+        }
+    }
 }
+
