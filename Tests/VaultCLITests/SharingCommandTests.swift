@@ -171,15 +171,25 @@ struct SharingCommandTests {
         #expect(try await owner.json(["pending"]).count == 0, "nothing about sharing is queued")
         #expect(try await bob.json(["pending"]).count == 0)
 
-        // Back online: the owner deletes the organization (the password asked again); its items leave every member.
+        // Back online: Bob leaves (asked first at a terminal: "n" keeps him in), then the owner deletes the
+        // organization (the password asked again); its items leave every member.
         try await scenario.server.start()
+        var environment = bob.environment
+        environment["TERM"] = "xterm"
+        let asked = try TerminalSession(try vaultsyncExecutable(), ["org", "leave", "Family"], environment: environment)
+        defer { asked.end() }
+        try await asked.waitFor("[y/N] ")
+        asked.type("n\r")
+        #expect(try await asked.exit() != 0, "\(asked.text)")
+        #expect(try await bob.json(["org", "list"]).count == 1, "still a member")
+        try await bob.expect(["org", "leave", "Family", "--yes"])
+        #expect(try await bob.json(["list"]).count == 0)
+        #expect(try await bob.json(["org", "list"]).count == 0)
         let wrongPassword = try await owner.run(["org", "delete", "Family", "--yes"], environment: ["VAULTSYNC_PASSWORD": "not the password"])
         #expect(wrongPassword.status != 0, "\(wrongPassword)")
         try await owner.expect(["org", "delete", "Family", "--yes"])
         #expect(try await owner.json(["org", "list"]).count == 0)
         #expect(try await owner.json(["list"]).arrayValue?.compactMap { $0["name"]?.stringValue } == ["Streaming"], "only the personal item is left")
-        try await bob.expect(["sync"])
-        #expect(try await bob.json(["list"]).count == 0)
         await scenario.finish([owner, alice, bob])
     }
 }

@@ -133,6 +133,12 @@ extension CollectionCommand {
 }
 
 extension OrganizationCommand {
+    /// On a terminal, asks `question` ([y/N]) unless `yes`; anything but yes ends the command with `refused`.
+    static func askFirst(_ question: String, unless yes: Bool, refused: String) throws {
+        guard !yes, Console.stdinIsTTY else { return }
+        guard Console.confirm(question + " [y/N] ") else { throw CLIError.aborted(refused) }
+    }
+
     /// `org invites`: this account's pending invitations.
     struct Invites: VaultCommand {
         static let configuration = CommandConfiguration(
@@ -202,9 +208,8 @@ extension OrganizationCommand {
         func execute(_ context: CLIContext) async throws {
             let chosen = try OrganizationCommand.resolve(organization, in: try await context.engine.organizations())
             let name = Console.terminalSafe(chosen.name)
-            if !yes && Console.stdinIsTTY && !Console.confirm("Leave \"\(name)\"? Its items leave your devices, and only its owners can invite you again.") {
-                throw CLIError.aborted("nothing was changed")
-            }
+            try OrganizationCommand.askFirst("Leave \"\(name)\"? Its items leave your devices, and only its owners can invite you again.",
+                                             unless: yes, refused: "nothing was changed")
             try await context.engine.leaveOrganization(id: chosen.id)
             print("Left \"\(name)\".")
         }
@@ -228,10 +233,8 @@ extension OrganizationCommand {
         func execute(_ context: CLIContext) async throws {
             let chosen = try OrganizationCommand.resolve(organization, in: try await context.engine.organizations())
             let name = Console.terminalSafe(chosen.name)
-            if !yes && Console.stdinIsTTY
-                && !Console.confirm("Delete \"\(name)\" and every item in it, for all its members? This cannot be undone. [y/N] ") {
-                throw CLIError.aborted("nothing was deleted")
-            }
+            try OrganizationCommand.askFirst("Delete \"\(name)\" and every item in it, for all its members? This cannot be undone.",
+                                             unless: yes, refused: "nothing was deleted")
             let password = try requirePassword(context, for: "Deleting an organization")
             try await context.engine.deleteOrganization(id: chosen.id, password: password)
             print("Deleted \"\(name)\" with its items.")
