@@ -267,7 +267,7 @@ let package = Package(
         ),
         .testTarget(
             name: "VaultCryptoTests",
-            dependencies: ["VaultCrypto"],
+            dependencies: ["VaultCrypto", .product(name: "Crypto", package: "swift-crypto")],
             swiftSettings: strict
         ),
         .testTarget(

@@ -1,3 +1,4 @@
+import Crypto
 import Foundation
 import Testing
 @testable import VaultCrypto
@@ -273,6 +274,10 @@ struct PasswordGeneratorTests {
         #expect(words.last == "zoom")
         #expect(words == words.sorted())
         #expect(words.allSatisfy { (3...9).contains($0.count) && $0.allSatisfy { $0.isLowercase || $0 == "-" } })
+        // The known answer: SHA-256 of the words one per line, as EFF's file has them once its dice numbers are
+        // cut away (a checksum published by others for this list), so not one word can differ.
+        let digest = SHA256.hash(data: Array((words.joined(separator: "\n") + "\n").utf8))
+        #expect(digest.map { String(format: "%02x", $0) }.joined() == "6d557f0693958fb5e650b68b5bee585eb82cf4da32965505c789e924743bc522")
     }
 
     @Test func passphraseDefaults() throws {
