@@ -7,7 +7,7 @@ import VaultModels
 struct OrganizationCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "org",
-        abstract: "Create organizations, list them, invite to them, accept invitations, and trust the ones you joined.",
+        abstract: "Create and delete organizations; invite, confirm and remove members; accept invitations, leave, and trust the ones you joined.",
         discussion: """
         A server can announce a membership you never accepted, with an organization key it knows. Such an organization's shared items can be read, but nothing of yours (a new item, an edit of one of its items) is encrypted with its key until you trust it on this device, and a trusted organization whose key later changes is refused again until you trust it anew.
 

@@ -72,11 +72,13 @@ extension CollectionCommand {
             abstract: "Show who has access to a collection, or set one member's access to it.",
             discussion: """
             Online only; owners, admins and the collection's managers. ACCESS is one of:
-              edit            view and change the items (the default of an invitation)
-              read-only       view the items; no change to them or their attachments
-              hide-passwords  view the items without their passwords, hidden fields and passkeys: the server never sends them
-              manage          change the items, rename the collection and choose who has access
-              none            no access: the member's devices drop its items at their next sync (at once when live)
+              edit            view and change the items (an invitation's default)
+              read-only       view the items; no change to them or their files
+              hide-passwords  view them without passwords, hidden fields, passkeys
+                              (the server never sends those)
+              manage          change the items, rename the collection, choose who
+                              has access
+              none            no access: the member's devices drop its items
             Owners and admins reach every collection whatever is set here. Taking access away does not take back what the member already saw: change those passwords (docs/SECURITY.md, "Removing a member").
 
             Examples:
