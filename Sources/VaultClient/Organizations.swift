@@ -201,7 +201,7 @@ extension VaultEngine {
     /// Deletes a collection (online only). Its items stay in the organization, in their other collections.
     public func deleteCollection(organizationID: String, id: String) async throws {
         let organization = organizationID.lowercased(), collection = id.lowercased()
-        try await accountCall { api, token in try await api.deleteCollection(organizationID: organization, id: collection, token: token) }
+        try await sharingCall { api, token in try await api.deleteCollection(organizationID: organization, id: collection, token: token) }
         _ = try await pull()
     }
 
@@ -213,7 +213,7 @@ extension VaultEngine {
         try requireTrustedOrganization(organization, keys: current.keys, userID: current.userID)
         guard let key = current.keys.organizationKeys[organization] else { throw VaultError.organizationUnavailable(organization) }
         let sealed = try cryptoCall { try EncString.encrypt(trimmed, key: key).serialized }
-        let saved = try await accountCall { api, token in
+        let saved = try await sharingCall { api, token in
             try await api.saveCollection(organizationID: organization, id: id, name: sealed, token: token)
         }
         _ = try await pull()
@@ -260,7 +260,7 @@ extension VaultEngine {
     /// The members and invitees of an organization this account owns or administers (online only).
     public func organizationMembers(id organizationID: String) async throws -> [OrganizationMember] {
         let id = organizationID.lowercased()
-        return try await accountCall { api, token in try await api.organizationMembers(organizationID: id, token: token) }
+        return try await sharingCall { api, token in try await api.organizationMembers(organizationID: id, token: token) }
             .sorted { ($0.email, $0.id) < ($1.email, $1.id) }
     }
 
@@ -268,6 +268,7 @@ extension VaultEngine {
     /// owner to compare with the phrase the member reads out (`vaultsync fingerprint`) before
     /// ``confirm(_:)``: the confirmation wraps the organization's key with exactly this key.
     public func prepareConfirmation(organizationID: String, member: OrganizationMember) async throws -> MemberConfirmation {
+        if member.status == 2 { throw VaultError.sharingRefused("\(member.email) is a confirmed member already") }
         guard member.status == 1, let userID = member.userID else { throw VaultError.memberNotAccepted(member.email) }
         let id = organizationID.lowercased()
         // Checked before the phrase is shown, so that nobody compares words for a confirmation that cannot happen.

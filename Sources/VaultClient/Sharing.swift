@@ -18,12 +18,12 @@ extension VaultEngine {
         let current = try requireSession()
         let organization = organizationID.lowercased()
         let collections = collectionIDs.map { $0.lowercased() }
-        guard !collections.isEmpty else { throw VaultError.invalidOrganization("an item is shared into at least one collection") }
+        guard !collections.isEmpty else { throw VaultError.sharingRefused("an item is shared into at least one collection") }
         try requireTrustedOrganization(organization, keys: current.keys, userID: current.userID)
         guard let organizationKey = current.keys.organizationKeys[organization] else { throw VaultError.organizationUnavailable(organization) }
         let wire = try await sendableItem(itemID, userID: current.userID)
         guard wire.organizationId == nil else {
-            throw VaultError.invalidOrganization("the item belongs to an organization already; change its collections instead")
+            throw VaultError.sharingRefused("the item is in an organization already; `vaultsync edit ITEM --collection C` changes its collections")
         }
         let id = wire.id ?? itemID.lowercased()
         var shared: CipherWire
@@ -36,7 +36,7 @@ extension VaultEngine {
         }
         shared.organizationId = organization
         shared.collectionIds = collections
-        _ = try await sharingCall { [shared] api, token in
+        _ = try await sharingCall(.share) { [shared] api, token in
             try await api.shareCipher(shared, id: id, collectionIDs: collections, lastKnownRevisionDate: wire.revisionDate, token: token)
         }
         _ = try await pull()
@@ -48,14 +48,14 @@ extension VaultEngine {
         let current = try requireSession()
         let collections = collectionIDs.map { $0.lowercased() }
         guard !collections.isEmpty else {
-            throw VaultError.invalidOrganization("an organization item stays in at least one collection (delete it to remove it)")
+            throw VaultError.sharingRefused("an organization item stays in at least one collection (delete it to remove it)")
         }
         let wire = try await sendableItem(itemID, userID: current.userID)
         guard wire.organizationId != nil else {
-            throw VaultError.invalidOrganization("the item is personal: share it into an organization first")
+            throw VaultError.sharingRefused("the item is personal: `vaultsync share ITEM ORG --collection C` moves it into an organization")
         }
         let id = wire.id ?? itemID.lowercased()
-        _ = try await sharingCall { api, token in try await api.setCipherCollections(id: id, collectionIDs: collections, token: token) }
+        _ = try await sharingCall(.item) { api, token in try await api.setCipherCollections(id: id, collectionIDs: collections, token: token) }
         _ = try await pull()
     }
 
@@ -83,10 +83,10 @@ extension VaultEngine {
         if let collections {
             grants = collections.map { CollectionGrant(collectionID: $0.collectionID.lowercased(), access: $0.access) }
         } else {
-            grants = try await accountCall { api, token in try await api.organizationCollectionIDs(organizationID: id, token: token) }
+            grants = try await sharingCall { api, token in try await api.organizationCollectionIDs(organizationID: id, token: token) }
                 .map { CollectionGrant(collectionID: $0, access: access) }
         }
-        return try await accountCall { api, token in
+        return try await sharingCall { api, token in
             try await api.invite(email: email, organizationID: id, type: type, collections: grants, token: token)
         }
     }
@@ -111,7 +111,7 @@ extension VaultEngine {
     /// Leaves an organization: its items and key leave this device with the next download, done here.
     public func leaveOrganization(id organizationID: String) async throws {
         let organization = organizationID.lowercased()
-        try await sharingCall { api, token in try await api.leaveOrganization(organizationID: organization, token: token) }
+        try await sharingCall(.share) { api, token in try await api.leaveOrganization(organizationID: organization, token: token) }
         _ = try await pull()
     }
 
@@ -134,12 +134,25 @@ extension VaultEngine {
 
     // MARK: Parts
 
-    /// A server call of sharing: online only, never queued; unreachable is the organization items' offline refusal.
-    func sharingCall<T: Sendable>(_ call: @Sendable (BitwardenAPI, String) async throws -> T) async throws -> T {
+    /// What a sharing call is, for what its failures mean.
+    enum SharingCallKind: Sendable {
+        /// A change of an organization's item (its collections): offline, the organization items' refusal.
+        case item
+        /// A personal item shared: offline, sharing's refusal.
+        case share
+        /// The organization's administration (members, collections, access): offline, sharing's refusal; a
+        /// 404 is the server saying this account may not.
+        case administration
+    }
+
+    /// A server call of sharing: online only, never queued.
+    func sharingCall<T: Sendable>(_ kind: SharingCallKind = .administration, _ call: @Sendable (BitwardenAPI, String) async throws -> T) async throws -> T {
         do {
             return try await accountCall(call)
         } catch VaultError.serverUnreachable {
-            throw VaultError.organizationItemOffline
+            throw kind == .item ? VaultError.organizationItemOffline : VaultError.sharingOffline
+        } catch VaultError.serverRefused(404, _) where kind == .administration {
+            throw VaultError.notOrganizationManager
         }
     }
 

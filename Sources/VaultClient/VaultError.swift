@@ -21,6 +21,12 @@ public enum VaultError: Error, Sendable, Equatable {
     case organizationItemOffline
     /// The item has a change (or its creation) still waiting to be sent: sharing it waits for a sync.
     case itemWaitsForSync(String)
+    /// A share or an organization change that cannot be made as asked (nothing was sent).
+    case sharingRefused(String)
+    /// Sharing and organization changes are online only: the server could not be reached, nothing was changed or queued.
+    case sharingOffline
+    /// The server answered 404 to an organization's administration: this account may not (or the organization is gone).
+    case notOrganizationManager
     /// The server understood the request and refused it (4xx); nothing was queued.
     case serverRefused(status: Int, message: String)
     /// The server could not be reached (for something that needs it: login, register, sync).
@@ -127,6 +133,11 @@ extension VaultError: LocalizedError {
         case .folderNotFound(let id): return "No folder \(id) in this vault."
         case .organizationItemOffline:
             return "Organization items cannot be edited while offline. Reconnect to save changes to this item."
+        case .sharingRefused(let reason): return "Nothing was changed: \(reason)."
+        case .sharingOffline:
+            return "Sharing and changes to an organization need the server, which could not be reached: nothing was changed, and nothing is queued."
+        case .notOrganizationManager:
+            return "The server refused: only the organization's owners and admins (and a collection's managers, for its access) can do this, or the organization no longer exists."
         case .itemWaitsForSync(let id):
             return "The item \(id) has a change that has not reached the server yet. Run `vaultsync sync`, then try again."
         case .serverRefused(let status, let message): return "The server refused the request (\(status)): \(message)"

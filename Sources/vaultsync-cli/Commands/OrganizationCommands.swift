@@ -24,7 +24,7 @@ struct OrganizationCommand: AsyncParsableCommand {
           vaultsync org remove Family frank@example.com
           vaultsync org leave Family
         """,
-        subcommands: [List.self, Create.self, Members.self, Invite.self, Invites.self, Accept.self, Confirm.self, Trust.self, Remove.self, Leave.self, Delete.self],
+        subcommands: [List.self, Create.self, Members.self, Invite.self, Invites.self, Accept.self, Confirm.self, Trust.self, Role.self, Remove.self, Leave.self, Delete.self],
         defaultSubcommand: List.self
     )
 
@@ -306,7 +306,14 @@ struct OrganizationCommand: AsyncParsableCommand {
             var grants: [CollectionGrant]?
             for text in collections {
                 let (name, access) = Self.parseGrant(text)
-                grants = (grants ?? []) + [CollectionGrant(collectionID: try await CollectionCommand.resolve(name, in: chosen, context).id, access: access)]
+                let collection: CollectionSummary
+                do {
+                    collection = try await CollectionCommand.resolve(name, in: chosen, context)
+                } catch CLIError.notFound where name == text && text.contains(":") {
+                    let suffix = text[text.index(after: text.lastIndex(of: ":")!)...]
+                    throw CLIError.usage("\"\(suffix)\" in --collection \(text) is not an access: edit, read-only, hide-passwords or manage")
+                }
+                grants = (grants ?? []) + [CollectionGrant(collectionID: collection.id, access: access)]
             }
             let invitation = try await context.engine.inviteToOrganization(id: chosen.id, email: invitee, type: type.wireValue,
                                                                            collections: grants, access: readOnly ? .readOnly : .edit)

@@ -166,6 +166,36 @@ extension OrganizationCommand {
         }
     }
 
+    /// `org role ORG MEMBER ROLE`.
+    struct Role: VaultCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "role",
+            abstract: "Change a member's role: owner, admin, manager or user.",
+            discussion: """
+            Online only; owners and admins (only an owner makes owners and admins, or changes them). The member's collections stay as they are; owners and admins reach every collection anyway. An organization keeps at least one confirmed owner: make another member an owner before you leave.
+
+            Examples:
+              vaultsync org role Family frank@example.com admin
+              vaultsync org role Family frank@example.com owner
+            """)
+        enum Choice: String, CaseIterable, ExpressibleByArgument {
+            case owner, admin, manager, user
+            var wireValue: Int { switch self { case .owner: 0; case .admin: 1; case .user: 2; case .manager: 3 } }
+        }
+        @OptionGroup var global: GlobalOptions
+        @Argument(help: "The organization's name or id.") var organization: String
+        @Argument(help: "The member's email or membership id.") var member: String
+        @Argument(help: "owner, admin, manager or user.") var role: Choice
+
+        func execute(_ context: CLIContext) async throws {
+            let chosen = try OrganizationCommand.resolve(organization, in: try await context.engine.organizations())
+            let target = try OrganizationCommand.one(member, in: try await context.engine.organizationMembers(id: chosen.id), what: "member",
+                                                     id: \.id, name: \.email)
+            try await context.engine.updateMember(organizationID: chosen.id, member: target, type: role.wireValue)
+            print("\(Console.terminalSafe(target.email)) is now \(role == .owner || role == .admin ? "an" : "a") \(role.rawValue) of \"\(Console.terminalSafe(chosen.name))\".")
+        }
+    }
+
     /// `org remove ORG MEMBER`.
     struct Remove: VaultCommand {
         static let configuration = CommandConfiguration(

@@ -105,6 +105,9 @@ func describe(_ error: any Error) -> (message: String, status: ExitStatus) {
         case .serverUnreachable, .serverAnswerInvalid, .offlineEditsDisabled, .organizationItemOffline: status = .serverUnreachable
         case .invalidItem, .invalidFolder, .invalidOrganization: status = .usage
         case .memberNotAccepted, .itemWaitsForSync: status = .failure
+        case .sharingRefused: status = .usage
+        case .sharingOffline: status = .serverUnreachable
+        case .notOrganizationManager: status = .serverRefused
         case .syncIncomplete: status = .serverUnreachable  // described by its cause, above
         case .crypto, .model, .storage, .exportUnreadable, .databaseUnusable: status = .failure
         case .duplicateImport: status = .usage

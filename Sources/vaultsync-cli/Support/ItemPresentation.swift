@@ -34,6 +34,11 @@ enum Presentation {
         object["reprompt"] = .bool(view.reprompt == .password)
         object["notes"] = string(view.notes)
         object["organizationId"] = string(view.organizationId)
+        if view.organizationId != nil {
+            object["collectionIds"] = .array((view.collectionIds ?? []).map(JSONValue.string))
+            // false: the organization hides the passwords from this account (the server does not send them).
+            object["viewPassword"] = .bool(view.viewPassword ?? true)
+        }
         object["login"] = .null
         if let login = view.login {
             object["login"] = .object([
