@@ -198,6 +198,8 @@ struct SharingCommandTests {
         #expect(try await bob.json(["org", "list"]).count == 0)
         let wrongPassword = try await owner.run(["org", "delete", "Family", "--yes"], environment: ["VAULTSYNC_PASSWORD": "not the password"])
         #expect(wrongPassword.status != 0, "\(wrongPassword)")
+        let unasked = try await owner.expect(["org", "delete", "Family"], status: 64)
+        #expect(unasked.stderr.contains("give --yes"), "\(unasked.stderr)")
         try await owner.expect(["org", "delete", "Family", "--yes"])
         #expect(try await owner.json(["org", "list"]).count == 0)
         #expect(try await owner.json(["list"]).arrayValue?.compactMap { $0["name"]?.stringValue } == ["Streaming"], "only the personal item is left")

@@ -136,8 +136,13 @@ extension CollectionCommand {
 
 extension OrganizationCommand {
     /// On a terminal, asks `question` ([y/N]) unless `yes`; anything but yes ends the command with `refused`.
-    static func askFirst(_ question: String, unless yes: Bool, refused: String) throws {
-        guard !yes, Console.stdinIsTTY else { return }
+    /// `orYes`: what cannot be undone for others too needs `--yes` where nobody can be asked.
+    static func askFirst(_ question: String, unless yes: Bool, refused: String, orYes: Bool = false) throws {
+        guard !yes else { return }
+        guard Console.stdinIsTTY else {
+            if orYes { throw CLIError.usage("not at a terminal, nobody can be asked: give --yes to go ahead") }
+            return
+        }
         guard Console.confirm(question + " [y/N] ") else { throw CLIError.aborted(refused) }
     }
 
@@ -253,7 +258,7 @@ extension OrganizationCommand {
             commandName: "delete",
             abstract: "Delete an organization you own, with its items, attachments and collections, for every member.",
             discussion: """
-            Online only; owners; the master password is asked again (or --password-file, VAULTSYNC_PASSWORD). On a terminal you are asked first (--yes skips it). This cannot be undone: export what you want to keep first.
+            Online only; owners; the master password is asked again (or --password-file, VAULTSYNC_PASSWORD). On a terminal you are asked first; elsewhere --yes is needed. This cannot be undone: export what you want to keep first.
 
             Example:
               vaultsync org delete Family
@@ -266,7 +271,7 @@ extension OrganizationCommand {
             let chosen = try OrganizationCommand.resolve(organization, in: try await context.engine.organizations())
             let name = Console.terminalSafe(chosen.name)
             try OrganizationCommand.askFirst("Delete \"\(name)\" and every item in it, for all its members? This cannot be undone.",
-                                             unless: yes, refused: "nothing was deleted")
+                                             unless: yes, refused: "nothing was deleted", orYes: true)
             let password = try requirePassword(context, for: "Deleting an organization")
             try await context.engine.deleteOrganization(id: chosen.id, password: password)
             print("Deleted \"\(name)\" with its items.")
