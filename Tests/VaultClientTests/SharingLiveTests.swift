@@ -8,7 +8,7 @@ import VaultTestSupport
 /// without a `sync`.
 @Suite("Sharing with live sync")
 struct SharingLiveTests {
-    @Test("an item shared into a member's collection arrives live; taking the collection's access away and removing the member drop it live; leaving drops the organization")
+    @Test("an item shared into a member's collection arrives live; moving it out of their collections, taking the collection's access away and removing the member drop it live")
     func accessChangesArriveLive() async throws {
         let scenario = try await Scenario.start()
         let owner = try await scenario.device(register: true)
@@ -37,6 +37,14 @@ struct SharingLiveTests {
         try await owner.engine.share(itemID: id, organizationID: organizationID, collectionIDs: [everyone])
         #expect(await log.waitFor { $0 == .itemChanged(id: id, name: "Home wifi") }, "the share arrives without a sync")
         #expect(try await member.engine.view(named: "Home wifi")?.login?.password == "wifi-Secret-1")
+
+        // Moved out of the member's only collection (into Kids, which they are not in yet): gone, live; back again: there.
+        try await owner.engine.setCollectionAccess(organizationID: organizationID, collectionID: kids, memberID: accepted.id, access: nil)
+        try await owner.engine.setCollections(itemID: id, collectionIDs: [kids])
+        #expect(await waitUntil { (try? await member.engine.view(named: "Home wifi")) == nil }, "moved out of sight drops it live")
+        try await owner.engine.setCollections(itemID: id, collectionIDs: [everyone])
+        #expect(await waitUntil { (try? await member.engine.view(named: "Home wifi")) != nil }, "moved back arrives live")
+        try await owner.engine.setCollectionAccess(organizationID: organizationID, collectionID: kids, memberID: accepted.id, access: .edit)
 
         // Moved to Kids as well, then Everyone's access taken away: still visible through Kids; then Kids' too: gone, live.
         try await owner.engine.setCollections(itemID: id, collectionIDs: [everyone, kids])

@@ -412,11 +412,23 @@ struct CiphersController {
 
     func collections(_ request: Request, _ context: VaultRequestContext, v2: Bool) async throws -> Response {
         let body = try await request.jsonObject(limit: services.configuration.maxBodyBytes)
+        let id = try Self.id(context)
+        let userID = try context.requireUser()
         do {
+            // Who saw the item before the change: those who no longer do are told it is gone for them (a
+            // delete notification: the item's revision did not change, so an update would read as current).
+            let before = try await services.repository.read { session in try await VaultRepository.visibleCiphers(userID: userID, onlyID: id, session).first }
+            var audienceBefore: Set<String> = []
+            if let organizationID = before?.organizationID {
+                audienceBefore = try await services.repository.audience(ofCipher: id, organizationID: organizationID)
+            }
             let record = try await services.repository.setCipherCollections(
-                id: try Self.id(context), userID: try context.requireUser(), collectionIDs: try CipherRequests.collectionIDs(from: body),
-                now: services.now())
-            if let record { await services.notifier.cipher(record, .syncCipherUpdate, by: context) }
+                id: id, userID: userID, collectionIDs: try CipherRequests.collectionIDs(from: body), now: services.now())
+            if let organizationID = before?.organizationID, let changed = record ?? before {
+                if record != nil { await services.notifier.cipher(changed, .syncCipherUpdate, by: context) }
+                let lost = audienceBefore.subtracting(try await services.repository.audience(ofCipher: id, organizationID: organizationID))
+                if !lost.isEmpty { await services.notifier.cipher(changed, .syncLoginDelete, by: context, onlyTo: lost.sorted()) }
+            }
             let renderer = services.renderer(for: request)
             if v2 {
                 var object = JSONObject()

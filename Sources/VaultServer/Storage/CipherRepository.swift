@@ -593,14 +593,16 @@ extension VaultRepository {
 }
 
 extension VaultRepository {
-    /// Moves a personal cipher into an organization (spec organizations.md §3.4 share): the client has
-    /// re-wrapped the item key with the organization key; the server checks the caller owns the item,
-    /// may write to each collection, and applies the stale-edit check.
     /// An attachment's name and key as a share re-encrypted them for the organization.
     struct SharedAttachment: Sendable {
         var fileName: String
         var key: String
     }
+
+    /// Moves a personal cipher into an organization (spec organizations.md §3.4 share): the client has
+    /// re-wrapped the item key with the organization key (and, for an item without a key of its own, sent
+    /// each attachment's name and key encrypted again, `attachments`); the server checks the caller owns
+    /// the item, may write to each collection, and applies the stale-edit check.
 
     func shareCipher(id: String, userID: String, write: CipherWrite, collectionIDs: [String], attachments: [String: SharedAttachment] = [:],
                      now: Int64) async throws -> CipherRecord {

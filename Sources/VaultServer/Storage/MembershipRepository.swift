@@ -72,9 +72,7 @@ extension VaultRepository {
                 }
                 try await session.query("DELETE FROM collection_members WHERE membership_id = ?", [.text(target.id)])
                 for entry in collections {
-                    try await session.query("""
-                        INSERT INTO collection_members (collection_id, membership_id, read_only, hide_passwords, manage) VALUES (?, ?, ?, ?, ?)
-                        """, [.text(entry.membershipID), .text(target.id), .bool(entry.readOnly), .bool(entry.hidePasswords), .bool(entry.manage)])
+                    try await Self.assign(collectionID: entry.membershipID, membershipID: target.id, entry, session)
                 }
             }
             try await Self.bumpRevision([target.userID], now: now, session)
@@ -135,9 +133,7 @@ extension VaultRepository {
                     return .failure(.refused("Invalid member"))
                 }
                 affected.insert(member.text("user_id") ?? "")
-                try await session.query("""
-                    INSERT INTO collection_members (collection_id, membership_id, read_only, hide_passwords, manage) VALUES (?, ?, ?, ?, ?)
-                    """, [.text(collectionID), .text(entry.membershipID), .bool(entry.readOnly), .bool(entry.hidePasswords), .bool(entry.manage)])
+                try await Self.assign(collectionID: collectionID, membershipID: entry.membershipID, entry, session)
             }
             let users = affected.sorted()
             try await Self.bumpRevision(users, now: now, session)
@@ -167,6 +163,13 @@ extension VaultRepository {
 
     func manages(collectionID: String, _ membership: MembershipRecord) async throws -> Bool {
         try await read { session in try await Self.manages(collectionID: collectionID, membership, session) }
+    }
+
+    /// One assignment of a member to a collection, with the flags of `access` (its id field is not read).
+    static func assign(collectionID: String, membershipID: String, _ access: CollectionAccessEntry, _ session: any SQLSession) async throws {
+        try await session.query("""
+            INSERT INTO collection_members (collection_id, membership_id, read_only, hide_passwords, manage) VALUES (?, ?, ?, ?, ?)
+            """, [.text(collectionID), .text(membershipID), .bool(access.readOnly), .bool(access.hidePasswords), .bool(access.manage)])
     }
 
     /// The user ids who see an organization item now (its collections' members and the full-access members).

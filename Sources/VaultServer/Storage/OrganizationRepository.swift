@@ -139,9 +139,7 @@ extension VaultRepository {
                                                     [.text(entry.membershipID), .text(organizationID)]).isEmpty else {
                         throw APIError(.badRequest, "Invalid member")
                     }
-                    try await session.query("""
-                        INSERT INTO collection_members (collection_id, membership_id, read_only, hide_passwords, manage) VALUES (?, ?, ?, ?, ?)
-                        """, [.text(collectionID), .text(entry.membershipID), .bool(entry.readOnly), .bool(entry.hidePasswords), .bool(entry.manage)])
+                    try await Self.assign(collectionID: collectionID, membershipID: entry.membershipID, entry, session)
                 }
             }
             let members = try await session.query("SELECT user_id FROM memberships WHERE organization_id = ?", [.text(organizationID)])
@@ -258,10 +256,9 @@ extension VaultRepository {
                 // A collection deleted since the invite is skipped.
                 guard let collectionID = entry["id"]?.stringValue, try await !session.query(
                     "SELECT id FROM collections WHERE id = ? AND organization_id = ?", [.text(collectionID), .text(organizationID)]).isEmpty else { continue }
-                try await session.query("""
-                    INSERT INTO collection_members (collection_id, membership_id, read_only, hide_passwords, manage) VALUES (?, ?, ?, ?, ?)
-                    """, [.text(collectionID), .text(id), .bool(entry["readOnly"]?.boolValue ?? false),
-                          .bool(entry["hidePasswords"]?.boolValue ?? false), .bool(entry["manage"]?.boolValue ?? false)])
+                try await Self.assign(collectionID: collectionID, membershipID: id, CollectionAccessEntry(
+                    membershipID: collectionID, readOnly: entry["readOnly"]?.boolValue ?? false,
+                    hidePasswords: entry["hidePasswords"]?.boolValue ?? false, manage: entry["manage"]?.boolValue ?? false), session)
             }
             try await Self.bumpRevision([user.id], now: now, session)
             return nil

@@ -43,9 +43,9 @@ struct ListCommand: VaultCommand {
         // What each listed item shows, and for --json or a search the whole item (its other fields).
         var rows: [(id: String, pending: PendingChange?, shown: ItemSummary, view: CipherView?)] = []
         // Organization and collection filters, resolved from the last sync (offline too).
-        let organizations = try await context.engine.organizations()
-        let organizationFilter: String?? = try organization.map { reference -> String? in
-            reference.lowercased() == "none" ? nil : try OrganizationCommand.resolve(reference, in: organizations).id
+        // Read only when asked: a plain `list` stays the one read it was.
+        let organizationFilter: String?? = try await organization.asyncMap { reference -> String? in
+            reference.lowercased() == "none" ? nil : try OrganizationCommand.resolve(reference, in: try await context.engine.organizations()).id
         }
         var collectionFilter: String?
         if let collection {
